@@ -1,0 +1,93 @@
+"""What the core needs from a platform: the Adapter protocol and the outbox that routes to it.
+
+Adapters implement `Adapter`; the core only ever talks to them through
+`Outbox`, so it never imports an adapter module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from gateway.messages import ButtonPress, ChatRef, Inbound, Outbound, PressReply, SentRef
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a platform can do; the core adapts its behaviour (buttons, edits) to it."""
+
+    max_len: int
+    can_edit: bool = True
+    buttons: bool = True
+    threads: bool = False
+    typing: bool = True
+
+
+class DeliveryError(Exception):
+    """A platform refused or failed to deliver a message after retries."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        # Permanent: blocked, kicked, chat gone. Retrying will not help.
+        self.permanent = permanent
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    platform: str
+    capabilities: Capabilities
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def send(self, out: Outbound) -> SentRef:
+        """Send a message; long text is split by the adapter. Returns the last part's receipt."""
+        ...
+
+    async def edit(self, ref: SentRef, out: Outbound) -> None: ...
+
+    async def typing(self, chat: ChatRef) -> None:
+        """Show a 'typing…' indicator once; the core renews it while a turn runs."""
+        ...
+
+
+# Callbacks the core hands to adapters.
+SubmitInbound = Callable[[Inbound], Awaitable[object]]
+HandlePress = Callable[[ButtonPress], Awaitable[PressReply]]
+
+
+class Outbox:
+    """Routes outgoing messages to the adapter of the target chat's platform."""
+
+    def __init__(self) -> None:
+        self._adapters: dict[str, Adapter] = {}
+
+    def register(self, adapter: Adapter) -> None:
+        self._adapters[adapter.platform] = adapter
+
+    def adapter(self, platform: str) -> Adapter:
+        try:
+            return self._adapters[platform]
+        except KeyError:
+            raise DeliveryError(f"no adapter for platform {platform!r} is running") from None
+
+    def has(self, platform: str) -> bool:
+        return platform in self._adapters
+
+    @property
+    def adapters(self) -> list[Adapter]:
+        return list(self._adapters.values())
+
+    def capabilities(self, platform: str) -> Capabilities:
+        return self.adapter(platform).capabilities
+
+    async def send(self, out: Outbound) -> SentRef:
+        return await self.adapter(out.chat.platform).send(out)
+
+    async def edit(self, ref: SentRef, out: Outbound) -> None:
+        await self.adapter(ref.chat.platform).edit(ref, out)
+
+    async def typing(self, chat: ChatRef) -> None:
+        await self.adapter(chat.platform).typing(chat)

@@ -1,0 +1,279 @@
+"""Settings: one validated model built once at start from `chatgate.toml` and CHATGATE_* env.
+
+Precedence, highest first: explicit arguments, environment (`CHATGATE_LLM__MODEL`),
+the TOML file (`--config`, `CHATGATE_CONFIG` or `./chatgate.toml`), defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from gateway.sessions import Isolation
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LLMSettings(_Section):
+    base_url: str = "http://localhost:11434/v1"
+    api_key: SecretStr = SecretStr("")
+    model: str = "qwen3:8b"
+    # Provider name for the tool policy; empty means derived from the base_url host.
+    provider: str = ""
+    tool_call_format: Literal["native", "text", "auto"] = "auto"
+    stream: bool = False
+    temperature: float | None = None
+    max_tokens: int | None = Field(default=None, gt=0)  # per completion
+    timeout: float = Field(default=120.0, gt=0)  # seconds for one request (read)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)
+    retry_base_delay: float = Field(default=0.5, ge=0)
+    retry_max_delay: float = Field(default=30.0, ge=0)
+    max_connections: int = Field(default=256, ge=1)
+    extra_headers: dict[str, str] = {}
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+    @property
+    def provider_name(self) -> str:
+        return self.provider or (urlsplit(self.base_url).hostname or "")
+
+
+class RedisSettings(_Section):
+    url: str = ""  # empty: the embedded store under data_dir
+    key_prefix: str = "chatgate"
+    max_connections: int = Field(default=64, ge=1)
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix:// (or be empty)")
+        return value
+
+
+class ToolsSettings(_Section):
+    workspace: Path | None = None  # default {data_dir}/workspace
+    allow: list[str] = []  # empty: every tool, minus deny
+    deny: list[str] = []
+    shell_timeout: float = Field(default=30.0, gt=0)
+    max_output_chars: int = Field(default=16000, ge=1000)
+
+
+class AgentSettings(_Section):
+    system_prompt: str = ""  # extra instructions added to the built-in prompt
+    max_iterations: int = Field(default=25, ge=1)
+    max_turn_seconds: float = Field(default=600.0, gt=0)
+    tool_timeout: float = Field(default=120.0, gt=0)
+    max_tokens_per_turn: int = Field(default=400_000, ge=1000)
+    history_token_budget: int = Field(default=24_000, ge=1000)
+
+
+class RouterSettings(_Section):
+    busy_mode: Literal["queue", "interrupt"] = "queue"
+    max_concurrent_turns: int = Field(default=256, ge=1)
+    max_queued_per_session: int = Field(default=20, ge=1)
+    queue_notice: bool = True
+    max_message_chars: int = Field(default=16_000, ge=100)
+    dedupe_ttl: float = Field(default=3600.0, gt=0)
+    lease_ttl: float = Field(default=30.0, ge=3)
+    # Delay before the first typing indicator; fast answers need none.
+    typing_delay: float = Field(default=0.8, ge=0)
+
+
+class SessionsSettings(_Section):
+    isolation: Isolation = Isolation.AUTO
+    per_platform: dict[str, Isolation] = {}  # e.g. {slack = "thread", telegram = "chat"}
+
+    def for_platform(self, platform: str) -> Isolation:
+        return self.per_platform.get(platform, self.isolation)
+
+
+class MemorySettings(_Section):
+    chat_chars: int = Field(default=2000, ge=100)
+    user_chars: int = Field(default=1200, ge=100)
+
+
+class AccessSettings(_Section):
+    admins: list[str] = []  # "platform:user_id"
+    allowed_users: list[str] = []  # empty: everyone; otherwise "platform:user_id"
+    blocked_users: list[str] = []
+    # Per-user message budget across all chats; 0 disables.
+    rate_limit_per_minute: int = Field(default=30, ge=0)
+    approvers: Literal["requester_and_admins", "admins"] = "requester_and_admins"
+
+
+class HTTPSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    enabled: bool = True
+
+
+class TelegramSettings(_Section):
+    token: SecretStr | None = None
+    api_url: str = "https://api.telegram.org"
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_secret: SecretStr | None = None
+    webhook_url: str = ""
+    allowed_users: list[str] = []  # user ids or @usernames; empty: everyone
+    allowed_chats: list[str] = []
+
+
+class SlackSettings(_Section):
+    bot_token: SecretStr | None = None
+    signing_secret: SecretStr | None = None
+    app_token: SecretStr | None = None
+    api_url: str = "https://slack.com/api/"
+
+
+class DiscordSettings(_Section):
+    token: SecretStr | None = None
+    api_url: str = "https://discord.com/api/v10"
+    gateway_url: str = "wss://gateway.discord.gg/"
+
+
+_config_path: ContextVar[Path | None] = ContextVar("chatgate_config_path", default=None)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CHATGATE_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    data_dir: Path = Path.home() / ".chatgate"
+    log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    llm: LLMSettings = LLMSettings()
+    redis: RedisSettings = RedisSettings()
+    tools: ToolsSettings = ToolsSettings()
+    agent: AgentSettings = AgentSettings()
+    router: RouterSettings = RouterSettings()
+    sessions: SessionsSettings = SessionsSettings()
+    memory: MemorySettings = MemorySettings()
+    access: AccessSettings = AccessSettings()
+    http: HTTPSettings = HTTPSettings()
+    telegram: TelegramSettings = TelegramSettings()
+    slack: SlackSettings = SlackSettings()
+    discord: DiscordSettings = DiscordSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = _config_path.get()
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    @property
+    def workspace(self) -> Path:
+        return (self.tools.workspace or self.data_dir / "workspace").expanduser().resolve()
+
+
+class ConfigError(Exception):
+    """Invalid configuration; `problems` holds one line per bad key."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The TOML file to read: explicit path, CHATGATE_CONFIG, or ./chatgate.toml if present."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("CHATGATE_CONFIG")
+    if env:
+        return Path(env)
+    local = Path("chatgate.toml")
+    return local if local.is_file() else None
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Build and validate Settings once; raises ConfigError with one line per problem."""
+    toml_path = config_path(path)
+    if toml_path is not None:
+        if not toml_path.is_file():
+            raise ConfigError([f"config file {toml_path}: not found"])
+        try:
+            tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError([f"config file {toml_path}: invalid TOML: {exc}"]) from None
+    token = _config_path.set(toml_path)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError([_problem_line(err) for err in exc.errors()]) from None
+    finally:
+        _config_path.reset(token)
+
+
+def _problem_line(err: Any) -> str:
+    key = ".".join(str(part) for part in err["loc"]) or "(root)"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown setting (check the spelling)"
+    value = err.get("input")
+    shown = "" if isinstance(value, dict | list) or value is None else f" (got {value!r})"
+    if any(word in key for word in _SECRET_WORDS):
+        shown = ""
+    return f"{key}: {msg}{shown}"
+
+
+_SECRET_WORDS = ("token", "secret", "api_key", "password")
+
+
+def masked(settings: Settings) -> dict[str, Any]:
+    """The effective settings as plain data with every secret masked, for `config show`."""
+    data = settings.model_dump(mode="json")
+    return _mask(data)
+
+
+def _mask(node: Any, key: str = "") -> Any:
+    if isinstance(node, dict):
+        return {k: _mask(v, k) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_mask(v, key) for v in node]
+    if isinstance(node, str) and node and any(word in key for word in _SECRET_WORDS):
+        return "********"
+    if key == "url" and isinstance(node, str) and "@" in node:
+        return mask_url(node)
+    return node
+
+
+def mask_url(url: str) -> str:
+    """Hide the password in a URL such as redis://:pw@host:6379/0."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:****@{netloc}"))

@@ -1,0 +1,130 @@
+"""The one storage interface the core uses; Redis and the embedded store implement it.
+
+Values are strings (callers JSON-encode); keys are plain names without any
+prefix (backends add their own namespace). Every method may raise
+`StoreUnavailable` when the backend cannot be reached after its own retries.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from typing import Any
+
+
+class StoreUnavailable(Exception):
+    """The backend could not be reached (after retries). Callers may retry later."""
+
+
+class Store(ABC):
+    """Async key/value, hash, list, lease and pub/sub primitives.
+
+    Semantics every backend must keep (tests/unit/test_store_contract.py checks both):
+    - `set(..., only_if_absent=True)` is atomic: of concurrent callers exactly one gets True.
+    - TTLs are in seconds (floats allowed); an expired key reads as absent.
+    - Leases are owned by a token; renew/release by another token fail and change nothing.
+    - `publish` reaches every current `listen` on that channel in every process sharing
+      the backend (the embedded store is single-process, so only this process).
+    """
+
+    # -- plain values ---------------------------------------------------------------
+
+    @abstractmethod
+    async def get(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    async def set(
+        self, key: str, value: str, *, ttl: float | None = None, only_if_absent: bool = False
+    ) -> bool:
+        """Store a value; returns False only when `only_if_absent` and the key exists."""
+
+    @abstractmethod
+    async def delete(self, *keys: str) -> int:
+        """Delete keys (values, hashes or lists); returns how many existed."""
+
+    @abstractmethod
+    async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
+        """Add to an integer value (missing = 0). `ttl` applies when the key is created."""
+
+    @abstractmethod
+    async def expire(self, key: str, ttl: float) -> bool:
+        """Set a TTL on an existing key of any type; False when it does not exist."""
+
+    # -- hashes: small maps such as job specs or pending approvals ------------------
+
+    @abstractmethod
+    async def hset(self, name: str, field: str, value: str) -> None: ...
+
+    @abstractmethod
+    async def hget(self, name: str, field: str) -> str | None: ...
+
+    @abstractmethod
+    async def hdel(self, name: str, *fields: str) -> int: ...
+
+    @abstractmethod
+    async def hgetall(self, name: str) -> dict[str, str]: ...
+
+    # -- lists: append-only logs (audit, job runs, group context) -------------------
+
+    @abstractmethod
+    async def push(self, key: str, value: str, *, max_len: int | None = None) -> int:
+        """Append at the tail; with `max_len`, drop the oldest beyond it. Returns the length."""
+
+    @abstractmethod
+    async def list_range(self, key: str, start: int = 0, end: int = -1) -> list[str]:
+        """Items from `start` to `end` inclusive; negative indexes count from the tail."""
+
+    # -- leases: one holder at a time across processes ------------------------------
+
+    @abstractmethod
+    async def acquire_lease(self, name: str, owner: str, ttl: float) -> bool:
+        """Take the lease if free (or already ours, which refreshes it)."""
+
+    @abstractmethod
+    async def renew_lease(self, name: str, owner: str, ttl: float) -> bool:
+        """Extend our lease; False when it expired or someone else holds it."""
+
+    @abstractmethod
+    async def release_lease(self, name: str, owner: str) -> bool:
+        """Release our lease; False when we no longer held it."""
+
+    @abstractmethod
+    async def lease_owner(self, name: str) -> str | None: ...
+
+    # -- notifications between processes -------------------------------------------
+
+    @abstractmethod
+    async def publish(self, channel: str, message: str) -> None: ...
+
+    @abstractmethod
+    def listen(self, channel: str) -> AsyncIterator[str]:
+        """Yield messages published on `channel` from now on, until the caller stops iterating.
+
+        Survives backend outages: the iterator reconnects instead of ending. Messages
+        published while disconnected are lost, so callers treat them as hints and keep
+        the truth in keys.
+        """
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    @abstractmethod
+    async def ping(self) -> None:
+        """Raise StoreUnavailable when the backend is not usable."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @property
+    @abstractmethod
+    def shared(self) -> bool:
+        """True when other processes may use the same data (Redis)."""
+
+    # -- JSON helpers ----------------------------------------------------------------
+
+    async def get_json(self, key: str) -> Any:
+        raw = await self.get(key)
+        return None if raw is None else json.loads(raw)
+
+    async def set_json(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        await self.set(key, json.dumps(value, ensure_ascii=False, separators=(",", ":")), ttl=ttl)

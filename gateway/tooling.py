@@ -1,0 +1,104 @@
+"""How the core sees a tool: a spec with a pydantic argument model and an async handler.
+
+Tool modules live in `tools/`; they build `ToolSpec`s and `app.py` hands the
+catalogue to the agent, so the core never imports a tool by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from gateway.messages import ChatRef, UserRef
+from gateway.sessions import SessionKey
+
+A = TypeVar("A", bound=BaseModel)
+
+
+class ToolError(Exception):
+    """A failure the model should read and act on (bad path, missing file, refused call).
+
+    The message is shown to the model verbatim, so it says what went wrong and what to do.
+    """
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who and where a tool call runs for. Long-lived dependencies are bound when tools are built."""
+
+    session: SessionKey
+    chat: ChatRef
+    user: UserRef
+    turn_id: str = ""
+    is_subagent: bool = False
+    # The platform message that started the turn, so tools can reply in place.
+    message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ApprovalNeed:
+    """A call that must wait for a person's approval before it runs."""
+
+    summary: str  # the exact thing that will run, shown to the approver
+    reason: str  # one line: why this needs approval
+    # Calls with the same shape may be pre-approved for the rest of the session.
+    shape: str = ""
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec(Generic[A]):
+    name: str
+    description: str
+    args: type[A]
+    handler: Callable[[A, ToolContext], Awaitable[str]]
+    group: str
+    # Decides per call whether approval is needed (None: never).
+    approval: Callable[[A, ToolContext], Awaitable[ApprovalNeed | None]] | None = None
+    timeout: float | None = None  # overrides the agent's per-tool timeout
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI `tools` entry for this tool."""
+        params = self.args.model_json_schema()
+        params.pop("title", None)
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": params},
+        }
+
+
+@dataclass(frozen=True)
+class ToolScope:
+    """Where a turn runs; the tool policy decides per scope which tools the model gets."""
+
+    platform: str
+    chat_id: str
+    provider: str
+    model: str
+    is_subagent: bool = False
+
+
+class ToolCatalog(Protocol):
+    def for_scope(self, scope: ToolScope) -> Sequence[ToolSpec[Any]]:
+        """Tools the policy allows in this scope."""
+        ...
+
+    def get(self, name: str) -> ToolSpec[Any] | None:
+        """Any registered tool, allowed here or not (so refusals can name the reason)."""
+        ...
+
+
+class ApprovalGate(Protocol):
+    async def decide(self, need: ApprovalNeed, tool: str, ctx: ToolContext) -> ApprovalOutcome:
+        """Wait for a person's decision on a call; a timeout is a deny."""
+        ...
+
+
+@dataclass(frozen=True)
+class ApprovalOutcome:
+    approved: bool
+    message: str  # told to the model: "approved by Ana", "denied by Ana: not now", "expired"
