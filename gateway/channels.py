@@ -8,9 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gateway.messages import ButtonPress, ChatRef, Inbound, Outbound, PressReply, SentRef
+
+if TYPE_CHECKING:
+    from gateway.access import AccessPolicy
+    from gateway.http import HttpServer
+    from gateway.metrics import Metrics
+    from gateway.store.base import Store
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,31 @@ class Adapter(Protocol):
 SubmitInbound = Callable[[Inbound], Awaitable[object]]
 HandlePress = Callable[[ButtonPress], Awaitable[PressReply]]
 
+EXPIRED_BUTTON = "This button has expired or is no longer valid."
+
+
+class PressRouter:
+    """Routes button presses to the part of the core that made the buttons, by data prefix.
+
+    Button data is `prefix:payload` (e.g. `ap:3f2a:once` for approvals); a press whose
+    prefix nobody handles gets a clear toast instead of silence.
+    """
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, HandlePress] = {}
+
+    def register(self, prefix: str, handler: HandlePress) -> None:
+        if ":" in prefix:
+            raise ValueError("a button prefix cannot contain ':'")
+        self._handlers[prefix] = handler
+
+    async def handle(self, press: ButtonPress) -> PressReply:
+        prefix = press.data.split(":", 1)[0]
+        handler = self._handlers.get(prefix)
+        if handler is None:
+            return PressReply(toast=EXPIRED_BUTTON, alert=True)
+        return await handler(press)
+
 
 class Outbox:
     """Routes outgoing messages to the adapter of the target chat's platform."""
@@ -91,3 +122,18 @@ class Outbox:
 
     async def typing(self, chat: ChatRef) -> None:
         await self.adapter(chat.platform).typing(chat)
+
+
+@dataclass(frozen=True)
+class AdapterContext:
+    """What an adapter gets from the gateway: where to hand messages and presses, and services."""
+
+    submit: SubmitInbound
+    press: HandlePress
+    store: Store
+    access: AccessPolicy
+    metrics: Metrics
+    http: HttpServer | None
+    # (name, description) of the chat commands, for platforms that register them.
+    commands: Callable[[], list[tuple[str, str]]]
+    instance_id: str

@@ -1,0 +1,71 @@
+"""A terminal adapter: `chatgate chat` and `chatgate ask` talk to the agent through it.
+
+It goes through the full router (access, dedupe, sessions, commands), so what
+works here works on the chat platforms too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+import time
+import uuid
+from typing import TextIO
+
+from gateway.channels import Capabilities
+from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef, UserRef
+
+PLATFORM = "console"
+
+
+class ConsoleAdapter:
+    platform = PLATFORM
+    capabilities = Capabilities(max_len=1_000_000, can_edit=True, buttons=False, typing=False)
+
+    def __init__(self, chat_id: str = "local", user_id: str = "local", *, out: TextIO | None = None,
+                 echo: bool = True) -> None:
+        self.chat = ChatRef(platform=PLATFORM, chat_id=chat_id, kind=ChatKind.DIRECT)
+        self.user = UserRef(platform=PLATFORM, user_id=user_id, display_name=user_id)
+        self._out = out or sys.stdout
+        self._echo = echo
+        self._ids = itertools.count(1)
+        self.sent: list[Outbound] = []  # everything sent, for `ask` and tests
+        self.received = asyncio.Event()
+
+    def inbound(self, text: str) -> Inbound:
+        return Inbound(
+            event_id=f"console-{uuid.uuid4().hex}",
+            chat=self.chat,
+            sender=self.user,
+            text=text,
+            message_id=None,
+            mentioned=True,
+            received_at=time.time(),
+        )
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, out: Outbound) -> SentRef:
+        self.sent.append(out)
+        self.received.set()
+        if self._echo:
+            self._print(out.text)
+            for row in out.buttons:
+                self._print("  " + "   ".join(f"[{b.label}]" for b in row))
+        return SentRef(chat=out.chat, message_id=str(next(self._ids)))
+
+    async def edit(self, ref: SentRef, out: Outbound) -> None:
+        if self._echo:
+            self._print(f"(message {ref.message_id} updated) {out.text}")
+
+    async def typing(self, chat: ChatRef) -> None:
+        return None
+
+    def _print(self, text: str) -> None:
+        self._out.write(text.rstrip() + "\n")
+        self._out.flush()

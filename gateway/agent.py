@@ -1,0 +1,272 @@
+"""The agentic loop: call the model with the allowed tools, run its calls, repeat until it answers.
+
+The loop never raises for anything the model does (bad arguments, unknown tools,
+tools that crash or hang); those become tool results the model can read and
+correct. Only LLM errors propagate, for the turn runner to report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from gateway.config import AgentSettings
+from gateway.llm.client import LLMClient
+from gateway.llm.types import Completion, Message, ToolCall, Usage
+from gateway.tooling import (
+    ApprovalGate,
+    ToolCatalog,
+    ToolContext,
+    ToolError,
+    ToolSpec,
+)
+
+log = logging.getLogger(__name__)
+
+FINAL_ANSWER_PROMPT = (
+    "You have reached the limit of tool use for this request. Do not call any more tools. "
+    "Answer the user now with what you have, and say briefly what is left undone."
+)
+
+
+@dataclass
+class AgentResult:
+    text: str
+    new_messages: list[Message]  # everything this turn added after the user's message
+    usage: Usage
+    iterations: int
+    tool_calls: int = 0
+    limit_hit: str | None = None  # "iterations" | "tokens" | "time"
+
+
+@dataclass
+class _TurnBudget:
+    settings: AgentSettings
+    started: float = field(default_factory=time.monotonic)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(self.prompt_tokens, self.completion_tokens)
+
+    @property
+    def remaining_seconds(self) -> float:
+        return self.settings.max_turn_seconds - (time.monotonic() - self.started)
+
+    @property
+    def tokens_exhausted(self) -> bool:
+        return self.prompt_tokens + self.completion_tokens >= self.settings.max_tokens_per_turn
+
+
+class TurnTimeout(Exception):
+    """The turn used up its wall-time budget."""
+
+
+class Agent:
+    def __init__(
+        self,
+        llm: LLMClient,
+        settings: AgentSettings,
+        *,
+        approvals: ApprovalGate | None = None,
+    ) -> None:
+        self._llm = llm
+        self._settings = settings
+        self._approvals = approvals
+
+    @property
+    def llm(self) -> LLMClient:
+        return self._llm
+
+    async def run(
+        self,
+        system_prompt: str,
+        history: Sequence[Message],
+        tools: Sequence[ToolSpec[Any]],
+        ctx: ToolContext,
+        *,
+        catalog: ToolCatalog | None = None,
+    ) -> AgentResult:
+        """Run one turn. `history` ends with the user's message; it is not modified."""
+        budget = _TurnBudget(self._settings)
+        by_name = {spec.name: spec for spec in tools}
+        schemas = [spec.schema() for spec in tools] or None
+        added: list[Message] = []
+        calls_made = 0
+
+        def transcript() -> list[Message]:
+            return [{"role": "system", "content": system_prompt}, *history, *added]
+
+        for iteration in range(1, self._settings.max_iterations + 1):
+            completion = await self._complete(transcript(), schemas, budget)
+            added.append(completion.assistant_message())
+            if not completion.tool_calls:
+                return AgentResult(
+                    completion.content or "", added, budget.usage, iteration, calls_made
+                )
+            calls_made += len(completion.tool_calls)
+            results = await self._run_calls(completion.tool_calls, by_name, ctx, catalog, budget)
+            added.extend(results)
+            if budget.tokens_exhausted:
+                return await self._final_answer(transcript(), added, budget, iteration, calls_made,
+                                                "tokens")
+            if budget.remaining_seconds <= 0:
+                return self._out_of_time(added, budget, iteration, calls_made)
+        return await self._final_answer(
+            transcript(), added, budget, self._settings.max_iterations, calls_made, "iterations"
+        )
+
+    async def _complete(
+        self, messages: list[Message], schemas: list[dict[str, Any]] | None, budget: _TurnBudget
+    ) -> Completion:
+        remaining = budget.remaining_seconds
+        if remaining <= 0:
+            raise TurnTimeout
+        try:
+            async with asyncio.timeout(remaining):
+                completion = await self._llm.complete(messages, tools=schemas)
+        except TimeoutError:
+            raise TurnTimeout from None
+        budget.add(completion.usage)
+        return completion
+
+    async def _final_answer(
+        self,
+        messages: list[Message],
+        added: list[Message],
+        budget: _TurnBudget,
+        iterations: int,
+        calls_made: int,
+        reason: str,
+    ) -> AgentResult:
+        log.info("turn limit reached limit=%s iterations=%d", reason, iterations)
+        nudge: Message = {"role": "user", "content": FINAL_ANSWER_PROMPT}
+        try:
+            completion = await self._complete([*messages, nudge], None, budget)
+        except TurnTimeout:
+            return self._out_of_time(added, budget, iterations, calls_made)
+        # Keep the nudge out of history: it was an instruction for this call only.
+        text = completion.content or "I stopped before finishing: the step limit was reached."
+        added.append({"role": "assistant", "content": text})
+        return AgentResult(text, added, budget.usage, iterations + 1, calls_made, reason)
+
+    def _out_of_time(
+        self, added: list[Message], budget: _TurnBudget, iterations: int, calls_made: int
+    ) -> AgentResult:
+        text = (
+            f"I ran out of time on this request (limit {self._settings.max_turn_seconds:.0f} s) "
+            "before finishing. Ask me to continue, or break it into smaller steps."
+        )
+        added.append({"role": "assistant", "content": text})
+        return AgentResult(text, added, budget.usage, iterations, calls_made, "time")
+
+    async def _run_calls(
+        self,
+        calls: Sequence[ToolCall],
+        by_name: dict[str, ToolSpec[Any]],
+        ctx: ToolContext,
+        catalog: ToolCatalog | None,
+        budget: _TurnBudget,
+    ) -> list[Message]:
+        # Parallel calls run concurrently; results keep the model's order.
+        outputs = await asyncio.gather(
+            *(self._run_one(call, by_name, ctx, catalog, budget) for call in calls)
+        )
+        return [
+            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
+            for call, output in zip(calls, outputs, strict=True)
+        ]
+
+    async def _run_one(
+        self,
+        call: ToolCall,
+        by_name: dict[str, ToolSpec[Any]],
+        ctx: ToolContext,
+        catalog: ToolCatalog | None,
+        budget: _TurnBudget,
+    ) -> str:
+        spec = by_name.get(call.name)
+        if spec is None:
+            known = catalog.get(call.name) if catalog else None
+            log.warning("tool refused session=%s tool=%s known=%s", ctx.session, call.name,
+                        known is not None)
+            if known is not None:
+                return f"error: the tool '{call.name}' is not allowed in this chat. Do not call it."
+            available = ", ".join(sorted(by_name)) or "none"
+            return f"error: there is no tool named '{call.name}'. Available tools: {available}."
+        try:
+            args = spec.args.model_validate(parse_arguments(call.arguments))
+        except (ValueError, ValidationError) as exc:
+            log.warning("bad tool arguments session=%s tool=%s", ctx.session, call.name)
+            return f"error: invalid arguments for {call.name}: {describe_invalid(exc)}"
+        try:
+            if spec.approval is not None:
+                need = await spec.approval(args, ctx)
+                if need is not None:
+                    refusal = await self._ask_approval(need, spec.name, ctx)
+                    if refusal is not None:
+                        return refusal
+            limit = min(spec.timeout or self._settings.tool_timeout, max(budget.remaining_seconds, 1))
+            async with asyncio.timeout(limit):
+                return await spec.handler(args, ctx)
+        except ToolError as exc:
+            return f"error: {exc}"
+        except TimeoutError:
+            log.warning("tool timed out session=%s tool=%s", ctx.session, call.name)
+            return f"error: {call.name} did not finish within {limit:.0f} s and was stopped."
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("tool crashed session=%s tool=%s", ctx.session, call.name)
+            return f"error: {call.name} failed unexpectedly ({type(exc).__name__}: {exc})."
+
+    async def _ask_approval(self, need: Any, tool: str, ctx: ToolContext) -> str | None:
+        if self._approvals is None:
+            return (f"error: {tool} needs a person's approval here ({need.reason}), and approvals "
+                    "are not available. Tell the user what you wanted to run instead.")
+        outcome = await self._approvals.decide(need, tool, ctx)
+        if outcome.approved:
+            return None
+        return f"error: not run: {outcome.message}"
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """Decode the model's argument text; empty means no arguments."""
+    if not raw or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        from gateway.llm.textcalls import loads_lenient
+
+        try:
+            value = loads_lenient(raw)
+        except ValueError:
+            raise ValueError(
+                f"the arguments are not valid JSON ({raw[:200]!r}). Send one JSON object."
+            ) from None
+    if not isinstance(value, dict):
+        raise ValueError("the arguments must be a JSON object with named fields.")
+    return value
+
+
+def describe_invalid(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors()[:6]:
+            where = ".".join(str(p) for p in err["loc"]) or "arguments"
+            parts.append(f"{where}: {err['msg']}")
+        return "; ".join(parts) + ". Fix the arguments and call again."
+    return str(exc)

@@ -1,0 +1,221 @@
+"""The `chatgate` command: run | chat | ask | doctor | config.
+
+Exit codes: 0 success, 1 the request failed (LLM unreachable, ...), 2 invalid
+configuration or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from gateway.config import ConfigError, Settings, load_settings, masked
+from gateway.logs import setup_logging
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
+NO_PLATFORM = (
+    "No chat platform is configured, so there is nothing to run.\n"
+    "Set one of: CHATGATE_TELEGRAM__TOKEN, CHATGATE_SLACK__BOT_TOKEN (with "
+    "CHATGATE_SLACK__APP_TOKEN or CHATGATE_SLACK__SIGNING_SECRET), CHATGATE_DISCORD__TOKEN\n"
+    "(or the same keys in chatgate.toml), or try the agent in this terminal: chatgate chat"
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_CONFIG
+    try:
+        settings = load_settings(args.config, **_overrides(args))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"config error: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    func: Callable[[Settings, argparse.Namespace], int] = args.func
+    return func(settings, args)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    # Terminal commands must not open the HTTP port a running gateway may hold.
+    if args.command in ("chat", "ask"):
+        return {"http": {"enabled": False}}
+    return {}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chatgate", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", help="path to chatgate.toml (default: $CHATGATE_CONFIG)")
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="run the gateway: HTTP server and every configured platform")
+    run.set_defaults(func=cmd_run)
+
+    chat = sub.add_parser("chat", help="talk to the agent in this terminal")
+    chat.add_argument("--chat", default="local", help="conversation id (default: local)")
+    chat.set_defaults(func=cmd_chat)
+
+    ask = sub.add_parser("ask", help="one turn: send TEXT, print the answer")
+    ask.add_argument("text")
+    ask.add_argument("--chat", default="local", help="conversation id (default: local)")
+    ask.set_defaults(func=cmd_ask)
+
+    doctor = sub.add_parser("doctor", help="check config, store, LLM and platform tokens")
+    doctor.set_defaults(func=cmd_doctor)
+
+    config = sub.add_parser("config", help="show or check the configuration")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    config_sub.add_parser("show", help="print the effective config, secrets masked").set_defaults(
+        func=cmd_config_show
+    )
+    config_sub.add_parser("check", help="validate the config").set_defaults(func=cmd_config_check)
+
+    for register in EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+# Later features add subcommands here (tools, cron, approvals, skills).
+EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+
+
+def _run(coro: Coroutine[Any, Any, int]) -> int:
+    try:
+        return asyncio.run(coro)
+    except KeyboardInterrupt:
+        return EXIT_FAILED
+
+
+# -- run -----------------------------------------------------------------------------------
+
+
+def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    setup_logging(settings)
+    return _run(_serve(settings))
+
+
+async def _serve(settings: Settings) -> int:
+    from gateway.app import App
+
+    app = App(settings)
+    if not app.add_configured_adapters():
+        print(NO_PLATFORM, file=sys.stderr)
+        await app.store.close()
+        await app.llm.aclose()
+        return EXIT_CONFIG
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stopping.set)
+    await app.start()
+    try:
+        await stopping.wait()
+    finally:
+        await app.stop()
+    return EXIT_OK
+
+
+# -- chat and ask --------------------------------------------------------------------------
+
+
+def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
+    setup_logging(settings.model_copy(update={"log_level": "WARNING"}))
+    return _run(_chat(settings, args.chat))
+
+
+async def _chat(settings: Settings, chat_id: str) -> int:
+    from adapters.console import ConsoleAdapter
+    from gateway.app import App
+
+    app = App(settings)
+    console = ConsoleAdapter(chat_id)
+    app.add_adapter(console)
+    await app.start()
+    print(f"chatgate: talking to {settings.llm.model} at {settings.llm.base_url}. "
+          "/help for commands, Ctrl-D to quit.")
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            try:
+                line = await loop.run_in_executor(None, input, "you> ")
+            except EOFError:
+                print()
+                break
+            if not line.strip():
+                continue
+            submission = await app.router.submit(console.inbound(line))
+            await submission.done
+    finally:
+        await app.stop()
+    return EXIT_OK
+
+
+def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
+    setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
+    return _run(_ask(settings, args.text, args.chat))
+
+
+async def _ask(settings: Settings, text: str, chat_id: str) -> int:
+    from adapters.console import ConsoleAdapter
+    from gateway.app import App
+
+    app = App(settings)
+    console = ConsoleAdapter(chat_id, echo=False)
+    app.add_adapter(console)
+    await app.start()
+    try:
+        submission = await app.router.submit(console.inbound(text))
+        outcome = await submission.done
+    finally:
+        await app.stop()
+    if outcome.error:
+        print(f"chatgate: {outcome.error}", file=sys.stderr)
+        return EXIT_FAILED
+    for out in console.sent:
+        print(out.text)
+    return EXIT_OK
+
+
+# -- doctor and config ---------------------------------------------------------------------
+
+
+def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
+    from gateway.doctor import run_checks
+
+    setup_logging(settings.model_copy(update={"log_level": "CRITICAL"}))
+    results = _run_checks(run_checks(settings))
+    failed = False
+    for check in results:
+        print(f"{'pass' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
+        if not check.ok:
+            failed = True
+            if check.fix:
+                print(f"      fix: {check.fix}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _run_checks(coro: Coroutine[Any, Any, list[Any]]) -> list[Any]:
+    return asyncio.run(coro)
+
+
+def cmd_config_show(settings: Settings, args: argparse.Namespace) -> int:
+    print(json.dumps(masked(settings), indent=2, default=str))
+    return EXIT_OK
+
+
+def cmd_config_check(settings: Settings, args: argparse.Namespace) -> int:
+    print("config ok")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Built-in chat commands answered by the gateway itself, never by the model."""
+
+from __future__ import annotations
+
+from gateway.history import SessionStore
+from gateway.memory import MemoryBook, MemoryScope
+from gateway.router import Command, CommandCall, Router
+
+
+def register_builtin_commands(router: Router, sessions: SessionStore, memory: MemoryBook) -> None:
+    async def new(call: CommandCall) -> str:
+        running, dropped = await router.stop_session(call.session)
+        await sessions.clear(call.session)
+        note = " (the running request was stopped)" if running else ""
+        return f"Started a new conversation{note}. What can I do for you?"
+
+    async def stop(call: CommandCall) -> str:
+        running, dropped = await router.stop_session(call.session)
+        if dropped:
+            return f"Stopped. {dropped} waiting message(s) were dropped as well."
+        return "Stopped." if running else "Nothing is running; if something was, it has been told to stop."
+
+    async def help_(call: CommandCall) -> str:
+        lines = ["I am an assistant: write to me in plain words. Commands:"]
+        for command in sorted(router.commands, key=lambda c: c.name):
+            lines.append(f"/{command.name} - {command.help}")
+        return "\n".join(lines)
+
+    async def status(call: CommandCall) -> str:
+        record = await sessions.load(call.session)
+        state = "running a request" if router.is_running(call.session) else "idle"
+        return (
+            f"Session {call.session}: {state}.\n"
+            f"Messages in history: {len(record.messages)}; turns: {record.turns}.\n"
+            f"Tokens used: {record.prompt_tokens + record.completion_tokens:,} "
+            f"({record.prompt_tokens:,} prompt, {record.completion_tokens:,} completion).\n"
+            f"Waiting messages: {router.queue_length(call.session)}."
+        )
+
+    async def show_memory(call: CommandCall) -> str:
+        notes = await memory.notes(call.inbound.chat, call.inbound.sender)
+        if not notes.chat and not notes.user:
+            return "I have no notes yet. Ask me to remember something."
+        lines = []
+        for scope, items in ((MemoryScope.CHAT, notes.chat), (MemoryScope.USER, notes.user)):
+            if items:
+                used = sum(len(n) for n in items)
+                lines.append(f"{scope.value} notes ({used}/{memory.budget(scope)} characters):")
+                lines.extend(f"- {n}" for n in items)
+        return "\n".join(lines)
+
+    async def forget(call: CommandCall) -> str:
+        await router.stop_session(call.session)
+        cleared = await sessions.clear_chat(call.session.chat_scope)
+        await sessions.clear(call.session)
+        await memory.forget_chat(call.inbound.chat, call.inbound.sender)
+        return (f"Forgot this chat: {max(cleared, 1)} conversation(s) and the chat's notes were "
+                "deleted. Your personal notes are kept.")
+
+    for command in (
+        Command("new", "start a new conversation (forget the current one)", new, ("reset",)),
+        Command("stop", "stop the request I am working on", stop),
+        Command("help", "show this help", help_, ("start",)),
+        Command("status", "show this conversation's size, token use and queue", status),
+        Command("memory", "show what I remember about this chat and you", show_memory),
+        Command("forget", "delete this chat's history and notes", forget),
+    ):
+        router.add_command(command)

@@ -1,0 +1,101 @@
+"""A session's persisted state (history, prompt snapshot, usage) and history compaction."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gateway.llm.types import Message
+from gateway.sessions import SessionKey
+from gateway.store.base import Store
+
+TRIMMED_NOTE = "[Earlier messages in this conversation were removed to save space.]"
+
+
+@dataclass
+class SessionRecord:
+    messages: list[Message] = field(default_factory=list)
+    # System prompt frozen when the session started, so memory edits mid-session do not
+    # change the prefix the provider may have cached.
+    system: str = ""
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def is_new(self) -> bool:
+        return not self.messages and not self.system
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SessionRecord:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+class SessionStore:
+    """Loads and saves session records; keeps an index of sessions per chat for /forget."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    @staticmethod
+    def _key(key: SessionKey) -> str:
+        return f"session:{key}"
+
+    @staticmethod
+    def _index(chat_scope: str) -> str:
+        return f"chat_sessions:{chat_scope}"
+
+    async def load(self, key: SessionKey) -> SessionRecord:
+        data = await self._store.get_json(self._key(key))
+        return SessionRecord.from_json(data) if data else SessionRecord()
+
+    async def save(self, key: SessionKey, record: SessionRecord) -> None:
+        record.updated = time.time()
+        await self._store.set(self._key(key), json.dumps(asdict(record), ensure_ascii=False))
+        if record.turns <= 1:
+            await self._store.hset(self._index(key.chat_scope), str(key), str(int(record.updated)))
+
+    async def clear(self, key: SessionKey) -> None:
+        await self._store.delete(self._key(key))
+        await self._store.hdel(self._index(key.chat_scope), str(key))
+
+    async def clear_chat(self, chat_scope: str) -> int:
+        """Delete every session of a chat (all threads and users); returns how many."""
+        index = self._index(chat_scope)
+        keys = list(await self._store.hgetall(index))
+        if keys:
+            await self._store.delete(*(f"session:{k}" for k in keys))
+        await self._store.delete(index)
+        return len(keys)
+
+
+def estimate_tokens(messages: list[Message]) -> int:
+    """About four characters per token: close enough to keep history under a budget."""
+    return sum(len(json.dumps(m, ensure_ascii=False)) for m in messages) // 4 + 4 * len(messages)
+
+
+def compact(messages: list[Message], budget: int) -> list[Message]:
+    """Drop the oldest whole turns until the history fits the token budget.
+
+    A turn starts at a user message, so an assistant `tool_calls` message is never
+    separated from its tool results. The newest turn is always kept.
+    """
+    if estimate_tokens(messages) <= budget:
+        return messages
+    if messages[:1] == [{"role": "user", "content": TRIMMED_NOTE}]:
+        messages = messages[2:]
+    starts = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    kept = messages
+    for start in starts[1:]:
+        kept = messages[start:]
+        if estimate_tokens(kept) + 20 <= budget:
+            break
+    if kept is messages:
+        return messages
+    return [{"role": "user", "content": TRIMMED_NOTE}, {"role": "assistant", "content": "OK."},
+            *kept]

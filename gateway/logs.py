@@ -1,0 +1,101 @@
+"""Structured logging that can never print a configured secret.
+
+Every record passes a redaction filter holding the secret values from Settings
+(tokens, API keys, signing secrets, Redis passwords), so even an SDK that logs a
+URL with the bot token in it (httpx does, for Telegram) prints `***` instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, SecretStr
+
+from gateway.config import Settings
+
+
+class RedactingFilter(logging.Filter):
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        # Longest first, so a secret that contains another is replaced whole.
+        self._secrets = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, "***")
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._secrets:
+            message = record.getMessage()
+            record.msg = self.redact(message)
+            record.args = None
+            if record.exc_info and record.exc_info[1] is not None:
+                record.exc_text = self.redact(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+class KeyValueFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        line = f"{stamp} level={record.levelname.lower()} logger={record.name} {record.getMessage()}"
+        if record.exc_text:
+            line += "\n" + record.exc_text
+        elif record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_text or record.exc_info:
+            data["exc"] = record.exc_text or self.formatException(record.exc_info)  # type: ignore[arg-type]
+        return json.dumps(data, ensure_ascii=False)
+
+
+def secret_values(settings: Settings) -> list[str]:
+    """Every secret string in the settings, found by type, plus passwords inside URLs."""
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, SecretStr):
+            found.append(node.get_secret_value())
+        elif isinstance(node, BaseModel):
+            for name in type(node).model_fields:
+                walk(getattr(node, name))
+        elif isinstance(node, str) and "://" in node:
+            password = urlsplit(node).password
+            if password:
+                found.append(password)
+
+    walk(settings)
+    return [s for s in found if s]
+
+
+def setup_logging(settings: Settings, *, stream: Any = None) -> RedactingFilter:
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter() if settings.log_format == "json" else KeyValueFormatter())
+    redactor = RedactingFilter(secret_values(settings))
+    handler.addFilter(redactor)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(settings.log_level.upper())
+    # These log every request URL; the Telegram URL contains the bot token.
+    for noisy in ("httpx", "httpcore", "aiohttp.access", "apscheduler.executors.default"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return redactor

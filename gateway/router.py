@@ -1,0 +1,402 @@
+"""The session router: one turn at a time per session, across every process sharing the store.
+
+`submit()` never blocks on a turn. It checks access, drops duplicate platform
+events, answers built-in commands at once, and queues everything else on its
+session. A per-session worker takes the session's lease in the store (so two
+replicas never run the same session at once), waits for a global concurrency
+slot, and runs the turn. Nothing is dropped silently: each message is answered,
+queued with a notice, or refused with a reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import re
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gateway.access import AccessPolicy
+from gateway.channels import Outbox
+from gateway.config import RouterSettings, SessionsSettings
+from gateway.messages import ChatKind, Inbound, InboundKind, Outbound
+from gateway.metrics import Metrics
+from gateway.sessions import SessionKey, key_for
+from gateway.store.base import Store, StoreUnavailable
+from gateway.turns import TurnOutcome, TurnRequest, TurnRunner
+
+log = logging.getLogger(__name__)
+
+CONTROL_CHANNEL = "control"
+_COMMAND = re.compile(r"^/([A-Za-z][\w-]{0,31})(?:@(\S+))?(?:\s+(.*))?$", re.DOTALL)
+
+
+class Status(StrEnum):
+    STARTED = "started"  # a turn began at once
+    QUEUED = "queued"  # waiting behind a running turn
+    COMMAND = "command"  # answered by a built-in command
+    DUPLICATE = "duplicate"  # this platform event was already handled
+    REFUSED = "refused"  # access, size or queue limits; the person was told why
+    OBSERVED = "observed"  # a group message not addressed to the bot, kept as context
+
+
+@dataclass
+class Submission:
+    status: Status
+    done: asyncio.Future[TurnOutcome]
+    session: SessionKey | None = None
+
+
+@dataclass(frozen=True)
+class CommandCall:
+    inbound: Inbound
+    session: SessionKey
+    name: str
+    args: str
+
+
+CommandHandler = Callable[[CommandCall], Awaitable[str | None]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    handler: CommandHandler
+    aliases: tuple[str, ...] = ()
+    # Commands like /stop must act on a running turn, so they jump the queue.
+
+
+@dataclass
+class _Job:
+    request: TurnRequest
+    done: asyncio.Future[TurnOutcome]
+
+
+@dataclass
+class _Session:
+    key: SessionKey
+    queue: deque[_Job] = field(default_factory=deque)
+    worker: asyncio.Task[None] | None = None
+    turn: asyncio.Task[TurnOutcome] | None = None
+    noticed: bool = False  # a queue notice was sent during the current turn
+
+
+class Router:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        runner: TurnRunner,
+        outbox: Outbox,
+        access: AccessPolicy,
+        settings: RouterSettings,
+        sessions: SessionsSettings,
+        metrics: Metrics,
+        group_context: int = 20,
+    ) -> None:
+        self._store = store
+        self._runner = runner
+        self._outbox = outbox
+        self._access = access
+        self._settings = settings
+        self._isolation = sessions
+        self._metrics = metrics
+        self._group_context = group_context
+        self._sessions: dict[SessionKey, _Session] = {}
+        self._slots = asyncio.Semaphore(settings.max_concurrent_turns)
+        self._commands: dict[str, Command] = {}
+        self._instance = uuid.uuid4().hex[:10]
+        self._control: asyncio.Task[None] | None = None
+
+    # -- public API ------------------------------------------------------------------
+
+    def add_command(self, command: Command) -> None:
+        for name in (command.name, *command.aliases):
+            self._commands[name] = command
+
+    @property
+    def commands(self) -> list[Command]:
+        return list({id(c): c for c in self._commands.values()}.values())
+
+    def session_key(self, inbound: Inbound) -> SessionKey:
+        return key_for(inbound, self._isolation.for_platform(inbound.chat.platform))
+
+    async def start(self) -> None:
+        self._control = asyncio.create_task(self._listen_control(), name="router control")
+
+    async def stop(self) -> None:
+        """Cancel running turns and wait for the workers to end (history is saved on cancel)."""
+        if self._control is not None:
+            self._control.cancel()
+        workers = [s.worker for s in self._sessions.values() if s.worker is not None]
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+
+    def queue_length(self, key: SessionKey) -> int:
+        session = self._sessions.get(key)
+        return len(session.queue) if session else 0
+
+    def is_running(self, key: SessionKey) -> bool:
+        session = self._sessions.get(key)
+        return bool(session and session.turn and not session.turn.done())
+
+    async def submit(self, inbound: Inbound) -> Submission:
+        """Accept a message from an adapter; returns at once with what happened to it."""
+        self._metrics.inc("messages_total", platform=inbound.chat.platform)
+        try:
+            return await self._submit(inbound)
+        except StoreUnavailable as exc:
+            log.error("store unavailable on submit chat=%s error=%s", inbound.chat.address, exc)
+            return await self._refuse(
+                inbound, "My storage is unreachable right now, so I could not take your message. "
+                "Please send it again in a minute."
+            )
+
+    async def stop_session(self, key: SessionKey) -> tuple[bool, int]:
+        """Cancel the running turn (here or in another process) and drop the queue.
+
+        Returns (a turn was running here, queued messages dropped).
+        """
+        session = self._sessions.get(key)
+        dropped = 0
+        running = False
+        if session is not None:
+            dropped = len(session.queue)
+            while session.queue:
+                job = session.queue.popleft()
+                _resolve(job.done, TurnOutcome(cancelled=True))
+            if session.turn is not None and not session.turn.done():
+                session.turn.cancel()
+                running = True
+        if not running:
+            await self._store.publish(
+                CONTROL_CHANNEL, json.dumps({"op": "stop", "session": str(key), "from": self._instance})
+            )
+        return running, dropped
+
+    # -- submission --------------------------------------------------------------------
+
+    async def _submit(self, inbound: Inbound) -> Submission:
+        decision = await self._access.check(inbound)
+        if not decision.allowed:
+            self._metrics.inc("refused_total", reason="access")
+            return await self._refuse(inbound, decision.reason if decision.notify else None)
+        if not await self._first_time(inbound):
+            self._metrics.inc("duplicates_total")
+            log.info("duplicate event dropped event=%s", inbound.event_id)
+            return Submission(Status.DUPLICATE, _done(TurnOutcome()))
+        key = self.session_key(inbound)
+        if inbound.kind is InboundKind.USER and not inbound.attachments:
+            if not inbound.text.strip():
+                return await self._refuse(inbound, "Your message was empty. Send some text.", key)
+            command = self._parse_command(inbound.text)
+            if command is not None:
+                return await self._run_command(inbound, key, *command)
+        if len(inbound.text) > self._settings.max_message_chars:
+            return await self._refuse(
+                inbound,
+                f"Your message has {len(inbound.text):,} characters; the limit is "
+                f"{self._settings.max_message_chars:,}. Send it as a file or in smaller parts.",
+                key,
+            )
+        if not self._addressed(inbound):
+            await self._remember_context(inbound)
+            return Submission(Status.OBSERVED, _done(TurnOutcome()), key)
+        return await self._enqueue(inbound, key)
+
+    async def _first_time(self, inbound: Inbound) -> bool:
+        dedupe_key = f"seen:{inbound.chat.platform}:{inbound.event_id}"
+        return await self._store.set(dedupe_key, "1", ttl=self._settings.dedupe_ttl,
+                                     only_if_absent=True)
+
+    def _addressed(self, inbound: Inbound) -> bool:
+        return (
+            inbound.kind is InboundKind.AGENT
+            or inbound.chat.kind is ChatKind.DIRECT
+            or inbound.mentioned
+        )
+
+    def _parse_command(self, text: str) -> tuple[Command, str, str] | None:
+        match = _COMMAND.match(text.strip())
+        if match is None:
+            return None
+        name, _bot, args = match.group(1).lower(), match.group(2), (match.group(3) or "").strip()
+        command = self._commands.get(name)
+        if command is None:
+            return None
+        return command, name, args
+
+    async def _run_command(
+        self, inbound: Inbound, key: SessionKey, command: Command, name: str, args: str
+    ) -> Submission:
+        self._metrics.inc("commands_total", command=command.name)
+        reply = await command.handler(CommandCall(inbound, key, name, args))
+        outcome = TurnOutcome(reply=reply)
+        if reply:
+            outcome.sent = await self._say(inbound, reply)
+        return Submission(Status.COMMAND, _done(outcome), key)
+
+    async def _refuse(
+        self, inbound: Inbound, reason: str | None, key: SessionKey | None = None
+    ) -> Submission:
+        outcome = TurnOutcome(error=reason or "refused")
+        if reason:
+            outcome.sent = await self._say(inbound, reason)
+        return Submission(Status.REFUSED, _done(outcome), key)
+
+    async def _say(self, inbound: Inbound, text: str) -> object:
+        try:
+            return await self._outbox.send(
+                Outbound(chat=inbound.chat, text=text, reply_to=inbound.message_id)
+            )
+        except Exception as exc:
+            log.warning("notice not delivered chat=%s error=%s", inbound.chat.address, exc)
+            return None
+
+    async def _remember_context(self, inbound: Inbound) -> None:
+        if self._group_context <= 0 or not inbound.text.strip():
+            return
+        line = f"{inbound.sender.label}: {inbound.text[:500]}"
+        await self._store.push(_context_key(inbound), line, max_len=self._group_context)
+
+    async def _take_context(self, inbound: Inbound) -> list[str]:
+        if self._group_context <= 0 or inbound.chat.kind is ChatKind.DIRECT:
+            return []
+        key = _context_key(inbound)
+        lines = await self._store.list_range(key)
+        if lines:
+            await self._store.delete(key)
+        return lines
+
+    # -- queueing ----------------------------------------------------------------------
+
+    async def _enqueue(self, inbound: Inbound, key: SessionKey) -> Submission:
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = _Session(key)
+        busy = session.turn is not None and not session.turn.done()
+        if len(session.queue) >= self._settings.max_queued_per_session:
+            self._metrics.inc("refused_total", reason="queue_full")
+            return await self._refuse(
+                inbound,
+                f"{len(session.queue)} messages are already waiting in this conversation; "
+                "wait for my answers, or send /stop to cancel them.",
+                key,
+            )
+        loop = asyncio.get_running_loop()
+        job = _Job(TurnRequest(inbound, key), loop.create_future())
+        session.queue.append(job)
+        status = Status.STARTED
+        if busy or session.worker is not None:
+            status = Status.QUEUED
+            if self._settings.busy_mode == "interrupt" and session.turn is not None:
+                session.turn.cancel()
+            elif self._settings.queue_notice and not session.noticed:
+                session.noticed = True
+                await self._say(inbound, "Got it. I will answer this after the current request.")
+        if session.worker is None:
+            session.worker = asyncio.create_task(self._work(session), name=f"session {key}")
+        self._metrics.gauge("sessions_active", len(self._sessions))
+        return Submission(status, job.done, key)
+
+    async def _work(self, session: _Session) -> None:
+        try:
+            while session.queue:
+                job = session.queue.popleft()
+                owner = f"{self._instance}:{job.request.turn_id}"
+                async with self._lease(session.key, owner), self._slots:
+                    if job.done.done():  # dropped by /stop while it waited
+                        continue
+                    _resolve(job.done, await self._run_turn(session, job))
+        finally:
+            session.worker = None
+            if session.queue:  # a message arrived while we were finishing; keep going
+                session.worker = asyncio.create_task(self._work(session))
+            elif self._sessions.get(session.key) is session:
+                del self._sessions[session.key]
+
+    async def _run_turn(self, session: _Session, job: _Job) -> TurnOutcome:
+        job.request.context_lines = await self._take_context(job.request.inbound)
+        session.noticed = False
+        session.turn = asyncio.create_task(self._runner.run(job.request))
+        try:
+            return await session.turn
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                # The worker itself is being cancelled (shutdown), not just the turn.
+                _resolve(job.done, TurnOutcome(cancelled=True))
+                raise
+            return TurnOutcome(cancelled=True)
+        except Exception:
+            log.exception("turn failed session=%s", session.key)
+            error = "Something went wrong on my side while answering; please try again."
+            await self._say(job.request.inbound, error)
+            return TurnOutcome(error=error)
+        finally:
+            session.turn = None
+
+    @contextlib.asynccontextmanager
+    async def _lease(self, key: SessionKey, owner: str):  # type: ignore[no-untyped-def]
+        name = f"lease:session:{key}"
+        ttl = self._settings.lease_ttl
+        delay = 0.02
+        while True:
+            try:
+                if await self._store.acquire_lease(name, owner, ttl):
+                    break
+            except StoreUnavailable as exc:
+                log.warning("lease unavailable session=%s error=%s", key, exc)
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 1.0)
+        renew = asyncio.create_task(self._renew(name, owner, ttl))
+        try:
+            yield
+        finally:
+            renew.cancel()
+            with contextlib.suppress(Exception):
+                await self._store.release_lease(name, owner)
+
+    async def _renew(self, name: str, owner: str, ttl: float) -> None:
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                if not await self._store.renew_lease(name, owner, ttl):
+                    log.warning("session lease lost lease=%s", name)
+            except StoreUnavailable as exc:
+                log.warning("lease renewal failed lease=%s error=%s", name, exc)
+
+    async def _listen_control(self) -> None:
+        async for raw in self._store.listen(CONTROL_CHANNEL):
+            try:
+                msg = json.loads(raw)
+                if msg.get("op") == "stop" and msg.get("from") != self._instance:
+                    key = SessionKey.parse(msg["session"])
+                    session = self._sessions.get(key)
+                    if session is not None and session.turn is not None:
+                        session.turn.cancel()
+            except (ValueError, KeyError):
+                log.warning("bad control message ignored")
+
+
+def _context_key(inbound: Inbound) -> str:
+    return f"context:{inbound.chat.address}"
+
+
+def _done(outcome: TurnOutcome) -> asyncio.Future[TurnOutcome]:
+    future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+    future.set_result(outcome)
+    return future
+
+
+def _resolve(future: asyncio.Future[TurnOutcome], outcome: TurnOutcome) -> None:
+    if not future.done():
+        future.set_result(outcome)

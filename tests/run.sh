@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: virtualenv, packages, a redis-server binary, pytest.
+# The tests start their own redis-server on a free port; they never touch one already running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "chatgate needs Python 3.11 or newer (found $("$PYTHON" --version 2>&1))." >&2
+  exit 2
+fi
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "installing redis-server for the tests..." >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server >/dev/null
+fi
+
+# slack_sdk ignores NO_PROXY: a proxy from the environment would swallow 127.0.0.1 calls.
+unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy ALL_PROXY all_proxy
+
+exec .venv/bin/python -m pytest "$@"
