@@ -71,12 +71,48 @@ class RedisSettings(_Section):
         return value
 
 
+class ToolRule(_Section):
+    """One allow/deny pair of the tool policy; names are tools, `group:<name>` or `*`."""
+
+    allow: list[str] = []  # empty: whatever the earlier layers left
+    deny: list[str] = []
+
+
 class ToolsSettings(_Section):
     workspace: Path | None = None  # default {data_dir}/workspace
+    # Tool policy (tools/policy.py), narrowed layer by layer: allow/deny here, then
+    # `providers` ("openrouter", then "openrouter/<model>"), then the chat's profile (or else
+    # its platform's), then `subagent` in sub-agents. Deny wins over allow in every layer.
     allow: list[str] = []  # empty: every tool, minus deny
     deny: list[str] = []
+    providers: dict[str, ToolRule] = {}
+    profiles: dict[str, ToolRule] = {}  # named rules, e.g. readonly = {allow = ["group:fs"]}
+    platform_profiles: dict[str, str] = {}  # platform -> profile name
+    chat_profiles: dict[str, str] = {}  # "platform:chat_id" -> profile name; beats the platform's
+    subagent: ToolRule = ToolRule()
+    # web_fetch: hosts listed here may be fetched even at private addresses (e.g. "wiki.lan").
+    web_allow_hosts: list[str] = []
+    web_timeout: float = Field(default=20.0, gt=0)  # seconds per fetch or search, redirects included
+    web_max_bytes: int = Field(default=1_000_000, ge=10_000)  # body read at most; the rest is cut
+    # web_search: url is the SearXNG base URL, or for Brave an override of its API URL.
+    web_search_url: str = ""
+    web_search_api_key: SecretStr = SecretStr("")
+    # Declared after url and key so its validator can see them.
+    web_search_provider: Literal["", "searxng", "brave"] = ""
+    clarify_timeout: float = Field(default=300.0, gt=0)  # seconds the clarify tool waits
+    clarify_answer_by: Literal["asker", "chat"] = "asker"  # who may answer a question
     shell_timeout: float = Field(default=30.0, gt=0)
     max_output_chars: int = Field(default=16000, ge=1000)
+
+    @field_validator("web_search_provider")
+    @classmethod
+    def _search_needs(cls, value: str, info: Any) -> str:
+        if value == "searxng" and not info.data.get("web_search_url"):
+            raise ValueError("'searxng' needs tools.web_search_url (the SearXNG base URL)")
+        key = info.data.get("web_search_api_key")
+        if value == "brave" and not (key and key.get_secret_value()):
+            raise ValueError("'brave' needs tools.web_search_api_key")
+        return value
 
 
 class AgentSettings(_Section):
@@ -253,8 +289,8 @@ _SECRET_WORDS = ("token", "secret", "api_key", "password")
 
 def masked(settings: Settings) -> dict[str, Any]:
     """The effective settings as plain data with every secret masked, for `config show`."""
-    data = settings.model_dump(mode="json")
-    return _mask(data)
+    data: dict[str, Any] = _mask(settings.model_dump(mode="json"))
+    return data
 
 
 def _mask(node: Any, key: str = "") -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 
@@ -22,7 +22,8 @@ class Store(ABC):
 
     Semantics every backend must keep (tests/unit/test_store_contract.py checks both):
     - `set(..., only_if_absent=True)` is atomic: of concurrent callers exactly one gets True.
-    - TTLs are in seconds (floats allowed); an expired key reads as absent.
+    - TTLs are in seconds (floats allowed, must be > 0, else ValueError); an expired key
+      reads as absent. A key holds one kind of data (value, hash or list).
     - Leases are owned by a token; renew/release by another token fail and change nothing.
     - `publish` reaches every current `listen` on that channel in every process sharing
       the backend (the embedded store is single-process, so only this process).
@@ -69,7 +70,7 @@ class Store(ABC):
 
     @abstractmethod
     async def push(self, key: str, value: str, *, max_len: int | None = None) -> int:
-        """Append at the tail; with `max_len`, drop the oldest beyond it. Returns the length."""
+        """Append at the tail; with `max_len` (>= 1) keep the newest max_len. Returns the length."""
 
     @abstractmethod
     async def list_range(self, key: str, start: int = 0, end: int = -1) -> list[str]:
@@ -98,12 +99,18 @@ class Store(ABC):
     async def publish(self, channel: str, message: str) -> None: ...
 
     @abstractmethod
-    def listen(self, channel: str) -> AsyncIterator[str]:
+    def listen(self, channel: str) -> AsyncGenerator[str, None]:
         """Yield messages published on `channel` from now on, until the caller stops iterating.
 
         Survives backend outages: the iterator reconnects instead of ending. Messages
         published while disconnected are lost, so callers treat them as hints and keep
         the truth in keys.
+
+        The subscription is made on the first `__anext__` and takes a moment on Redis, so
+        callers wait with a timeout and re-read their key on every wake-up: an event published
+        in that moment (or during an outage) then costs one timeout, not the event. Both
+        backends return an async generator: close it (`contextlib.aclosing`) or cancel the
+        consuming task to unsubscribe. It ends when the store is closed.
         """
 
     # -- lifecycle ------------------------------------------------------------------

@@ -1,0 +1,391 @@
+"""The default Store for one process: a SQLite file under data_dir that survives restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from gateway.store.base import Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+_DB_FILE = "chatgate.db"
+_LOCK_FILE = "chatgate.lock"
+_SCHEMA_VERSION = 1
+_PURGE_INTERVAL = 60.0  # seconds between sweeps of expired rows
+_PURGE_BATCH = 1000  # rows per sweep, so one sweep never stalls the event loop
+_LISTEN_BACKLOG = 10_000  # messages a slow listener may fall behind before the oldest are dropped
+_DELETE_CHUNK = 500  # keys per DELETE, well under SQLite's bound-parameter limit
+
+# One row per key in `keys`; hash fields and list items hang off it. Triggers drop the children
+# whenever a key row is deleted or re-typed (kind appears in an UPDATE), so every writer is a
+# single upsert: `set` over a hash, or `hset` reviving an expired hash, leaves no stale fields.
+_SCHEMA = f"""
+PRAGMA user_version = {_SCHEMA_VERSION};
+CREATE TABLE IF NOT EXISTS keys (
+    key TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,  -- 's' string, 'h' hash, 'l' list
+    value TEXT,          -- the string; NULL for hashes and lists
+    expires_at REAL      -- unix time (wall clock, so TTLs survive restarts); NULL: never
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS keys_expiry ON keys (expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS fields (
+    key TEXT NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (key, field)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS items (
+    key TEXT NOT NULL, seq INTEGER NOT NULL, value TEXT NOT NULL, PRIMARY KEY (key, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS keys_deleted AFTER DELETE ON keys WHEN OLD.kind != 's' BEGIN
+    DELETE FROM fields WHERE key = OLD.key;
+    DELETE FROM items WHERE key = OLD.key;
+END;
+CREATE TRIGGER IF NOT EXISTS keys_retyped AFTER UPDATE OF kind ON keys WHEN OLD.kind != 's' BEGIN
+    DELETE FROM fields WHERE key = OLD.key;
+    DELETE FROM items WHERE key = OLD.key;
+END;
+"""
+
+_LIVE = "(expires_at IS NULL OR expires_at > ?{n})"
+_LIVE_KEY = "(keys.expires_at IS NULL OR keys.expires_at > ?{n})"
+
+# ?1 key, ?2 value, ?3 expires_at, ?4 now
+_SET = """INSERT INTO keys (key, kind, value, expires_at) VALUES (?1, 's', ?2, ?3)
+ON CONFLICT (key) DO UPDATE SET kind = 's', value = ?2, expires_at = ?3"""
+_SET_NX = _SET + " WHERE keys.expires_at <= ?4"
+_GET = f"SELECT value FROM keys WHERE key = ?1 AND kind = 's' AND {_LIVE.format(n=2)}"
+# ?1 key, ?2 amount, ?3 expires_at if created, ?4 now
+_INCR = f"""INSERT INTO keys (key, kind, value, expires_at) VALUES (?1, 's', ?2, ?3)
+ON CONFLICT (key) DO UPDATE SET
+    value = CASE WHEN keys.kind = 's' AND {_LIVE_KEY.format(n=4)}
+            THEN CAST(keys.value AS INTEGER) + ?2 ELSE ?2 END,
+    expires_at = CASE WHEN keys.kind = 's' AND {_LIVE_KEY.format(n=4)}
+            THEN keys.expires_at ELSE ?3 END,
+    kind = 's'
+RETURNING value"""
+_EXPIRE = f"UPDATE keys SET expires_at = ?2 WHERE key = ?1 AND {_LIVE.format(n=3)}"
+# Make `key` a live container of `kind` (?2): create it, or reset it when expired or retyped.
+_CONTAINER = f"""INSERT INTO keys (key, kind) VALUES (?1, ?2)
+ON CONFLICT (key) DO UPDATE SET kind = ?2, value = NULL, expires_at = NULL
+WHERE keys.kind != ?2 OR NOT {_LIVE_KEY.format(n=3)}"""
+_LIVE_CONTAINER = f"SELECT 1 FROM keys WHERE key = ?1 AND kind = ?2 AND {_LIVE.format(n=3)}"
+_HSET = """INSERT INTO fields (key, field, value) VALUES (?1, ?2, ?3)
+ON CONFLICT (key, field) DO UPDATE SET value = ?3"""
+_HGET = f"SELECT value FROM fields WHERE key = ?1 AND field = ?4 AND EXISTS ({_LIVE_CONTAINER})"
+_HGETALL = f"SELECT field, value FROM fields WHERE key = ?1 AND EXISTS ({_LIVE_CONTAINER})"
+_HDEL = f"DELETE FROM fields WHERE key = ?1 AND EXISTS ({_LIVE_CONTAINER})"
+_DROP_EMPTY_HASH = (
+    "DELETE FROM keys WHERE key = ?1 AND kind = 'h' "
+    "AND NOT EXISTS (SELECT 1 FROM fields WHERE key = ?1)"
+)
+_PUSH = """INSERT INTO items (key, seq, value)
+SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2 FROM items WHERE key = ?1"""
+_TRIM = """DELETE FROM items WHERE key = ?1 AND seq <= (
+    SELECT seq FROM items WHERE key = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)"""
+_LIST_LEN = f"SELECT COUNT(*) FROM items WHERE key = ?1 AND EXISTS ({_LIVE_CONTAINER})"
+_LIST_SLICE = "SELECT value FROM items WHERE key = ?1 ORDER BY seq LIMIT ?2 OFFSET ?3"
+# ?1 name, ?2 owner, ?3 expires_at, ?4 now
+_ACQUIRE = """INSERT INTO leases (name, owner, expires_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (name) DO UPDATE SET owner = ?2, expires_at = ?3
+WHERE leases.owner = ?2 OR leases.expires_at <= ?4"""
+_RENEW = "UPDATE leases SET expires_at = ?3 WHERE name = ?1 AND owner = ?2 AND expires_at > ?4"
+_RELEASE = "DELETE FROM leases WHERE name = ?1 AND owner = ?2 AND expires_at > ?3"
+_OWNER = "SELECT owner FROM leases WHERE name = ?1 AND expires_at > ?2"
+_PURGE_KEYS = """DELETE FROM keys WHERE key IN (
+    SELECT key FROM keys WHERE expires_at <= ?1 LIMIT ?2)"""
+_PURGE_LEASES = "DELETE FROM leases WHERE expires_at <= ?1"
+
+
+class StoreLocked(StoreUnavailable):
+    """Another process already uses this embedded store's directory."""
+
+
+def _expires_at(now: float, ttl: float | None) -> float | None:
+    if ttl is None:
+        return None
+    if ttl <= 0:
+        raise ValueError(f"ttl must be positive, got {ttl}")
+    return now + ttl
+
+
+def _lock_directory(path: Path) -> int:
+    """Hold an exclusive flock on a sidecar file for as long as the store is open."""
+    fd = os.open(path / _LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise StoreLocked(
+            f"the embedded store in {path} is already in use by another chatgate process "
+            f"(pid {holder}); it serves one process only, so set redis.url "
+            f"(CHATGATE_REDIS__URL) to run several"
+        ) from None
+    except OSError:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+class EmbeddedStore(Store):
+    """Store in `path / "chatgate.db"`; one process at a time (see StoreLocked)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = _lock_directory(path)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot open the embedded store in {path}: {exc}") from exc
+        try:
+            self._db = self._connect(path / _DB_FILE)
+        except BaseException:
+            self._unlock()
+            raise
+        self._listeners: dict[str, set[asyncio.Queue[str | None]]] = {}
+        self._closed = False
+        self._next_purge = 0.0
+
+    @staticmethod
+    def _connect(file: Path) -> sqlite3.Connection:
+        try:
+            # Autocommit: one-statement operations commit themselves; _transaction() groups
+            # the few that need more than one statement.
+            db = sqlite3.connect(file, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open the embedded store {file}: {exc}") from exc
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > _SCHEMA_VERSION:
+                raise StoreUnavailable(
+                    f"{file} was written by a newer chatgate (schema {version}); upgrade chatgate"
+                )
+            db.execute("PRAGMA journal_mode = WAL")
+            # NORMAL in WAL mode: a crash of the process loses nothing; a power cut can lose the
+            # last commits. No fsync per commit is what makes per-message writes cheap.
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.executescript(_SCHEMA)
+        except BaseException as exc:
+            db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnavailable(f"cannot open the embedded store {file}: {exc}") from exc
+            raise
+        return db
+
+    def _unlock(self) -> None:
+        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        os.close(self._lock_fd)
+
+    # -- SQL helpers ------------------------------------------------------------------
+
+    # Statements run on the event-loop thread: each touches a few rows by primary key and takes
+    # 5-30 µs (WAL with synchronous=NORMAL does not fsync on commit), less than a hop to a
+    # worker thread would cost. The rare WAL checkpoint stalls the loop for a few ms.
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._db.execute(sql, params)
+        except sqlite3.DatabaseError as exc:  # disk full, I/O error, corrupt file
+            raise self._unavailable(exc) from exc
+        except sqlite3.ProgrammingError as exc:
+            if self._closed:
+                raise self._unavailable(exc) from exc
+            raise
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._run("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self._db.rollback()
+            raise
+        self._run("COMMIT")
+
+    def _unavailable(self, exc: Exception) -> StoreUnavailable:
+        if self._closed:
+            return StoreUnavailable("the embedded store is closed")
+        return StoreUnavailable(f"the embedded store in {self.path} failed: {exc}")
+
+    def _now_for_write(self) -> float:
+        """Current time; also sweeps expired rows now and then (reads skip them anyway)."""
+        now = time.time()
+        if now >= self._next_purge:
+            self._purge(now)
+        return now
+
+    def _purge(self, now: float) -> None:
+        with self._transaction():
+            removed = self._run(_PURGE_KEYS, (now, _PURGE_BATCH)).rowcount
+            self._run(_PURGE_LEASES, (now,))
+        # A full batch means there is more: come back soon rather than all at once.
+        self._next_purge = now + (1.0 if removed >= _PURGE_BATCH else _PURGE_INTERVAL)
+
+    # -- plain values ---------------------------------------------------------------
+
+    async def get(self, key: str) -> str | None:
+        row = self._run(_GET, (key, time.time())).fetchone()
+        return None if row is None else str(row[0])
+
+    async def set(
+        self, key: str, value: str, *, ttl: float | None = None, only_if_absent: bool = False
+    ) -> bool:
+        now = self._now_for_write()
+        params = (key, value, _expires_at(now, ttl), now)
+        if only_if_absent:
+            return self._run(_SET_NX, params).rowcount == 1
+        self._run(_SET, params[:3])
+        return True
+
+    async def delete(self, *keys: str) -> int:
+        now = time.time()
+        count = 0
+        for i in range(0, len(keys), _DELETE_CHUNK):
+            chunk = keys[i : i + _DELETE_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            sql = f"DELETE FROM keys WHERE key IN ({marks}) RETURNING expires_at"
+            rows = self._run(sql, chunk).fetchall()
+            count += sum(1 for (expires_at,) in rows if expires_at is None or expires_at > now)
+        return count
+
+    async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
+        now = self._now_for_write()
+        row = self._run(_INCR, (key, amount, _expires_at(now, ttl), now)).fetchone()
+        return int(row[0])
+
+    async def expire(self, key: str, ttl: float) -> bool:
+        now = time.time()
+        return self._run(_EXPIRE, (key, _expires_at(now, ttl), now)).rowcount == 1
+
+    # -- hashes ---------------------------------------------------------------------
+
+    async def hset(self, name: str, field: str, value: str) -> None:
+        now = self._now_for_write()
+        with self._transaction():
+            self._run(_CONTAINER, (name, "h", now))
+            self._run(_HSET, (name, field, value))
+
+    async def hget(self, name: str, field: str) -> str | None:
+        row = self._run(_HGET, (name, "h", time.time(), field)).fetchone()
+        return None if row is None else str(row[0])
+
+    async def hdel(self, name: str, *fields: str) -> int:
+        if not fields:
+            return 0
+        marks = ",".join(f"?{i}" for i in range(4, 4 + len(fields)))
+        sql = f"{_HDEL} AND field IN ({marks})"
+        with self._transaction():
+            removed = self._run(sql, (name, "h", time.time(), *fields)).rowcount
+            if removed:
+                # Like Redis, a hash without fields does not exist.
+                self._run(_DROP_EMPTY_HASH, (name,))
+        return removed
+
+    async def hgetall(self, name: str) -> dict[str, str]:
+        rows = self._run(_HGETALL, (name, "h", time.time())).fetchall()
+        return {str(field): str(value) for field, value in rows}
+
+    # -- lists ----------------------------------------------------------------------
+
+    async def push(self, key: str, value: str, *, max_len: int | None = None) -> int:
+        if max_len is not None and max_len < 1:
+            raise ValueError(f"max_len must be at least 1, got {max_len}")
+        now = self._now_for_write()
+        with self._transaction():
+            self._run(_CONTAINER, (key, "l", now))
+            self._run(_PUSH, (key, value))
+            if max_len is not None:
+                self._run(_TRIM, (key, max_len))
+            length: int = self._run(_LIST_LEN, (key, "l", now)).fetchone()[0]
+        return length
+
+    async def list_range(self, key: str, start: int = 0, end: int = -1) -> list[str]:
+        length: int = self._run(_LIST_LEN, (key, "l", time.time())).fetchone()[0]
+        # Redis LRANGE semantics: inclusive end, negatives count from the tail, clamp to the list.
+        if start < 0:
+            start = max(length + start, 0)
+        if end < 0:
+            end += length
+        end = min(end, length - 1)
+        if start > end:
+            return []
+        rows = self._run(_LIST_SLICE, (key, end - start + 1, start)).fetchall()
+        return [str(value) for (value,) in rows]
+
+    # -- leases ---------------------------------------------------------------------
+
+    async def acquire_lease(self, name: str, owner: str, ttl: float) -> bool:
+        now = self._now_for_write()
+        return self._run(_ACQUIRE, (name, owner, _expires_at(now, ttl), now)).rowcount == 1
+
+    async def renew_lease(self, name: str, owner: str, ttl: float) -> bool:
+        now = time.time()
+        return self._run(_RENEW, (name, owner, _expires_at(now, ttl), now)).rowcount == 1
+
+    async def release_lease(self, name: str, owner: str) -> bool:
+        return self._run(_RELEASE, (name, owner, time.time())).rowcount == 1
+
+    async def lease_owner(self, name: str) -> str | None:
+        row = self._run(_OWNER, (name, time.time())).fetchone()
+        return None if row is None else str(row[0])
+
+    # -- pub/sub (this process only) --------------------------------------------------
+
+    async def publish(self, channel: str, message: str) -> None:
+        if self._closed:
+            raise StoreUnavailable("the embedded store is closed")
+        for queue in self._listeners.get(channel, ()):
+            _offer(queue, message)
+
+    async def listen(self, channel: str) -> AsyncGenerator[str, None]:
+        if self._closed:
+            return
+        # None is the end marker that close() sends.
+        queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=_LISTEN_BACKLOG)
+        listeners = self._listeners.setdefault(channel, set())
+        listeners.add(queue)
+        try:
+            while (message := await queue.get()) is not None:
+                yield message
+        finally:
+            listeners.discard(queue)
+            if not listeners and self._listeners.get(channel) is listeners:
+                del self._listeners[channel]
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        self._run("SELECT 1")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for queues in self._listeners.values():
+            for queue in queues:
+                _offer(queue, None)
+        self._db.close()
+        self._unlock()
+
+    @property
+    def shared(self) -> bool:
+        return False
+
+
+def _offer(queue: asyncio.Queue[str | None], message: str | None) -> None:
+    """Queue without waiting; a listener that fell far behind loses its oldest messages."""
+    if queue.full():
+        queue.get_nowait()
+        log.warning("store.listen backlog full, dropped the oldest message")
+    queue.put_nowait(message)

@@ -1,0 +1,407 @@
+"""The production Store on Redis (redis.asyncio), shared by every gateway replica.
+
+Key schema, everything under `{prefix}:` (RedisSettings.key_prefix, default `chatgate`):
+
+    {prefix}:k:{key}        values, hashes and lists (one Redis key each, so a key has one type)
+    {prefix}:lease:{name}   a lease: the owner token as a string with a PX expiry
+    {prefix}:ch:{channel}   a pub/sub channel (channels ignore the db number, so the prefix
+                            also keeps two deployments on one server apart)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
+
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
+from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from gateway.store.base import Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+_POOL_WAIT = 5.0  # seconds a command waits for a free pooled connection before giving up
+_HEALTH_CHECK_INTERVAL = 30  # PING a pooled connection idle longer than this before reuse
+_SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice a dead peer
+# `listen` reads with this timeout, far below the subscriber socket_timeout (PLATFORM-NOTES §5.3),
+# so it can notice close() and send a health-check PING on an idle channel.
+_LISTEN_POLL = 1.0
+_LISTEN_BACKOFF_BASE = 0.1
+_LISTEN_BACKOFF_CAP = 2.0
+_NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError)
+
+# Lease scripts compare the owner token and act in one step, so a lease that expired and went to
+# someone else between a GET and a write is never touched.
+_ACQUIRE = """
+local cur = redis.call('GET', KEYS[1])
+if cur == false or cur == ARGV[1] then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return 1
+end
+return 0
+"""
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+# EXISTS before INCRBY: the TTL applies only when this call created the key (a counter that
+# happens to be 0 still keeps the window it was created with).
+_INCR_WITH_TTL = """
+local existed = redis.call('EXISTS', KEYS[1])
+local value = redis.call('INCRBY', KEYS[1], ARGV[1])
+if existed == 0 then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return value
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RedisKeys:
+    """Builds every Redis name the store uses (see the module docstring)."""
+
+    prefix: str
+
+    def data(self, key: str) -> str:
+        return f"{self.prefix}:k:{key}"
+
+    def lease(self, name: str) -> str:
+        return f"{self.prefix}:lease:{name}"
+
+    def channel(self, name: str) -> str:
+        return f"{self.prefix}:ch:{name}"
+
+
+class _Unavailable:
+    """`with` block turning redis-py's network errors (after its retries) into StoreUnavailable."""
+
+    def __init__(self, where: str, password: str | None) -> None:
+        self._where = where
+        self._password = password
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, _NETWORK_ERRORS):
+            raise StoreUnavailable(self.describe(exc)) from exc
+
+    def describe(self, exc: BaseException) -> str:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        if self._password:
+            for secret in {self._password, unquote(self._password)}:
+                detail = detail.replace(secret, "****")
+        return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
+
+
+def _millis(ttl: float) -> int:
+    if ttl <= 0:
+        raise ValueError(f"ttl must be positive, got {ttl}")
+    return math.ceil(ttl * 1000)
+
+
+def _public_address(url: str) -> str:
+    """The URL without user or password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
+    host = parts.hostname or "localhost"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def _retry(retries: int) -> Retry:
+    # After a timeout a retried INCR or RPUSH may apply twice (PLATFORM-NOTES §5.2); counters
+    # here are rate limits and lists are logs, where that is harmless.
+    return Retry(
+        ExponentialWithJitterBackoff(cap=1.0, base=0.05),
+        retries,
+        supported_errors=_NETWORK_ERRORS,
+    )
+
+
+class RedisStore(Store):
+    """Store over one Redis server; connects lazily on first use."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key_prefix: str = "chatgate",
+        max_connections: int = 64,
+        retries: int = 3,
+        socket_timeout: float = 5.0,
+    ) -> None:
+        # A blocking pool makes a burst wait for a free connection instead of failing with
+        # "Too many connections". No command here blocks server-side, so the socket timeout
+        # only trips on a dead or stuck server.
+        pool = BlockingConnectionPool.from_url(
+            url,
+            max_connections=max_connections,
+            timeout=_POOL_WAIT,
+            health_check_interval=_HEALTH_CHECK_INTERVAL,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+            decode_responses=True,
+            retry=_retry(retries),
+        )
+        # Subscribers get their own unbounded pool: each holds a connection for as long as it
+        # listens and must never starve the command pool. Their reads pass _LISTEN_POLL.
+        sub_pool = ConnectionPool.from_url(
+            url,
+            health_check_interval=_SUBSCRIBER_HEALTH_CHECK,
+            socket_timeout=max(socket_timeout, 5 * _LISTEN_POLL),
+            socket_connect_timeout=socket_timeout,
+            decode_responses=True,
+            retry=_retry(min(retries, 2)),
+        )
+        self._setup(
+            Redis.from_pool(pool),
+            Redis.from_pool(sub_pool),
+            key_prefix=key_prefix,
+            where=_public_address(url),
+            password=urlsplit(url).password,
+            owned=True,
+        )
+
+    @classmethod
+    def from_client(cls, client: Redis, *, key_prefix: str = "chatgate") -> RedisStore:
+        """Wrap a client the caller owns (tests pass fakeredis.FakeAsyncRedis).
+
+        The client must decode responses; `close()` leaves it open.
+        """
+        kwargs: dict[str, Any] = client.get_connection_kwargs()  # type: ignore[no-untyped-call]
+        if not kwargs.get("decode_responses"):
+            raise ValueError("RedisStore.from_client needs a client with decode_responses=True")
+        store = cls.__new__(cls)
+        where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+        store._setup(
+            client,
+            client,
+            key_prefix=key_prefix,
+            where=where,
+            password=kwargs.get("password"),
+            owned=False,
+        )
+        return store
+
+    def _setup(
+        self,
+        client: Redis,
+        sub_client: Redis,
+        *,
+        key_prefix: str,
+        where: str,
+        password: str | None,
+        owned: bool,
+    ) -> None:
+        self._r = client
+        self._sub = sub_client
+        self._owned = owned
+        self._closed = False
+        self.keys = RedisKeys(key_prefix)
+        self._guard = _Unavailable(where, password)
+        self._acquire = client.register_script(_ACQUIRE)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+        self._incr_with_ttl = client.register_script(_INCR_WITH_TTL)
+
+    # -- plain values ---------------------------------------------------------------
+
+    async def get(self, key: str) -> str | None:
+        with self._guard:
+            value = await self._r.get(self.keys.data(key))
+        return cast(str | None, value)
+
+    async def set(
+        self, key: str, value: str, *, ttl: float | None = None, only_if_absent: bool = False
+    ) -> bool:
+        px = None if ttl is None else _millis(ttl)
+        with self._guard:
+            done = await self._r.set(self.keys.data(key), value, px=px, nx=only_if_absent)
+        return bool(done)
+
+    async def delete(self, *keys: str) -> int:
+        if not keys:
+            return 0
+        with self._guard:
+            count: int = await self._r.delete(*(self.keys.data(k) for k in keys))
+        return count
+
+    async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
+        name = self.keys.data(key)
+        with self._guard:
+            if ttl is None:
+                value = await self._r.incrby(name, amount)
+            else:
+                value = await self._incr_with_ttl(keys=[name], args=[amount, _millis(ttl)])
+        return int(value)
+
+    async def expire(self, key: str, ttl: float) -> bool:
+        with self._guard:
+            done = await self._r.pexpire(self.keys.data(key), _millis(ttl))
+        return bool(done)
+
+    # -- hashes ---------------------------------------------------------------------
+
+    async def hset(self, name: str, field: str, value: str) -> None:
+        with self._guard:
+            await self._r.hset(self.keys.data(name), field, value)
+
+    async def hget(self, name: str, field: str) -> str | None:
+        with self._guard:
+            value = await self._r.hget(self.keys.data(name), field)
+        return cast(str | None, value)
+
+    async def hdel(self, name: str, *fields: str) -> int:
+        if not fields:
+            return 0
+        with self._guard:
+            count: int = await self._r.hdel(self.keys.data(name), *fields)
+        return count
+
+    async def hgetall(self, name: str) -> dict[str, str]:
+        with self._guard:
+            values = await self._r.hgetall(self.keys.data(name))
+        return cast(dict[str, str], values)
+
+    # -- lists ----------------------------------------------------------------------
+
+    async def push(self, key: str, value: str, *, max_len: int | None = None) -> int:
+        if max_len is not None and max_len < 1:
+            raise ValueError(f"max_len must be at least 1, got {max_len}")
+        name = self.keys.data(key)
+        with self._guard:
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.rpush(name, value)
+                if max_len is not None:
+                    pipe.ltrim(name, -max_len, -1)
+                results: list[Any] = await pipe.execute()
+        length = int(results[0])
+        return length if max_len is None else min(length, max_len)
+
+    async def list_range(self, key: str, start: int = 0, end: int = -1) -> list[str]:
+        with self._guard:
+            items = await self._r.lrange(self.keys.data(key), start, end)
+        return cast(list[str], items)
+
+    # -- leases ---------------------------------------------------------------------
+
+    async def acquire_lease(self, name: str, owner: str, ttl: float) -> bool:
+        with self._guard:
+            done = await self._acquire(keys=[self.keys.lease(name)], args=[owner, _millis(ttl)])
+        return bool(done)
+
+    async def renew_lease(self, name: str, owner: str, ttl: float) -> bool:
+        with self._guard:
+            done = await self._renew(keys=[self.keys.lease(name)], args=[owner, _millis(ttl)])
+        return bool(done)
+
+    async def release_lease(self, name: str, owner: str) -> bool:
+        with self._guard:
+            done = await self._release(keys=[self.keys.lease(name)], args=[owner])
+        return bool(done)
+
+    async def lease_owner(self, name: str) -> str | None:
+        with self._guard:
+            owner = await self._r.get(self.keys.lease(name))
+        return cast(str | None, owner)
+
+    # -- pub/sub --------------------------------------------------------------------
+
+    async def publish(self, channel: str, message: str) -> None:
+        with self._guard:
+            await self._r.publish(self.keys.channel(channel), message)
+
+    async def listen(self, channel: str) -> AsyncGenerator[str, None]:
+        # One subscription per iterator on the subscriber pool; redis-py resubscribes after a
+        # short blip by itself, and this loop starts over with backoff after a longer outage.
+        name = self.keys.channel(channel)
+        failures = 0
+        while not self._closed:
+            pubsub = self._sub.pubsub(ignore_subscribe_messages=True)
+            healthy = False
+            try:
+                await pubsub.subscribe(name)
+                healthy = True
+                if failures:
+                    log.info("store.listen resubscribed channel=%s", channel)
+                failures = 0
+                while not self._closed:
+                    message = await pubsub.get_message(
+                        ignore_subscribe_messages=True, timeout=_LISTEN_POLL
+                    )
+                    if message is not None and message["type"] == "message":
+                        yield message["data"]
+            except _NETWORK_ERRORS as exc:
+                healthy = False
+                # One warning per outage, not one per attempt.
+                level = logging.DEBUG if failures else logging.WARNING
+                log.log(
+                    level,
+                    "store.listen reconnecting channel=%s error=%s",
+                    channel,
+                    self._guard.describe(exc),
+                )
+                failures += 1
+            finally:
+                await _close_pubsub(pubsub, name if healthy else None)
+            if failures and not self._closed:
+                backoff = min(_LISTEN_BACKOFF_CAP, _LISTEN_BACKOFF_BASE * 2**failures)
+                await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        with self._guard:
+            await self._r.ping()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        # Listeners notice _closed within _LISTEN_POLL and end.
+        self._closed = True
+        if self._owned:
+            await self._r.aclose()
+            await self._sub.aclose()
+
+    @property
+    def shared(self) -> bool:
+        return True
+
+
+async def _close_pubsub(pubsub: PubSub, channel: str | None) -> None:
+    """Unsubscribe (when the connection still works) and drop the subscriber connection."""
+    try:
+        if channel is not None:
+            # Bounded: on a half-dead connection redis-py would retry with backoff first.
+            async with asyncio.timeout(1.0):
+                await pubsub.unsubscribe(channel)
+    except (*_NETWORK_ERRORS, TimeoutError, OSError):
+        pass
+    finally:
+        await pubsub.aclose()  # type: ignore[no-untyped-call]

@@ -1,0 +1,116 @@
+"""Fixtures that run private redis-server processes (never the machine's 6379) and open stores."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+import redis
+
+from gateway.store.embedded import EmbeddedStore
+from gateway.store.redis import RedisStore
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class RedisServer:
+    """One redis-server on 127.0.0.1 without persistence; stop() and start() keep the port."""
+
+    def __init__(self, workdir: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail(
+                "redis-server is not on PATH; install it with `apt-get install -y redis-server`"
+            )
+        self.binary = binary
+        self.workdir = workdir
+        self.port = _free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self, timeout: float = 10.0) -> None:
+        if self.running:
+            return
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        args += ["--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
+        log = (self.workdir / "redis.log").open("ab")
+        with log:
+            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        client = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    client.ping()
+                    return
+                except redis.ConnectionError:
+                    if self._proc.poll() is not None or time.monotonic() > deadline:
+                        tail = (self.workdir / "redis.log").read_text(errors="replace")[-2000:]
+                        self.stop()
+                        pytest.fail(f"redis-server on port {self.port} did not start:\n{tail}")
+                    time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a redis-server shared by the whole session (tests separate by key prefix)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server of this test's own, to stop and restart in outage tests."""
+    server = RedisServer(tmp_path_factory.mktemp("redis-own"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest_asyncio.fixture
+async def redis_store(redis_url: str) -> AsyncIterator[RedisStore]:
+    """A RedisStore on the session server with a key prefix no other test uses."""
+    store = RedisStore(redis_url, key_prefix=f"test-{uuid.uuid4().hex[:12]}")
+    yield store
+    await store.close()
+
+
+@pytest_asyncio.fixture
+async def embedded_store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
+    store = EmbeddedStore(tmp_path / "data")
+    yield store
+    await store.close()
