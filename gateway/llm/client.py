@@ -1,0 +1,434 @@
+"""The one client for OpenAI-compatible chat completions (OpenAI, OpenRouter, vLLM, Ollama,
+llama.cpp): retries with backoff, streaming, and native or text tool calls behind one API.
+
+Streaming failures: a stream that breaks or ends early is retried like any transient error
+as long as no text has reached `on_text`; after that, retrying would repeat text the user
+already saw, so it raises LLMBadResponse. A chunk that is not JSON is a server bug and is
+not retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, NoReturn
+
+import httpx
+
+from gateway.config import LLMSettings
+from gateway.llm.errors import (
+    RETRYABLE_STATUSES,
+    LLMBadResponse,
+    LLMError,
+    LLMRequestError,
+    LLMUnavailable,
+    Redactor,
+    error_for_status,
+    mentions_tools,
+)
+from gateway.llm.retry import backoff_delay, retry_after_seconds
+from gateway.llm.stream import SSEDecoder, StreamAccumulator, StreamErrorEvent, VisibleText
+from gateway.llm.textmode import to_text_messages, tool_names
+from gateway.llm.types import Completion, Message
+from gateway.llm.wire import RawReply, reply_from_body, to_completion
+
+log = logging.getLogger(__name__)
+
+OnText = Callable[[str], Awaitable[None]]
+_Finalize = Callable[[RawReply], Completion]
+
+_ENDPOINT = "/chat/completions"
+_ONE_BAD_TOOL = re.compile(r"tools\[\d+\]")
+_JSON = {"Content-Type": "application/json"}
+_SSE = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+
+
+class _Retry(Exception):
+    """A transient failure: the request may be sent again after a delay."""
+
+    def __init__(self, error: LLMError, retry_after: float | None = None) -> None:
+        super().__init__(error.detail)
+        self.error = error
+        self.retry_after = retry_after
+
+
+class LLMClient:
+    """Shared by every session; safe for concurrent use."""
+
+    def __init__(
+        self, settings: LLMSettings, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self._settings = settings
+        api_key = settings.api_key.get_secret_value()
+        headers = {"User-Agent": "chatgate", **settings.extra_headers}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        # Header values may be credentials too (x-api-key and the like).
+        self._redact = Redactor([api_key, *settings.extra_headers.values()])
+        self._http = httpx.AsyncClient(
+            base_url=settings.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(settings.timeout, connect=settings.connect_timeout),
+            limits=httpx.Limits(
+                max_connections=settings.max_connections,
+                max_keepalive_connections=settings.max_connections,
+            ),
+            transport=transport,
+        )
+        # Where the server is, without any credentials that may sit in the URL.
+        self._where = str(httpx.URL(settings.base_url).copy_with(username=None, password=None))
+        self._text_fallback = False
+        self._stream_usage = True  # cleared if the server refuses stream_options
+
+    @property
+    def format(self) -> Literal["native", "text"]:
+        """The tool-call format in effect; "auto" switches to text once the server refuses tools."""
+        if self._settings.tool_call_format == "text" or self._text_fallback:
+            return "text"
+        return "native"
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        stream: bool | None = None,
+        max_tokens: int | None = None,
+        on_text: OnText | None = None,
+    ) -> Completion:
+        """One chat completion. History in and the result out are always native-shaped.
+
+        `on_text` receives the visible reply text as it streams (no reasoning, no tool-call
+        markup). Raises an LLMError subclass on failure.
+        """
+        use_stream = self._settings.stream if stream is None else stream
+        if self.format == "native":
+            try:
+                return await self._complete_native(
+                    messages, tools, tool_choice, use_stream, max_tokens, on_text
+                )
+            except LLMRequestError as exc:
+                if not self._refuses_tools(exc, tools):
+                    raise
+                self._text_fallback = True
+                log.warning(
+                    "llm server refused native tools; using text tool calls from now on "
+                    "model=%s detail=%s",
+                    self._settings.model,
+                    exc.detail,
+                )
+        return await self._complete_text(
+            messages, tools, tool_choice, use_stream, max_tokens, on_text
+        )
+
+    async def check(self) -> str:
+        """Probe the server for `chatgate doctor`: one line on success, an LLMError otherwise."""
+        model = self._settings.model
+        try:
+            response = await self._http.get("/models")
+        except httpx.RequestError as exc:
+            raise self._transport_error(exc) from exc
+        if response.status_code in (401, 403):
+            self._raise_for_status(response, "/models")
+        models = _model_ids(response) if response.is_success else None
+        if models is not None and model in models:
+            return f"{self._where}: reachable, {len(models)} model(s), '{model}' available"
+        # No usable model list (or the model is an alias not in it): a 1-token completion decides.
+        await self.complete([{"role": "user", "content": "ping"}], stream=False, max_tokens=1)
+        if models is None:
+            return f"{self._where}: reachable, '{model}' answers (the server lists no models)"
+        return f"{self._where}: reachable, '{model}' answers (not in its list of {len(models)})"
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # --- the two formats ----------------------------------------------------------------
+
+    async def _complete_native(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | dict[str, Any] | None,
+        stream: bool,
+        max_tokens: int | None,
+        on_text: OnText | None,
+    ) -> Completion:
+        body = self._body(messages, stream, max_tokens)
+        if tools:
+            body["tools"] = tools
+            if tool_choice is not None:
+                body["tool_choice"] = tool_choice
+        # In auto mode a model may still write its calls as text; accept those too.
+        text_calls = bool(tools) and self._settings.tool_call_format == "auto"
+        names = tool_names(tools) if text_calls else None
+
+        def finalize(raw: RawReply) -> Completion:
+            return to_completion(raw, text_calls=text_calls, names=names)
+
+        return await self._send(body, stream, on_text, text_calls, finalize)
+
+    async def _complete_text(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | dict[str, Any] | None,
+        stream: bool,
+        max_tokens: int | None,
+        on_text: OnText | None,
+    ) -> Completion:
+        offered = bool(tools) and tool_choice != "none"
+        body = self._body(to_text_messages(messages, tools, tool_choice), stream, max_tokens)
+        names = tool_names(tools) if offered else None
+
+        def finalize(raw: RawReply) -> Completion:
+            return to_completion(raw, text_calls=offered, names=names)
+
+        return await self._send(body, stream, on_text, offered, finalize)
+
+    def _refuses_tools(self, error: LLMRequestError, tools: list[dict[str, Any]] | None) -> bool:
+        """Whether an "auto" client should switch to text tool calls for good."""
+        if not tools or self._settings.tool_call_format != "auto":
+            return False
+        if error.status not in (400, 422) or not mentions_tools(error.detail):
+            return False
+        # "tools[3].function.name: invalid" is one bad tool schema, not a server without tools.
+        return not _ONE_BAD_TOOL.search(error.detail)
+
+    def _body(
+        self, messages: list[Message], stream: bool, max_tokens: int | None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self._settings.model, "messages": messages}
+        if self._settings.temperature is not None:
+            body["temperature"] = self._settings.temperature
+        limit = max_tokens or self._settings.max_tokens
+        if limit:
+            body["max_tokens"] = limit
+        if stream:
+            body["stream"] = True
+            if self._stream_usage:
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+    # --- sending, with retries ----------------------------------------------------------
+
+    async def _send(
+        self,
+        body: dict[str, Any],
+        stream: bool,
+        on_text: OnText | None,
+        hide_calls: bool,
+        finalize: _Finalize,
+    ) -> Completion:
+        # Lone surrogates cannot be encoded; replacing them beats failing the turn.
+        payload = json.dumps(body, ensure_ascii=False).encode("utf-8", errors="replace")
+        retries = self._settings.max_retries
+        attempt = 0
+        while True:
+            try:
+                if stream:
+                    return await self._stream_once(payload, on_text, hide_calls, finalize)
+                return finalize(await self._post_once(payload))
+            except LLMRequestError as exc:
+                # A few servers and proxies reject stream_options; usage is optional anyway.
+                if "stream_options" not in body or "stream_options" not in exc.detail:
+                    raise
+                self._stream_usage = False
+                body = {k: v for k, v in body.items() if k != "stream_options"}
+                payload = json.dumps(body, ensure_ascii=False).encode("utf-8", errors="replace")
+            except _Retry as retry:
+                delay = self._delay(attempt, retry.retry_after)
+                if attempt >= retries or delay is None:
+                    raise retry.error from retry.__cause__
+                attempt += 1
+                log.warning(
+                    "llm retry attempt=%d/%d delay=%.2fs error=%s",
+                    attempt,
+                    retries,
+                    delay,
+                    retry.error.detail,
+                )
+                await asyncio.sleep(delay)
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float | None:
+        """Seconds before the next attempt; None when the server asks for more than we'd wait."""
+        cap = self._settings.retry_max_delay
+        if retry_after is not None:
+            return retry_after if retry_after <= cap else None
+        return backoff_delay(attempt, self._settings.retry_base_delay, cap)
+
+    async def _post_once(self, payload: bytes) -> RawReply:
+        try:
+            response = await self._http.post(_ENDPOINT, content=payload, headers=_JSON)
+        except httpx.RequestError as exc:
+            raise _Retry(self._transport_error(exc)) from exc
+        if not response.is_success:
+            self._raise_for_status(response, _ENDPOINT)
+        return self._reply(response)
+
+    def _reply(self, response: httpx.Response) -> RawReply:
+        body = self._json_body(response)
+        if isinstance(body, dict) and body.get("error") and not body.get("choices"):
+            # OpenRouter and some proxies report upstream failures as 200 + {"error": ...}.
+            self._raise_error_event(StreamErrorEvent(body["error"]))
+        return reply_from_body(body)
+
+    def _raise_error_event(self, event: StreamErrorEvent, *, delivered: bool = False) -> NoReturn:
+        error = error_for_status(
+            event.status, self._redact(str(event)), model=self._settings.model, endpoint=_ENDPOINT
+        )
+        if event.status in RETRYABLE_STATUSES:
+            self._stream_broken(error, delivered, None)
+        raise error
+
+    async def _stream_once(
+        self,
+        payload: bytes,
+        on_text: OnText | None,
+        hide_calls: bool,
+        finalize: _Finalize,
+    ) -> Completion:
+        request = self._http.build_request("POST", _ENDPOINT, content=payload, headers=_SSE)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.RequestError as exc:
+            raise _Retry(self._transport_error(exc)) from exc
+        try:
+            if not response.is_success:
+                await self._read(response, delivered=False)
+                self._raise_for_status(response, _ENDPOINT)
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                # Some servers ignore stream=true and answer with one JSON document.
+                await self._read(response, delivered=False)
+                completion = finalize(self._reply(response))
+                if on_text is not None and completion.content:
+                    await on_text(completion.content)
+                return completion
+            return await self._consume_stream(response, on_text, hide_calls, finalize)
+        finally:
+            await response.aclose()
+
+    async def _consume_stream(
+        self,
+        response: httpx.Response,
+        on_text: OnText | None,
+        hide_calls: bool,
+        finalize: _Finalize,
+    ) -> Completion:
+        visible = VisibleText(hide_calls=hide_calls) if on_text is not None else None
+        decoder = SSEDecoder()
+        accumulator = StreamAccumulator()
+        delivered = False
+        lines = response.aiter_lines()
+
+        async def take(item: Any) -> None:
+            nonlocal delivered
+            try:
+                text = accumulator.feed(item)
+            except StreamErrorEvent as event:
+                self._raise_error_event(event, delivered=delivered)
+            if text and visible is not None and on_text is not None:
+                shown = visible.feed(text)
+                if shown:
+                    delivered = True
+                    await on_text(shown)
+
+        while not accumulator.done:
+            # Only the network read sits in the try: errors raised by on_text are the caller's.
+            try:
+                line = await anext(lines)
+            except StopAsyncIteration:
+                break
+            except httpx.RequestError as exc:
+                self._stream_broken(self._transport_error(exc), delivered, exc)
+            for item in decoder.feed_line(line):
+                await take(item)
+        for item in decoder.close():
+            await take(item)
+        if not accumulator.complete:
+            self._stream_broken(
+                LLMBadResponse("the stream ended before the reply was complete"), delivered, None
+            )
+        completion = finalize(accumulator.result())
+        if visible is not None and on_text is not None:
+            rest = visible.flush(completion.content)
+            if rest:
+                await on_text(rest)
+        return completion
+
+    @staticmethod
+    def _stream_broken(error: LLMError, delivered: bool, cause: BaseException | None) -> NoReturn:
+        """Retry a broken stream unless the user already saw part of it."""
+        if delivered:
+            raise LLMBadResponse(
+                f"the stream broke after part of the reply was shown ({error.detail})"
+            ) from cause
+        raise _Retry(error) from cause
+
+    # --- errors -------------------------------------------------------------------------
+
+    async def _read(self, response: httpx.Response, *, delivered: bool) -> None:
+        try:
+            await response.aread()
+        except httpx.RequestError as exc:
+            self._stream_broken(self._transport_error(exc), delivered, exc)
+
+    def _json_body(self, response: httpx.Response) -> Any:
+        try:
+            return json.loads(response.content)
+        except ValueError:
+            snippet = self._redact(response.text, limit=120)
+            raise LLMBadResponse(f"response is not JSON: {snippet!r}") from None
+
+    def _raise_for_status(self, response: httpx.Response, endpoint: str) -> NoReturn:
+        retry_after = retry_after_seconds(response.headers)
+        error = error_for_status(
+            response.status_code,
+            self._server_message(response),
+            model=self._settings.model,
+            endpoint=endpoint,
+            retry_after=retry_after,
+        )
+        if response.status_code in RETRYABLE_STATUSES:
+            raise _Retry(error, retry_after)
+        raise error
+
+    def _server_message(self, response: httpx.Response) -> str:
+        """The error text from the usual shapes: {"error": {"message"}}, {"error"}, {"detail"}."""
+        try:
+            data = json.loads(response.content)
+        except ValueError:
+            return self._redact(response.text)
+        found: Any = data
+        for _ in range(2):  # {"error": {"message": ...}} is two levels deep
+            if not isinstance(found, dict):
+                break
+            found = next((found[k] for k in ("error", "message", "detail") if found.get(k)), found)
+        text = found if isinstance(found, str) else json.dumps(found, ensure_ascii=False)
+        return self._redact(text)
+
+    def _transport_error(self, exc: httpx.RequestError) -> LLMUnavailable:
+        what = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
+        reason = self._redact(str(exc)) or type(exc).__name__
+        return LLMUnavailable(f"request to {self._where} {what}: {reason}")
+
+
+def _model_ids(response: httpx.Response) -> list[str] | None:
+    try:
+        data = response.json()
+    except ValueError:
+        return None
+    entries = data.get("data", data.get("models")) if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    ids = [e.get("id") or e.get("name") if isinstance(e, dict) else e for e in entries]
+    return [i for i in ids if isinstance(i, str)]

@@ -1,0 +1,197 @@
+"""A forgiving JSON reader for what models write: JSON, JSON5-ish and Python-literal dialects.
+
+Accepts unquoted keys, single quotes, trailing or missing commas, True/False/None, raw
+newlines in strings, and Gemma's `<|"|>` / `<escape>` string delimiters. It never evaluates.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+
+class LenientJSONError(ValueError):
+    """The text is not a value even under the relaxed rules."""
+
+
+_MAX_DEPTH = 64
+_WS = frozenset(" \t\r\n\f\v\u00a0\ufeff")
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+_BAREWORD = re.compile(r"[A-Za-z_$][\w$.\-]*")
+_DIGITS = re.compile(r"\d+")
+_KEYWORDS: dict[str, Any] = {
+    "true": True,
+    "false": False,
+    "null": None,
+    "True": True,
+    "False": False,
+    "None": None,
+}
+# Gemma-family models quote strings with special tokens instead of '"'.
+_TOKEN_QUOTES = ('<|"|>', "<escape>")
+_ESCAPES = {
+    '"': '"',
+    "'": "'",
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "0": "\0",
+}
+
+
+def loads(text: str) -> Any:
+    """Read exactly one value from `text` (surrounding whitespace allowed)."""
+    value, end = scan(text, 0)
+    if skip_ws(text, end) != len(text):
+        raise LenientJSONError(f"unexpected text after the value at {end}")
+    return value
+
+
+def scan(text: str, pos: int) -> tuple[Any, int]:
+    """Read one value starting at `pos` (leading whitespace allowed); return it and its end."""
+    return _value(text, skip_ws(text, pos), 0)
+
+
+def skip_ws(text: str, pos: int) -> int:
+    n = len(text)
+    while pos < n and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def _value(text: str, pos: int, depth: int) -> tuple[Any, int]:
+    if depth > _MAX_DEPTH:
+        raise LenientJSONError("nested too deeply")
+    if pos >= len(text):
+        raise LenientJSONError("unexpected end of text")
+    ch = text[pos]
+    if ch == "{":
+        return _object(text, pos + 1, depth)
+    if ch == "[":
+        return _array(text, pos + 1, depth)
+    if ch in "\"'" or text.startswith(_TOKEN_QUOTES, pos):
+        return _string(text, pos)
+    number = _NUMBER.match(text, pos)
+    if number:
+        return _number(number.group()), number.end()
+    word = _BAREWORD.match(text, pos)
+    if word:
+        token = word.group()
+        # Unknown barewords read as strings: `{city: Paris}` is what a model meant.
+        return _KEYWORDS.get(token, token), word.end()
+    raise LenientJSONError(f"unexpected {ch!r} at {pos}")
+
+
+def _object(text: str, pos: int, depth: int) -> tuple[dict[str, Any], int]:
+    result: dict[str, Any] = {}
+    n = len(text)
+    while True:
+        pos = skip_ws(text, pos)
+        while pos < n and text[pos] == ",":
+            pos = skip_ws(text, pos + 1)
+        if pos >= n:
+            raise LenientJSONError("unclosed object")
+        if text[pos] == "}":
+            return result, pos + 1
+        key, pos = _key(text, pos)
+        pos = skip_ws(text, pos)
+        if pos >= n or text[pos] not in ":=":
+            raise LenientJSONError(f"expected ':' at {pos}")
+        value, pos = _value(text, skip_ws(text, pos + 1), depth + 1)
+        result[key] = value
+        pos = skip_ws(text, pos)
+        if pos < n and text[pos] not in ",}" and not _starts_key(text, pos):
+            raise LenientJSONError(f"expected ',' or '}}' at {pos}")
+
+
+def _array(text: str, pos: int, depth: int) -> tuple[list[Any], int]:
+    result: list[Any] = []
+    n = len(text)
+    while True:
+        pos = skip_ws(text, pos)
+        while pos < n and text[pos] == ",":
+            pos = skip_ws(text, pos + 1)
+        if pos >= n:
+            raise LenientJSONError("unclosed array")
+        if text[pos] == "]":
+            return result, pos + 1
+        value, pos = _value(text, pos, depth + 1)
+        result.append(value)
+
+
+def _starts_key(text: str, pos: int) -> bool:
+    ch = text[pos]
+    return ch in "\"'" or ch.isalpha() or ch == "_" or text.startswith(_TOKEN_QUOTES, pos)
+
+
+def _key(text: str, pos: int) -> tuple[str, int]:
+    if text[pos] in "\"'" or text.startswith(_TOKEN_QUOTES, pos):
+        return _string(text, pos)
+    word = _BAREWORD.match(text, pos) or _DIGITS.match(text, pos)
+    if not word:
+        raise LenientJSONError(f"expected a key at {pos}")
+    return word.group(), word.end()
+
+
+def _number(token: str) -> int | float:
+    try:
+        if any(c in token for c in ".eE"):
+            return float(token)
+        return int(token)
+    except ValueError:  # e.g. more digits than int() accepts
+        raise LenientJSONError(f"bad number {token[:20]!r}") from None
+
+
+def _string(text: str, pos: int) -> tuple[str, int]:
+    for token in _TOKEN_QUOTES:
+        if text.startswith(token, pos):
+            end = text.find(token, pos + len(token))
+            if end < 0:
+                raise LenientJSONError("unterminated string")
+            return text[pos + len(token) : end], end + len(token)
+    quote = text[pos]
+    parts: list[str] = []
+    i = pos + 1
+    n = len(text)
+    while True:
+        # Copy runs without quotes or backslashes in one slice; strings can be long.
+        j = i
+        while j < n and text[j] != quote and text[j] != "\\":
+            j += 1
+        parts.append(text[i:j])
+        if j >= n:
+            raise LenientJSONError("unterminated string")
+        if text[j] == quote:
+            return _join_surrogates("".join(parts)), j + 1
+        if j + 1 >= n:
+            raise LenientJSONError("unterminated string")
+        esc = text[j + 1]
+        if esc == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[j + 2 : j + 6]):
+            parts.append(chr(int(text[j + 2 : j + 6], 16)))
+            i = j + 6
+        elif esc in _ESCAPES:
+            parts.append(_ESCAPES[esc])
+            i = j + 2
+        else:
+            # Unknown escapes (Windows paths like C:\Users) keep their backslash.
+            parts.append("\\" + esc)
+            i = j + 2
+
+
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _join_surrogates(value: str) -> str:
+    """Combine \\uD83D\\uDE00 pairs; a lone surrogate could not be sent as UTF-8 later."""
+    if not _LONE_SURROGATE.search(value):
+        return value
+    value = _SURROGATE_PAIR.sub(
+        lambda m: chr(0x10000 + ((ord(m.group()[0]) - 0xD800) << 10) + ord(m.group()[1]) - 0xDC00),
+        value,
+    )
+    return _LONE_SURROGATE.sub("\ufffd", value)

@@ -1,0 +1,129 @@
+"""Streaming pieces on their own: SSE decoding, delta accumulation, the visible-text filter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gateway.llm.errors import LLMBadResponse
+from gateway.llm.stream import DONE, SSEDecoder, StreamAccumulator, VisibleText
+
+
+def _decode(lines: list[str]) -> list[Any]:
+    decoder = SSEDecoder()
+    out = [item for line in lines for item in decoder.feed_line(line)]
+    return out + decoder.close()
+
+
+def test_sse_lines_comments_and_done() -> None:
+    items = _decode([": keep-alive", 'data: {"a": 1}', "", "event: x", "data:[DONE]", ""])
+    assert items == [{"a": 1}, DONE]
+
+
+def test_sse_multiline_event() -> None:
+    assert _decode(['data: {"a":', "data: 1}", ""]) == [{"a": 1}]
+
+
+def test_sse_unparsable_event() -> None:
+    with pytest.raises(LLMBadResponse):
+        _decode(["data: {oops", ""])
+
+
+def _calls(deltas: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    accumulator = StreamAccumulator()
+    for delta in deltas:
+        accumulator.feed({"choices": [{"index": 0, "delta": {"tool_calls": [delta]}}]})
+    return [(c.id, c.name, c.arguments) for c in accumulator.result().tool_calls]
+
+
+def test_deltas_by_index_interleaved() -> None:
+    assert _calls(
+        [
+            {"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}},
+            {"index": 1, "id": "b", "function": {"name": "g", "arguments": '{"y"'}},
+            {"index": 0, "function": {"arguments": '{"x": 1}'}},
+            {"index": 1, "function": {"arguments": ": 2}"}},
+        ]
+    ) == [("a", "f", '{"x": 1}'), ("b", "g", '{"y": 2}')]
+
+
+def test_every_call_numbered_zero_but_new_ids() -> None:
+    assert _calls(
+        [
+            {"index": 0, "id": "a", "function": {"name": "f", "arguments": "{}"}},
+            {"index": 0, "id": "b", "function": {"name": "g", "arguments": "{}"}},
+        ]
+    ) == [("a", "f", "{}"), ("b", "g", "{}")]
+
+
+def test_repeated_id_and_name_in_every_chunk() -> None:
+    assert _calls(
+        [
+            {"index": 0, "id": "a", "function": {"name": "f", "arguments": '{"x"'}},
+            {"index": 0, "id": "a", "function": {"name": "f", "arguments": ": 1}"}},
+        ]
+    ) == [("a", "f", '{"x": 1}')]
+
+
+def test_no_index_no_id_and_object_arguments() -> None:
+    calls = _calls(
+        [
+            {"function": {"name": "f", "arguments": {"x": 1}}},
+            {"function": {"name": "g"}},
+            {"function": {"arguments": ""}},
+        ]
+    )
+    assert [(name, args) for _, name, args in calls] == [("f", '{"x": 1}'), ("g", "{}")]
+    assert all(call_id.startswith("call_") for call_id, _, _ in calls)
+
+
+def test_usage_reasoning_and_finish() -> None:
+    accumulator = StreamAccumulator()
+    accumulator.feed({"choices": [{"delta": {"reasoning": "hmm", "content": "Hi"}}]})
+    accumulator.feed({"choices": [{"delta": {}, "finish_reason": "stop"}]})
+    assert not accumulator.done and accumulator.complete
+    accumulator.feed({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
+    accumulator.feed(DONE)
+    reply = accumulator.result()
+    assert (reply.content, reply.reasoning, reply.finish_reason) == ("Hi", "hmm", "stop")
+    assert reply.usage.total_tokens == 4
+
+
+def _shown(pieces: list[str], *, hide_calls: bool, final: str | None = None) -> str:
+    visible = VisibleText(hide_calls=hide_calls)
+    out = "".join(visible.feed(p) for p in pieces)
+    return out + (visible.flush(final) if final is not None else "")
+
+
+def test_think_hidden_even_when_tags_are_split() -> None:
+    pieces = ["<thi", "nk>secret", " plan</th", "ink>Hello", " <", "b>world"]
+    assert _shown(pieces, hide_calls=False) == "Hello <b>world"
+
+
+def test_call_markup_held_back() -> None:
+    pieces = ["Let me check. <tool", '_call>{"name": "f"', "}</tool_call>"]
+    assert _shown(pieces, hide_calls=True) == "Let me check. "
+    assert _shown(pieces, hide_calls=False) == "".join(pieces)
+
+
+def test_leading_json_held_then_released_when_not_a_call() -> None:
+    pieces = ['  {"a"', ": 1}"]
+    assert _shown(pieces, hide_calls=True) == ""
+    assert _shown(pieces, hide_calls=True, final='{"a": 1}') == '{"a": 1}'
+
+
+def test_flush_releases_a_held_partial_tag() -> None:
+    assert _shown(["a <"], hide_calls=True) == "a "
+    assert _shown(["a <"], hide_calls=True, final="a <") == "a <"
+
+
+def test_flush_never_repeats_when_final_text_differs() -> None:
+    # Output that began mid-thought: shown text is not a prefix of the final content.
+    assert _shown(["thinking</think>Answer"], hide_calls=False, final="Answer") == "thinkingAnswer"
+
+
+def test_json_after_think_is_still_held() -> None:
+    pieces = ["<think>call it</think>\n", '{"name": "f", "parameters": {}}']
+    assert _shown(pieces, hide_calls=True) == ""
+    assert _shown(["\n\n  Hi", " there"], hide_calls=True) == "Hi there"
