@@ -23,8 +23,14 @@ class ConsoleAdapter:
     platform = PLATFORM
     capabilities = Capabilities(max_len=1_000_000, can_edit=True, buttons=False, typing=False)
 
-    def __init__(self, chat_id: str = "local", user_id: str = "local", *, out: TextIO | None = None,
-                 echo: bool = True) -> None:
+    def __init__(
+        self,
+        chat_id: str = "local",
+        user_id: str = "local",
+        *,
+        out: TextIO | None = None,
+        echo: bool = True,
+    ) -> None:
         self.chat = ChatRef(platform=PLATFORM, chat_id=chat_id, kind=ChatKind.DIRECT)
         self.user = UserRef(platform=PLATFORM, user_id=user_id, display_name=user_id)
         self._out = out or sys.stdout
@@ -33,13 +39,24 @@ class ConsoleAdapter:
         self.sent: list[Outbound] = []  # everything sent, for `ask` and tests
         self.received = asyncio.Event()
 
-    def inbound(self, text: str) -> Inbound:
+    def inbound(
+        self,
+        text: str,
+        *,
+        chat_id: str | None = None,
+        user_id: str | None = None,
+        event_id: str | None = None,
+    ) -> Inbound:
+        """A message from the terminal user (or, in tests, from another chat or person)."""
+        chat = self.chat if chat_id is None else self.chat.model_copy(update={"chat_id": chat_id})
+        user = self.user
+        if user_id is not None:
+            user = UserRef(platform=PLATFORM, user_id=user_id, display_name=user_id)
         return Inbound(
-            event_id=f"console-{uuid.uuid4().hex}",
-            chat=self.chat,
-            sender=self.user,
+            event_id=event_id or f"console-{uuid.uuid4().hex}",
+            chat=chat,
+            sender=user,
             text=text,
-            message_id=None,
             mentioned=True,
             received_at=time.time(),
         )

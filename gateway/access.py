@@ -62,8 +62,10 @@ class AccessPolicy:
         reason = self._static_reason(inbound)
         # Refusals are told once per chat per hour, so nobody is left guessing or flooded.
         notice_key, notice_ttl = f"refused:{inbound.chat.address}:{inbound.sender.user_id}", 3600
-        if reason is None and self._settings.rate_limit_per_minute and not self.is_admin(
-            inbound.sender
+        if (
+            reason is None
+            and self._settings.rate_limit_per_minute
+            and not self.is_admin(inbound.sender)
         ):
             reason = await self._rate_limited(inbound.sender)
             # Rate-limited people are told once per minute window: each window drops messages.
@@ -91,7 +93,9 @@ class AccessPolicy:
     async def _rate_limited(self, user: UserRef) -> str | None:
         count = await self._store.incr(f"rate:{user.address}:{_window()}", ttl=120)
         if count > self._settings.rate_limit_per_minute:
-            return "You are sending messages faster than I can take them; wait a minute and try again."
+            return (
+                "You are sending messages faster than I can take them; wait a minute and try again."
+            )
         return None
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gateway.config import AgentSettings
+from gateway.llm import lenient_json
 from gateway.llm.client import LLMClient
 from gateway.llm.types import Completion, Message, ToolCall, Usage
 from gateway.tooling import (
@@ -120,8 +121,9 @@ class Agent:
             results = await self._run_calls(completion.tool_calls, by_name, ctx, catalog, budget)
             added.extend(results)
             if budget.tokens_exhausted:
-                return await self._final_answer(transcript(), added, budget, iteration, calls_made,
-                                                "tokens")
+                return await self._final_answer(
+                    transcript(), added, budget, iteration, calls_made, "tokens"
+                )
             if budget.remaining_seconds <= 0:
                 return self._out_of_time(added, budget, iteration, calls_made)
         return await self._final_answer(
@@ -200,8 +202,12 @@ class Agent:
         spec = by_name.get(call.name)
         if spec is None:
             known = catalog.get(call.name) if catalog else None
-            log.warning("tool refused session=%s tool=%s known=%s", ctx.session, call.name,
-                        known is not None)
+            log.warning(
+                "tool refused session=%s tool=%s known=%s",
+                ctx.session,
+                call.name,
+                known is not None,
+            )
             if known is not None:
                 return f"error: the tool '{call.name}' is not allowed in this chat. Do not call it."
             available = ", ".join(sorted(by_name)) or "none"
@@ -218,14 +224,21 @@ class Agent:
                     refusal = await self._ask_approval(need, spec.name, ctx)
                     if refusal is not None:
                         return refusal
-            limit = min(spec.timeout or self._settings.tool_timeout, max(budget.remaining_seconds, 1))
+        except ToolError as exc:
+            return f"error: {exc}"
+        except Exception:
+            # Fail closed: when we cannot tell whether approval is needed, nothing runs.
+            log.exception("approval check failed session=%s tool=%s", ctx.session, call.name)
+            return f"error: {call.name} was not run: its approval check failed. Tell the user."
+        limit = min(spec.timeout or self._settings.tool_timeout, max(budget.remaining_seconds, 1))
+        try:
             async with asyncio.timeout(limit):
                 return await spec.handler(args, ctx)
         except ToolError as exc:
             return f"error: {exc}"
         except TimeoutError:
             log.warning("tool timed out session=%s tool=%s", ctx.session, call.name)
-            return f"error: {call.name} did not finish within {limit:.0f} s and was stopped."
+            return f"error: {call.name} did not finish within {limit:g} s and was stopped."
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -234,8 +247,10 @@ class Agent:
 
     async def _ask_approval(self, need: Any, tool: str, ctx: ToolContext) -> str | None:
         if self._approvals is None:
-            return (f"error: {tool} needs a person's approval here ({need.reason}), and approvals "
-                    "are not available. Tell the user what you wanted to run instead.")
+            return (
+                f"error: {tool} needs a person's approval here ({need.reason}), and approvals "
+                "are not available. Tell the user what you wanted to run instead."
+            )
         outcome = await self._approvals.decide(need, tool, ctx)
         if outcome.approved:
             return None
@@ -249,10 +264,9 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
-        from gateway.llm.textcalls import loads_lenient
-
+        # Small models write Python-ish JSON (single quotes, trailing commas); accept it.
         try:
-            value = loads_lenient(raw)
+            value = lenient_json.loads(raw)
         except ValueError:
             raise ValueError(
                 f"the arguments are not valid JSON ({raw[:200]!r}). Send one JSON object."

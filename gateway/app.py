@@ -10,7 +10,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gateway.access import AccessPolicy
 from gateway.agent import Agent
@@ -25,8 +25,9 @@ from gateway.metrics import Metrics
 from gateway.router import Router
 from gateway.store import open_store
 from gateway.store.base import Store
-from gateway.tooling import ToolSpec
 from gateway.turns import TurnRunner
+from tools.builtin import ToolServices, install_builtin_tools
+from tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
     import httpx
@@ -55,7 +56,7 @@ class App:
         self.memory = MemoryBook(self.store, settings.memory)
         self.llm = LLMClient(settings.llm, transport=llm_transport)
         self.agent = Agent(self.llm, settings.agent)
-        self.tools = build_tools(settings, self.memory)
+        self.tools = ToolRegistry()
         self.runner = TurnRunner(
             settings=settings,
             agent=self.agent,
@@ -75,6 +76,17 @@ class App:
             metrics=self.metrics,
         )
         register_builtin_commands(self.router, self.sessions, self.memory)
+        install_builtin_tools(
+            self.tools,
+            ToolServices(
+                settings=settings,
+                store=self.store,
+                memory=self.memory,
+                outbox=self.outbox,
+                presses=self.presses,
+                add_interceptor=self.router.add_interceptor,
+            ),
+        )
         self.http = (
             HttpServer(settings.http.host, settings.http.port, self.metrics)
             if settings.http.enabled
@@ -147,29 +159,19 @@ class App:
         return None
 
 
-def build_tools(settings: Settings, memory: MemoryBook) -> Any:
-    from tools.files import file_tools
-    from tools.memory import memory_tools
-    from tools.registry import ToolRegistry
-    from tools.workspace import Workspace
-
-    workspace = Workspace(settings.workspace)
-    specs: list[ToolSpec[Any]] = [
-        *file_tools(workspace, max_chars=settings.tools.max_output_chars),
-        *memory_tools(memory),
-    ]
-    registry = ToolRegistry(specs)
-    allow, deny = set(settings.tools.allow), set(settings.tools.deny)
-    if allow or deny:
-        registry.set_filter(
-            lambda scope, tools: [
-                t for t in tools if (not allow or t.name in allow) and t.name not in deny
-            ]
-        )
-    return registry
-
-
 def configured_adapters(settings: Settings, ctx: AdapterContext) -> Sequence[Adapter]:
     """Adapters for the platforms configured in settings (imported only when configured)."""
     adapters: list[Adapter] = []
+    if settings.telegram.token:
+        from adapters.telegram import TelegramAdapter
+
+        adapters.append(TelegramAdapter(settings.telegram, ctx))
+    if settings.slack.bot_token:
+        from adapters.slack import SlackAdapter
+
+        adapters.append(SlackAdapter(settings.slack, ctx))
+    if settings.discord.token:
+        from adapters.discord import DiscordAdapter
+
+        adapters.append(DiscordAdapter(settings.discord, ctx))
     return adapters

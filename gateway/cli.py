@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     config_sub.add_parser("check", help="validate the config").set_defaults(func=cmd_config_check)
 
+    from tools.cli import register as register_tools  # lazy: gateway never imports tools early
+
+    register_tools(sub)
     for register in EXTRA_COMMANDS:
         register(sub)
     return parser
@@ -140,8 +143,10 @@ async def _chat(settings: Settings, chat_id: str) -> int:
     console = ConsoleAdapter(chat_id)
     app.add_adapter(console)
     await app.start()
-    print(f"chatgate: talking to {settings.llm.model} at {settings.llm.base_url}. "
-          "/help for commands, Ctrl-D to quit.")
+    print(
+        f"chatgate: talking to {settings.llm.model} at {settings.llm.base_url}. "
+        "/help for commands, Ctrl-D to quit."
+    )
     loop = asyncio.get_running_loop()
     try:
         while True:

@@ -9,7 +9,7 @@ from gateway.router import Command, CommandCall, Router
 
 def register_builtin_commands(router: Router, sessions: SessionStore, memory: MemoryBook) -> None:
     async def new(call: CommandCall) -> str:
-        running, dropped = await router.stop_session(call.session)
+        running, _ = await router.stop_session(call.session)
         await sessions.clear(call.session)
         note = " (the running request was stopped)" if running else ""
         return f"Started a new conversation{note}. What can I do for you?"
@@ -18,7 +18,11 @@ def register_builtin_commands(router: Router, sessions: SessionStore, memory: Me
         running, dropped = await router.stop_session(call.session)
         if dropped:
             return f"Stopped. {dropped} waiting message(s) were dropped as well."
-        return "Stopped." if running else "Nothing is running; if something was, it has been told to stop."
+        return (
+            "Stopped."
+            if running
+            else "Nothing is running; if something was, it has been told to stop."
+        )
 
     async def help_(call: CommandCall) -> str:
         lines = ["I am an assistant: write to me in plain words. Commands:"]
@@ -54,8 +58,10 @@ def register_builtin_commands(router: Router, sessions: SessionStore, memory: Me
         cleared = await sessions.clear_chat(call.session.chat_scope)
         await sessions.clear(call.session)
         await memory.forget_chat(call.inbound.chat, call.inbound.sender)
-        return (f"Forgot this chat: {max(cleared, 1)} conversation(s) and the chat's notes were "
-                "deleted. Your personal notes are kept.")
+        return (
+            f"Forgot this chat: {max(cleared, 1)} conversation(s) and the chat's notes were "
+            "deleted. Your personal notes are kept."
+        )
 
     for command in (
         Command("new", "start a new conversation (forget the current one)", new, ("reset",)),

@@ -92,7 +92,8 @@ class ToolsSettings(_Section):
     subagent: ToolRule = ToolRule()
     # web_fetch: hosts listed here may be fetched even at private addresses (e.g. "wiki.lan").
     web_allow_hosts: list[str] = []
-    web_timeout: float = Field(default=20.0, gt=0)  # seconds per fetch or search, redirects included
+    # Seconds per fetch (redirects included) or search.
+    web_timeout: float = Field(default=20.0, gt=0)
     web_max_bytes: int = Field(default=1_000_000, ge=10_000)  # body read at most; the rest is cut
     # web_search: url is the SearXNG base URL, or for Brave an override of its API URL.
     web_search_url: str = ""

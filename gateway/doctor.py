@@ -31,7 +31,9 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
 
 
 async def _check_store(settings: Settings) -> CheckResult:
-    where = mask_url(settings.redis.url) if settings.redis.url else f"embedded at {settings.data_dir}"
+    where = (
+        mask_url(settings.redis.url) if settings.redis.url else f"embedded at {settings.data_dir}"
+    )
     try:
         store = open_store(settings)
     except StoreUnavailable as exc:
@@ -40,7 +42,9 @@ async def _check_store(settings: Settings) -> CheckResult:
         await asyncio.wait_for(store.ping(), timeout=5)
     except (StoreUnavailable, TimeoutError, OSError) as exc:
         return CheckResult(
-            "store", False, f"{where} unreachable ({type(exc).__name__})",
+            "store",
+            False,
+            f"{where} unreachable ({type(exc).__name__})",
             "start redis-server or fix CHATGATE_REDIS__URL (leave it empty for the embedded store)",
         )
     finally:
@@ -54,7 +58,9 @@ async def _check_llm(settings: Settings) -> CheckResult:
         detail = await client.check()
     except LLMError as exc:
         return CheckResult(
-            "llm", False, f"{settings.llm.base_url}: {exc.user_message}",
+            "llm",
+            False,
+            f"{settings.llm.base_url}: {exc.user_message}",
             "check CHATGATE_LLM__BASE_URL, CHATGATE_LLM__MODEL and CHATGATE_LLM__API_KEY",
         )
     finally:
@@ -68,24 +74,56 @@ async def _check_platforms(settings: Settings) -> list[CheckResult]:
         if settings.telegram.token:
             token = settings.telegram.token.get_secret_value()
             url = f"{settings.telegram.api_url.rstrip('/')}/bot{token}/getMe"
-            checks.append(await _probe(http, "telegram", "GET", url, {}, "username",
-                                       "check CHATGATE_TELEGRAM__TOKEN (from @BotFather)"))
+            checks.append(
+                await _probe(
+                    http,
+                    "telegram",
+                    "GET",
+                    url,
+                    {},
+                    "username",
+                    "check CHATGATE_TELEGRAM__TOKEN (from @BotFather)",
+                )
+            )
         if settings.slack.bot_token:
             headers = {"Authorization": f"Bearer {settings.slack.bot_token.get_secret_value()}"}
             url = settings.slack.api_url.rstrip("/") + "/auth.test"
-            checks.append(await _probe(http, "slack", "POST", url, headers, "user",
-                                       "check CHATGATE_SLACK__BOT_TOKEN (xoxb-...)"))
+            checks.append(
+                await _probe(
+                    http,
+                    "slack",
+                    "POST",
+                    url,
+                    headers,
+                    "user",
+                    "check CHATGATE_SLACK__BOT_TOKEN (xoxb-...)",
+                )
+            )
         if settings.discord.token:
             headers = {"Authorization": f"Bot {settings.discord.token.get_secret_value()}"}
             url = settings.discord.api_url.rstrip("/") + "/users/@me"
-            checks.append(await _probe(http, "discord", "GET", url, headers, "username",
-                                       "check CHATGATE_DISCORD__TOKEN (Developer Portal > Bot)"))
+            checks.append(
+                await _probe(
+                    http,
+                    "discord",
+                    "GET",
+                    url,
+                    headers,
+                    "username",
+                    "check CHATGATE_DISCORD__TOKEN (Developer Portal > Bot)",
+                )
+            )
     return checks
 
 
 async def _probe(
-    http: httpx.AsyncClient, name: str, method: str, url: str, headers: dict[str, str],
-    field: str, fix: str,
+    http: httpx.AsyncClient,
+    name: str,
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    field: str,
+    fix: str,
 ) -> CheckResult:
     try:
         response = await http.request(method, url, headers=headers)

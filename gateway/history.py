@@ -97,5 +97,8 @@ def compact(messages: list[Message], budget: int) -> list[Message]:
             break
     if kept is messages:
         return messages
-    return [{"role": "user", "content": TRIMMED_NOTE}, {"role": "assistant", "content": "OK."},
-            *kept]
+    return [
+        {"role": "user", "content": TRIMMED_NOTE},
+        {"role": "assistant", "content": "OK."},
+        *kept,
+    ]

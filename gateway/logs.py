@@ -45,7 +45,9 @@ class RedactingFilter(logging.Filter):
 class KeyValueFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-        line = f"{stamp} level={record.levelname.lower()} logger={record.name} {record.getMessage()}"
+        line = (
+            f"{stamp} level={record.levelname.lower()} logger={record.name} {record.getMessage()}"
+        )
         if record.exc_text:
             line += "\n" + record.exc_text
         elif record.exc_info:

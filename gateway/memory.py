@@ -30,8 +30,10 @@ class Notes:
         if self.chat:
             parts.append("Notes about this chat:\n" + "\n".join(f"- {n}" for n in self.chat))
         if self.user:
-            parts.append("Notes about the person you are talking to:\n"
-                         + "\n".join(f"- {n}" for n in self.user))
+            parts.append(
+                "Notes about the person you are talking to:\n"
+                + "\n".join(f"- {n}" for n in self.user)
+            )
         return "\n\n".join(parts)
 
 
@@ -50,17 +52,17 @@ class MemoryBook:
 
     async def notes(self, chat: ChatRef, user: UserRef) -> Notes:
         return Notes(
-            await self.list(MemoryScope.CHAT, chat, user),
-            await self.list(MemoryScope.USER, chat, user),
+            await self.entries(MemoryScope.CHAT, chat, user),
+            await self.entries(MemoryScope.USER, chat, user),
         )
 
-    async def list(self, scope: MemoryScope, chat: ChatRef, user: UserRef) -> list[str]:
+    async def entries(self, scope: MemoryScope, chat: ChatRef, user: UserRef) -> list[str]:
         data = await self._store.get_json(self._key(scope, chat, user))
         return [str(n) for n in data] if isinstance(data, list) else []
 
     async def add(self, scope: MemoryScope, chat: ChatRef, user: UserRef, text: str) -> list[str]:
         text = _clean(text)
-        notes = await self.list(scope, chat, user)
+        notes = await self.entries(scope, chat, user)
         if text in notes:
             return notes
         return await self._save(scope, chat, user, [*notes, text])
@@ -68,13 +70,13 @@ class MemoryBook:
     async def replace(
         self, scope: MemoryScope, chat: ChatRef, user: UserRef, old: str, new: str
     ) -> list[str]:
-        notes = await self.list(scope, chat, user)
+        notes = await self.entries(scope, chat, user)
         index = _find_one(notes, old)
         notes[index] = _clean(new)
         return await self._save(scope, chat, user, notes)
 
     async def remove(self, scope: MemoryScope, chat: ChatRef, user: UserRef, old: str) -> list[str]:
-        notes = await self.list(scope, chat, user)
+        notes = await self.entries(scope, chat, user)
         del notes[_find_one(notes, old)]
         return await self._save(scope, chat, user, notes)
 

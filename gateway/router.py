@@ -25,7 +25,7 @@ from enum import StrEnum
 from gateway.access import AccessPolicy
 from gateway.channels import Outbox
 from gateway.config import RouterSettings, SessionsSettings
-from gateway.messages import ChatKind, Inbound, InboundKind, Outbound
+from gateway.messages import ChatKind, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.sessions import SessionKey, key_for
 from gateway.store.base import Store, StoreUnavailable
@@ -44,6 +44,7 @@ class Status(StrEnum):
     DUPLICATE = "duplicate"  # this platform event was already handled
     REFUSED = "refused"  # access, size or queue limits; the person was told why
     OBSERVED = "observed"  # a group message not addressed to the bot, kept as context
+    ANSWERED = "answered"  # consumed as the answer to a question a running turn asked
 
 
 @dataclass
@@ -62,6 +63,10 @@ class CommandCall:
 
 
 CommandHandler = Callable[[CommandCall], Awaitable[str | None]]
+
+# Sees an addressed message before it is queued; returns True when it consumed it
+# (e.g. the typed answer to a question a running turn is waiting for).
+Interceptor = Callable[[Inbound, SessionKey], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,7 @@ class Router:
         self._sessions: dict[SessionKey, _Session] = {}
         self._slots = asyncio.Semaphore(settings.max_concurrent_turns)
         self._commands: dict[str, Command] = {}
+        self._interceptors: list[Interceptor] = []
         self._instance = uuid.uuid4().hex[:10]
         self._control: asyncio.Task[None] | None = None
 
@@ -120,6 +126,9 @@ class Router:
     def add_command(self, command: Command) -> None:
         for name in (command.name, *command.aliases):
             self._commands[name] = command
+
+    def add_interceptor(self, interceptor: Interceptor) -> None:
+        self._interceptors.append(interceptor)
 
     @property
     def commands(self) -> list[Command]:
@@ -156,8 +165,9 @@ class Router:
         except StoreUnavailable as exc:
             log.error("store unavailable on submit chat=%s error=%s", inbound.chat.address, exc)
             return await self._refuse(
-                inbound, "My storage is unreachable right now, so I could not take your message. "
-                "Please send it again in a minute."
+                inbound,
+                "My storage is unreachable right now, so I could not take your message. "
+                "Please send it again in a minute.",
             )
 
     async def stop_session(self, key: SessionKey) -> tuple[bool, int]:
@@ -178,7 +188,8 @@ class Router:
                 running = True
         if not running:
             await self._store.publish(
-                CONTROL_CHANNEL, json.dumps({"op": "stop", "session": str(key), "from": self._instance})
+                CONTROL_CHANNEL,
+                json.dumps({"op": "stop", "session": str(key), "from": self._instance}),
             )
         return running, dropped
 
@@ -210,12 +221,16 @@ class Router:
         if not self._addressed(inbound):
             await self._remember_context(inbound)
             return Submission(Status.OBSERVED, _done(TurnOutcome()), key)
+        for interceptor in self._interceptors:
+            if await interceptor(inbound, key):
+                return Submission(Status.ANSWERED, _done(TurnOutcome()), key)
         return await self._enqueue(inbound, key)
 
     async def _first_time(self, inbound: Inbound) -> bool:
         dedupe_key = f"seen:{inbound.chat.platform}:{inbound.event_id}"
-        return await self._store.set(dedupe_key, "1", ttl=self._settings.dedupe_ttl,
-                                     only_if_absent=True)
+        return await self._store.set(
+            dedupe_key, "1", ttl=self._settings.dedupe_ttl, only_if_absent=True
+        )
 
     def _addressed(self, inbound: Inbound) -> bool:
         return (
@@ -252,7 +267,7 @@ class Router:
             outcome.sent = await self._say(inbound, reason)
         return Submission(Status.REFUSED, _done(outcome), key)
 
-    async def _say(self, inbound: Inbound, text: str) -> object:
+    async def _say(self, inbound: Inbound, text: str) -> SentRef | None:
         try:
             return await self._outbox.send(
                 Outbound(chat=inbound.chat, text=text, reply_to=inbound.message_id)

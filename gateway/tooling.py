@@ -27,7 +27,7 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Who and where a tool call runs for. Long-lived dependencies are bound when tools are built."""
+    """Who and where a tool call runs for; long-lived dependencies are bound at build time."""
 
     session: SessionKey
     chat: ChatRef

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.agent import Agent, TurnTimeout
 from gateway.channels import DeliveryError, Outbox
@@ -27,7 +28,7 @@ from gateway.metrics import Metrics
 from gateway.prompt import PromptSection, build_system_prompt
 from gateway.sessions import SessionKey
 from gateway.store.base import StoreUnavailable
-from gateway.tooling import ToolCatalog, ToolContext, ToolScope
+from gateway.tooling import ToolCatalog, ToolContext, ToolScope, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +67,10 @@ class TypingIndicator:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        if self._outbox.has(self._chat.platform) and self._outbox.capabilities(
-            self._chat.platform
-        ).typing:
+        if (
+            self._outbox.has(self._chat.platform)
+            and self._outbox.capabilities(self._chat.platform).typing
+        ):
             self._task = asyncio.create_task(self._loop(), name=f"typing {self._chat.address}")
 
     async def stop(self) -> None:
@@ -149,14 +151,19 @@ class TurnRunner:
                 sections=self._sections,
             )
         user_message: Message = {"role": "user", "content": user_content(request)}
-        history = compact([*record.messages, user_message], self._settings.agent.history_token_budget)
+        history = compact(
+            [*record.messages, user_message], self._settings.agent.history_token_budget
+        )
         typing = TypingIndicator(self._outbox, request, self._settings.router.typing_delay)
         token = current_typing.set(typing)
         typing.start()
         outcome = TurnOutcome()
         try:
             result = await self._agent.run(
-                record.system, history, self._tools(inbound), self._context(request),
+                record.system,
+                history,
+                self._tools(inbound),
+                self._context(request),
                 catalog=self._catalog,
             )
             history.extend(result.new_messages)
@@ -189,7 +196,7 @@ class TurnRunner:
         self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
         return outcome
 
-    def _tools(self, inbound: Inbound) -> Sequence[object]:
+    def _tools(self, inbound: Inbound) -> Sequence[ToolSpec[Any]]:
         scope = ToolScope(
             platform=inbound.chat.platform,
             chat_id=inbound.chat.chat_id,
@@ -232,13 +239,17 @@ def user_content(request: TurnRequest) -> str:
     inbound = request.inbound
     parts: list[str] = []
     if request.context_lines:
-        parts.append("[Recent messages in this chat, for context]\n" + "\n".join(request.context_lines))
+        parts.append(
+            "[Recent messages in this chat, for context]\n" + "\n".join(request.context_lines)
+        )
     text = inbound.text
     if inbound.chat.kind is not ChatKind.DIRECT:
         text = f"{inbound.sender.label}: {text}"
     parts.append(text)
     for att in inbound.attachments:
         size = f", {att.size} bytes" if att.size else ""
-        parts.append(f"[attachment: {att.kind.value} {att.name or ''} ({att.mime_type or 'unknown type'}"
-                     f"{size}) file_id={att.file_id}]")
+        parts.append(
+            f"[attachment: {att.kind.value} {att.name or ''} ({att.mime_type or 'unknown type'}"
+            f"{size}) file_id={att.file_id}]"
+        )
     return "\n\n".join(parts)

@@ -1,46 +1,54 @@
-"""File tools scoped to the workspace: read_file and write_file."""
+"""File tools scoped to the workspace: read_file, write_file and edit_file."""
 
 from __future__ import annotations
 
+import difflib
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from gateway.tooling import ToolContext, ToolError, ToolSpec
+from tools.args import ToolArgs
 from tools.workspace import Workspace
 
 GROUP = "fs"
 MAX_READ_BYTES = 10 * 1024 * 1024  # never pull more than this into memory at once
+MAX_EDIT_BYTES = 5 * 1024 * 1024  # edits rewrite the whole file; keep that cheap
 DEFAULT_LINE_LIMIT = 400
+_SNIFF_BYTES = 8192
 
 
-class ReadFileArgs(BaseModel):
+class ReadFileArgs(ToolArgs):
     path: str = Field(description="File path relative to the workspace.")
     offset: int = Field(default=1, ge=1, description="First line to read (1-based).")
     limit: int = Field(default=DEFAULT_LINE_LIMIT, ge=1, le=5000, description="How many lines.")
 
 
-class WriteFileArgs(BaseModel):
+class WriteFileArgs(ToolArgs):
     path: str = Field(description="File path relative to the workspace; parents are created.")
     content: str = Field(description="The full new content of the file.")
 
 
+class EditFileArgs(ToolArgs):
+    path: str = Field(description="File path relative to the workspace.")
+    old_text: str = Field(description="Exact text to replace, including spaces and indentation.")
+    new_text: str = Field(description="The replacement text.")
+    replace_all: bool = Field(default=False, description="Replace every occurrence.")
+
+
 def file_tools(workspace: Workspace, *, max_chars: int = 16000) -> list[ToolSpec[Any]]:
     async def read_file(args: ReadFileArgs, ctx: ToolContext) -> str:
-        path = workspace.resolve(args.path)
-        if not path.exists():
-            raise ToolError(f"{args.path!r} does not exist. Use a path relative to the workspace.")
-        if path.is_dir():
-            entries = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
-            raise ToolError(f"{args.path!r} is a directory. It contains: {', '.join(entries[:50])}")
+        path = _existing_file(workspace, args.path)
         size = path.stat().st_size
         with path.open("rb") as fh:
             head = fh.read(min(size, MAX_READ_BYTES))
-        if b"\x00" in head[:8192]:
+        if b"\x00" in head[:_SNIFF_BYTES]:
             return f"{args.path} is a binary file ({size:,} bytes); it cannot be shown as text."
-        text = head.decode("utf-8", errors="replace")
-        lines = text.splitlines()
+        lines = head.decode("utf-8", errors="replace").splitlines()
         chunk = lines[args.offset - 1 : args.offset - 1 + args.limit]
+        if not chunk:
+            return f"{args.path} has {len(lines)} lines; nothing at offset {args.offset}."
         body = "\n".join(f"{args.offset + i:>6}\t{line}" for i, line in enumerate(chunk))
         if len(body) > max_chars:
             body = body[:max_chars] + "\n[... cut: line too long; read fewer lines]"
@@ -48,8 +56,6 @@ def file_tools(workspace: Workspace, *, max_chars: int = 16000) -> list[ToolSpec
         more = ""
         if shown_to < len(lines) or size > MAX_READ_BYTES:
             more = f"\n[lines {args.offset}-{shown_to} of {len(lines)}; use offset={shown_to + 1}]"
-        if not chunk:
-            return f"{args.path} has {len(lines)} lines; nothing at offset {args.offset}."
         return body + more
 
     async def write_file(args: WriteFileArgs, ctx: ToolContext) -> str:
@@ -61,6 +67,31 @@ def file_tools(workspace: Workspace, *, max_chars: int = 16000) -> list[ToolSpec
         path.write_text(args.content, encoding="utf-8")
         verb = "overwrote" if existed else "created"
         return f"{verb} {workspace.relative(path)} ({len(args.content.encode()):,} bytes)"
+
+    async def edit_file(args: EditFileArgs, ctx: ToolContext) -> str:
+        old, new = args.old_text, args.new_text
+        if not old:
+            raise ToolError("old_text is empty; to create or overwrite a file use write_file.")
+        path = _existing_file(workspace, args.path)
+        text = _editable_text(path, args.path)
+        if old not in text and "\r\n" in text:
+            # The model writes "\n"; a CRLF file needs the same text with "\r\n".
+            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        count = text.count(old)
+        if count == 0:
+            raise ToolError(_not_found(text, args.old_text, args.path))
+        first_line = text[: text.index(old)].count("\n") + 1
+        if count > 1 and not args.replace_all:
+            raise ToolError(
+                f"old_text appears {count} times in {args.path} (lines "
+                f"{_match_lines(text, old)}). Include more surrounding lines to make it unique, "
+                "or set replace_all=true."
+            )
+        path.write_text(text.replace(old, new), encoding="utf-8", newline="")
+        rel = workspace.relative(path)
+        if count == 1:
+            return f"edited {rel}: replaced 1 occurrence at line {first_line}."
+        return f"edited {rel}: replaced {count} occurrences (lines {_match_lines(text, old)})."
 
     return [
         ToolSpec(
@@ -80,4 +111,84 @@ def file_tools(workspace: Workspace, *, max_chars: int = 16000) -> list[ToolSpec
             handler=write_file,
             group=GROUP,
         ),
+        ToolSpec(
+            name="edit_file",
+            description=(
+                "Change a file by replacing exact text. old_text must match the file exactly "
+                "(copy it from read_file, without the line numbers) and be unique unless "
+                "replace_all is set."
+            ),
+            args=EditFileArgs,
+            handler=edit_file,
+            group=GROUP,
+        ),
     ]
+
+
+def _existing_file(workspace: Workspace, given: str) -> Path:
+    path = workspace.resolve(given)
+    if not path.exists():
+        raise ToolError(f"{given!r} does not exist. Use a path relative to the workspace.")
+    if path.is_dir():
+        entries = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
+        raise ToolError(f"{given!r} is a directory. It contains: {', '.join(entries[:50])}")
+    return path
+
+
+def _editable_text(path: Path, given: str) -> str:
+    size = path.stat().st_size
+    if size > MAX_EDIT_BYTES:
+        raise ToolError(
+            f"{given} is too large to edit ({size:,} bytes; the limit is {MAX_EDIT_BYTES:,})."
+        )
+    data = path.read_bytes()
+    if b"\x00" in data[:_SNIFF_BYTES]:
+        raise ToolError(f"{given} is a binary file; edit_file only changes text files.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{given} is not UTF-8 text; edit_file cannot change it.") from None
+
+
+def _match_lines(text: str, old: str, limit: int = 10) -> str:
+    lines: list[str] = []
+    start = 0
+    while (at := text.find(old, start)) != -1 and len(lines) < limit:
+        lines.append(str(text.count("\n", 0, at) + 1))
+        start = at + len(old)
+    return ", ".join(lines)
+
+
+def _not_found(text: str, old: str, given: str) -> str:
+    """Why old_text did not match, with the file's closest lines so the model can retry."""
+    lines = text.splitlines()
+    wanted = [line for line in old.splitlines() if line.strip()] or [old]
+    hint = "Copy the exact text from read_file (without line numbers) and try again."
+    if _squash(old) and _squash(old) in _squash(text):
+        hint = "It matches if spaces are ignored: copy the exact indentation and spacing."
+    anchor = _closest_line(lines, wanted[0])
+    if anchor is None:
+        return f"old_text was not found in {given}, and no line is similar to it. {hint}"
+    start = max(anchor - 1, 0)
+    end = min(start + len(old.splitlines()) + 2, len(lines))
+    shown = "\n".join(f"{n + 1:>6}\t{lines[n]}" for n in range(start, end))
+    return f"old_text was not found in {given}. The closest lines are:\n{shown}\n{hint}"
+
+
+def _closest_line(lines: list[str], target: str) -> int | None:
+    goal = target.strip()
+    best, best_ratio = None, 0.55  # below this a "closest" line only misleads
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(goal)
+    for number, line in enumerate(lines[:50_000]):
+        matcher.set_seq1(line.strip())
+        if matcher.real_quick_ratio() <= best_ratio or matcher.quick_ratio() <= best_ratio:
+            continue
+        ratio = matcher.ratio()
+        if ratio > best_ratio:
+            best, best_ratio = number, ratio
+    return best
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())

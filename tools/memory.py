@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from gateway.memory import MemoryBook, MemoryEditError, MemoryScope
 from gateway.tooling import ToolContext, ToolError, ToolSpec
+from tools.args import ToolArgs
 
 GROUP = "memory"
 
 
-class MemoryArgs(BaseModel):
+class MemoryArgs(ToolArgs):
     action: Literal["add", "replace", "remove", "list"]
     target: MemoryScope = Field(
         default=MemoryScope.CHAT,
@@ -43,7 +44,7 @@ def memory_tools(memory: MemoryBook) -> list[ToolSpec[Any]]:
             elif args.action == "remove":
                 notes = await memory.remove(scope, chat, user, args.old_text)
             else:
-                notes = await memory.list(scope, chat, user)
+                notes = await memory.entries(scope, chat, user)
         except MemoryEditError as exc:
             raise ToolError(str(exc)) from None
         used = sum(len(n) for n in notes)

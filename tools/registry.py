@@ -16,7 +16,9 @@ class DuplicateTool(ValueError):
 
 
 class ToolRegistry:
-    def __init__(self, tools: Iterable[ToolSpec[Any]] = (), *, scope_filter: ScopeFilter | None = None) -> None:
+    def __init__(
+        self, tools: Iterable[ToolSpec[Any]] = (), *, scope_filter: ScopeFilter | None = None
+    ) -> None:
         self._tools: dict[str, ToolSpec[Any]] = {}
         self._filter = scope_filter
         for tool in tools:

@@ -1,0 +1,71 @@
+"""The built-in toolset: builds every tool with the services it needs, registers it, and puts
+the layered tool policy in front of the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from gateway.channels import Outbox, PressRouter
+from gateway.config import Settings
+from gateway.memory import MemoryBook
+from gateway.messages import Inbound
+from gateway.sessions import SessionKey
+from gateway.store.base import Store
+from tools.clarify import ClarifyService
+from tools.files import file_tools
+from tools.find import find_tools
+from tools.memory import memory_tools
+from tools.netguard import AddressGuard
+from tools.policy import ToolPolicy, check_policy
+from tools.registry import ToolRegistry
+from tools.todo import todo_tools
+from tools.web import WebFetcher, web_tools
+from tools.web_search import provider_from_settings, web_search_tools
+from tools.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class ToolServices:
+    """Long-lived services tools are built with (per-call identity comes in ToolContext)."""
+
+    settings: Settings
+    store: Store
+    memory: MemoryBook
+    outbox: Outbox
+    presses: PressRouter
+    add_interceptor: Callable[[Callable[[Inbound, SessionKey], Awaitable[bool]]], None]
+    # Filled by install_builtin_tools: call each on shutdown (background listeners).
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+
+def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> ToolPolicy:
+    """Register every built-in tool and the policy; raises ToolPolicyError (a ConfigError)
+    when the policy in settings names a tool, group or profile that does not exist."""
+    settings = services.settings
+    cfg = settings.tools
+    workspace = Workspace(settings.workspace)
+    registry.extend(file_tools(workspace, max_chars=cfg.max_output_chars))
+    registry.extend(find_tools(workspace))
+    fetcher = WebFetcher(
+        AddressGuard(cfg.web_allow_hosts), timeout=cfg.web_timeout, max_bytes=cfg.web_max_bytes
+    )
+    registry.extend(web_tools(fetcher, max_chars=cfg.max_output_chars))
+    registry.extend(web_search_tools(provider_from_settings(cfg)))
+    registry.extend(memory_tools(services.memory))
+    registry.extend(todo_tools(services.store))
+    clarify = ClarifyService(
+        services.store,
+        services.outbox,
+        timeout=cfg.clarify_timeout,
+        answer_by=cfg.clarify_answer_by,
+    )
+    clarify.install(services.presses, services.add_interceptor)
+    services.closers.append(clarify.close)
+    registry.extend(clarify.tools())
+
+    check_policy(settings, registry)
+    policy = ToolPolicy(cfg)
+    registry.set_filter(policy)
+    return policy
