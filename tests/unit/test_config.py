@@ -10,8 +10,10 @@ from gateway.config import ConfigError, load_settings, mask_url, masked
 
 def test_toml_and_env_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = tmp_path / "chatgate.toml"
-    cfg.write_text('[llm]\nmodel = "toml-model"\nbase_url = "http://llm:1/v1/"\n'
-                   '[access]\nadmins = ["telegram:1"]\n')
+    cfg.write_text(
+        '[llm]\nmodel = "toml-model"\nbase_url = "http://llm:1/v1/"\n'
+        '[access]\nadmins = ["telegram:1"]\n'
+    )
     monkeypatch.setenv("CHATGATE_LLM__MODEL", "env-model")
     monkeypatch.setenv("CHATGATE_REDIS__URL", "redis://:hunter22@localhost:6379/0")
     settings = load_settings(cfg)
@@ -23,7 +25,9 @@ def test_toml_and_env_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_every_problem_is_one_line_naming_the_key(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
-    cfg.write_text('[llm]\ntool_call_format = "xml"\nbase_url = "ftp://x"\n[telegram]\ntokne = "1"\n')
+    cfg.write_text(
+        '[llm]\ntool_call_format = "xml"\nbase_url = "ftp://x"\n[telegram]\ntokne = "1"\n'
+    )
     with pytest.raises(ConfigError) as err:
         load_settings(cfg)
     problems = err.value.problems

@@ -31,8 +31,9 @@ async def call(tools: dict[str, Any], name: str, **args: Any) -> str:
 
 
 async def test_write_then_read(tools: dict[str, Any], tmp_path: Path) -> None:
-    assert "created notes/a.txt" in await call(tools, "write_file", path="notes/a.txt",
-                                                content="one\ntwo\n")
+    assert "created notes/a.txt" in await call(
+        tools, "write_file", path="notes/a.txt", content="one\ntwo\n"
+    )
     out = await call(tools, "read_file", path="notes/a.txt")
     assert "1\tone" in out and "2\ttwo" in out
     assert "overwrote" in await call(tools, "write_file", path="notes/a.txt", content="x")
@@ -60,7 +61,9 @@ async def test_symlink_escape_refused(tools: dict[str, Any], tmp_path: Path) -> 
 
 
 async def test_paging_and_missing(tools: dict[str, Any]) -> None:
-    await call(tools, "write_file", path="big.txt", content="\n".join(f"line {i}" for i in range(1, 1001)))
+    await call(
+        tools, "write_file", path="big.txt", content="\n".join(f"line {i}" for i in range(1, 1001))
+    )
     page = await call(tools, "read_file", path="big.txt", offset=500, limit=10)
     assert "500\tline 500" in page and "509\tline 509" in page and "line 510" not in page
     assert "use offset=510" in page

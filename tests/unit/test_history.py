@@ -9,8 +9,13 @@ def _turn(i: int, size: int = 400) -> list[dict]:
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"id": f"c{i}", "type": "function",
-                            "function": {"name": "read_file", "arguments": "{}"}}],
+            "tool_calls": [
+                {
+                    "id": f"c{i}",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": "{}"},
+                }
+            ],
         },
         {"role": "tool", "tool_call_id": f"c{i}", "content": "r" * size},
         {"role": "assistant", "content": f"answer {i}"},

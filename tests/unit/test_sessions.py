@@ -8,7 +8,9 @@ from gateway.sessions import Isolation, SessionKey, key_for
 
 def _inbound(thread: str | None = None, user: str = "7") -> Inbound:
     chat = ChatRef(platform="slack", chat_id="C1", thread_id=thread, kind=ChatKind.CHANNEL)
-    return Inbound(event_id="e", chat=chat, sender=UserRef(platform="slack", user_id=user), text="x")
+    return Inbound(
+        event_id="e", chat=chat, sender=UserRef(platform="slack", user_id=user), text="x"
+    )
 
 
 @pytest.mark.parametrize(
