@@ -37,6 +37,7 @@ class ConsoleAdapter:
         self._echo = echo
         self._ids = itertools.count(1)
         self.sent: list[Outbound] = []  # everything sent, for `ask` and tests
+        self.edits: list[tuple[SentRef, Outbound]] = []
         self.received = asyncio.Event()
 
     def inbound(
@@ -77,6 +78,7 @@ class ConsoleAdapter:
         return SentRef(chat=out.chat, message_id=str(next(self._ids)))
 
     async def edit(self, ref: SentRef, out: Outbound) -> None:
+        self.edits.append((ref, out))
         if self._echo:
             self._print(f"(message {ref.message_id} updated) {out.text}")
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from gateway.access import AccessPolicy
 from gateway.agent import Agent
+from gateway.approvals import ApprovalService
 from gateway.channels import Adapter, AdapterContext, Outbox, PressRouter
 from gateway.commands import register_builtin_commands
 from gateway.config import Settings
@@ -55,7 +56,14 @@ class App:
         self.sessions = SessionStore(self.store)
         self.memory = MemoryBook(self.store, settings.memory)
         self.llm = LLMClient(settings.llm, transport=llm_transport)
-        self.agent = Agent(self.llm, settings.agent)
+        self.approvals = ApprovalService(
+            store=self.store,
+            outbox=self.outbox,
+            access=self.access,
+            settings=settings.approvals,
+            instance_id=self.instance_id,
+        )
+        self.agent = Agent(self.llm, settings.agent, approvals=self.approvals)
         self.tools = ToolRegistry()
         self.runner = TurnRunner(
             settings=settings,
@@ -76,6 +84,7 @@ class App:
             metrics=self.metrics,
         )
         register_builtin_commands(self.router, self.sessions, self.memory)
+        self.approvals.install(self.router, self.presses)
         install_builtin_tools(
             self.tools,
             ToolServices(
@@ -123,6 +132,7 @@ class App:
 
     async def start(self) -> None:
         await self.router.start()
+        await self.approvals.start()
         # Adapters register webhook routes before the server starts listening.
         for adapter in self.adapters:
             await adapter.start()
@@ -138,6 +148,7 @@ class App:
             except Exception:
                 log.exception("adapter stop failed platform=%s", adapter.platform)
         await self.router.stop()
+        await self.approvals.stop()
         if self.http is not None:
             await self.http.stop()
         await self.llm.aclose()

@@ -159,6 +159,11 @@ class AccessSettings(_Section):
     approvers: Literal["requester_and_admins", "admins"] = "requester_and_admins"
 
 
+class ApprovalSettings(_Section):
+    timeout_seconds: float = Field(default=300.0, gt=0)  # no decision by then means deny
+    audit_max_entries: int = Field(default=10_000, ge=100)
+
+
 class HTTPSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
@@ -210,6 +215,7 @@ class Settings(BaseSettings):
     sessions: SessionsSettings = SessionsSettings()
     memory: MemorySettings = MemorySettings()
     access: AccessSettings = AccessSettings()
+    approvals: ApprovalSettings = ApprovalSettings()
     http: HTTPSettings = HTTPSettings()
     telegram: TelegramSettings = TelegramSettings()
     slack: SlackSettings = SlackSettings()

@@ -61,7 +61,8 @@ class SessionStore:
             await self._store.hset(self._index(key.chat_scope), str(key), str(int(record.updated)))
 
     async def clear(self, key: SessionKey) -> None:
-        await self._store.delete(self._key(key))
+        # Approvals granted "for this session" end with the session.
+        await self._store.delete(self._key(key), f"approved_shapes:{key}")
         await self._store.hdel(self._index(key.chat_scope), str(key))
 
     async def clear_chat(self, chat_scope: str) -> int:
@@ -69,7 +70,9 @@ class SessionStore:
         index = self._index(chat_scope)
         keys = list(await self._store.hgetall(index))
         if keys:
-            await self._store.delete(*(f"session:{k}" for k in keys))
+            await self._store.delete(
+                *(f"session:{k}" for k in keys), *(f"approved_shapes:{k}" for k in keys)
+            )
         await self._store.delete(index)
         return len(keys)
 

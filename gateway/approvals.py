@@ -1,0 +1,372 @@
+"""Human approval of tool calls: durable requests, chat buttons, first answer wins, timeout = deny.
+
+A turn that wants to run something destructive stores an `ApprovalRequest`,
+shows it in the chat with buttons (and a `/approve ID` text fallback), and waits.
+The decision is written once through a `Rendezvous`, atomic in the store, so it
+reaches the waiting turn even when the press lands on another replica, and a
+second press can never change it. Only the requester or an admin may decide
+(configurable), never the model: decisions come only from button presses and
+commands typed by a person. Requests left pending by a process that died are
+expired with a notice, so their command never runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from gateway.access import AccessPolicy
+from gateway.channels import Outbox, PressRouter
+from gateway.config import ApprovalSettings
+from gateway.messages import Button, ButtonPress, ChatRef, Outbound, PressReply, SentRef, UserRef
+from gateway.rendezvous import Rendezvous
+from gateway.router import Command, CommandCall, Router
+from gateway.store.base import Store, StoreUnavailable
+from gateway.tooling import ApprovalNeed, ApprovalOutcome, ToolContext
+from gateway.turns import typing_paused
+
+log = logging.getLogger(__name__)
+
+PREFIX = "ap"
+PENDING = "approvals:pending"
+AUDIT = "approvals:audit"
+Choice = Literal["once", "session", "deny", "expired"]
+_HEARTBEAT_TTL = 15.0
+
+
+@dataclass
+class ApprovalRequest:
+    id: str
+    tool: str
+    command: str
+    reason: str
+    cwd: str | None
+    shape: str
+    session: str
+    chat: dict[str, Any]
+    requester: dict[str, Any]
+    created: float
+    expires: float
+    owner: str  # instance id of the process whose turn waits for the answer
+    message: dict[str, Any] | None = None  # SentRef of the prompt, to edit it later
+
+    @property
+    def chat_ref(self) -> ChatRef:
+        return ChatRef.model_validate(self.chat)
+
+    @property
+    def requester_ref(self) -> UserRef:
+        return UserRef.model_validate(self.requester)
+
+    @property
+    def sent_ref(self) -> SentRef | None:
+        return SentRef.model_validate(self.message) if self.message else None
+
+
+@dataclass(frozen=True)
+class Decision:
+    choice: Choice
+    by: str = ""  # label of the person who decided
+    by_address: str = ""
+    reason: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, raw: str) -> Decision:
+        return cls(**json.loads(raw))
+
+    @property
+    def approved(self) -> bool:
+        return self.choice in ("once", "session")
+
+
+class ApprovalService:
+    """Implements the agent's ApprovalGate and handles the presses and commands that decide."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        outbox: Outbox,
+        access: AccessPolicy,
+        settings: ApprovalSettings,
+        instance_id: str,
+    ) -> None:
+        self._store = store
+        self._outbox = outbox
+        self._access = access
+        self._settings = settings
+        self._instance = instance_id
+        self._answers = Rendezvous(store, "approvals")
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def install(self, router: Router, presses: PressRouter) -> None:
+        presses.register(PREFIX, self.handle_press)
+        router.add_command(Command("approve", "approve a pending action: /approve ID", self._cmd))
+        router.add_command(Command("deny", "deny a pending action: /deny ID [reason]", self._cmd))
+
+    async def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._heartbeat(), name="approvals heartbeat"),
+            asyncio.create_task(self._sweep_orphans(), name="approvals sweeper"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._answers.close()
+
+    # -- the gate the agent calls ----------------------------------------------------------
+
+    async def decide(self, need: ApprovalNeed, tool: str, ctx: ToolContext) -> ApprovalOutcome:
+        shape = need.shape or need.summary
+        if await self._store.hget(_shapes_key(str(ctx.session)), shape):
+            return ApprovalOutcome(True, "approved earlier for this session")
+        now = time.time()
+        request = ApprovalRequest(
+            id=secrets.token_hex(5),
+            tool=tool,
+            command=need.summary,
+            reason=need.reason,
+            cwd=need.cwd,
+            shape=shape,
+            session=str(ctx.session),
+            chat=ctx.chat.model_dump(mode="json"),
+            requester=ctx.user.model_dump(mode="json"),
+            created=now,
+            expires=now + self._settings.timeout_seconds,
+            owner=self._instance,
+        )
+        await self._save(request)
+        await self._store.hset(PENDING, request.id, str(request.expires))
+        request.message = await self._show(request)
+        await self._save(request)
+        log.info("approval requested id=%s session=%s tool=%s", request.id, ctx.session, tool)
+        try:
+            async with typing_paused():
+                raw = await self._answers.wait(request.id, self._settings.timeout_seconds)
+        except asyncio.CancelledError:
+            # The turn was stopped: close the request so a late press cannot look approved.
+            await asyncio.shield(self._expire(request, "the request was stopped"))
+            raise
+        if raw is None:
+            raw = await self._expire(request, "no decision in time")
+        decision = Decision.from_json(raw)
+        if decision.choice == "session":
+            await self._store.hset(_shapes_key(request.session), shape, decision.by_address)
+            await self._store.expire(_shapes_key(request.session), 7 * 24 * 3600)
+        return ApprovalOutcome(decision.approved, _outcome_text(decision))
+
+    # -- deciding --------------------------------------------------------------------------
+
+    async def handle_press(self, press: ButtonPress) -> PressReply:
+        _, _, rest = press.data.partition(":")
+        request_id, _, choice = rest.partition(":")
+        if choice not in ("once", "session", "deny"):
+            return PressReply(toast="This button is not valid.", alert=True)
+        result = await self._decide(request_id, press.user, press.chat, choice, "")  # type: ignore[arg-type]
+        if result.error:
+            return PressReply(toast=result.error, alert=True)
+        return PressReply(toast=result.toast, edit_text=result.edit_text)
+
+    async def _cmd(self, call: CommandCall) -> str:
+        request_id, _, reason = call.args.partition(" ")
+        if not request_id:
+            return f"Usage: /{call.name} ID{' [reason]' if call.name == 'deny' else ''}"
+        choice: Choice = "once" if call.name == "approve" else "deny"
+        chat = call.inbound.chat
+        result = await self._decide(request_id.strip(), call.inbound.sender, chat, choice, reason)
+        if result.error:
+            return result.error
+        if result.request is not None and result.request.sent_ref is not None:
+            with contextlib.suppress(Exception):
+                await self._outbox.edit(
+                    result.request.sent_ref,
+                    Outbound(chat=result.request.chat_ref, text=result.edit_text or ""),
+                )
+        return result.toast
+
+    async def _decide(
+        self, request_id: str, user: UserRef, chat: ChatRef, choice: Choice, reason: str
+    ) -> _DecideResult:
+        request = await self._load(request_id)
+        if request is None:
+            return _DecideResult(error="This approval request is unknown or has expired.")
+        if chat.platform != request.chat_ref.platform or chat.chat_id != request.chat_ref.chat_id:
+            return _DecideResult(error="This approval request belongs to another chat.")
+        existing = await self._answers.current(request.id)
+        if existing is not None:
+            return _DecideResult(
+                error=f"Already decided: {_outcome_text(Decision.from_json(existing))}."
+            )
+        requester = request.requester_ref
+        if user.is_bot or not self._access.may_approve(user, requester):
+            log.info("approval refused id=%s user=%s", request.id, user.address)
+            return _DecideResult(
+                error=f"Only {self._access.approvers_label(requester)} can decide on this."
+            )
+        decision = Decision(choice, user.label, user.address, reason.strip())
+        if not await self._answers.answer(request.id, decision.to_json()):
+            current = await self._answers.current(request.id)
+            text = _outcome_text(Decision.from_json(current)) if current else "decided"
+            return _DecideResult(error=f"Already decided: {text}.")
+        await self._finish(request, decision)
+        toast = "Approved." if decision.approved else "Denied."
+        return _DecideResult(
+            toast=toast, edit_text=_decided_text(request, decision), request=request
+        )
+
+    async def _expire(self, request: ApprovalRequest, why: str) -> str:
+        expired = Decision("expired", reason=why)
+        if not await self._answers.answer(request.id, expired.to_json()):
+            # Someone decided at the last moment; their decision stands.
+            return await self._answers.current(request.id) or expired.to_json()
+        await self._finish(request, expired)
+        if request.sent_ref is not None:
+            with contextlib.suppress(Exception):
+                await self._outbox.edit(
+                    request.sent_ref,
+                    Outbound(chat=request.chat_ref, text=_decided_text(request, expired)),
+                )
+        return expired.to_json()
+
+    async def _finish(self, request: ApprovalRequest, decision: Decision) -> None:
+        await self._store.hdel(PENDING, request.id)
+        entry = {
+            "ts": time.time(),
+            "id": request.id,
+            "tool": request.tool,
+            "command": request.command,
+            "requester": request.requester_ref.address,
+            "chat": request.chat_ref.address,
+            "outcome": decision.choice,
+            "by": decision.by_address,
+            "reason": decision.reason,
+        }
+        await self._store.push(AUDIT, json.dumps(entry), max_len=self._settings.audit_max_entries)
+        log.info(
+            "approval decided id=%s outcome=%s by=%s",
+            request.id,
+            decision.choice,
+            decision.by_address or "-",
+        )
+
+    # -- showing -----------------------------------------------------------------------------
+
+    async def _show(self, request: ApprovalRequest) -> dict[str, Any] | None:
+        chat = request.chat_ref
+        buttons: tuple[tuple[Button, ...], ...] = (
+            (
+                Button(label="Approve once", data=f"{PREFIX}:{request.id}:once", style="primary"),
+                Button(label="Approve for session", data=f"{PREFIX}:{request.id}:session"),
+                Button(label="Deny", data=f"{PREFIX}:{request.id}:deny", style="danger"),
+            ),
+        )
+        try:
+            ref = await self._outbox.send(
+                Outbound(chat=chat, text=_prompt_text(request), buttons=buttons, markdown=True)
+            )
+        except Exception as exc:
+            # The request still stands: /approve works from the chat, and timeout denies.
+            log.warning("approval prompt not delivered id=%s error=%s", request.id, exc)
+            return None
+        return ref.model_dump(mode="json")
+
+    # -- persistence and orphans -------------------------------------------------------------
+
+    async def _save(self, request: ApprovalRequest) -> None:
+        ttl = max(request.expires - time.time(), 0) + 24 * 3600
+        await self._store.set(f"approval:{request.id}", json.dumps(asdict(request)), ttl=ttl)
+
+    async def _load(self, request_id: str) -> ApprovalRequest | None:
+        if not request_id or len(request_id) > 32:
+            return None
+        raw = await self._store.get(f"approval:{request_id}")
+        return ApprovalRequest(**json.loads(raw)) if raw else None
+
+    async def _heartbeat(self) -> None:
+        while True:
+            with contextlib.suppress(StoreUnavailable):
+                await self._store.set(f"alive:{self._instance}", "1", ttl=_HEARTBEAT_TTL)
+            await asyncio.sleep(_HEARTBEAT_TTL / 3)
+
+    async def _sweep_orphans(self) -> None:
+        while True:
+            try:
+                await self.sweep_once()
+            except StoreUnavailable as exc:
+                log.warning("approval sweep skipped error=%s", exc)
+            await asyncio.sleep(_HEARTBEAT_TTL / 2)
+
+    async def sweep_once(self) -> int:
+        """Expire requests whose waiting process is gone (restart or crash); returns how many.
+
+        Their command never runs: the expiry is written as the request's one decision.
+        """
+        expired = 0
+        for request_id in list(await self._store.hgetall(PENDING)):
+            request = await self._load(request_id)
+            if request is None:
+                await self._store.hdel(PENDING, request_id)
+            elif request.owner != self._instance and not await self._owner_alive(request):
+                await self._expire(request, "the gateway restarted before a decision")
+                expired += 1
+        return expired
+
+    async def _owner_alive(self, request: ApprovalRequest) -> bool:
+        if not self._store.shared:
+            return False  # single process: whoever made it is not running any more
+        return await self._store.get(f"alive:{request.owner}") is not None
+
+
+@dataclass(frozen=True)
+class _DecideResult:
+    toast: str = ""
+    edit_text: str | None = None
+    error: str | None = None
+    request: ApprovalRequest | None = None
+
+
+def _shapes_key(session: str) -> str:
+    return f"approved_shapes:{session}"
+
+
+def _prompt_text(request: ApprovalRequest) -> str:
+    expires = datetime.fromtimestamp(request.expires, UTC).strftime("%H:%M:%S UTC")
+    minutes = max(round((request.expires - request.created) / 60), 1)
+    where = f"\nIn: `{request.cwd}`" if request.cwd else ""
+    return (
+        f"**Approval needed** ({request.tool})\n"
+        f"```\n{request.command}\n```\n"
+        f"Why: {request.reason}{where}\n"
+        f"Asked by {request.requester_ref.label}; expires at {expires} (in {minutes} min).\n"
+        f"Or reply `/approve {request.id}` or `/deny {request.id} [reason]`."
+    )
+
+
+def _decided_text(request: ApprovalRequest, decision: Decision) -> str:
+    command = f"\n```\n{request.command}\n```"
+    return f"{_outcome_text(decision)[:1].upper()}{_outcome_text(decision)[1:]}.{command}"
+
+
+def _outcome_text(decision: Decision) -> str:
+    if decision.choice == "once":
+        return f"approved by {decision.by}"
+    if decision.choice == "session":
+        return f"approved by {decision.by} for this session"
+    if decision.choice == "deny":
+        reason = f": {decision.reason}" if decision.reason else ""
+        return f"denied by {decision.by}{reason}"
+    return f"expired, not run ({decision.reason})"
