@@ -12,6 +12,7 @@ import contextlib
 import json
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -81,6 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     from tools.cli import register as register_tools  # lazy: gateway never imports tools early
 
     register_tools(sub)
+    approvals = sub.add_parser("approvals", help="approval requests")
+    approvals_sub = approvals.add_subparsers(dest="approvals_command", required=True)
+    log_cmd = approvals_sub.add_parser("log", help="the audit log of decisions, newest last")
+    log_cmd.add_argument("--limit", type=int, default=50)
+    log_cmd.set_defaults(func=cmd_approvals_log)
+
     for register in EXTRA_COMMANDS:
         register(sub)
     return parser
@@ -210,6 +217,37 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 def _run_checks(coro: Coroutine[Any, Any, list[Any]]) -> list[Any]:
     return asyncio.run(coro)
+
+
+def cmd_approvals_log(settings: Settings, args: argparse.Namespace) -> int:
+    from gateway.approvals import AUDIT
+    from gateway.store import open_store
+    from gateway.store.base import StoreUnavailable
+
+    async def read() -> list[str]:
+        store = open_store(settings)
+        try:
+            return await store.list_range(AUDIT, -max(args.limit, 1), -1)
+        finally:
+            await store.close()
+
+    try:
+        entries = [json.loads(raw) for raw in asyncio.run(read())]
+    except StoreUnavailable as exc:
+        print(f"chatgate: cannot read the store: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if not entries:
+        print("no approval decisions yet")
+        return EXIT_OK
+    print(f"{'when (UTC)':19}  {'id':10}  {'outcome':8}  {'by':18}  {'requester':18}  command")
+    for e in entries:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e["ts"]))
+        reason = f"  ({e['reason']})" if e.get("reason") else ""
+        print(
+            f"{when:19}  {e['id']:10}  {e['outcome']:8}  {e['by'] or '-':18}  "
+            f"{e['requester']:18}  {e['command']}{reason}"
+        )
+    return EXIT_OK
 
 
 def cmd_config_show(settings: Settings, args: argparse.Namespace) -> int:

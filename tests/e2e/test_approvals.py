@@ -259,3 +259,26 @@ async def test_orphan_from_dead_process_is_expired_with_notice(
         outcome = await turn.done
         assert ran == []
         assert "expired" in (outcome.reply or "") or "expired" in tool_results(llm.requests[-1])[0]
+
+
+async def test_approvals_log_cli(
+    tmp_path: Path,
+    llm: ScriptedLLM,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    settings = gateway_settings(tmp_path, llm.url)
+    async with running_gateway(settings) as gw:
+        add_danger_tool(gw)
+        llm.push(Reply.call("danger", command="rm -rf old"), Reply.text("ok"))
+        turn = await gw.submit("tidy")
+        request_id = button(await prompt_of(gw), "Deny").split(":")[1]
+        await gw.say(f"/deny {request_id} keep it")
+        await turn.done
+    monkeypatch.setenv("CHATGATE_DATA_DIR", str(settings.data_dir))
+    from gateway.cli import main
+
+    assert await asyncio.to_thread(main, ["approvals", "log"]) == 0
+    out = capsys.readouterr().out
+    assert request_id in out and "deny" in out and "console:alice" in out
+    assert "rm -rf old  (keep it)" in out
