@@ -7,6 +7,7 @@ the TOML file (`--config`, `CHATGATE_CONFIG` or `./chatgate.toml`), defaults.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
@@ -43,7 +44,7 @@ class LLMSettings(_Section):
     max_retries: int = Field(default=4, ge=0)
     retry_base_delay: float = Field(default=0.5, ge=0)
     retry_max_delay: float = Field(default=30.0, ge=0)
-    max_connections: int = Field(default=256, ge=1)
+    max_connections: int = Field(default=512, ge=1)
     extra_headers: dict[str, str] = {}
 
     @field_validator("base_url")
@@ -104,6 +105,21 @@ class ToolsSettings(_Section):
     clarify_answer_by: Literal["asker", "chat"] = "asker"  # who may answer a question
     shell_timeout: float = Field(default=30.0, gt=0)
     max_output_chars: int = Field(default=16000, ge=1000)
+    # Regexes searched in each simple command of a shell call ("rm -rf build"): block wins,
+    # then ask; allow lifts a built-in ask (never a built-in block).
+    shell_extra_allow: list[str] = []
+    shell_extra_ask: list[str] = []
+    shell_extra_block: list[str] = []
+
+    @field_validator("shell_extra_allow", "shell_extra_ask", "shell_extra_block")
+    @classmethod
+    def _shell_regexes(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return patterns
 
     @field_validator("web_search_provider")
     @classmethod
@@ -127,7 +143,7 @@ class AgentSettings(_Section):
 
 class RouterSettings(_Section):
     busy_mode: Literal["queue", "interrupt"] = "queue"
-    max_concurrent_turns: int = Field(default=256, ge=1)
+    max_concurrent_turns: int = Field(default=512, ge=1)
     max_queued_per_session: int = Field(default=20, ge=1)
     queue_notice: bool = True
     max_message_chars: int = Field(default=16_000, ge=100)
@@ -164,6 +180,36 @@ class ApprovalSettings(_Section):
     audit_max_entries: int = Field(default=10_000, ge=100)
 
 
+class SchedulerSettings(_Section):
+    """Reminders and scheduled prompts (gateway/scheduler.py)."""
+
+    enabled: bool = True  # false: this process never runs jobs (it may still create them)
+    default_timezone: str = "UTC"  # IANA name for times given without one
+    # A run late by up to this many seconds (gateway down, overloaded) still fires, once;
+    # later than that it is reported to its chat as missed.
+    misfire_grace_seconds: float = Field(default=300.0, ge=0)
+    max_jobs_per_chat: int = Field(default=25, ge=1)
+    min_interval_seconds: float = Field(default=60.0, gt=0)
+    # The lease of the one process that runs jobs; another takes over within about 4/3 of it.
+    leader_ttl: float = Field(default=7.0, ge=1)
+    resync_seconds: float = Field(default=30.0, gt=0)  # the leader re-reads every job this often
+    delivery_attempts: int = Field(default=4, ge=1)
+    retry_base_delay: float = Field(default=2.0, ge=0)
+    retry_max_delay: float = Field(default=60.0, ge=0)
+    run_log_size: int = Field(default=50, ge=1)  # runs kept per job
+
+    @field_validator("default_timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo
+
+        try:
+            ZoneInfo(value)
+        except (KeyError, ValueError):
+            raise ValueError("unknown timezone; use an IANA name such as Europe/Berlin") from None
+        return value
+
+
 class HTTPSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
@@ -176,21 +222,74 @@ class TelegramSettings(_Section):
     mode: Literal["polling", "webhook"] = "polling"
     webhook_secret: SecretStr | None = None
     webhook_url: str = ""
-    allowed_users: list[str] = []  # user ids or @usernames; empty: everyone
+    # A message passes when its sender is in allowed_users (ids or @usernames) or its chat is
+    # in allowed_chats (ids; supergroups are negative); both empty: everyone.
+    allowed_users: list[str] = []
     allowed_chats: list[str] = []
+    # Unaddressed group messages are kept as context for the next answer (needs the bot's
+    # privacy mode off in BotFather to see them at all); false: they are dropped.
+    group_context: bool = True
+    poll_timeout: float = Field(default=25.0, ge=0)  # seconds one getUpdates long-poll waits
+    leader_ttl: float = Field(default=6.0, ge=1)  # polling lease; takeover within ~1.4x this
+    send_retries: int = Field(default=3, ge=0)  # retries after 429 or a network error
+    max_retry_after: float = Field(default=60.0, ge=0)  # a longer 429 wait fails the send
+    download_max_bytes: int = Field(default=20_000_000, ge=1)  # Bot API getFile limit: 20 MB
 
 
 class SlackSettings(_Section):
     bot_token: SecretStr | None = None
     signing_secret: SecretStr | None = None
-    app_token: SecretStr | None = None
+    app_token: SecretStr | None = Field(default=None, validate_default=True)  # set: Socket Mode
     api_url: str = "https://slack.com/api/"
+    slash_command: str = Field(default="/chatgate", pattern=r"^/[\w-]{1,31}$")
+    # In a thread the bot answered, later messages are answered without a new mention.
+    thread_followups: bool = False
+    thread_ttl: float = Field(default=7 * 24 * 3600.0, gt=0)  # seconds it is remembered
+    # Emoji name shown on the message being answered while its turn runs; "" shows none.
+    working_reaction: str = "hourglass_flowing_sand"
+    send_retries: int = Field(default=3, ge=0)  # retries after 429 or a 5xx
+    max_retry_after: float = Field(default=60.0, ge=0)  # a longer 429 wait fails the send
+    allowed_teams: list[str] = []  # workspace ids (T...); empty: every workspace
+    allowed_channels: list[str] = []  # channel ids (C.../G...); empty: all; DMs are not affected
+    allowed_users: list[str] = []  # user ids (U...); empty: everyone
+
+    @field_validator("app_token")
+    @classmethod
+    def _needs_a_transport(cls, value: SecretStr | None, info: Any) -> SecretStr | None:
+        if not value and info.data.get("bot_token") and not info.data.get("signing_secret"):
+            raise ValueError(
+                "set slack.app_token (Socket Mode) or slack.signing_secret (Events API)"
+            )
+        return value
 
 
 class DiscordSettings(_Section):
     token: SecretStr | None = None
     api_url: str = "https://discord.com/api/v10"
     gateway_url: str = "wss://gateway.discord.gg/"
+    allow_dms: bool = True
+    free_response_channels: list[str] = []  # channel ids answered without a mention
+    auto_thread: bool = False  # a mention in a channel opens a thread for the answer
+    allowed_guilds: list[str] = []  # the allowed_* lists: ids; empty means all
+    allowed_channels: list[str] = []  # a thread is allowed when its parent channel is
+    allowed_users: list[str] = []  # users and roles together: a person needs either
+    allowed_roles: list[str] = []
+    sync_guilds: list[str] = []  # slash commands go to these guilds only; empty: globally
+    # Set both to split the bot over processes (each its own shards, no leader election).
+    shard_ids: list[int] | None = None
+    shard_count: int | None = Field(default=None, ge=1, validate_default=True)
+    guild_ready_timeout: float = Field(default=2.0, ge=0)  # seconds discord.py waits for guilds
+    leader_ttl: float = Field(default=9.0, ge=1)  # gateway leader lease; takeover within it
+
+    @field_validator("shard_count")
+    @classmethod
+    def _shards_fit(cls, value: int | None, info: Any) -> int | None:
+        ids = info.data.get("shard_ids")
+        if ids and value is None:
+            raise ValueError("discord.shard_ids needs discord.shard_count")
+        if ids and value is not None and any(not 0 <= i < value for i in ids):
+            raise ValueError("every discord.shard_ids entry must be in [0, shard_count)")
+        return value
 
 
 _config_path: ContextVar[Path | None] = ContextVar("chatgate_config_path", default=None)
@@ -216,6 +315,7 @@ class Settings(BaseSettings):
     memory: MemorySettings = MemorySettings()
     access: AccessSettings = AccessSettings()
     approvals: ApprovalSettings = ApprovalSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
     http: HTTPSettings = HTTPSettings()
     telegram: TelegramSettings = TelegramSettings()
     slack: SlackSettings = SlackSettings()

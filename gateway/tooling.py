@@ -6,6 +6,7 @@ catalogue to the agent, so the core never imports a tool by name.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -62,13 +63,18 @@ class ToolSpec(Generic[A]):
     extras: dict[str, Any] = field(default_factory=dict)
 
     def schema(self) -> dict[str, Any]:
-        """The OpenAI `tools` entry for this tool."""
-        params = self.args.model_json_schema()
-        params.pop("title", None)
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": params},
-        }
+        """The OpenAI `tools` entry for this tool (built once: it is sent on every LLM call)."""
+        return _schema(self.name, self.description, self.args)
+
+
+@functools.lru_cache(maxsize=512)
+def _schema(name: str, description: str, args: type[BaseModel]) -> dict[str, Any]:
+    params = args.model_json_schema()
+    params.pop("title", None)
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": params},
+    }
 
 
 @dataclass(frozen=True)

@@ -263,3 +263,26 @@ def _pieces(text: str, parts: int = 3) -> list[str]:
 
 def _event(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+async def _serve_forever(delay: float) -> None:
+    async def respond(request: dict[str, Any]) -> Reply:
+        return Reply(content=f"echo: {last_user_text(request)}", delay=delay)
+
+    server = ScriptedLLM(respond)
+    await server.start()
+    # Benchmarks read this line to find the server, which runs in its own process so
+    # that its CPU use is not charged to the gateway being measured.
+    print(server.url, flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.stop()
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="serve an echoing fake LLM until killed")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    asyncio.run(_serve_forever(parser.parse_args().delay))
