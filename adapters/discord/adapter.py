@@ -1,0 +1,296 @@
+"""The Discord adapter: receives on the gateway in one process per bot, sends over REST from any.
+
+Only the holder of the "discord" leader lease keeps the gateway connection (another process
+takes over when it goes); with `discord.shard_ids` set, every process connects with its own
+shards instead. Messages and slash commands become Inbounds for the router; button presses
+go to the core's press router.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+import discord
+
+from adapters.discord.access import DiscordAccess
+from adapters.discord.buttons import ActionButton
+from adapters.discord.client import configure_endpoints, gateway_client, rest_client
+from adapters.discord.commands import build_tree, sync_commands
+from adapters.discord.interactions import InteractionReplies
+from adapters.discord.normalize import (
+    PLATFORM,
+    button_press,
+    chat_ref,
+    clean_text,
+    command_inbound,
+    mentions_bot,
+    message_inbound,
+    user_ref,
+)
+from adapters.discord.presses import answer_press, show
+from adapters.discord.sending import MAX_LEN, DiscordSender
+from gateway.channels import AdapterContext, Capabilities, DeliveryError
+from gateway.config import DiscordSettings
+from gateway.leader import LeaderElection
+from gateway.messages import ChatKind, ChatRef, Outbound, PressReply, SentRef
+from gateway.router import Status, Submission
+from gateway.turns import TurnOutcome
+
+log = logging.getLogger(__name__)
+
+# Joins, pins, thread announcements and the like are not messages to answer.
+_CHAT_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+INTENT_HELP = (
+    "Discord refused the message content intent: enable MESSAGE CONTENT INTENT for this bot "
+    "in the Developer Portal (Bot > Privileged Gateway Intents)"
+)
+
+
+class DiscordAdapter:
+    platform = PLATFORM
+    capabilities = Capabilities(max_len=MAX_LEN, can_edit=True, buttons=True, threads=True)
+
+    def __init__(self, settings: DiscordSettings, ctx: AdapterContext) -> None:
+        if settings.token is None or not settings.token.get_secret_value():
+            raise ValueError("discord.token is not set")
+        self._settings = settings
+        self._ctx = ctx
+        self._access = DiscordAccess(settings)
+        ctx.access.add_rule(self._access.rule)
+        self._free = frozenset(settings.free_response_channels)
+        self._replies = InteractionReplies()
+        self._sender = DiscordSender(self._rest_client, self._replies)
+        self._rest: discord.Client | None = None
+        self._gateway: discord.Client | None = None
+        self._gateway_task: asyncio.Task[None] | None = None
+        self._leader: LeaderElection | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.ready = asyncio.Event()  # set while this process's gateway session is up
+        if ctx.http is not None:
+            ctx.http.add_readiness_check(PLATFORM, self._readiness)
+
+    @property
+    def receiving(self) -> bool:
+        """This process holds the gateway connection (it is the leader, or sharded)."""
+        return self._gateway is not None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        configure_endpoints(self._settings)
+        self._rest = await self._login(rest_client())
+        if self._settings.shard_ids is not None:
+            await self._connect()
+            return
+        self._leader = LeaderElection(
+            self._ctx.store,
+            PLATFORM,
+            self._ctx.instance_id,
+            ttl=self._settings.leader_ttl,
+            on_elected=self._connect,
+            on_deposed=self._disconnect,
+        )
+        self._leader.start()
+
+    async def stop(self) -> None:
+        if self._leader is not None:
+            await self._leader.stop()  # disconnects and releases the lease for a quick takeover
+            self._leader = None
+        else:
+            await self._disconnect()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._rest is not None:
+            await self._rest.close()
+            self._rest = None
+
+    # -- Adapter protocol ---------------------------------------------------------------------
+
+    async def send(self, out: Outbound) -> SentRef:
+        return await self._sender.send(out)
+
+    async def edit(self, ref: SentRef, out: Outbound) -> None:
+        await self._sender.edit(ref, out)
+
+    async def typing(self, chat: ChatRef) -> None:
+        await self._sender.typing(chat)
+
+    # -- the gateway connection ----------------------------------------------------------------
+
+    def _rest_client(self) -> discord.Client:
+        if self._rest is None:
+            raise DeliveryError("the Discord adapter is not running")
+        return self._rest
+
+    async def _login(self, client: discord.Client) -> discord.Client:
+        assert self._settings.token is not None
+        try:
+            await client.login(self._settings.token.get_secret_value())
+        except discord.LoginFailure:
+            await client.close()
+            raise RuntimeError(
+                "Discord rejected discord.token; copy the bot token from the Developer Portal "
+                "(Bot > Reset Token)"
+            ) from None
+        except BaseException:
+            await client.close()  # its aiohttp session would leak otherwise
+            raise
+        return client
+
+    async def _connect(self) -> None:
+        client = gateway_client(self, self._settings)
+        # Presses on buttons of any earlier message (before a restart too) route by template.
+        client.add_dynamic_items(ActionButton)
+        tree = build_tree(client, self._on_command, dict(self._ctx.commands()))
+        await self._login(client)
+        self._gateway = client
+        self._gateway_task = asyncio.create_task(
+            self._run_gateway(client, tree), name="discord gateway"
+        )
+
+    async def _run_gateway(
+        self, client: discord.Client, tree: discord.app_commands.CommandTree[Any]
+    ) -> None:
+        shards = self._settings.shard_ids
+        try:
+            if shards is None or 0 in shards:  # one process syncs the commands
+                await sync_commands(tree, self._settings.sync_guilds)
+            await client.connect(reconnect=True)
+        except discord.PrivilegedIntentsRequired:
+            log.error(INTENT_HELP)
+        except Exception:
+            log.exception("discord gateway connection ended with an error")
+
+    async def _disconnect(self) -> None:
+        client, task = self._gateway, self._gateway_task
+        self._gateway = self._gateway_task = None
+        self.ready.clear()
+        if client is not None:
+            await client.close()
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(task, timeout=5)
+
+    async def _readiness(self) -> str | None:
+        if self._gateway is not None and not self.ready.is_set():
+            return "discord gateway not connected"
+        return None
+
+    # -- events from the gateway client ----------------------------------------------------------
+
+    def on_gateway_ready(self, client: discord.Client) -> None:
+        log.info(
+            "discord gateway ready app=%s guilds=%d", client.application_id, len(client.guilds)
+        )
+        self.ready.set()
+
+    async def on_gateway_message(self, client: discord.Client, message: discord.Message) -> None:
+        bot = client.user
+        if bot is None or message.author.bot or message.type not in _CHAT_TYPES:
+            return
+        chat = chat_ref(message.channel, message.guild.id if message.guild else None)
+        mentioned = mentions_bot(message, bot.id)
+        if chat.kind is not ChatKind.DIRECT and not (
+            mentioned or self._answers_freely(message.channel, chat, bot.id)
+        ):
+            # Not addressed: people talking among themselves are not the bot's business.
+            return
+        text = clean_text(message, bot.id)
+        in_thread = False
+        if (
+            self._settings.auto_thread
+            and mentioned
+            and chat.kind is ChatKind.GROUP
+            and chat.thread_id is None
+            and self._access.reason(chat, user_ref(message.author)) is None
+        ):
+            thread = await self._open_thread(message, text)
+            if thread is not None:
+                chat, in_thread = chat_ref(thread, thread.guild.id), True
+        inbound = message_inbound(message, chat, text, mentioned=True, reply=not in_thread)
+        await self._ctx.submit(inbound)
+
+    async def on_gateway_press(self, interaction: discord.Interaction[Any], data: str) -> None:
+        press = button_press(interaction, data)
+        reason = self._access.reason(press.chat, press.user)
+        if reason is not None:
+            await show(interaction, PressReply(toast=reason, alert=True), press)
+            return
+        await answer_press(interaction, press, self._ctx.press)
+
+    def _answers_freely(self, channel: object, chat: ChatRef, bot_id: int) -> bool:
+        """Free-response channels (and their threads) and threads the bot opened need no mention."""
+        if chat.chat_id in self._free or chat.thread_id in self._free:
+            return True
+        return isinstance(channel, discord.Thread) and channel.owner_id == bot_id
+
+    async def _open_thread(self, message: discord.Message, text: str) -> discord.Thread | None:
+        first_line = text.splitlines()[0] if text else ""
+        name = first_line[:90] or f"Chat with {message.author.display_name}"[:90]
+        try:
+            return await message.create_thread(name=name, auto_archive_duration=1440)
+        except discord.HTTPException as exc:
+            log.warning(
+                "discord auto-thread failed channel=%s status=%s error=%r; answering in channel",
+                message.channel.id,
+                exc.status,
+                exc.text,
+            )
+            return None
+
+    # -- slash commands ------------------------------------------------------------------------
+
+    async def _on_command(self, interaction: discord.Interaction[Any], text: str) -> None:
+        try:
+            # Discord wants an answer within 3 s; "thinking…" buys the turn 15 minutes.
+            await interaction.response.defer(thinking=True)
+        except discord.HTTPException as exc:
+            log.warning("slash command not deferred status=%s error=%r", exc.status, exc.text)
+            return
+        marker = self._replies.open(interaction)
+        try:
+            submitted = await self._ctx.submit(command_inbound(interaction, text))
+        except Exception:
+            log.exception("slash command submit failed")
+            submitted = None
+        self._spawn(self._finish_command(marker, submitted))
+
+    async def _finish_command(self, marker: str, submitted: object) -> None:
+        """After the turn, make sure the command got an answer (a refusal may have been silent)."""
+        status: Status | None = None
+        outcome: TurnOutcome | None = None
+        try:
+            if isinstance(submitted, Submission):
+                status = submitted.status
+                outcome = await submitted.done
+        finally:
+            pending = self._replies.close(marker)
+        if pending is None or pending.answered or not pending.valid:
+            return
+        try:
+            await pending.interaction.followup.send(_unanswered(status, outcome))
+        except discord.HTTPException as exc:
+            log.warning("slash command answer failed status=%s error=%r", exc.status, exc.text)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _unanswered(status: Status | None, outcome: TurnOutcome | None) -> str:
+    """The followup for a command whose turn sent nothing (so "thinking…" does not hang)."""
+    if status is Status.DUPLICATE:
+        return "This command was already handled."
+    if outcome is None:
+        return "Something went wrong on my side; please try again."
+    if outcome.cancelled:
+        return "Stopped."
+    if status is Status.REFUSED:
+        return "Sorry, I cannot take this request here."
+    return outcome.error or "Done."
