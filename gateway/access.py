@@ -56,6 +56,10 @@ class AccessPolicy:
             return "an admin"
         return f"{requester.label} or an admin"
 
+    def permits(self, inbound: Inbound) -> bool:
+        """The static rules only: no rate limit, no notice (for messages kept as context)."""
+        return inbound.kind is InboundKind.AGENT or self._static_reason(inbound) is None
+
     async def check(self, inbound: Inbound) -> AccessDecision:
         if inbound.kind is InboundKind.AGENT:
             return AccessDecision(True)  # scheduled jobs were checked when created

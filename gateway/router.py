@@ -90,6 +90,7 @@ class _Session:
     queue: deque[_Job] = field(default_factory=deque)
     worker: asyncio.Task[None] | None = None
     turn: asyncio.Task[TurnOutcome] | None = None
+    current: TurnRequest | None = None  # the running (or just finished) turn's request
     noticed: bool = False  # a queue notice was sent during the current turn
 
 
@@ -135,6 +136,8 @@ class Router:
         return list({id(c): c for c in self._commands.values()}.values())
 
     def session_key(self, inbound: Inbound) -> SessionKey:
+        if inbound.session is not None:
+            return SessionKey.parse(inbound.session)
         return key_for(inbound, self._isolation.for_platform(inbound.chat.platform))
 
     async def start(self) -> None:
@@ -196,6 +199,12 @@ class Router:
     # -- submission --------------------------------------------------------------------
 
     async def _submit(self, inbound: Inbound) -> Submission:
+        if not self._addressed(inbound):
+            # Group chatter not meant for the bot: never refused, rate limited or answered;
+            # kept as context when the sender may use the bot.
+            if self._access.permits(inbound) and await self._first_time(inbound):
+                await self._remember_context(inbound)
+            return Submission(Status.OBSERVED, _done(TurnOutcome()), self.session_key(inbound))
         decision = await self._access.check(inbound)
         if not decision.allowed:
             self._metrics.inc("refused_total", reason="access")
@@ -218,9 +227,6 @@ class Router:
                 f"{self._settings.max_message_chars:,}. Send it as a file or in smaller parts.",
                 key,
             )
-        if not self._addressed(inbound):
-            await self._remember_context(inbound)
-            return Submission(Status.OBSERVED, _done(TurnOutcome()), key)
         for interceptor in self._interceptors:
             if await interceptor(inbound, key):
                 return Submission(Status.ANSWERED, _done(TurnOutcome()), key)
@@ -298,6 +304,9 @@ class Router:
         if session is None:
             session = self._sessions[key] = _Session(key)
         busy = session.turn is not None and not session.turn.done()
+        # The running turn is already sending its answer and nothing else waits: this
+        # message starts in a moment, so a "will answer after" notice would only be noise.
+        ending = bool(session.current and session.current.answering and not session.queue)
         if len(session.queue) >= self._settings.max_queued_per_session:
             self._metrics.inc("refused_total", reason="queue_full")
             return await self._refuse(
@@ -314,7 +323,7 @@ class Router:
             status = Status.QUEUED
             if self._settings.busy_mode == "interrupt" and session.turn is not None:
                 session.turn.cancel()
-            elif self._settings.queue_notice and not session.noticed:
+            elif self._settings.queue_notice and not session.noticed and not ending:
                 session.noticed = True
                 await self._say(inbound, "Got it. I will answer this after the current request.")
         if session.worker is None:
@@ -326,6 +335,7 @@ class Router:
         try:
             while session.queue:
                 job = session.queue.popleft()
+                session.current = None  # the previous turn's answer is out; this one waits
                 owner = f"{self._instance}:{job.request.turn_id}"
                 async with self._lease(session.key, owner), self._slots:
                     if job.done.done():  # dropped by /stop while it waited
@@ -341,6 +351,7 @@ class Router:
     async def _run_turn(self, session: _Session, job: _Job) -> TurnOutcome:
         job.request.context_lines = await self._take_context(job.request.inbound)
         session.noticed = False
+        session.current = job.request
         session.turn = asyncio.create_task(self._runner.run(job.request))
         try:
             return await session.turn

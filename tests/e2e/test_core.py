@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from gateway.messages import ChatKind, Inbound
 from gateway.router import Status
 from gateway.tooling import ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
@@ -266,3 +267,23 @@ async def test_text_mode_tool_calls(tmp_path: Path, llm: ScriptedLLM, reply: str
     # Tool results go back as a user message in text mode.
     assert second["messages"][-1]["role"] == "user"
     assert "created t.txt" in second["messages"][-1]["content"]
+
+
+async def test_group_chatter_is_context_not_answered(gw: Harness, llm: ScriptedLLM) -> None:
+    group = gw.console.chat.model_copy(update={"kind": ChatKind.GROUP, "chat_id": "g1"})
+
+    def in_group(text: str, user: str, mentioned: bool) -> Inbound:
+        base = gw.console.inbound(text, user_id=user)
+        return base.model_copy(update={"chat": group, "mentioned": mentioned})
+
+    chatter = await gw.app.router.submit(in_group("lunch at noon?", "bob", False))
+    assert chatter.status is Status.OBSERVED
+    assert (await chatter.done).reply is None
+    assert llm.requests == [] and gw.texts == []
+    outcome = await (await gw.app.router.submit(in_group("when is lunch?", "carol", True))).done
+    assert outcome.ok
+    user_text = llm.requests[0]["messages"][-1]["content"]
+    assert "bob: lunch at noon?" in user_text and "carol: when is lunch?" in user_text
+    # The context was used once, not repeated in later turns.
+    await (await gw.app.router.submit(in_group("thanks", "carol", True))).done
+    assert "lunch at noon" not in llm.requests[1]["messages"][-1]["content"]
