@@ -24,6 +24,8 @@ from gateway.llm.client import LLMClient
 from gateway.memory import MemoryBook
 from gateway.metrics import Metrics
 from gateway.router import Router
+from gateway.scheduler import Scheduler
+from gateway.scheduling.commands import register_schedule_commands
 from gateway.store import open_store
 from gateway.store.base import Store
 from gateway.turns import TurnRunner
@@ -85,6 +87,18 @@ class App:
         )
         register_builtin_commands(self.router, self.sessions, self.memory)
         self.approvals.install(self.router, self.presses)
+        self.scheduler = Scheduler(
+            settings.scheduler,
+            store=self.store,
+            outbox=self.outbox,
+            submit=self.router.submit,
+            forget_session=self.sessions.clear,
+            is_admin=self.access.is_admin,
+            admins=settings.access.admins,
+            instance_id=self.instance_id,
+            turn_timeout=settings.agent.max_turn_seconds + 30,
+        )
+        register_schedule_commands(self.router, self.scheduler)
         install_builtin_tools(
             self.tools,
             ToolServices(
@@ -94,6 +108,7 @@ class App:
                 outbox=self.outbox,
                 presses=self.presses,
                 add_interceptor=self.router.add_interceptor,
+                scheduler=self.scheduler,
             ),
         )
         self.http = (
@@ -118,6 +133,7 @@ class App:
             http=self.http,
             commands=lambda: [(c.name, c.help) for c in self.router.commands],
             instance_id=self.instance_id,
+            add_interceptor=self.router.add_interceptor,
         )
 
     def add_adapter(self, adapter: Adapter) -> None:
@@ -139,9 +155,12 @@ class App:
             log.info("adapter started platform=%s", adapter.platform)
         if self.http is not None:
             await self.http.start()
+        # Last: a job due at start is delivered through adapters that are already running.
+        await self.scheduler.start()
         self._started = True
 
     async def stop(self) -> None:
+        await self.scheduler.stop()  # first: runs in flight still have their adapters
         for adapter in reversed(self.adapters):
             try:
                 await adapter.stop()

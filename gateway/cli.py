@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     # Terminal commands must not open the HTTP port a running gateway may hold.
-    if args.command in ("chat", "ask"):
+    if args.command == "ask":  # nor run scheduled jobs in a one-shot process
+        return {"http": {"enabled": False}, "scheduler": {"enabled": False}}
+    if args.command == "chat":
         return {"http": {"enabled": False}}
     return {}
 
@@ -95,6 +97,15 @@ def _parser() -> argparse.ArgumentParser:
 
 # Later features add subcommands here (tools, cron, approvals, skills).
 EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+
+
+def _register_cron(sub: Any) -> None:
+    from gateway.scheduling.cli import register
+
+    register(sub)
+
+
+EXTRA_COMMANDS.append(_register_cron)
 
 
 def _run(coro: Coroutine[Any, Any, int]) -> int:

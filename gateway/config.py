@@ -139,6 +139,8 @@ class AgentSettings(_Section):
     tool_timeout: float = Field(default=120.0, gt=0)
     max_tokens_per_turn: int = Field(default=400_000, ge=1000)
     history_token_budget: int = Field(default=24_000, ge=1000)
+    subagent_max_iterations: int = Field(default=15, ge=1)
+    subagent_max_seconds: float = Field(default=300.0, gt=0)
 
 
 class RouterSettings(_Section):
@@ -229,7 +231,7 @@ class TelegramSettings(_Section):
     # Unaddressed group messages are kept as context for the next answer (needs the bot's
     # privacy mode off in BotFather to see them at all); false: they are dropped.
     group_context: bool = True
-    poll_timeout: float = Field(default=25.0, ge=0)  # seconds one getUpdates long-poll waits
+    poll_timeout: int = Field(default=25, ge=1)  # seconds one getUpdates long-poll waits
     leader_ttl: float = Field(default=6.0, ge=1)  # polling lease; takeover within ~1.4x this
     send_retries: int = Field(default=3, ge=0)  # retries after 429 or a network error
     max_retry_after: float = Field(default=60.0, ge=0)  # a longer 429 wait fails the send

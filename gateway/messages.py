@@ -96,6 +96,9 @@ class Inbound(_Frozen):
     attachments: tuple[Attachment, ...] = ()
     kind: InboundKind = InboundKind.USER
     received_at: float = Field(default_factory=time.time)
+    # An explicit session (SessionKey text) instead of the isolation strategy's; scheduled
+    # prompts use it to run in a fresh session of their chat.
+    session: str | None = None
 
     @property
     def is_command(self) -> bool:

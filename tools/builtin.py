@@ -4,22 +4,28 @@ the layered tool policy in front of the registry.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, SecretStr
 
 from gateway.channels import Outbox, PressRouter
 from gateway.config import Settings
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
+from gateway.scheduler import Scheduler
 from gateway.sessions import SessionKey
 from gateway.store.base import Store
 from tools.clarify import ClarifyService
+from tools.cron import cron_tools
 from tools.files import file_tools
 from tools.find import find_tools
 from tools.memory import memory_tools
 from tools.netguard import AddressGuard
 from tools.policy import ToolPolicy, check_policy
 from tools.registry import ToolRegistry
+from tools.shell import shell_tools
 from tools.todo import todo_tools
 from tools.web import WebFetcher, web_tools
 from tools.web_search import provider_from_settings, web_search_tools
@@ -36,6 +42,7 @@ class ToolServices:
     outbox: Outbox
     presses: PressRouter
     add_interceptor: Callable[[Callable[[Inbound, SessionKey], Awaitable[bool]]], None]
+    scheduler: Scheduler | None = None  # None: the cron tools say scheduling is unavailable
     # Filled by install_builtin_tools: call each on shutdown (background listeners).
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
@@ -48,6 +55,7 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     workspace = Workspace(settings.workspace)
     registry.extend(file_tools(workspace, max_chars=cfg.max_output_chars))
     registry.extend(find_tools(workspace))
+    registry.extend(shell_tools(workspace, cfg, secrets=lambda: secret_values(settings)))
     fetcher = WebFetcher(
         AddressGuard(cfg.web_allow_hosts), timeout=cfg.web_timeout, max_bytes=cfg.web_max_bytes
     )
@@ -55,6 +63,7 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     registry.extend(web_search_tools(provider_from_settings(cfg)))
     registry.extend(memory_tools(services.memory))
     registry.extend(todo_tools(services.store))
+    registry.extend(cron_tools(services.scheduler))
     clarify = ClarifyService(
         services.store,
         services.outbox,
@@ -69,3 +78,20 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     policy = ToolPolicy(cfg)
     registry.set_filter(policy)
     return policy
+
+
+def secret_values(settings: Settings) -> list[str]:
+    """Every secret in the settings (tokens, API keys), so the shell's environment can drop
+    any variable that carries one."""
+    return [value for value in _secrets(settings) if value]
+
+
+def _secrets(node: Any) -> Iterator[str]:
+    if isinstance(node, SecretStr):
+        yield node.get_secret_value()
+    elif isinstance(node, BaseModel):
+        for name in type(node).model_fields:
+            yield from _secrets(getattr(node, name))
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _secrets(value)
