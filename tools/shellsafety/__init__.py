@@ -1,0 +1,59 @@
+"""Judge a shell command before it runs: allow it, ask a person, or block it outright.
+
+Every simple command is found however it is wrapped or nested and checked structurally;
+anything that cannot be understood is at least `ask`.
+"""
+
+from __future__ import annotations
+
+from tools.shellsafety.analyzer import Analyzer
+from tools.shellsafety.model import SEVERITY, Finding, Verdict
+from tools.shellsafety.parse import fallback_commands
+from tools.shellsafety.paths import Scope
+from tools.shellsafety.policy import ShellPolicy
+
+__all__ = ["ShellPolicy", "Verdict", "classify"]
+
+_DEFAULT_POLICY = ShellPolicy()
+
+
+def classify(command: str, *, policy: ShellPolicy | None = None, cwd: str | None = None) -> Verdict:
+    """The verdict for `command`; never raises.
+
+    `cwd` (absolute) is where the command will start, so that `rm -rf ../..` can be
+    resolved; without it relative paths are judged relative to an unknown directory.
+    """
+    policy = policy or _DEFAULT_POLICY
+    try:
+        return summarize(Analyzer(policy, Scope(cwd)).run(str(command)))
+    except Exception as exc:  # fail closed: an internal error must not let a command through
+        return _salvage(str(command), policy, exc)
+
+
+def summarize(findings: list[Finding]) -> Verdict:
+    risky = [f for f in findings if f.action != "allow"]
+    if not risky:
+        return Verdict("allow", "no destructive command found")
+    top = max(SEVERITY[f.action] for f in risky)
+    worst = [f for f in risky if SEVERITY[f.action] == top]
+    first = worst[0]
+    others = len(dict.fromkeys(f.reason for f in worst)) - 1
+    reason = first.reason + (f" (and {others} more)" if others else "")
+    if first.action == "block":
+        return Verdict("block", reason, first.shape)
+    shape = " ; ".join(sorted(dict.fromkeys(f.shape for f in worst if f.shape)))
+    return Verdict("ask", reason, shape)
+
+
+def _salvage(command: str, policy: ShellPolicy, exc: Exception) -> Verdict:
+    reason = f"the command could not be checked ({type(exc).__name__})"
+    try:
+        analyzer = Analyzer(policy, Scope())
+        for cmd in fallback_commands(command):
+            analyzer.check(cmd, ())
+        verdict = summarize(analyzer.findings)
+        if verdict.action == "block":
+            return verdict
+    except Exception:  # the crude pass failed too; asking is all that is left
+        pass
+    return Verdict("ask", reason, command)
