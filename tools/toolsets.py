@@ -1,0 +1,67 @@
+"""Toolsets: every tool belongs to exactly one (its `ToolSpec.group`); groups name sets of tools
+in the policy as `group:<name>`, and a few composite groups bundle toolsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from gateway.tooling import ToolSpec
+
+GROUP_PREFIX = "group:"
+WILDCARD = "*"
+
+# The toolsets chatgate declares, whether or not any tool in them is registered yet.
+TOOLSETS: dict[str, str] = {
+    "fs": "workspace files: read_file, write_file, edit_file, glob, search",
+    "runtime": "running commands: shell",
+    "web": "the web: web_fetch, web_search",
+    "memory": "durable notes about the chat and the person: memory",
+    "session": "working with the user in this conversation: todo, clarify",
+    "cron": "reminders and scheduled prompts",
+    "skills": "bundled and installed skills",
+    "subagent": "delegating work to sub-agents",
+}
+
+# Groups made of other toolsets.
+COMPOSITES: dict[str, tuple[str, ...]] = {
+    "core": ("fs", "runtime", "web"),
+}
+
+
+def known_groups(tools: Iterable[ToolSpec[Any]]) -> set[str]:
+    """Group names the policy accepts: declared toolsets, composites, and any tool's own group."""
+    return {*TOOLSETS, *COMPOSITES, *(tool.group for tool in tools)}
+
+
+def group_members(group: str, tools: Sequence[ToolSpec[Any]]) -> set[str]:
+    toolsets = set(COMPOSITES.get(group, (group,)))
+    return {tool.name for tool in tools if tool.group in toolsets}
+
+
+def expand(names: Iterable[str], tools: Sequence[ToolSpec[Any]]) -> set[str]:
+    """Tool names meant by a list of tool names, `group:<name>`s and `*`. Unknown names vanish
+    here; `tools.policy.validate_policy` reports them at startup."""
+    out: set[str] = set()
+    for name in names:
+        if name == WILDCARD:
+            out.update(tool.name for tool in tools)
+        elif name.startswith(GROUP_PREFIX):
+            out |= group_members(name.removeprefix(GROUP_PREFIX), tools)
+        else:
+            out.add(name)
+    return out
+
+
+def describe_groups(tools: Sequence[ToolSpec[Any]]) -> list[tuple[str, list[str], str]]:
+    """(group:name, member tools, description) for every known group, composites last."""
+    rows = []
+    for group in sorted(known_groups(tools) - set(COMPOSITES)):
+        members = sorted(group_members(group, tools))
+        rows.append((GROUP_PREFIX + group, members, TOOLSETS.get(group, "")))
+    for group, parts in COMPOSITES.items():
+        members = sorted(group_members(group, tools))
+        joined = " + ".join(GROUP_PREFIX + p for p in parts)
+        rows.append((GROUP_PREFIX + group, members, joined))
+    return rows
