@@ -1,0 +1,204 @@
+"""The Slack adapter: slack-bolt's AsyncApp over Socket Mode or the HTTP Events API.
+
+Socket Mode when `slack.app_token` is set, else the Events API at `/slack/events` on the
+gateway's HTTP server. Scopes: app_mentions:read, chat:write, im:history (DMs),
+channels:history/groups:history (thread follow-ups), reactions:write (working
+indicator), commands; events: app_mention, message.im, message.channels/groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import aiohttp
+from slack_bolt.app.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.access import SlackAccess
+from adapters.slack.http_events import EventsEndpoint
+from adapters.slack.indicator import WorkingIndicator
+from adapters.slack.listeners import SlackListeners
+from adapters.slack.normalize import PLATFORM, BotIdentity
+from adapters.slack.sending import MAX_TEXT, SlackSender, retry_handlers
+from adapters.slack.socket_mode import SocketModeConnection
+from adapters.slack.threads import AnsweredThreads
+from gateway.channels import AdapterContext, Capabilities, DeliveryError
+from gateway.config import SlackSettings
+from gateway.messages import ChatRef, Outbound, SentRef
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+class SlackStartError(RuntimeError):
+    """The adapter cannot start: a token was refused or a setting is missing."""
+
+
+class SlackAdapter:
+    platform = PLATFORM
+    capabilities = Capabilities(
+        max_len=MAX_TEXT, can_edit=True, buttons=True, threads=True, typing=True
+    )
+
+    def __init__(self, settings: SlackSettings, ctx: AdapterContext) -> None:
+        if settings.bot_token is None:
+            raise SlackStartError("slack.bot_token is not set")
+        self._settings = settings
+        self._ctx = ctx
+        self._access = SlackAccess(settings)
+        ctx.access.add_rule(self._access.rule())
+        self._threads = AnsweredThreads(ctx.store, settings.thread_ttl)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopped = False
+        self._session: aiohttp.ClientSession | None = None
+        self._sender: SlackSender | None = None
+        self._indicator: WorkingIndicator | None = None
+        self._socket: SocketModeConnection | None = None
+        self.app: AsyncApp | None = None
+        self.bot: BotIdentity | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._stopped = False
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()  # the HTTP session and any socket must not outlive a failed start
+            raise
+
+    async def _start(self) -> None:
+        settings = self._settings
+        assert settings.bot_token is not None
+        socket_mode = bool(settings.app_token and settings.app_token.get_secret_value())
+        if not socket_mode and self._ctx.http is None:
+            raise SlackStartError(
+                "the Slack Events API needs the gateway's HTTP server (http.enabled = true), "
+                "or set slack.app_token for Socket Mode"
+            )
+        # One pooled session for every Web API call (slack_sdk opens one per call otherwise).
+        self._session = aiohttp.ClientSession()
+        client = AsyncWebClient(
+            token=settings.bot_token.get_secret_value(),
+            base_url=settings.api_url,
+            session=self._session,
+            retry_handlers=retry_handlers(settings.send_retries, settings.max_retry_after),
+        )
+        self.bot = await self._identify(client)
+        self._sender = SlackSender(client)
+        self._indicator = WorkingIndicator(self._sender, settings.working_reaction)
+        secret = settings.signing_secret.get_secret_value() if settings.signing_secret else ""
+        self.app = AsyncApp(
+            client=client,
+            signing_secret=secret,
+            # Socket Mode envelopes are not signed; bolt skips the check for them anyway.
+            request_verification_enabled=not socket_mode,
+            logger=logging.getLogger("slack_bolt"),
+        )
+        SlackListeners(
+            ctx=self._ctx,
+            settings=settings,
+            bot=self.bot,
+            sender=self._sender,
+            threads=self._threads,
+            indicator=self._indicator,
+            access=self._access,
+            spawn=self._spawn,
+        ).register(self.app)
+        if socket_mode:
+            assert settings.app_token is not None
+            self._socket = SocketModeConnection(self.app, settings.app_token.get_secret_value())
+            await self._socket.start()
+        else:
+            assert self._ctx.http is not None
+            EventsEndpoint(self.app).mount(self._ctx.http)
+        log.info(
+            "slack adapter ready mode=%s team=%s bot=%s",
+            "socket" if socket_mode else "events_api",
+            self.bot.team_id,
+            self.bot.user_id,
+        )
+
+    async def stop(self) -> None:
+        # Sends from turns still finishing now fail as DeliveryError, not on a closed session.
+        self._stopped = True
+        self._sender = None
+        self._indicator = None
+        if self._socket is not None:
+            await self._socket.stop()
+            self._socket = None
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _identify(self, client: AsyncWebClient) -> BotIdentity:
+        try:
+            auth = await client.auth_test()
+        except SlackApiError as exc:
+            code = exc.response.get("error") or f"http_{exc.response.status_code}"
+            raise SlackStartError(
+                f"Slack refused the bot token ({code}); check CHATGATE_SLACK__BOT_TOKEN (xoxb-...)"
+            ) from None
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise SlackStartError(
+                f"cannot reach Slack at {self._settings.api_url} ({type(exc).__name__})"
+            ) from None
+        return BotIdentity(
+            user_id=str(auth.get("user_id", "")),
+            bot_id=str(auth.get("bot_id", "")),
+            team_id=str(auth.get("team_id", "")),
+        )
+
+    # -- the Adapter protocol ------------------------------------------------------------
+
+    async def send(self, out: Outbound) -> SentRef:
+        sender = _started(self._sender)
+        if out.ephemeral_to:
+            return await sender.post_ephemeral(out, out.ephemeral_to)
+        ref = await sender.post(out)
+        await self._threads.remember(out.chat)
+        if out.reply_to:
+            await _started(self._indicator).answered(out.chat, out.reply_to)
+        return ref
+
+    async def edit(self, ref: SentRef, out: Outbound) -> None:
+        await _started(self._sender).update(ref, out)
+
+    async def typing(self, chat: ChatRef) -> None:
+        if self._indicator is not None:
+            await self._indicator.show(chat)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run listener work after the ack; keep a reference so it is neither lost nor leaked."""
+        if self._stopped:  # e.g. a turn's cleanup callback firing during shutdown
+            work.close()
+            return
+        task = asyncio.create_task(self._logged(work))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _logged(work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        except DeliveryError:
+            pass  # already logged with its Slack error code
+        except Exception:
+            log.exception("slack handler failed")
+
+
+def _started(part: _T | None) -> _T:
+    if part is None:
+        raise DeliveryError("the Slack adapter is not started")
+    return part

@@ -1,0 +1,29 @@
+"""The Events API endpoint on the gateway's HTTP server (`POST /slack/events`).
+
+Bolt does the work: it checks the signature (missing, wrong or older than five minutes:
+401, nothing runs), answers `url_verification`, and acks events before their listeners
+run. This module only converts between aiohttp and bolt requests.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.app.async_app import AsyncApp
+
+from gateway.http import HttpServer
+
+EVENTS_PATH = "/slack/events"
+
+
+class EventsEndpoint:
+    def __init__(self, app: AsyncApp) -> None:
+        self._app = app
+
+    def mount(self, http: HttpServer, path: str = EVENTS_PATH) -> None:
+        http.add_route("POST", path, self.handle)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        bolt_request = await to_bolt_request(request)
+        bolt_response = await self._app.async_dispatch(bolt_request)
+        return await to_aiohttp_response(bolt_response)

@@ -1,0 +1,451 @@
+"""A fake Slack for tests (aiohttp on 127.0.0.1): the Web API, a Socket Mode WebSocket, and
+helpers that deliver Events API requests signed the way Slack signs them.
+
+    async with FakeSlack() as slack:
+        settings = ... slack={"bot_token": "xoxb-test", "api_url": slack.api_url, ...}
+        await slack.wait_for("chat.postMessage")
+
+Web API calls (JSON or form bodies) are recorded in `calls`; `fail()` scripts errors,
+including 429 with Retry-After. The WebSocket at /link sends `hello`, takes envelopes from
+`push()` and records the client's acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import itertools
+import json
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp
+from aiohttp import web
+
+from gateway.app import App
+from gateway.config import Settings
+
+SECRET = "test-signing-secret"
+BOT_TOKEN = "xoxb-test-token"
+APP_TOKEN = "xapp-test-token"
+TEAM = "T0TEAM"
+BOT_USER = "UBOT"
+BOT_ID = "BBOT"
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict[str, Any]
+    token: str
+    at: float = field(default_factory=time.monotonic)
+    result: dict[str, Any] = field(default_factory=dict)  # what the fake answered
+
+
+@dataclass
+class _Failure:
+    error: str
+    status: int
+    headers: dict[str, str]
+    times: int
+
+
+@dataclass
+class FakeSlack:
+    calls: list[Call] = field(default_factory=list)
+    acks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    connections: int = 0
+
+    def __post_init__(self) -> None:
+        self._failures: dict[str, deque[_Failure]] = {}
+        self._changed = asyncio.Condition()
+        self._sockets: list[web.WebSocketResponse] = []
+        self._ts = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    # -- scripting and inspection --------------------------------------------------------
+
+    def fail(
+        self,
+        method: str,
+        error: str,
+        *,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        times: int = 1,
+    ) -> None:
+        """The next `times` calls of `method` answer {"ok": false, "error": error}."""
+        failure = _Failure(error, status, headers or {}, times)
+        self._failures.setdefault(method, deque()).append(failure)
+
+    def calls_to(self, method: str) -> list[dict[str, Any]]:
+        return [c.params for c in self.calls if c.method == method]
+
+    def methods(self, *names: str) -> list[str]:
+        """The order in which these methods were called."""
+        return [c.method for c in self.calls if c.method in names]
+
+    async def wait_for(
+        self, method: str, count: int = 1, seconds: float = 5
+    ) -> list[dict[str, Any]]:
+        """Wait until `method` was called at least `count` times; returns those calls."""
+        await self._until(lambda: len(self.calls_to(method)) >= count, seconds)
+        return self.calls_to(method)
+
+    async def wait_for_post(self, text: str, seconds: float = 5) -> dict[str, Any]:
+        """Wait for a chat.postMessage with exactly this text; returns its parameters."""
+
+        def posted() -> list[dict[str, Any]]:
+            return [p for p in self.calls_to("chat.postMessage") if p.get("text") == text]
+
+        await self._until(lambda: bool(posted()), seconds)
+        return posted()[0]
+
+    async def wait_for_buttons(self, seconds: float = 5) -> Call:
+        """Wait for a chat.postMessage that carries an actions block; returns that call."""
+
+        def with_buttons() -> list[Call]:
+            return [
+                c
+                for c in self.calls
+                if c.method == "chat.postMessage"
+                and any(b.get("type") == "actions" for b in c.params.get("blocks") or ())
+            ]
+
+        await self._until(lambda: bool(with_buttons()), seconds)
+        return with_buttons()[0]
+
+    async def wait_for_ack(self, envelope_id: str, seconds: float = 5) -> dict[str, Any]:
+        await self._until(lambda: envelope_id in self.acks, seconds)
+        return self.acks[envelope_id]
+
+    async def _until(self, done: Any, seconds: float) -> None:
+        async with asyncio.timeout(seconds), self._changed:
+            await self._changed.wait_for(done)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    # -- Socket Mode ---------------------------------------------------------------------
+
+    async def push(
+        self, kind: str, payload: dict[str, Any], *, retry_attempt: int = 0, seconds: float = 5
+    ) -> str:
+        """Send an envelope (events_api, slash_commands, interactive) to the connected client."""
+        await self._until(lambda: bool(self._sockets), seconds)
+        envelope_id = uuid.uuid4().hex
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": kind,
+            "accepts_response_payload": kind != "events_api",
+            "retry_attempt": retry_attempt,
+            "retry_reason": "timeout" if retry_attempt else "",
+            "payload": payload,
+        }
+        await self._sockets[-1].send_str(json.dumps(envelope))
+        return envelope_id
+
+    async def _link(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self.connections += 1
+        self._sockets.append(ws)
+        await ws.send_str(json.dumps({"type": "hello", "num_connections": 1}))
+        await self._notify()
+        try:
+            async for message in ws:
+                if message.type is aiohttp.WSMsgType.TEXT:
+                    ack = json.loads(message.data)
+                    self.acks[ack["envelope_id"]] = ack
+                    await self._notify()
+        finally:
+            self._sockets.remove(ws)
+        return ws
+
+    # -- Web API -------------------------------------------------------------------------
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await _params(request)
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        token = token or str(params.pop("token", ""))
+        call = Call(method, params, token)
+        self.calls.append(call)
+        queue = self._failures.get(method)
+        if queue:
+            failure = queue[0]
+            failure.times -= 1
+            if failure.times <= 0:
+                queue.popleft()
+            call.result = {"ok": False, "error": failure.error}
+            await self._notify()
+            return _json(call.result, failure.status, failure.headers)
+        expected = APP_TOKEN if method == "apps.connections.open" else BOT_TOKEN
+        if token != expected:
+            call.result = {"ok": False, "error": "invalid_auth"}
+        else:
+            call.result = {"ok": True, **self._result(method, params)}
+        await self._notify()
+        return _json(call.result)
+
+    def _result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "auth.test":
+            return {
+                "url": "https://fake.slack.com/",
+                "team": "Fake Team",
+                "user": "chatgate",
+                "team_id": TEAM,
+                "user_id": BOT_USER,
+                "bot_id": BOT_ID,
+            }
+        if method == "chat.postMessage":
+            ts = self.next_ts()
+            message = {"type": "message", "text": params.get("text"), "ts": ts, "bot_id": BOT_ID}
+            return {"channel": params.get("channel"), "ts": ts, "message": message}
+        if method == "chat.update":
+            return {"channel": params.get("channel"), "ts": params.get("ts")}
+        if method == "chat.postEphemeral":
+            return {"message_ts": self.next_ts()}
+        if method == "apps.connections.open":
+            return {"url": f"ws://127.0.0.1:{self.port}/link?ticket={uuid.uuid4().hex}"}
+        return {}  # reactions.add / reactions.remove and the like
+
+    def next_ts(self) -> str:
+        n = next(self._ts)
+        return f"{1_700_000_000 + n}.{n:06d}"
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> FakeSlack:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/link", self._link)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        for ws in list(self._sockets):
+            await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeSlack:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+async def _params(request: web.Request) -> dict[str, Any]:
+    # slack_sdk sends some methods (reactions.*) as query parameters on a POST.
+    params: dict[str, Any] = dict(request.query)
+    if request.content_type == "application/json":
+        params.update(await request.json())
+        return params
+    form = await request.post()
+    params.update({k: v for k, v in form.items() if isinstance(v, str)})
+    for key in ("blocks", "attachments"):  # form bodies carry these as JSON text
+        if isinstance(params.get(key), str):
+            params[key] = json.loads(params[key])
+    return params
+
+
+def _json(
+    body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        status=status, text=json.dumps(body), content_type="application/json", headers=headers
+    )
+
+
+# -- signed Events API requests ---------------------------------------------------------------
+
+
+def signature_headers(
+    body: str, *, secret: str = SECRET, timestamp: int | None = None
+) -> dict[str, str]:
+    """The headers Slack adds: v0=HMAC-SHA256(secret, "v0:{ts}:{body}")."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    digest = hmac.new(secret.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}"}
+
+
+@dataclass
+class Delivery:
+    status: int
+    text: str
+    seconds: float
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+async def deliver(
+    url: str,
+    body: str,
+    *,
+    form: bool = False,
+    headers: dict[str, str] | None = None,
+    signed: bool = True,
+    secret: str = SECRET,
+    timestamp: int | None = None,
+) -> Delivery:
+    """POST `body` to the gateway as Slack would; `headers` add to or override the signature."""
+    sent = {"Content-Type": "application/x-www-form-urlencoded" if form else "application/json"}
+    if signed:
+        sent.update(signature_headers(body, secret=secret, timestamp=timestamp))
+    sent.update(headers or {})
+    started = time.monotonic()
+    async with aiohttp.ClientSession() as session, session.post(url, data=body, headers=sent) as r:
+        text = await r.text()
+    return Delivery(r.status, text, time.monotonic() - started)
+
+
+def event_callback(
+    event: dict[str, Any], *, event_id: str | None = None, team: str = TEAM
+) -> dict[str, Any]:
+    """An Events API envelope around `event` (as both HTTP and Socket Mode carry it)."""
+    return {
+        "token": "verification-token",
+        "team_id": team,
+        "api_app_id": "A0APP",
+        "type": "event_callback",
+        "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
+        "event_time": int(time.time()),
+        "authorizations": [{"team_id": team, "user_id": BOT_USER, "is_bot": True}],
+        "event": event,
+    }
+
+
+def mention(
+    text: str, *, channel: str = "C1", user: str = "U1", ts: str = "1000.000100", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "type": "app_mention",
+        "user": user,
+        "text": f"<@{BOT_USER}> {text}",
+        "ts": ts,
+        "channel": channel,
+        "event_ts": ts,
+        **extra,
+    }
+
+
+def message(
+    text: str, *, channel: str = "D1", user: str = "U1", ts: str = "2000.000100", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "channel_type": "im" if channel.startswith("D") else "channel",
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "channel": channel,
+        "event_ts": ts,
+        **extra,
+    }
+
+
+def slash_command(
+    text: str, *, channel: str = "C1", user: str = "U1", command: str = "/chatgate"
+) -> dict[str, str]:
+    return {
+        "token": "verification-token",
+        "team_id": TEAM,
+        "channel_id": channel,
+        "channel_name": "general",
+        "user_id": user,
+        "user_name": user.lower(),
+        "command": command,
+        "text": text,
+        "response_url": "https://hooks.invalid/commands/1",
+        "trigger_id": uuid.uuid4().hex,
+        "api_app_id": "A0APP",
+    }
+
+
+def block_actions(
+    *,
+    user: str,
+    value: str,
+    channel: str,
+    message_ts: str,
+    action_id: str = "cg:0",
+    thread_ts: str | None = None,
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"type": "message", "ts": message_ts, "text": "", "bot_id": BOT_ID}
+    if thread_ts:
+        message["thread_ts"] = thread_ts
+    return {
+        "type": "block_actions",
+        "team": {"id": TEAM, "domain": "fake"},
+        "user": {"id": user, "username": user.lower(), "team_id": TEAM},
+        "api_app_id": "A0APP",
+        "token": "verification-token",
+        "trigger_id": uuid.uuid4().hex,
+        "container": {
+            "type": "message",
+            "message_ts": message_ts,
+            "channel_id": channel,
+            "is_ephemeral": False,
+        },
+        "channel": {"id": channel, "name": "general"},
+        "message": message,
+        "response_url": "https://hooks.invalid/actions/1",
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "b1",
+                "value": value,
+                "action_ts": str(time.time()),
+            }
+        ],
+    }
+
+
+def form_body(fields: dict[str, str]) -> str:
+    return urlencode(fields)
+
+
+def payload_body(payload: dict[str, Any]) -> str:
+    """Interactivity requests carry their JSON as a form field named `payload`."""
+    return urlencode({"payload": json.dumps(payload)})
+
+
+# -- a gateway with the Slack adapter ---------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def slack_gateway(settings: Settings) -> AsyncIterator[App]:
+    """The real App with the adapters its settings configure (Slack here), started."""
+    app = App(settings)
+    app.add_configured_adapters()
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
+def events_url(app: App) -> str:
+    assert app.http is not None and app.http.port
+    return f"http://127.0.0.1:{app.http.port}/slack/events"
