@@ -12,11 +12,14 @@ from pydantic import BaseModel, SecretStr
 
 from gateway.channels import Outbox, PressRouter
 from gateway.config import Settings
+from gateway.llm.client import LLMClient
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
+from gateway.prompt import PromptSection
 from gateway.scheduler import Scheduler
 from gateway.sessions import SessionKey
 from gateway.store.base import Store
+from gateway.tooling import ApprovalGate
 from tools.clarify import ClarifyService
 from tools.cron import cron_tools
 from tools.files import file_tools
@@ -26,6 +29,8 @@ from tools.netguard import AddressGuard
 from tools.policy import ToolPolicy, check_policy
 from tools.registry import ToolRegistry
 from tools.shell import shell_tools
+from tools.skills import default_library, skill_tools
+from tools.subagent import subagent_tools
 from tools.todo import todo_tools
 from tools.web import WebFetcher, web_tools
 from tools.web_search import provider_from_settings, web_search_tools
@@ -43,6 +48,11 @@ class ToolServices:
     presses: PressRouter
     add_interceptor: Callable[[Callable[[Inbound, SessionKey], Awaitable[bool]]], None]
     scheduler: Scheduler | None = None  # None: the cron tools say scheduling is unavailable
+    # Sub-agents run on this client and ask this gate; None: a client of their own, no gate.
+    llm: LLMClient | None = None
+    approvals: ApprovalGate | None = None
+    # Where the skills index goes into the system prompt (the turn runner's hook).
+    add_prompt_section: Callable[[PromptSection], None] | None = None
     # Filled by install_builtin_tools: call each on shutdown (background listeners).
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
@@ -73,6 +83,18 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     clarify.install(services.presses, services.add_interceptor)
     services.closers.append(clarify.close)
     registry.extend(clarify.tools())
+
+    skills = default_library(settings.data_dir.expanduser())
+    registry.extend(skill_tools(skills))
+    if services.add_prompt_section is not None:
+        services.add_prompt_section(skills.prompt_section)
+    llm = services.llm
+    if llm is None:
+        llm = LLMClient(settings.llm)
+        services.closers.append(llm.aclose)
+    registry.extend(
+        subagent_tools(llm=llm, catalog=registry, settings=settings, approvals=services.approvals)
+    )
 
     check_policy(settings, registry)
     policy = ToolPolicy(cfg)

@@ -1,0 +1,90 @@
+"""Skills: SKILL.md discovery, validation, overrides, and progressive disclosure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.messages import ChatRef, UserRef
+from gateway.sessions import SessionKey
+from gateway.tooling import ToolContext, ToolError
+from tools.skills import SkillLibrary, bundled_skills_dir, default_library, skill_tools
+
+CTX = ToolContext(
+    session=SessionKey("console", "c"),
+    chat=ChatRef(platform="console", chat_id="c"),
+    user=UserRef(platform="console", user_id="u"),
+)
+
+
+def write_skill(root: Path, folder: str, front: str, body: str = "Do the thing.\n") -> Path:
+    path = root / folder
+    path.mkdir(parents=True)
+    (path / "SKILL.md").write_text(f"---\n{front}\n---\n{body}")
+    return path
+
+
+def test_bundled_skills_are_valid() -> None:
+    library = default_library(Path("/nonexistent"))
+    names = [s.name for s in library.all()]
+    assert {"web-research", "reminders", "git-workflow", "data-files"} <= set(names)
+    assert library.problems == []
+    assert all(s.source == "bundled" for s in library.all())
+    assert bundled_skills_dir().joinpath("reminders", "SKILL.md").is_file()
+
+
+def test_installed_skill_overrides_bundled_and_bad_ones_are_reported(tmp_path: Path) -> None:
+    bundled, installed = tmp_path / "b", tmp_path / "i"
+    write_skill(bundled, "a", "name: alpha\ndescription: bundled alpha")
+    write_skill(installed, "a2", 'name: alpha\ndescription: "installed alpha"')
+    write_skill(installed, "bad", "name: Not Valid\ndescription: x")
+    write_skill(installed, "nodesc", "name: nodesc")
+    (installed / "nofront").mkdir()
+    (installed / "nofront" / "SKILL.md").write_text("just text")
+    library = SkillLibrary([(bundled, "bundled"), (installed, "installed")])
+    alpha = library.get("alpha")
+    assert alpha is not None and alpha.description == "installed alpha"
+    assert alpha.source == "installed"
+    problems = sorted(p.folder.name for p in library.problems)
+    assert problems == ["bad", "nodesc", "nofront"]
+
+
+def test_prompt_section_lists_names_and_descriptions_only(tmp_path: Path) -> None:
+    write_skill(tmp_path, "s", "name: secret-sauce\ndescription: make sauce", "STEP ONE: ...\n")
+    library = SkillLibrary([(tmp_path, "installed")])
+    section = library.prompt_section(CTX.chat, CTX.user)
+    assert "- secret-sauce: make sauce" in section
+    assert "STEP ONE" not in section
+    assert SkillLibrary([]).prompt_section(CTX.chat, CTX.user) == ""
+
+
+async def call(library: SkillLibrary, **args: Any) -> str:
+    (spec,) = skill_tools(library)
+    return await spec.handler(spec.args(**args), CTX)
+
+
+async def test_view_and_read_file(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path, "s", "name: sauce\ndescription: d", "# Sauce\nStir well.\n")
+    (folder / "ref").mkdir()
+    (folder / "ref" / "ratios.md").write_text("1:2")
+    library = SkillLibrary([(tmp_path, "installed")])
+    view = await call(library, name="sauce")
+    assert view.startswith("# Sauce\nStir well.") and "ref/ratios.md" in view
+    assert await call(library, name="sauce", action="read_file", path="ref/ratios.md") == "1:2"
+
+
+@pytest.mark.parametrize("path", ["../../etc/passwd", "/etc/passwd", "SKILL2.md", ""])
+async def test_read_file_refuses_paths_outside_the_skill(tmp_path: Path, path: str) -> None:
+    write_skill(tmp_path, "s", "name: sauce\ndescription: d")
+    with pytest.raises(ToolError):
+        await call(
+            SkillLibrary([(tmp_path, "installed")]), name="sauce", action="read_file", path=path
+        )
+
+
+async def test_unknown_skill_lists_the_known_ones(tmp_path: Path) -> None:
+    write_skill(tmp_path, "s", "name: sauce\ndescription: d")
+    with pytest.raises(ToolError, match="Skills: sauce"):
+        await call(SkillLibrary([(tmp_path, "installed")]), name="soup")
