@@ -49,7 +49,9 @@ class AccessPolicy:
     def may_approve(self, user: UserRef, requester: UserRef) -> bool:
         if self.is_admin(user):
             return True
-        return self._settings.approvers == "requester_and_admins" and user == requester
+        return (
+            self._settings.approvers == "requester_and_admins" and user.address == requester.address
+        )
 
     def approvers_label(self, requester: UserRef) -> str:
         if self._settings.approvers == "admins":

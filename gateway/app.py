@@ -99,18 +99,19 @@ class App:
             turn_timeout=settings.agent.max_turn_seconds + 30,
         )
         register_schedule_commands(self.router, self.scheduler)
-        install_builtin_tools(
-            self.tools,
-            ToolServices(
-                settings=settings,
-                store=self.store,
-                memory=self.memory,
-                outbox=self.outbox,
-                presses=self.presses,
-                add_interceptor=self.router.add_interceptor,
-                scheduler=self.scheduler,
-            ),
+        self.tool_services = ToolServices(
+            settings=settings,
+            store=self.store,
+            memory=self.memory,
+            outbox=self.outbox,
+            presses=self.presses,
+            add_interceptor=self.router.add_interceptor,
+            scheduler=self.scheduler,
+            llm=self.llm,
+            approvals=self.approvals,
+            add_prompt_section=self.runner.add_prompt_section,
         )
+        install_builtin_tools(self.tools, self.tool_services)
         self.http = (
             HttpServer(settings.http.host, settings.http.port, self.metrics)
             if settings.http.enabled
@@ -168,6 +169,11 @@ class App:
                 log.exception("adapter stop failed platform=%s", adapter.platform)
         await self.router.stop()
         await self.approvals.stop()
+        for close in self.tool_services.closers:
+            try:
+                await close()
+            except Exception:
+                log.exception("tool service close failed")
         if self.http is not None:
             await self.http.stop()
         await self.llm.aclose()

@@ -29,6 +29,7 @@ from gateway.messages import Button, ButtonPress, ChatRef, Outbound, PressReply,
 from gateway.rendezvous import Rendezvous
 from gateway.router import Command, CommandCall, Router
 from gateway.store.base import Store, StoreUnavailable
+from gateway.tasks import stop_tasks
 from gateway.tooling import ApprovalNeed, ApprovalOutcome, ToolContext
 from gateway.turns import typing_paused
 
@@ -121,11 +122,7 @@ class ApprovalService:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_tasks(self._tasks)
         await self._answers.close()
 
     # -- the gate the agent calls ----------------------------------------------------------

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gateway.messages import ButtonPress, ChatRef, Inbound, Outbound, PressReply, SentRef
+from gateway.sessions import SessionKey
 
 if TYPE_CHECKING:
     from gateway.access import AccessPolicy
@@ -62,6 +63,8 @@ class Adapter(Protocol):
 # Callbacks the core hands to adapters.
 SubmitInbound = Callable[[Inbound], Awaitable[object]]
 HandlePress = Callable[[ButtonPress], Awaitable[PressReply]]
+# Sees an addressed message after access, dedupe and built-in commands; True: it consumed it.
+InterceptInbound = Callable[[Inbound, SessionKey], Awaitable[bool]]
 
 EXPIRED_BUTTON = "This button has expired or is no longer valid."
 
@@ -137,3 +140,5 @@ class AdapterContext:
     # (name, description) of the chat commands, for platforms that register them.
     commands: Callable[[], list[tuple[str, str]]]
     instance_id: str
+    # e.g. Telegram answers an unknown /command itself instead of passing it to the model.
+    add_interceptor: Callable[[InterceptInbound], None] | None = None

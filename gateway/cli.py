@@ -18,6 +18,7 @@ from typing import Any
 
 from gateway.config import ConfigError, Settings, load_settings, masked
 from gateway.logs import setup_logging
+from gateway.store.base import StoreUnavailable
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -42,7 +43,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"config error: {problem}", file=sys.stderr)
         return EXIT_CONFIG
     func: Callable[[Settings, argparse.Namespace], int] = args.func
-    return func(settings, args)
+    try:
+        return func(settings, args)
+    except ConfigError as exc:  # found while building (tool policy names, timezones, ...)
+        for problem in exc.problems:
+            print(f"config error: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    except StoreUnavailable as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -267,6 +276,11 @@ def cmd_config_show(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(settings: Settings, args: argparse.Namespace) -> int:
+    from tools.cli import offline_registry
+
+    # Building the tools checks the policy's tool, group and profile names too.
+    with offline_registry(settings):
+        pass
     print("config ok")
     return EXIT_OK
 

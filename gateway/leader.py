@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from gateway.store.base import Store, StoreUnavailable
+from gateway.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +45,7 @@ class LeaderElection:
         self._task = asyncio.create_task(self._run(), name=f"leader {self._name}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_task(self._task)
         if self.is_leader:
             await self._step_down()
             # Release at once so another replica takes over without waiting for the TTL.

@@ -15,6 +15,7 @@ import logging
 import time
 
 from gateway.store.base import Store, StoreUnavailable
+from gateway.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,4 @@ class Rendezvous:
                     self._wake(item_id, value)
 
     async def close(self) -> None:
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+        await stop_task(self._listener)

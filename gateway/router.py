@@ -29,6 +29,7 @@ from gateway.messages import ChatKind, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.sessions import SessionKey, key_for
 from gateway.store.base import Store, StoreUnavailable
+from gateway.tasks import stop_task, stop_tasks
 from gateway.turns import TurnOutcome, TurnRequest, TurnRunner
 
 log = logging.getLogger(__name__)
@@ -145,12 +146,8 @@ class Router:
 
     async def stop(self) -> None:
         """Cancel running turns and wait for the workers to end (history is saved on cancel)."""
-        if self._control is not None:
-            self._control.cancel()
-        workers = [s.worker for s in self._sessions.values() if s.worker is not None]
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        await stop_task(self._control)
+        await stop_tasks([s.worker for s in self._sessions.values() if s.worker is not None])
 
     def queue_length(self, key: SessionKey) -> int:
         session = self._sessions.get(key)
@@ -387,7 +384,7 @@ class Router:
         try:
             yield
         finally:
-            renew.cancel()
+            await stop_task(renew)
             with contextlib.suppress(Exception):
                 await self._store.release_lease(name, owner)
 

@@ -50,6 +50,7 @@ from gateway.scheduling.runs import ForgetSession, JobRunner, RunAction, Submit
 from gateway.scheduling.times import Schedule, WhenError, check_schedule, local_time, next_run
 from gateway.scheduling.when import parse_when
 from gateway.store.base import Store, StoreUnavailable
+from gateway.tasks import stop_task, stop_tasks
 
 log = logging.getLogger(__name__)
 # APScheduler logs every timer it adds, runs and removes at INFO; we log each run ourselves.
@@ -271,9 +272,7 @@ class Scheduler:
         if running:
             # A run cut here stays marked in flight; the next leader tells its chat.
             _, cut = await asyncio.wait(running, timeout=_STOP_GRACE)
-            for task in cut:
-                task.cancel()
-            await asyncio.gather(*cut, return_exceptions=True)
+            await stop_tasks(list(cut))
         self._aps.shutdown(wait=False)
         self._aps = None
 
@@ -432,10 +431,7 @@ class Scheduler:
 
 
 async def _cancel(task: asyncio.Task[None] | None) -> None:
-    if task is not None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    await stop_task(task)
 
 
 def _latest_run(

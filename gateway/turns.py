@@ -28,6 +28,7 @@ from gateway.metrics import Metrics
 from gateway.prompt import PromptSection, build_system_prompt
 from gateway.sessions import SessionKey
 from gateway.store.base import StoreUnavailable
+from gateway.tasks import stop_task
 from gateway.tooling import ToolCatalog, ToolContext, ToolScope, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class TurnRequest:
     key: SessionKey
     context_lines: Sequence[str] = ()  # recent unaddressed group messages, oldest first
     turn_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    answering: bool = False  # the reply is final and being delivered; the turn is ending
 
 
 class TypingIndicator:
@@ -74,10 +76,7 @@ class TypingIndicator:
             self._task = asyncio.create_task(self._loop(), name=f"typing {self._chat.address}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_task(self._task)
 
     @contextlib.asynccontextmanager
     async def paused(self) -> AsyncIterator[None]:
@@ -190,6 +189,7 @@ class TurnRunner:
         if outcome.error is not None:
             # Keep the user's message so the next turn still has it in context.
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
+        request.answering = True
         outcome.sent = await self._deliver(request, outcome.reply or outcome.error or "")
         await self._save(key, record, history)
         self._metrics.observe("turn_seconds", time.monotonic() - started)
