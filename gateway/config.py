@@ -81,6 +81,8 @@ class ToolRule(_Section):
 
 class ToolsSettings(_Section):
     workspace: Path | None = None  # default {data_dir}/workspace
+    # Ask a person before write_file replaces an existing file.
+    confirm_overwrite: bool = False
     # Tool policy (tools/policy.py), narrowed layer by layer: allow/deny here, then
     # `providers` ("openrouter", then "openrouter/<model>"), then the chat's profile (or else
     # its platform's), then `subagent` in sub-agents. Deny wins over allow in every layer.

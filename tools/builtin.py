@@ -63,7 +63,11 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     settings = services.settings
     cfg = settings.tools
     workspace = Workspace(settings.workspace)
-    registry.extend(file_tools(workspace, max_chars=cfg.max_output_chars))
+    registry.extend(
+        file_tools(
+            workspace, max_chars=cfg.max_output_chars, confirm_overwrite=cfg.confirm_overwrite
+        )
+    )
     registry.extend(find_tools(workspace))
     registry.extend(shell_tools(workspace, cfg, secrets=lambda: secret_values(settings)))
     fetcher = WebFetcher(

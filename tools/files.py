@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.tooling import ToolContext, ToolError, ToolSpec
+from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 from tools.workspace import Workspace
 
@@ -37,7 +37,25 @@ class EditFileArgs(ToolArgs):
     replace_all: bool = Field(default=False, description="Replace every occurrence.")
 
 
-def file_tools(workspace: Workspace, *, max_chars: int = 16000) -> list[ToolSpec[Any]]:
+def file_tools(
+    workspace: Workspace, *, max_chars: int = 16000, confirm_overwrite: bool = False
+) -> list[ToolSpec[Any]]:
+    async def overwrite_approval(args: WriteFileArgs, ctx: ToolContext) -> ApprovalNeed | None:
+        # Opt-in (tools.confirm_overwrite): replacing a file someone relies on is destructive.
+        if not confirm_overwrite:
+            return None
+        path = workspace.resolve(args.path)
+        if not path.is_file():
+            return None
+        rel = workspace.relative(path)
+        return ApprovalNeed(
+            summary=f"overwrite {rel} ({path.stat().st_size:,} bytes) with "
+            f"{len(args.content.encode()):,} bytes of new content",
+            reason="it replaces an existing file",
+            shape=f"write_file {rel}",
+            cwd=".",
+        )
+
     async def read_file(args: ReadFileArgs, ctx: ToolContext) -> str:
         path = _existing_file(workspace, args.path)
         size = path.stat().st_size
@@ -110,6 +128,7 @@ def file_tools(workspace: Workspace, *, max_chars: int = 16000) -> list[ToolSpec
             args=WriteFileArgs,
             handler=write_file,
             group=GROUP,
+            approval=overwrite_approval,
         ),
         ToolSpec(
             name="edit_file",

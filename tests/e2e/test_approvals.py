@@ -282,3 +282,25 @@ async def test_approvals_log_cli(
     out = capsys.readouterr().out
     assert request_id in out and "deny" in out and "console:alice" in out
     assert "rm -rf old  (keep it)" in out
+
+
+async def test_write_file_overwrite_needs_approval_when_configured(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    settings = gateway_settings(tmp_path, llm.url, tools={"confirm_overwrite": True})
+    async with running_gateway(settings) as gw:
+        target = gw.app.settings.workspace / "report.md"
+        llm.push(
+            Reply.call("write_file", path="new.md", content="fresh"),  # new file: no prompt
+            Reply.call("write_file", path="report.md", content="replaced"),
+            Reply.text("done"),
+        )
+        target.write_text("keep me")
+        turn = await gw.submit("write both")
+        prompt = await prompt_of(gw)
+        assert "overwrite report.md (7 bytes)" in prompt.text
+        assert (gw.app.settings.workspace / "new.md").read_text() == "fresh"
+        await press(gw, button(prompt, "Deny"))
+        assert (await turn.done).reply == "done"
+        assert target.read_text() == "keep me"
+        assert "not run: denied by alice" in tool_results(llm.requests[2])[0]
