@@ -1,0 +1,195 @@
+"""Sending, editing and typing through the Bot API, with Telegram's failure modes handled.
+
+429 waits the `retry_after` Telegram asks for (a bounded number of times); 403 (blocked,
+kicked) is permanent and logged once per chat; markup Telegram rejects is resent plain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter
+
+from adapters.telegram.render import Part, render_parts
+from gateway.channels import DeliveryError
+from gateway.config import TelegramSettings
+from gateway.messages import Button, ChatKind, ChatRef, Outbound, SentRef
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_NETWORK_BACKOFF = 0.5  # seconds before the first retry after a network error; doubles
+_PERMANENT_BAD_REQUESTS = ("chat not found", "thread not found", "have no rights", "not enough")
+
+
+class TelegramSender:
+    def __init__(self, bot: Bot, settings: TelegramSettings) -> None:
+        self._bot = bot
+        self._settings = settings
+        self._forbidden_logged: set[str] = set()
+
+    async def send(self, out: Outbound) -> SentRef:
+        chat = out.chat
+        parts = render_parts(out.text, markdown=out.markdown)
+        markup = keyboard(out.buttons)
+        # In a DM a quote of the question is noise; in a group it shows whom we answer.
+        reply_to = out.reply_to if chat.kind is not ChatKind.DIRECT else None
+        if reply_to is not None and not reply_to.isdigit():
+            reply_to = None  # not a Telegram message id (e.g. a scheduled message's origin)
+        sent: Message | None = None
+        for index, part in enumerate(parts):
+            first, last = index == 0, index == len(parts) - 1
+            args = (part, reply_to if first else None, markup if last else None)
+            try:
+                sent = await self._send_part(chat, *args)
+            except _Migrated as moved:  # the group became a supergroup with a new id
+                chat = chat.model_copy(update={"chat_id": str(moved.new_chat_id)})
+                sent = await self._send_part(chat, *args)
+        assert sent is not None  # render_parts returns at least one part
+        return SentRef(chat=chat, message_id=str(sent.message_id))
+
+    async def edit(self, ref: SentRef, out: Outbound) -> None:
+        # An edit is one message: the first part, if the new text is long.
+        part = render_parts(out.text, markdown=out.markdown)[0]
+        markup = keyboard(out.buttons)
+
+        async def attempt(text: str, html: bool) -> None:
+            await self._bot.edit_message_text(
+                text,
+                chat_id=ref.chat.chat_id,
+                message_id=int(ref.message_id),
+                parse_mode=ParseMode.HTML if html else None,
+                reply_markup=markup,
+            )
+
+        try:
+            await self._with_fallback(ref.chat, part, attempt)
+        except _Migrated:
+            raise DeliveryError("the chat moved to a new id; the message is gone") from None
+        except DeliveryError as exc:
+            if "not modified" in str(exc).lower():
+                return  # the message already shows this text: nothing to do
+            raise
+
+    async def typing(self, chat: ChatRef) -> None:
+        # Cosmetic and renewed every few seconds: one try, no retries.
+        try:
+            await self._bot.send_chat_action(
+                chat.chat_id, ChatAction.TYPING, message_thread_id=_thread(chat)
+            )
+        except Forbidden as exc:
+            raise self._forbidden(chat, exc) from None
+
+    async def _send_part(
+        self,
+        chat: ChatRef,
+        part: Part,
+        reply_to: str | None,
+        markup: InlineKeyboardMarkup | None,
+    ) -> Message:
+        reply = (
+            ReplyParameters(int(reply_to), allow_sending_without_reply=True) if reply_to else None
+        )
+        sent: list[Message] = []
+
+        async def attempt(text: str, html: bool) -> None:
+            sent.append(
+                await self._bot.send_message(
+                    chat.chat_id,
+                    text,
+                    parse_mode=ParseMode.HTML if html else None,
+                    message_thread_id=_thread(chat),
+                    reply_parameters=reply,
+                    reply_markup=markup,
+                )
+            )
+
+        await self._with_fallback(chat, part, attempt)
+        return sent[-1]
+
+    async def _with_fallback(
+        self, chat: ChatRef, part: Part, attempt: Callable[[str, bool], Awaitable[None]]
+    ) -> None:
+        """Try the HTML; if Telegram cannot parse it, send the same part as plain text."""
+        if not part.html:
+            await self._retrying(chat, lambda: attempt(part.plain, False))
+            return
+        try:
+            await self._retrying(chat, lambda: attempt(part.text, True))
+        except _Unparsable:
+            log.warning("telegram rejected the markup; sending plain chat=%s", chat.address)
+            await self._retrying(chat, lambda: attempt(part.plain, False))
+
+    async def _retrying(self, chat: ChatRef, call: Callable[[], Awaitable[T]]) -> T:
+        """One API call with Telegram's errors mapped: wait on 429, retry network errors."""
+        retries = self._settings.send_retries
+        backoff = _NETWORK_BACKOFF
+        for attempt in range(retries + 1):
+            try:
+                return await call()
+            except RetryAfter as exc:
+                # The public `retry_after` is deprecated (int or timedelta); this is a timedelta.
+                wait = exc._retry_after.total_seconds()
+                if attempt == retries or wait > self._settings.max_retry_after:
+                    raise DeliveryError(
+                        f"Telegram rate limit: asked to wait {wait:.0f} s", permanent=False
+                    ) from None
+                log.info("telegram rate limited chat=%s retry_after=%.1f", chat.address, wait)
+                await asyncio.sleep(wait)
+            except Forbidden as exc:
+                raise self._forbidden(chat, exc) from None
+            except ChatMigrated as exc:
+                raise _Migrated(exc.new_chat_id) from None
+            except BadRequest as exc:
+                message = exc.message.lower()
+                if "can't parse entities" in message or "unsupported start tag" in message:
+                    raise _Unparsable(exc.message) from None
+                permanent = any(word in message for word in _PERMANENT_BAD_REQUESTS)
+                raise DeliveryError(
+                    f"Telegram refused: {exc.message}", permanent=permanent
+                ) from None
+            except NetworkError as exc:  # includes TimedOut; BadRequest is handled above
+                if attempt == retries:
+                    raise DeliveryError(f"Telegram unreachable: {exc.message}") from None
+                log.info("telegram network error chat=%s error=%s", chat.address, exc.message)
+                await asyncio.sleep(backoff)
+                backoff *= 2
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _forbidden(self, chat: ChatRef, exc: Forbidden) -> DeliveryError:
+        if chat.chat_id not in self._forbidden_logged:
+            self._forbidden_logged.add(chat.chat_id)
+            log.warning("telegram forbids sending chat=%s reason=%s", chat.address, exc.message)
+        return DeliveryError(f"Telegram refused: {exc.message}", permanent=True)
+
+
+class _Unparsable(Exception):
+    """Telegram could not parse the HTML of a part."""
+
+
+class _Migrated(Exception):
+    def __init__(self, new_chat_id: int) -> None:
+        super().__init__(f"chat migrated to {new_chat_id}")
+        self.new_chat_id = new_chat_id
+
+
+def keyboard(rows: tuple[tuple[Button, ...], ...]) -> InlineKeyboardMarkup | None:
+    if not rows:
+        return None
+    for row in rows:
+        for button in row:
+            if len(button.data.encode()) > 64:
+                raise DeliveryError(f"button data over Telegram's 64 bytes: {button.data[:20]}…")
+    return InlineKeyboardMarkup(
+        [[InlineKeyboardButton(b.label, callback_data=b.data) for b in row] for row in rows]
+    )
+
+
+def _thread(chat: ChatRef) -> int | None:
+    return int(chat.thread_id) if chat.thread_id else None

@@ -1,0 +1,103 @@
+"""python-telegram-bot's HTTP layer on aiohttp, through PTB's own extension point (BaseRequest).
+
+PTB still builds every request and parses every answer; only the transport changes. httpx
+costs several times the CPU of aiohttp per request (and httpcore scans its whole pool on
+each one), which made the transport the largest cost of a message in the benchmark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+from telegram._utils.defaultvalue import DefaultValue
+from telegram._utils.types import ODVInput
+from telegram.error import NetworkError, TimedOut
+from telegram.request import BaseRequest, RequestData
+
+
+class AiohttpRequest(BaseRequest):
+    def __init__(
+        self,
+        *,
+        pool_size: int,
+        read_timeout: float = 5.0,
+        write_timeout: float = 5.0,
+        connect_timeout: float = 5.0,
+        pool_timeout: float = 30.0,
+    ) -> None:
+        self._pool_size = pool_size
+        self._read = read_timeout
+        self._write = write_timeout
+        self._connect = connect_timeout
+        self._pool = pool_timeout
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def read_timeout(self) -> float | None:
+        return self._read
+
+    async def initialize(self) -> None:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._pool_size, ttl_dns_cache=300)
+            # trust_env: HTTPS_PROXY / NO_PROXY apply, as they did with PTB's httpx default.
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers={"User-Agent": self.USER_AGENT},
+                trust_env=True,
+            )
+
+    async def shutdown(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+
+    async def do_request(
+        self,
+        url: str,
+        method: str,
+        request_data: RequestData | None = None,
+        read_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        write_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        connect_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        pool_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+    ) -> tuple[int, bytes]:
+        if self._session is None or self._session.closed:
+            raise RuntimeError("AiohttpRequest is not initialized")
+        read = _pick(read_timeout, self._read)
+        connect = _pick(connect_timeout, self._connect)
+        pool = _pick(pool_timeout, self._pool)
+        # aiohttp has no write timeout of its own; a stalled upload ends at the read timeout.
+        timeout = aiohttp.ClientTimeout(
+            connect=None if pool is None or connect is None else pool + connect,
+            sock_connect=connect,
+            sock_read=read,
+        )
+        try:
+            async with self._session.request(
+                method, url, data=_body(request_data), timeout=timeout
+            ) as response:
+                return response.status, await response.read()
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise TimedOut from exc
+        except aiohttp.ClientError as exc:
+            # Only the class name: aiohttp's messages can carry the URL, and so the token.
+            raise NetworkError(f"aiohttp.{type(exc).__name__}") from exc
+
+
+def _pick(value: ODVInput[float], default: float) -> float | None:
+    return default if isinstance(value, DefaultValue) else value
+
+
+def _body(request_data: RequestData | None) -> Any:
+    if request_data is None:
+        return None
+    fields = request_data.json_parameters
+    files = request_data.multipart_data
+    if not files:
+        return fields  # form-encoded, as PTB sends it with httpx
+    form = aiohttp.FormData()
+    for name, value in fields.items():
+        form.add_field(name, value)
+    for name, (filename, content, mime_type) in files.items():
+        form.add_field(name, content, filename=filename, content_type=mime_type)
+    return form

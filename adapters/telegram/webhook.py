@@ -1,0 +1,43 @@
+"""The `/telegram/webhook` route on the gateway's own HTTP server.
+
+Telegram sends the secret given to `setWebhook` in a header on every call; a request
+without it (or with another) gets 403 and is not read further. Accepted updates go onto
+the Application's queue, so webhook and polling share one processing path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+
+from aiohttp import web
+from telegram import Bot, Update
+
+from gateway.http import Handler
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_PATH = "/telegram/webhook"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+
+def webhook_handler(secret: str, bot: Bot, queue: asyncio.Queue[object]) -> Handler:
+    expected = secret.encode()
+
+    async def handle(request: web.Request) -> web.Response:
+        given = request.headers.get(SECRET_HEADER, "").encode()
+        if not hmac.compare_digest(given, expected):
+            log.warning("telegram webhook call with a wrong or missing secret refused")
+            return web.Response(status=403)
+        try:
+            update = Update.de_json(json.loads(await request.read()), bot)
+        except (ValueError, TypeError, KeyError):
+            return web.Response(status=400, text="not a Telegram update")
+        await queue.put(update)
+        # Answer at once: Telegram retries a webhook call that takes long, and the router
+        # deduplicates by update_id if it does.
+        return web.Response(status=200)
+
+    return handle
