@@ -14,11 +14,13 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+RUN = uuid.uuid4().hex[:8]  # event ids must be new in every run: the router drops repeats
 sys.path.insert(0, str(ROOT))
 
 from gateway.app import App  # noqa: E402
@@ -55,7 +57,9 @@ class TimingAdapter:
 def inbound(session: int, n: int) -> Inbound:
     chat = ChatRef(platform="bench", chat_id=f"c{session}", kind=ChatKind.DIRECT)
     user = UserRef(platform="bench", user_id=f"u{session}")
-    return Inbound(event_id=f"{session}-{n}", chat=chat, sender=user, text=f"m{session}-{n}")
+    return Inbound(
+        event_id=f"{RUN}-{session}-{n}", chat=chat, sender=user, text=f"m{session}-{n}"
+    )
 
 
 async def run_sessions(settings: Any, sessions: int, per_session: int) -> dict[str, float]:
