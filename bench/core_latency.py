@@ -57,9 +57,7 @@ class TimingAdapter:
 def inbound(session: int, n: int) -> Inbound:
     chat = ChatRef(platform="bench", chat_id=f"c{session}", kind=ChatKind.DIRECT)
     user = UserRef(platform="bench", user_id=f"u{session}")
-    return Inbound(
-        event_id=f"{RUN}-{session}-{n}", chat=chat, sender=user, text=f"m{session}-{n}"
-    )
+    return Inbound(event_id=f"{RUN}-{session}-{n}", chat=chat, sender=user, text=f"m{session}-{n}")
 
 
 async def run_sessions(settings: Any, sessions: int, per_session: int) -> dict[str, float]:

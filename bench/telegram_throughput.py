@@ -99,7 +99,8 @@ def serve_adapter_echo(api_url: str, token: str) -> None:
 
 def serve_llm() -> None:
     async def main() -> None:
-        async with ScriptedLLM() as llm:
+        # An instant echo that keeps no request bodies (a real model runs elsewhere).
+        async with ScriptedLLM(record=False) as llm:
             print(llm.url, flush=True)
             await asyncio.Event().wait()
 
@@ -187,10 +188,18 @@ async def drive(tg: FakeBotAPI, chats: int, per_chat: int, marker: str) -> dict[
 async def measure(tg: FakeBotAPI, bot: Child, chats: int, per_chat: int) -> dict[str, float]:
     # A warm-up round (one message per chat) opens connections and fills caches.
     await drive(tg, chats, 1, "warm-up")
-    cpu = cpu_seconds(bot.pid)
+    messages = chats * per_chat
+    cpu, fakes, llm = cpu_seconds(bot.pid), cpu_seconds(os.getpid()), cpu_seconds(LLM_PID[0])
     result = await drive(tg, chats, per_chat, "bench")
-    result["cpu"] = (cpu_seconds(bot.pid) - cpu) * 1000 / (chats * per_chat)
+    result["cpu"] = (cpu_seconds(bot.pid) - cpu) * 1000 / messages
+    # The rest of the machine's work per message: the fake Bot API with this driver, and the
+    # scripted LLM (the echo bots never call it). All share the same CPUs as the bot.
+    result["fakes"] = (cpu_seconds(os.getpid()) - fakes) * 1000 / messages
+    result["llm"] = (cpu_seconds(LLM_PID[0]) - llm) * 1000 / messages
     return result
+
+
+LLM_PID = [0]  # the scripted LLM's process, set once it runs
 
 
 def chatgate_env(tg: FakeBotAPI, llm_url: str, data_dir: str, redis_url: str) -> dict[str, str]:
@@ -247,6 +256,7 @@ async def main(chats: int, per_chat: int, rounds: int) -> None:
         redis.start()
         try:
             async with child(__file__, "--llm-server", first_line=True) as llm:
+                LLM_PID[0] = llm.pid
                 # Rounds interleave the bots, so a busy moment on the machine hits all of them.
                 for round_no in range(rounds):
                     for _, kind in BOTS:
@@ -265,14 +275,14 @@ async def main(chats: int, per_chat: int, rounds: int) -> None:
     )
     print(
         f"| {'bot':<34} | {'msg/s':>7} | {'of floor':>8} | {'p50 ms':>7} | {'p99 ms':>7} "
-        f"| {'bot CPU ms/msg':>14} |"
+        f"| {'bot CPU ms/msg':>14} | {'fake API ms/msg':>15} | {'LLM ms/msg':>10} |"
     )
-    print(f"|{'-' * 36}|{'-' * 9}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 16}|")
+    print(f"|{'-' * 36}|{'-' * 9}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 16}|{'-' * 17}|{'-' * 12}|")
     for name, r in rows:
         share = f"{r['rate'] / floor:.0%}"
         print(
             f"| {name:<34} | {r['rate']:7.0f} | {share:>8} | {r['p50']:7.1f} | {r['p99']:7.1f} "
-            f"| {r['cpu']:14.2f} |"
+            f"| {r['cpu']:14.2f} | {r['fakes']:15.2f} | {r['llm']:10.2f} |"
         )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from gateway.config import AccessSettings
 from gateway.messages import Inbound, InboundKind, UserRef
-from gateway.store.base import Store
+from gateway.store.base import Batch, Store
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 AccessRule = Callable[[Inbound], str | None]
 
 NOT_ALLOWED = "Sorry, you are not allowed to use this bot. Ask its operator to add you."
+RATE_LIMITED = "You are sending messages faster than I can take them; wait a minute and try again."
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class AccessDecision:
     allowed: bool
     reason: str = ""
     notify: bool = False  # tell the person (first refusal in this chat this hour)
+    duplicate: bool = False  # the platform event was seen before: drop it silently
+    lease_owner: str | None = None  # holder of the lease asked for with `peek_lease`
 
 
 class AccessPolicy:
@@ -39,6 +42,8 @@ class AccessPolicy:
         self._allowed = frozenset(settings.allowed_users)
         self._blocked = frozenset(settings.blocked_users)
         self._rules: list[AccessRule] = []
+        self._local_counts: dict[str, int] = {}
+        self._local_window = 0
 
     def add_rule(self, rule: AccessRule) -> None:
         self._rules.append(rule)
@@ -62,25 +67,65 @@ class AccessPolicy:
         """The static rules only: no rate limit, no notice (for messages kept as context)."""
         return inbound.kind is InboundKind.AGENT or self._static_reason(inbound) is None
 
-    async def check(self, inbound: Inbound) -> AccessDecision:
+    async def check(
+        self,
+        inbound: Inbound,
+        *,
+        dedupe: tuple[str, float] | None = None,
+        peek_lease: str | None = None,
+    ) -> AccessDecision:
+        """May this message go on? In the same store round trip, with `dedupe` (key, ttl),
+        claims the event id and reports a repeat as `duplicate`; with `peek_lease`, reads
+        that lease's holder into `lease_owner`."""
         if inbound.kind is InboundKind.AGENT:
             return AccessDecision(True)  # scheduled jobs were checked when created
+        user = inbound.sender
         reason = self._static_reason(inbound)
-        # Refusals are told once per chat per hour, so nobody is left guessing or flooded.
-        notice_key, notice_ttl = f"refused:{inbound.chat.address}:{inbound.sender.user_id}", 3600
-        if (
-            reason is None
-            and self._settings.rate_limit_per_minute
-            and not self.is_admin(inbound.sender)
-        ):
-            reason = await self._rate_limited(inbound.sender)
-            # Rate-limited people are told once per minute window: each window drops messages.
-            notice_key, notice_ttl = f"ratelimited:{inbound.sender.address}:{_window()}", 120
-        if reason is None:
-            return AccessDecision(True)
+        if reason is not None:
+            # Told once per chat per hour, so nobody is left guessing or flooded.
+            return await self._refused(
+                inbound, reason, f"refused:{inbound.chat.address}:{user.user_id}", 3600
+            )
+        limited = bool(self._settings.rate_limit_per_minute) and not self.is_admin(user)
+        # Replicas count in the store; one process alone counts in memory (nothing to share,
+        # and losing the counts on a restart is harmless).
+        count_in_store = limited and self._store.shared
+        batch = Batch()
+        if dedupe is not None:
+            batch.set(dedupe[0], "1", ttl=dedupe[1], only_if_absent=True)
+        if peek_lease is not None:
+            batch.lease_owner(peek_lease)
+        if count_in_store:
+            batch.incr(f"rate:{user.address}:{_window()}", ttl=120)
+        results = await self._store.run(batch)
+        first = results.pop(0) if dedupe is not None else True
+        owner = results.pop(0) if peek_lease is not None else None
+        if not first:
+            return AccessDecision(False, duplicate=True)
+        if limited:
+            count = results.pop(0) if count_in_store else self._count_locally(user)
+            if count > self._settings.rate_limit_per_minute:
+                # Told once per minute window: each window drops messages.
+                return await self._refused(
+                    inbound, RATE_LIMITED, f"ratelimited:{user.address}:{_window()}", 120
+                )
+        return AccessDecision(True, lease_owner=owner)
+
+    async def _refused(
+        self, inbound: Inbound, reason: str, notice_key: str, notice_ttl: float
+    ) -> AccessDecision:
         log.info("access refused user=%s chat=%s", inbound.sender.address, inbound.chat.address)
         notify = await self._store.set(notice_key, "1", ttl=notice_ttl, only_if_absent=True)
         return AccessDecision(False, reason, notify)
+
+    def _count_locally(self, user: UserRef) -> int:
+        window = _window()
+        if window != self._local_window:
+            self._local_counts.clear()
+            self._local_window = window
+        count = self._local_counts.get(user.address, 0) + 1
+        self._local_counts[user.address] = count
+        return count
 
     def _static_reason(self, inbound: Inbound) -> str | None:
         user = inbound.sender.address
@@ -94,14 +139,6 @@ class AccessPolicy:
             reason = rule(inbound)
             if reason is not None:
                 return reason
-        return None
-
-    async def _rate_limited(self, user: UserRef) -> str | None:
-        count = await self._store.incr(f"rate:{user.address}:{_window()}", ttl=120)
-        if count > self._settings.rate_limit_per_minute:
-            return (
-                "You are sending messages faster than I can take them; wait a minute and try again."
-            )
         return None
 
 

@@ -105,7 +105,7 @@ class App:
             memory=self.memory,
             outbox=self.outbox,
             presses=self.presses,
-            add_interceptor=self.router.add_interceptor,
+            add_interceptor=self.router.add_answer_interceptor,
             scheduler=self.scheduler,
             llm=self.llm,
             approvals=self.approvals,

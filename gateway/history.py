@@ -9,7 +9,7 @@ from typing import Any
 
 from gateway.llm.types import Message
 from gateway.sessions import SessionKey
-from gateway.store.base import Store
+from gateway.store.base import Batch, Store
 
 TRIMMED_NOTE = "[Earlier messages in this conversation were removed to save space.]"
 
@@ -36,6 +36,15 @@ class SessionRecord:
         return cls(**known)
 
 
+@dataclass
+class LeaseHandle:
+    """The session lease a turn runs under, so saving can release it in the same round trip."""
+
+    name: str
+    owner: str
+    released: bool = False
+
+
 class SessionStore:
     """Loads and saves session records; keeps an index of sessions per chat for /forget."""
 
@@ -43,22 +52,36 @@ class SessionStore:
         self._store = store
 
     @staticmethod
-    def _key(key: SessionKey) -> str:
+    def store_key(key: SessionKey) -> str:
         return f"session:{key}"
+
+    _key = store_key
 
     @staticmethod
     def _index(chat_scope: str) -> str:
         return f"chat_sessions:{chat_scope}"
 
     async def load(self, key: SessionKey) -> SessionRecord:
-        data = await self._store.get_json(self._key(key))
-        return SessionRecord.from_json(data) if data else SessionRecord()
+        return self.parse(await self._store.get(self._key(key)))
 
-    async def save(self, key: SessionKey, record: SessionRecord) -> None:
+    @staticmethod
+    def parse(raw: str | None) -> SessionRecord:
+        """A record from its stored JSON (None: a new session)."""
+        return SessionRecord.from_json(json.loads(raw)) if raw else SessionRecord()
+
+    async def save(
+        self, key: SessionKey, record: SessionRecord, *, lease: LeaseHandle | None = None
+    ) -> None:
+        """Save the record; with `lease`, release the session's lease in the same round trip."""
         record.updated = time.time()
         # vars(), not asdict(): the fields are JSON-ready already, and asdict deep-copies the
         # whole history on every turn (~0.2 ms at 40 messages).
-        await self._store.set(self._key(key), json.dumps(vars(record), ensure_ascii=False))
+        batch = Batch().set(self._key(key), json.dumps(vars(record), ensure_ascii=False))
+        if lease is not None:
+            batch.release_lease(lease.name, lease.owner)
+        await self._store.run(batch)
+        if lease is not None:
+            lease.released = True
         if record.turns <= 1:
             await self._store.hset(self._index(key.chat_scope), str(key), str(int(record.updated)))
 
@@ -80,8 +103,21 @@ class SessionStore:
 
 
 def estimate_tokens(messages: list[Message]) -> int:
-    """About four characters per token: close enough to keep history under a budget."""
-    return sum(len(json.dumps(m, ensure_ascii=False)) for m in messages) // 4 + 4 * len(messages)
+    """About four characters per token: close enough to keep history under a budget.
+
+    Counts the text fields instead of serialising every message: this runs every turn.
+    """
+    chars = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif content:
+            chars += len(json.dumps(content, ensure_ascii=False))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", {})
+            chars += len(function.get("name", "")) + len(function.get("arguments", "")) + 30
+    return chars // 4 + 4 * len(messages)
 
 
 def compact(messages: list[Message], budget: int) -> list[Message]:

@@ -18,17 +18,18 @@ import random
 import re
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gateway.access import AccessPolicy
 from gateway.channels import Outbox
 from gateway.config import RouterSettings, SessionsSettings
+from gateway.history import LeaseHandle, SessionStore
 from gateway.messages import ChatKind, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.sessions import SessionKey, key_for
-from gateway.store.base import Store, StoreUnavailable
+from gateway.store.base import Batch, Store, StoreUnavailable
 from gateway.tasks import stop_task, stop_tasks
 from gateway.turns import TurnOutcome, TurnRequest, TurnRunner
 
@@ -93,6 +94,7 @@ class _Session:
     turn: asyncio.Task[TurnOutcome] | None = None
     current: TurnRequest | None = None  # the running (or just finished) turn's request
     noticed: bool = False  # a queue notice was sent during the current turn
+    waiting: _Job | None = None  # taken off the queue, waiting for the lease or a slot
 
 
 class Router:
@@ -120,6 +122,7 @@ class Router:
         self._slots = asyncio.Semaphore(settings.max_concurrent_turns)
         self._commands: dict[str, Command] = {}
         self._interceptors: list[Interceptor] = []
+        self._answer_interceptors: list[Interceptor] = []
         self._instance = uuid.uuid4().hex[:10]
         self._control: asyncio.Task[None] | None = None
 
@@ -131,6 +134,12 @@ class Router:
 
     def add_interceptor(self, interceptor: Interceptor) -> None:
         self._interceptors.append(interceptor)
+
+    def add_answer_interceptor(self, interceptor: Interceptor) -> None:
+        """An interceptor for answers to a question a running turn asked (clarify): it is
+        consulted only while the session has a turn in progress, here or in another
+        process, so ordinary messages cost it nothing."""
+        self._answer_interceptors.append(interceptor)
 
     @property
     def commands(self) -> list[Command]:
@@ -183,9 +192,16 @@ class Router:
             while session.queue:
                 job = session.queue.popleft()
                 _resolve(job.done, TurnOutcome(cancelled=True))
-            if session.turn is not None and not session.turn.done():
-                session.turn.cancel()
+            if session.waiting is not None and not session.waiting.done.done():
+                _resolve(session.waiting.done, TurnOutcome(cancelled=True))
+                dropped += 1
+            turn = session.turn
+            if turn is not None and not turn.done():
+                turn.cancel()
                 running = True
+                # Let the cancelled turn save its history first, so a /new or /forget that
+                # follows is not undone by that late save.
+                await asyncio.wait({turn}, timeout=5)
         if not running:
             await self._store.publish(
                 CONTROL_CHANNEL,
@@ -202,15 +218,24 @@ class Router:
             if self._access.permits(inbound) and await self._first_time(inbound):
                 await self._remember_context(inbound)
             return Submission(Status.OBSERVED, _done(TurnOutcome()), self.session_key(inbound))
-        decision = await self._access.check(inbound)
-        if not decision.allowed:
-            self._metrics.inc("refused_total", reason="access")
-            return await self._refuse(inbound, decision.reason if decision.notify else None)
-        if not await self._first_time(inbound):
+        key = self.session_key(inbound)
+        # With a shared store, whether the session is busy in another process is read in
+        # the same round trip as the dedupe claim: the holder of its lease.
+        peek = _lease_name(key) if self._store.shared and self._answer_interceptors else None
+        decision = await self._access.check(
+            inbound,
+            dedupe=(self._dedupe_key(inbound), self._settings.dedupe_ttl),
+            peek_lease=peek,
+        )
+        if decision.duplicate:
             self._metrics.inc("duplicates_total")
             log.info("duplicate event dropped event=%s", inbound.event_id)
             return Submission(Status.DUPLICATE, _done(TurnOutcome()))
-        key = self.session_key(inbound)
+        if not decision.allowed:
+            self._metrics.inc("refused_total", reason="access")
+            return await self._refuse(inbound, decision.reason if decision.notify else None)
+        if inbound.kind is InboundKind.AGENT and not await self._first_time(inbound):
+            return Submission(Status.DUPLICATE, _done(TurnOutcome()))
         if inbound.kind is InboundKind.USER and not inbound.attachments:
             if not inbound.text.strip():
                 return await self._refuse(inbound, "Your message was empty. Send some text.", key)
@@ -224,15 +249,20 @@ class Router:
                 f"{self._settings.max_message_chars:,}. Send it as a file or in smaller parts.",
                 key,
             )
-        for interceptor in self._interceptors:
+        interceptors = list(self._interceptors)
+        if self.is_running(key) or decision.lease_owner is not None:
+            interceptors += self._answer_interceptors
+        for interceptor in interceptors:
             if await interceptor(inbound, key):
                 return Submission(Status.ANSWERED, _done(TurnOutcome()), key)
         return await self._enqueue(inbound, key)
 
+    def _dedupe_key(self, inbound: Inbound) -> str:
+        return f"seen:{inbound.chat.platform}:{inbound.event_id}"
+
     async def _first_time(self, inbound: Inbound) -> bool:
-        dedupe_key = f"seen:{inbound.chat.platform}:{inbound.event_id}"
         return await self._store.set(
-            dedupe_key, "1", ttl=self._settings.dedupe_ttl, only_if_absent=True
+            self._dedupe_key(inbound), "1", ttl=self._settings.dedupe_ttl, only_if_absent=True
         )
 
     def _addressed(self, inbound: Inbound) -> bool:
@@ -333,8 +363,9 @@ class Router:
             while session.queue:
                 job = session.queue.popleft()
                 session.current = None  # the previous turn's answer is out; this one waits
-                owner = f"{self._instance}:{job.request.turn_id}"
-                async with self._lease(session.key, owner), self._slots:
+                session.waiting = job
+                async with self._lease(session.key, job.request), self._slots:
+                    session.waiting = None
                     if job.done.done():  # dropped by /stop while it waited
                         continue
                     _resolve(job.done, await self._run_turn(session, job))
@@ -368,13 +399,25 @@ class Router:
             session.turn = None
 
     @contextlib.asynccontextmanager
-    async def _lease(self, key: SessionKey, owner: str):  # type: ignore[no-untyped-def]
-        name = f"lease:session:{key}"
+    async def _lease(self, key: SessionKey, request: TurnRequest) -> AsyncIterator[None]:
+        """Hold the session's store lease for the turn; fetches the session with it."""
+        if not self._store.shared:
+            # One process owns the store, and its per-session worker already runs one
+            # turn at a time: the store lease would only cost two writes per message.
+            yield
+            return
+        lease = LeaseHandle(_lease_name(key), f"{self._instance}:{request.turn_id}")
+        name, owner = lease.name, lease.owner
         ttl = self._settings.lease_ttl
         delay = 0.02
+        # The session's history is read in the same round trip as the lease.
+        batch = Batch().acquire_lease(name, owner, ttl).get(SessionStore.store_key(key))
         while True:
             try:
-                if await self._store.acquire_lease(name, owner, ttl):
+                acquired, record = await self._store.run(batch)
+                if acquired:
+                    request.preloaded = (record,)
+                    request.lease = lease
                     break
             except StoreUnavailable as exc:
                 log.warning("lease unavailable session=%s error=%s", key, exc)
@@ -384,9 +427,10 @@ class Router:
         try:
             yield
         finally:
-            await stop_task(renew)
-            with contextlib.suppress(Exception):
-                await self._store.release_lease(name, owner)
+            renew.cancel()  # it only sleeps between renewals; no need to wait for it
+            if not lease.released:  # saving the history normally releases it
+                with contextlib.suppress(Exception):
+                    await self._store.release_lease(name, owner)
 
     async def _renew(self, name: str, owner: str, ttl: float) -> None:
         while True:
@@ -408,6 +452,10 @@ class Router:
                         session.turn.cancel()
             except (ValueError, KeyError):
                 log.warning("bad control message ignored")
+
+
+def _lease_name(key: SessionKey) -> str:
+    return f"lease:session:{key}"
 
 
 def _context_key(inbound: Inbound) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 from gateway.agent import Agent, TurnTimeout
 from gateway.channels import DeliveryError, Outbox
 from gateway.config import Settings
-from gateway.history import SessionRecord, SessionStore, compact
+from gateway.history import LeaseHandle, SessionRecord, SessionStore, compact
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
 from gateway.memory import MemoryBook
@@ -56,6 +56,10 @@ class TurnRequest:
     context_lines: Sequence[str] = ()  # recent unaddressed group messages, oldest first
     turn_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     answering: bool = False  # the reply is final and being delivered; the turn is ending
+    # Set by the router when it held the store lease: the session's stored JSON (fetched
+    # with the lease, saving a round trip) and the lease to release when saving.
+    preloaded: tuple[str | None] | None = None
+    lease: LeaseHandle | None = None
 
 
 class TypingIndicator:
@@ -67,15 +71,23 @@ class TypingIndicator:
         self._delay = delay
         self._paused = 0
         self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         if (
             self._outbox.has(self._chat.platform)
             and self._outbox.capabilities(self._chat.platform).typing
         ):
-            self._task = asyncio.create_task(self._loop(), name=f"typing {self._chat.address}")
+            # A timer, not a task, until the delay passes: most fast turns never need one.
+            self._timer = asyncio.get_running_loop().call_later(self._delay, self._begin)
+
+    def _begin(self) -> None:
+        self._timer = None
+        self._task = asyncio.create_task(self._loop(), name=f"typing {self._chat.address}")
 
     async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
         await stop_task(self._task)
 
     @contextlib.asynccontextmanager
@@ -87,7 +99,6 @@ class TypingIndicator:
             self._paused -= 1
 
     async def _loop(self) -> None:
-        await asyncio.sleep(self._delay)
         while True:
             if not self._paused:
                 try:
@@ -139,7 +150,10 @@ class TurnRunner:
     async def run(self, request: TurnRequest) -> TurnOutcome:
         inbound, key = request.inbound, request.key
         started = time.monotonic()
-        record = await self._sessions.load(key)
+        if request.preloaded is not None:
+            record = self._sessions.parse(request.preloaded[0])
+        else:
+            record = await self._sessions.load(key)
         if record.is_new:
             notes = await self._memory.notes(inbound.chat, inbound.sender)
             record.system = build_system_prompt(
@@ -181,7 +195,7 @@ class TurnRunner:
         except asyncio.CancelledError:
             outcome.cancelled = True
             history.append({"role": "assistant", "content": INTERRUPTED_NOTE})
-            await asyncio.shield(self._save(key, record, history))
+            await asyncio.shield(self._save(key, record, history, request.lease))
             raise
         finally:
             current_typing.reset(token)
@@ -191,7 +205,7 @@ class TurnRunner:
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
         request.answering = True
         outcome.sent = await self._deliver(request, outcome.reply or outcome.error or "")
-        await self._save(key, record, history)
+        await self._save(key, record, history, request.lease)
         self._metrics.observe("turn_seconds", time.monotonic() - started)
         self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
         return outcome
@@ -225,11 +239,17 @@ class TurnRunner:
             self._metrics.inc("deliveries_failed_total")
             return None
 
-    async def _save(self, key: SessionKey, record: SessionRecord, history: list[Message]) -> None:
+    async def _save(
+        self,
+        key: SessionKey,
+        record: SessionRecord,
+        history: list[Message],
+        lease: LeaseHandle | None,
+    ) -> None:
         record.messages = history
         record.turns += 1
         try:
-            await self._sessions.save(key, record)
+            await self._sessions.save(key, record, lease=lease)
         except StoreUnavailable as exc:
             log.error("history not saved session=%s error=%s", key, exc)
 

@@ -10,11 +10,50 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
 from typing import Any
 
 
 class StoreUnavailable(Exception):
     """The backend could not be reached (after retries). Callers may retry later."""
+
+
+@dataclass
+class Batch:
+    """Independent operations sent to the store together: one round trip on Redis.
+
+    Each behaves exactly like the Store method of the same name and the results come
+    back in order. A batch is not a transaction: use it to save round trips on a hot
+    path, never for atomicity.
+    """
+
+    ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
+
+    def get(self, key: str) -> Batch:
+        self.ops.append(("get", (key,), {}))
+        return self
+
+    def set(
+        self, key: str, value: str, *, ttl: float | None = None, only_if_absent: bool = False
+    ) -> Batch:
+        self.ops.append(("set", (key, value), {"ttl": ttl, "only_if_absent": only_if_absent}))
+        return self
+
+    def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> Batch:
+        self.ops.append(("incr", (key, amount), {"ttl": ttl}))
+        return self
+
+    def acquire_lease(self, name: str, owner: str, ttl: float) -> Batch:
+        self.ops.append(("acquire_lease", (name, owner, ttl), {}))
+        return self
+
+    def release_lease(self, name: str, owner: str) -> Batch:
+        self.ops.append(("release_lease", (name, owner), {}))
+        return self
+
+    def lease_owner(self, name: str) -> Batch:
+        self.ops.append(("lease_owner", (name,), {}))
+        return self
 
 
 class Store(ABC):
@@ -126,6 +165,16 @@ class Store(ABC):
     @abstractmethod
     def shared(self) -> bool:
         """True when other processes may use the same data (Redis)."""
+
+    # -- batches ---------------------------------------------------------------------
+
+    async def run(self, batch: Batch) -> list[Any]:
+        """Run a batch's operations and return their results in order.
+
+        This default runs them one after another, which is right for a local store;
+        Redis sends them in one pipeline.
+        """
+        return [await getattr(self, name)(*args, **kwargs) for name, args, kwargs in batch.ops]
 
     # -- JSON helpers ----------------------------------------------------------------
 

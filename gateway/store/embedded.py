@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from gateway.store.base import Store, StoreUnavailable
+from gateway.store.base import Batch, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +205,10 @@ class EmbeddedStore(Store):
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
+        # Re-entrant: a batch groups operations that may open their own transaction.
+        if self._db.in_transaction:
+            yield
+            return
         self._run("BEGIN")
         try:
             yield
@@ -231,6 +235,16 @@ class EmbeddedStore(Store):
             self._run(_PURGE_LEASES, (now,))
         # A full batch means there is more: come back soon rather than all at once.
         self._next_purge = now + (1.0 if removed >= _PURGE_BATCH else _PURGE_INTERVAL)
+
+    # -- batches ----------------------------------------------------------------------
+
+    async def run(self, batch: Batch) -> list[Any]:
+        if len(batch.ops) < 2:
+            return await super().run(batch)  # one statement commits itself
+        # One transaction, one commit: the operations never suspend, so nothing else on the
+        # loop can slip a statement in between.
+        with self._transaction():
+            return await super().run(batch)
 
     # -- plain values ---------------------------------------------------------------
 

@@ -14,20 +14,20 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
-from redis.asyncio.client import PubSub
+from redis.asyncio.client import Pipeline, PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.store.base import Store, StoreUnavailable
+from gateway.store.base import Batch, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -330,6 +330,58 @@ class RedisStore(Store):
         with self._guard:
             owner = await self._r.get(self.keys.lease(name))
         return cast(str | None, owner)
+
+    # -- batches --------------------------------------------------------------------
+
+    async def run(self, batch: Batch) -> list[Any]:
+        if len(batch.ops) < 2:
+            return await super().run(batch)
+        finish: list[Callable[[Any], Any]] = []
+        with self._guard:
+            async with self._r.pipeline(transaction=False) as pipe:
+                for name, args, kwargs in batch.ops:
+                    finish.append(await self._queue(pipe, name, *args, **kwargs))
+                results: list[Any] = await pipe.execute()
+        return [done(raw) for done, raw in zip(finish, results, strict=True)]
+
+    async def _queue(
+        self, pipe: Pipeline, op: str, *args: Any, **kwargs: Any
+    ) -> Callable[[Any], Any]:
+        """Queue one batch operation; returns how to turn its raw reply into the method's result."""
+        if op == "get":
+            pipe.get(self.keys.data(args[0]))
+            return lambda raw: raw
+        if op == "set":
+            ttl = kwargs["ttl"]
+            pipe.set(
+                self.keys.data(args[0]),
+                args[1],
+                px=None if ttl is None else _millis(ttl),
+                nx=kwargs["only_if_absent"],
+            )
+            return bool
+        if op == "incr":
+            key, amount = self.keys.data(args[0]), args[1]
+            if kwargs["ttl"] is None:
+                pipe.incrby(key, amount)
+            else:
+                await self._incr_with_ttl(
+                    keys=[key], args=[amount, _millis(kwargs["ttl"])], client=pipe
+                )
+            return int
+        if op == "acquire_lease":
+            name, owner, ttl = args
+            await self._acquire(
+                keys=[self.keys.lease(name)], args=[owner, _millis(ttl)], client=pipe
+            )
+            return bool
+        if op == "lease_owner":
+            pipe.get(self.keys.lease(args[0]))
+            return lambda raw: raw
+        if op == "release_lease":
+            await self._release(keys=[self.keys.lease(args[0])], args=[args[1]], client=pipe)
+            return bool
+        raise ValueError(f"operation {op!r} cannot be batched")
 
     # -- pub/sub --------------------------------------------------------------------
 

@@ -287,3 +287,15 @@ async def test_group_chatter_is_context_not_answered(gw: Harness, llm: ScriptedL
     # The context was used once, not repeated in later turns.
     await (await gw.app.router.submit(in_group("thanks", "carol", True))).done
     assert "lunch at noon" not in llm.requests[1]["messages"][-1]["content"]
+
+
+async def test_new_during_a_running_turn_is_not_undone(gw: Harness, llm: ScriptedLLM) -> None:
+    llm.push(Reply.text("slow answer", delay=1.0))
+    running = await gw.submit("the secret is 7")
+    queued = await gw.submit("and also 8")
+    await llm.wait_for_requests(1)
+    assert (await gw.say("/new")).reply is not None
+    assert (await running.done).cancelled and (await queued.done).cancelled
+    await gw.say("what was the secret?")
+    contents = [m.get("content") for m in llm.requests[-1]["messages"]]
+    assert "the secret is 7" not in contents and "and also 8" not in contents

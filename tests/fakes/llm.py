@@ -90,8 +90,15 @@ def echo(request: dict[str, Any]) -> Reply:
 
 class ScriptedLLM:
     def __init__(
-        self, responder: Responder | None = None, *, models: tuple[str, ...] = ("fake-model",)
+        self,
+        responder: Responder | None = None,
+        *,
+        models: tuple[str, ...] = ("fake-model",),
+        record: bool = True,
     ) -> None:
+        # record=False (benchmarks): keep no request bodies, so a long run stays small and
+        # the fake spends as little CPU as a remote model server would spend on this machine.
+        self.record = record
         self.responder: Responder = responder or echo
         self.models = models
         self.requests: list[dict[str, Any]] = []
@@ -154,10 +161,11 @@ class ScriptedLLM:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        self.request_headers.append(dict(request.headers))
-        async with self._arrived:
-            self.requests.append(body)
-            self._arrived.notify_all()
+        if self.record:
+            self.request_headers.append(dict(request.headers))
+            async with self._arrived:
+                self.requests.append(body)
+                self._arrived.notify_all()
         if self._script:
             reply = self._script.popleft()
         else:
@@ -269,7 +277,7 @@ async def _serve_forever(delay: float) -> None:
     async def respond(request: dict[str, Any]) -> Reply:
         return Reply(content=f"echo: {last_user_text(request)}", delay=delay)
 
-    server = ScriptedLLM(respond)
+    server = ScriptedLLM(respond, record=False)
     await server.start()
     # Benchmarks read this line to find the server, which runs in its own process so
     # that its CPU use is not charged to the gateway being measured.

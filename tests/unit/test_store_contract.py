@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 
 from gateway.store import StoreLocked, StoreUnavailable, open_store
-from gateway.store.base import Store
+from gateway.store.base import Batch, Store
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.redis import RedisStore
 from tests.fixtures_redis import RedisServer
@@ -542,3 +542,30 @@ async def test_embedded_closed_is_unavailable(tmp_path: Path) -> None:
         await store.get("k")
     with pytest.raises(StoreUnavailable, match="closed"):
         await store.ping()
+
+
+# -- batches --------------------------------------------------------------------------------
+
+
+async def test_batch_results_match_the_single_calls(store: Store) -> None:
+    await store.set("b:seen", "1")
+    results = await store.run(
+        Batch()
+        .set("b:seen", "2", ttl=5, only_if_absent=True)
+        .set("b:new", "v", ttl=5, only_if_absent=True)
+        .incr("b:count", 3, ttl=5)
+        .incr("b:plain")
+        .acquire_lease("b:lease", "me", 5)
+        .lease_owner("b:lease")
+        .get("b:new")
+        .release_lease("b:lease", "someone-else")
+        .release_lease("b:lease", "me")
+    )
+    assert results == [False, True, 3, 1, True, "me", "v", False, True]
+    assert await store.get("b:seen") == "1"
+    assert await store.lease_owner("b:lease") is None
+
+
+async def test_batch_of_one_and_empty(store: Store) -> None:
+    assert await store.run(Batch()) == []
+    assert await store.run(Batch().get("b:missing")) == [None]
