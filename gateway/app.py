@@ -149,13 +149,14 @@ class App:
 
     async def start(self) -> None:
         await self.router.start()
-        await self.approvals.start()
         # Adapters register webhook routes before the server starts listening.
         for adapter in self.adapters:
             await adapter.start()
             log.info("adapter started platform=%s", adapter.platform)
         if self.http is not None:
             await self.http.start()
+        # After the adapters: expiring a request left by a dead process edits its message.
+        await self.approvals.start()
         # Last: a job due at start is delivered through adapters that are already running.
         await self.scheduler.start()
         self._started = True
