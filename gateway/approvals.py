@@ -231,13 +231,23 @@ class ApprovalService:
             # Someone decided at the last moment; their decision stands.
             return await self._answers.current(request.id) or expired.to_json()
         await self._finish(request, expired)
-        if request.sent_ref is not None:
-            with contextlib.suppress(Exception):
-                await self._outbox.edit(
-                    request.sent_ref,
-                    Outbound(chat=request.chat_ref, text=_decided_text(request, expired)),
-                )
+        await self._announce(request, _decided_text(request, expired))
         return expired.to_json()
+
+    async def _announce(self, request: ApprovalRequest, text: str) -> None:
+        """Show an outcome on the prompt; when the prompt cannot be edited (a crash before
+        its id was saved, a deleted message), say it in a new message instead."""
+        notice = Outbound(chat=request.chat_ref, text=text)
+        if request.sent_ref is not None:
+            try:
+                await self._outbox.edit(request.sent_ref, notice)
+                return
+            except Exception as exc:
+                log.info("approval prompt not edited id=%s error=%s", request.id, exc)
+        try:
+            await self._outbox.send(notice)
+        except Exception as exc:
+            log.warning("approval outcome not delivered id=%s error=%s", request.id, exc)
 
     async def _finish(self, request: ApprovalRequest, decision: Decision) -> None:
         await self._store.hdel(PENDING, request.id)

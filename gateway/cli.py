@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from gateway.config import ConfigError, Settings, load_settings, masked
-from gateway.logs import setup_logging
+from gateway.logs import RedactingFilter, setup_logging
 from gateway.store.base import StoreUnavailable
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
@@ -128,11 +128,11 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
-    setup_logging(settings)
-    return _run(_serve(settings))
+    redactor = setup_logging(settings)
+    return _run(_serve(settings, redactor))
 
 
-async def _serve(settings: Settings) -> int:
+async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
     from gateway.app import App
 
     app = App(settings)
@@ -146,7 +146,12 @@ async def _serve(settings: Settings) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stopping.set)
-    await app.start()
+    try:
+        await app.start()
+    except Exception as exc:  # a platform refused the token, a port is taken, ...
+        print(f"chatgate: could not start: {redactor.redact(str(exc))}", file=sys.stderr)
+        await app.stop()
+        return EXIT_FAILED
     try:
         await stopping.wait()
     finally:

@@ -63,7 +63,13 @@ class TelegramAdapter:
             )
         self._settings = settings
         self._ctx = ctx
-        self._app: PTBApp = _build_application(settings)
+        # Kept so a failed start can close their connection pools (PTB only closes them
+        # after a successful initialize).
+        self._requests = (
+            AiohttpRequest(pool_size=_POOL_SIZE, pool_timeout=_POOL_WAIT),
+            AiohttpRequest(pool_size=1),
+        )
+        self._app: PTBApp = _build_application(settings, *self._requests)
         self._sender = TelegramSender(self._app.bot, settings)
         self._access = TelegramAccess(settings, PLATFORM)
         self._lanes = Lanes()
@@ -104,12 +110,14 @@ class TelegramAdapter:
         """getMe: fail fast, in one sentence, on a wrong token or URL."""
         try:
             await self._app.initialize()
-        except InvalidToken:
-            # `from None`: PTB's own message quotes the token.
-            raise TelegramStartError(
-                "Telegram rejected the bot token: check telegram.token (from @BotFather)"
-            ) from None
         except TelegramError as exc:
+            for request in self._requests:
+                await request.shutdown()
+            if isinstance(exc, InvalidToken):
+                # `from None`: PTB's own message quotes the token.
+                raise TelegramStartError(
+                    "Telegram rejected the bot token: check telegram.token (from @BotFather)"
+                ) from None
             raise TelegramStartError(
                 f"cannot reach the Telegram Bot API at {self._settings.api_url} "
                 f"({type(exc).__name__}): check telegram.api_url and the network"
@@ -261,7 +269,9 @@ async def _bounded(step: Coroutine[Any, Any, None], what: str) -> None:
         log.warning("telegram stop step timed out step=%s", what)
 
 
-def _build_application(settings: TelegramSettings) -> PTBApp:
+def _build_application(
+    settings: TelegramSettings, request: AiohttpRequest, updates_request: AiohttpRequest
+) -> PTBApp:
     assert settings.token is not None
     api = settings.api_url.rstrip("/")
     builder = (
@@ -274,8 +284,8 @@ def _build_application(settings: TelegramSettings) -> PTBApp:
         # Turns are concurrent already (the router); updates stay in order for the lanes.
         .concurrent_updates(False)
         # A send that finds every connection busy waits for one instead of failing after 1 s.
-        .request(AiohttpRequest(pool_size=_POOL_SIZE, pool_timeout=_POOL_WAIT))
-        .get_updates_request(AiohttpRequest(pool_size=1))
+        .request(request)
+        .get_updates_request(updates_request)
     )
     if settings.mode == "webhook":
         builder = builder.updater(None)

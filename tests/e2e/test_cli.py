@@ -100,3 +100,20 @@ async def test_health_ready_and_metrics(tmp_path: Path, llm: ScriptedLLM) -> Non
             assert ready.status_code == 200 and ready.json()["ready"] is True
             metrics = (await http.get("/metrics")).text
     assert 'chatgate_turns_total{status="ok"} 1' in metrics
+
+
+async def test_run_with_an_unreachable_platform_fails_in_one_line(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    env = _env(
+        tmp_path,
+        llm.url,
+        CHATGATE_TELEGRAM__TOKEN="123:very-secret-token",
+        CHATGATE_TELEGRAM__API_URL="http://127.0.0.1:9",
+        CHATGATE_HTTP__ENABLED="false",
+    )
+    code, _, err = await chatgate(env, "run", cwd=tmp_path)
+    assert code == 1
+    assert "chatgate: could not start: cannot reach the Telegram Bot API" in err
+    assert "Traceback" not in err and "Unclosed" not in err
+    assert "very-secret-token" not in err
