@@ -163,7 +163,8 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
 
 
 def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
-    setup_logging(settings.model_copy(update={"log_level": "WARNING"}))
+    # Problems reach the person as replies; log lines would only clutter the conversation.
+    setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
     return _run(_chat(settings, args.chat))
 
 

@@ -62,6 +62,10 @@ class TurnRequest:
     lease: LeaseHandle | None = None
 
 
+# Platforms show "typing…" for about five seconds per call.
+TYPING_EVERY = 4.0
+
+
 class TypingIndicator:
     """Keeps the platform's typing indicator alive while a turn runs; approvals pause it."""
 
@@ -105,7 +109,7 @@ class TypingIndicator:
                     await self._outbox.typing(self._chat)
                 except Exception as exc:  # typing is cosmetic; never fail a turn over it
                     log.debug("typing failed chat=%s error=%s", self._chat.address, exc)
-            await asyncio.sleep(4.0)
+            await asyncio.sleep(TYPING_EVERY)
 
 
 # The running turn's typing indicator, so an approval prompt can pause it.
