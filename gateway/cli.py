@@ -90,9 +90,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     config_sub.add_parser("check", help="validate the config").set_defaults(func=cmd_config_check)
 
-    from tools.cli import register as register_tools  # lazy: gateway never imports tools early
+    # Lazy: the gateway package never imports tools at import time.
+    from tools.cli import register as register_tools
+    from tools.skills import register_cli as register_skills
 
     register_tools(sub)
+    register_skills(sub)
     approvals = sub.add_parser("approvals", help="approval requests")
     approvals_sub = approvals.add_subparsers(dest="approvals_command", required=True)
     log_cmd = approvals_sub.add_parser("log", help="the audit log of decisions, newest last")
@@ -104,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Later features add subcommands here (tools, cron, approvals, skills).
+# Features outside the core add their subcommands here (cron).
 EXTRA_COMMANDS: list[Callable[[Any], None]] = []
 
 

@@ -171,3 +171,41 @@ def _split_front_matter(text: str) -> tuple[dict[str, str], str]:
         if colon and key.strip():
             meta[key.strip().lower()] = value.strip().strip("\"'")
     return meta, body.lstrip("-").lstrip("\n")
+
+
+# -- `chatgate skills` ----------------------------------------------------------------------
+
+
+def register_cli(subparsers: Any) -> None:
+    """Add `skills list | show NAME` to the `chatgate` command (called from gateway/cli.py)."""
+    skills = subparsers.add_parser("skills", help="the bundled and installed skills")
+    sub = skills.add_subparsers(dest="skills_command", required=True)
+    sub.add_parser("list", help="every skill, and folders that are not valid skills").set_defaults(
+        func=_cmd_list
+    )
+    show = sub.add_parser("show", help="a skill's full instructions and files")
+    show.add_argument("name")
+    show.set_defaults(func=_cmd_show)
+
+
+def _cmd_list(settings: Any, args: Any) -> int:
+    library = default_library(settings.data_dir.expanduser())
+    for skill in library.all():
+        print(f"{skill.name:24} {skill.source:9} {skill.description}")
+    if not library.all():
+        print(f"no skills; add folders with a SKILL.md under {settings.data_dir}/skills")
+    for problem in library.problems:
+        print(f"skipped {problem.folder}: {problem.problem}")
+    return 1 if library.problems else 0
+
+
+def _cmd_show(settings: Any, args: Any) -> int:
+    skill = default_library(settings.data_dir.expanduser()).get(args.name)
+    if skill is None:
+        print(f"chatgate: there is no skill named {args.name!r} (see `chatgate skills list`)")
+        return 1
+    print(f"# {skill.name} ({skill.source}, {skill.folder})\n{skill.description}\n")
+    print(skill.instructions().strip())
+    if skill.files():
+        print("\nFiles: " + ", ".join(skill.files()))
+    return 0

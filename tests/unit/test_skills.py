@@ -88,3 +88,20 @@ async def test_unknown_skill_lists_the_known_ones(tmp_path: Path) -> None:
     write_skill(tmp_path, "s", "name: sauce\ndescription: d")
     with pytest.raises(ToolError, match="Skills: sauce"):
         await call(SkillLibrary([(tmp_path, "installed")]), name="soup")
+
+
+def test_skills_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gateway.cli import main
+
+    monkeypatch.setenv("CHATGATE_DATA_DIR", str(tmp_path))
+    assert main(["skills", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "reminders" in listing and "bundled" in listing
+    assert main(["skills", "show", "git-workflow"]) == 0
+    assert "# Git workflow" in capsys.readouterr().out
+    write_skill(tmp_path / "skills", "broken", "name: Bad Name\ndescription: x")
+    assert main(["skills", "list"]) == 1
+    assert "skipped" in capsys.readouterr().out
+    assert main(["skills", "show", "nope"]) == 1
