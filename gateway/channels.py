@@ -60,6 +60,17 @@ class Adapter(Protocol):
         ...
 
 
+class AttachmentError(Exception):
+    """An attachment could not be fetched; the message says why (too large, expired, ...)."""
+
+
+@runtime_checkable
+class FileSource(Protocol):
+    """An adapter that can fetch the bytes of an attachment its users sent."""
+
+    async def download(self, file_id: str, max_bytes: int | None = None) -> bytes: ...
+
+
 # Callbacks the core hands to adapters.
 SubmitInbound = Callable[[Inbound], Awaitable[object]]
 HandlePress = Callable[[ButtonPress], Awaitable[PressReply]]

@@ -83,6 +83,7 @@ class ToolsSettings(_Section):
     workspace: Path | None = None  # default {data_dir}/workspace
     # Ask a person before write_file replaces an existing file.
     confirm_overwrite: bool = False
+    attachment_max_bytes: int = Field(default=20_000_000, ge=1)  # save_attachment's limit
     # Tool policy (tools/policy.py), narrowed layer by layer: allow/deny here, then
     # `providers` ("openrouter", then "openrouter/<model>"), then the chat's profile (or else
     # its platform's), then `subagent` in sub-agents. Deny wins over allow in every layer.

@@ -13,7 +13,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from gateway.messages import ChatRef, UserRef
+from gateway.messages import Attachment, ChatRef, UserRef
 from gateway.sessions import SessionKey
 
 A = TypeVar("A", bound=BaseModel)
@@ -37,6 +37,8 @@ class ToolContext:
     is_subagent: bool = False
     # The platform message that started the turn, so tools can reply in place.
     message_id: str | None = None
+    # The attachments on that message (earlier ones are noted in the stored history).
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -231,6 +231,7 @@ class TurnRunner:
             user=inbound.sender,
             turn_id=request.turn_id,
             message_id=inbound.message_id,
+            attachments=inbound.attachments,
         )
 
     async def _deliver(self, request: TurnRequest, text: str) -> SentRef | None:

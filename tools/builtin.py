@@ -12,6 +12,7 @@ from pydantic import BaseModel, SecretStr
 
 from gateway.channels import Outbox, PressRouter
 from gateway.config import Settings
+from gateway.history import SessionStore
 from gateway.llm.client import LLMClient
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
@@ -20,6 +21,7 @@ from gateway.scheduler import Scheduler
 from gateway.sessions import SessionKey
 from gateway.store.base import Store
 from gateway.tooling import ApprovalGate
+from tools.attachments import attachment_tools
 from tools.clarify import ClarifyService
 from tools.cron import cron_tools
 from tools.files import file_tools
@@ -69,6 +71,14 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
         )
     )
     registry.extend(find_tools(workspace))
+    registry.extend(
+        attachment_tools(
+            workspace,
+            services.outbox,
+            SessionStore(services.store),
+            max_bytes=cfg.attachment_max_bytes,
+        )
+    )
     registry.extend(shell_tools(workspace, cfg, secrets=lambda: secret_values(settings)))
     fetcher = WebFetcher(
         AddressGuard(cfg.web_allow_hosts), timeout=cfg.web_timeout, max_bytes=cfg.web_max_bytes

@@ -14,7 +14,7 @@ WILDCARD = "*"
 
 # The toolsets chatgate declares, whether or not any tool in them is registered yet.
 TOOLSETS: dict[str, str] = {
-    "fs": "workspace files: read_file, write_file, edit_file, glob, search",
+    "fs": "workspace files: read_file, write_file, edit_file, glob, search, save_attachment",
     "runtime": "running commands: shell",
     "web": "the web: web_fetch, web_search",
     "memory": "durable notes about the chat and the person: memory",

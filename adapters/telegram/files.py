@@ -9,12 +9,14 @@ from __future__ import annotations
 from telegram import Bot
 from telegram.error import BadRequest, TelegramError
 
+from gateway.channels import AttachmentError
 
-class AttachmentTooLarge(Exception):
+
+class AttachmentTooLarge(AttachmentError):
     """The file is bigger than the caller allowed (or than the Bot API serves)."""
 
 
-class AttachmentUnavailable(Exception):
+class AttachmentUnavailable(AttachmentError):
     """Telegram would not give the file (expired or unknown file id, network failure)."""
 
 
