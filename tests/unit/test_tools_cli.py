@@ -18,7 +18,7 @@ chat_profiles = { "slack:C1" = "readonly" }
 
 [tools.profiles.readonly]
 allow = ["group:fs", "web_fetch"]
-deny = ["write_file", "edit_file"]
+deny = ["write_file", "edit_file", "save_attachment"]
 """
 
 
