@@ -7,10 +7,12 @@ hour, so a refusal is never silent and never a flood.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.config import AccessSettings
 from gateway.messages import Inbound, InboundKind, UserRef
@@ -31,7 +33,7 @@ class AccessDecision:
     reason: str = ""
     notify: bool = False  # tell the person (first refusal in this chat this hour)
     duplicate: bool = False  # the platform event was seen before: drop it silently
-    lease_owner: str | None = None  # holder of the lease asked for with `peek_lease`
+    also_results: list[Any] = field(default_factory=list)  # of the caller's `also` batch
 
 
 class AccessPolicy:
@@ -72,11 +74,11 @@ class AccessPolicy:
         inbound: Inbound,
         *,
         dedupe: tuple[str, float] | None = None,
-        peek_lease: str | None = None,
+        also: Batch | None = None,
     ) -> AccessDecision:
         """May this message go on? In the same store round trip, with `dedupe` (key, ttl),
-        claims the event id and reports a repeat as `duplicate`; with `peek_lease`, reads
-        that lease's holder into `lease_owner`."""
+        claims the event id and reports a repeat as `duplicate`, and runs the caller's
+        `also` operations, whose results come back in `also_results`."""
         if inbound.kind is InboundKind.AGENT:
             return AccessDecision(True)  # scheduled jobs were checked when created
         user = inbound.sender
@@ -93,23 +95,25 @@ class AccessPolicy:
         batch = Batch()
         if dedupe is not None:
             batch.set(dedupe[0], "1", ttl=dedupe[1], only_if_absent=True)
-        if peek_lease is not None:
-            batch.lease_owner(peek_lease)
         if count_in_store:
             batch.incr(f"rate:{user.address}:{_window()}", ttl=120)
+        extra = len(also.ops) if also is not None else 0
+        if also is not None:
+            batch.ops.extend(also.ops)
         results = await self._store.run(batch)
+        also_results = results[len(results) - extra :]
         first = results.pop(0) if dedupe is not None else True
-        owner = results.pop(0) if peek_lease is not None else None
         if not first:
-            return AccessDecision(False, duplicate=True)
+            return AccessDecision(False, duplicate=True, also_results=also_results)
         if limited:
             count = results.pop(0) if count_in_store else self._count_locally(user)
             if count > self._settings.rate_limit_per_minute:
                 # Told once per minute window: each window drops messages.
-                return await self._refused(
+                refusal = await self._refused(
                     inbound, RATE_LIMITED, f"ratelimited:{user.address}:{_window()}", 120
                 )
-        return AccessDecision(True, lease_owner=owner)
+                return dataclasses.replace(refusal, also_results=also_results)
+        return AccessDecision(True, also_results=also_results)
 
     async def _refused(
         self, inbound: Inbound, reason: str, notice_key: str, notice_ttl: float

@@ -21,8 +21,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
-from gateway.access import AccessPolicy
+from gateway.access import AccessDecision, AccessPolicy
 from gateway.channels import Outbox
 from gateway.config import RouterSettings, SessionsSettings
 from gateway.history import LeaseHandle, SessionStore
@@ -219,14 +220,38 @@ class Router:
                 await self._remember_context(inbound)
             return Submission(Status.OBSERVED, _done(TurnOutcome()), self.session_key(inbound))
         key = self.session_key(inbound)
-        # With a shared store, whether the session is busy in another process is read in
-        # the same round trip as the dedupe claim: the holder of its lease.
-        peek = _lease_name(key) if self._store.shared and self._answer_interceptors else None
+        probe = self._probe(key)
         decision = await self._access.check(
             inbound,
             dedupe=(self._dedupe_key(inbound), self._settings.dedupe_ttl),
-            peek_lease=peek,
+            also=probe.batch if probe else None,
         )
+        if probe is not None:
+            probe.read(decision.also_results)
+        try:
+            return await self._admit(inbound, key, decision, probe)
+        finally:
+            # A lease taken for a turn that did not start (a command, a duplicate, ...).
+            if probe is not None and probe.held is not None and not probe.used:
+                with contextlib.suppress(StoreUnavailable):
+                    await self._store.release_lease(probe.held.name, probe.held.owner)
+
+    def _probe(self, key: SessionKey) -> _LeaseProbe | None:
+        if not self._store.shared:
+            return None
+        session = self._sessions.get(key)
+        if session is None or session.worker is None:
+            turn_id = uuid.uuid4().hex[:12]
+            lease = LeaseHandle(_lease_name(key), f"{self._instance}:{turn_id}")
+            batch = Batch().acquire_lease(lease.name, lease.owner, self._settings.lease_ttl)
+            return _LeaseProbe(batch.get(SessionStore.store_key(key)), lease)
+        if not self._answer_interceptors:
+            return None
+        return _LeaseProbe(Batch().lease_owner(_lease_name(key)), None)
+
+    async def _admit(
+        self, inbound: Inbound, key: SessionKey, decision: AccessDecision, probe: _LeaseProbe | None
+    ) -> Submission:
         if decision.duplicate:
             self._metrics.inc("duplicates_total")
             log.info("duplicate event dropped event=%s", inbound.event_id)
@@ -250,12 +275,12 @@ class Router:
                 key,
             )
         interceptors = list(self._interceptors)
-        if self.is_running(key) or decision.lease_owner is not None:
+        if self.is_running(key) or (probe is not None and probe.busy_elsewhere):
             interceptors += self._answer_interceptors
         for interceptor in interceptors:
             if await interceptor(inbound, key):
                 return Submission(Status.ANSWERED, _done(TurnOutcome()), key)
-        return await self._enqueue(inbound, key)
+        return await self._enqueue(inbound, key, probe)
 
     def _dedupe_key(self, inbound: Inbound) -> str:
         return f"seen:{inbound.chat.platform}:{inbound.event_id}"
@@ -326,7 +351,9 @@ class Router:
 
     # -- queueing ----------------------------------------------------------------------
 
-    async def _enqueue(self, inbound: Inbound, key: SessionKey) -> Submission:
+    async def _enqueue(
+        self, inbound: Inbound, key: SessionKey, probe: _LeaseProbe | None = None
+    ) -> Submission:
         session = self._sessions.get(key)
         if session is None:
             session = self._sessions[key] = _Session(key)
@@ -343,7 +370,11 @@ class Router:
                 key,
             )
         loop = asyncio.get_running_loop()
-        job = _Job(TurnRequest(inbound, key), loop.create_future())
+        request = TurnRequest(inbound, key)
+        if probe is not None and probe.held is not None and session.worker is None:
+            # The lease taken with the access check is this turn's: it starts right away.
+            request.turn_id, request.lease, request.preloaded = probe.take()
+        job = _Job(request, loop.create_future())
         session.queue.append(job)
         status = Status.STARTED
         if busy or session.worker is not None:
@@ -406,6 +437,10 @@ class Router:
             # turn at a time: the store lease would only cost two writes per message.
             yield
             return
+        if request.lease is not None:  # taken along with the access check
+            async with self._holding(request.lease):
+                yield
+            return
         lease = LeaseHandle(_lease_name(key), f"{self._instance}:{request.turn_id}")
         name, owner = lease.name, lease.owner
         ttl = self._settings.lease_ttl
@@ -423,14 +458,21 @@ class Router:
                 log.warning("lease unavailable session=%s error=%s", key, exc)
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 1.0)
-        renew = asyncio.create_task(self._renew(name, owner, ttl))
+        async with self._holding(lease):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, lease: LeaseHandle) -> AsyncIterator[None]:
+        """Keep a held lease alive for the turn; release it unless saving already did."""
+        ttl = self._settings.lease_ttl
+        renew = asyncio.create_task(self._renew(lease.name, lease.owner, ttl))
         try:
             yield
         finally:
             renew.cancel()  # it only sleeps between renewals; no need to wait for it
             if not lease.released:  # saving the history normally releases it
                 with contextlib.suppress(Exception):
-                    await self._store.release_lease(name, owner)
+                    await self._store.release_lease(lease.name, lease.owner)
 
     async def _renew(self, name: str, owner: str, ttl: float) -> None:
         while True:
@@ -456,6 +498,39 @@ class Router:
 
 def _lease_name(key: SessionKey) -> str:
     return f"lease:session:{key}"
+
+
+@dataclass
+class _LeaseProbe:
+    """Store work done in the access check's round trip when the store is shared.
+
+    A session idle here is probably idle everywhere, so its lease is taken (and its
+    history read) right away: a message that starts a turn then needs no round trip of
+    its own for them. A session busy here only has its lease holder read, to know whether
+    a turn (perhaps waiting for an answer) runs in another process.
+    """
+
+    batch: Batch
+    lease: LeaseHandle | None  # set when trying to take the lease
+    held: LeaseHandle | None = None
+    record: str | None = None
+    busy_elsewhere: bool = False
+    used: bool = False
+
+    def read(self, results: list[Any]) -> None:
+        if not results:  # refused before the store was asked
+            return
+        if self.lease is None:
+            self.busy_elsewhere = results[0] is not None
+        elif results[0]:
+            self.held, self.record = self.lease, results[1]
+        else:
+            self.busy_elsewhere = True
+
+    def take(self) -> tuple[str, LeaseHandle, tuple[str | None]]:
+        assert self.held is not None
+        self.used = True
+        return self.held.owner.rsplit(":", 1)[1], self.held, (self.record,)
 
 
 def _context_key(inbound: Inbound) -> str:

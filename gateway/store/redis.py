@@ -24,7 +24,9 @@ from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.client import Pipeline, PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.store.base import Batch, Store, StoreUnavailable
@@ -40,6 +42,7 @@ _LISTEN_POLL = 1.0
 _LISTEN_BACKOFF_BASE = 0.1
 _LISTEN_BACKOFF_CAP = 2.0
 _NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError)
+_READS = frozenset({"get", "lease_owner"})  # batch operations that change nothing
 
 # Lease scripts compare the owner token and act in one step, so a lease that expired and went to
 # someone else between a GET and a write is never touched.
@@ -116,6 +119,12 @@ class _Unavailable:
             for secret in {self._password, unquote(self._password)}:
                 detail = detail.replace(secret, "****")
         return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
+
+
+def _evalsha(pipe: Pipeline, script: AsyncScript, keys: list[str], args: list[Any]) -> None:
+    # Plain EVALSHA, not `script(client=pipe)`: that form sends SCRIPT EXISTS first on every
+    # pipeline, a second round trip. A missing script is handled by the caller instead.
+    pipe.evalsha(script.sha, len(keys), *keys, *args)
 
 
 def _millis(ttl: float) -> int:
@@ -229,6 +238,7 @@ class RedisStore(Store):
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._incr_with_ttl = client.register_script(_INCR_WITH_TTL)
+        self._scripts = (self._acquire, self._renew, self._release, self._incr_with_ttl)
 
     # -- plain values ---------------------------------------------------------------
 
@@ -336,17 +346,40 @@ class RedisStore(Store):
     async def run(self, batch: Batch) -> list[Any]:
         if len(batch.ops) < 2:
             return await super().run(batch)
-        finish: list[Callable[[Any], Any]] = []
         with self._guard:
-            async with self._r.pipeline(transaction=False) as pipe:
-                for name, args, kwargs in batch.ops:
-                    finish.append(await self._queue(pipe, name, *args, **kwargs))
-                results: list[Any] = await pipe.execute()
-        return [done(raw) for done, raw in zip(finish, results, strict=True)]
+            results = await self._pipeline(batch.ops)
+            missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+            if missing:
+                # The server lost its script cache (a restart). The other operations ran, in
+                # order; run the failed scripts again, then the reads that followed them, so
+                # every result is as if the batch had run once, in order.
+                for script in self._scripts:
+                    await self._r.script_load(script.script)
+                again = [
+                    i
+                    for i in range(missing[0], len(batch.ops))
+                    if i in missing or batch.ops[i][0] in _READS
+                ]
+                redone = await self._pipeline([batch.ops[i] for i in again])
+                for i, value in zip(again, redone, strict=True):
+                    results[i] = value
+            for value in results:
+                if isinstance(value, Exception):
+                    raise value
+        return results
 
-    async def _queue(
-        self, pipe: Pipeline, op: str, *args: Any, **kwargs: Any
-    ) -> Callable[[Any], Any]:
+    async def _pipeline(self, ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> list[Any]:
+        """Send operations in one pipeline; errors come back in place of their results."""
+        finish: list[Callable[[Any], Any]] = []
+        async with self._r.pipeline(transaction=False) as pipe:
+            for name, args, kwargs in ops:
+                finish.append(self._queue(pipe, name, *args, **kwargs))
+            raw: list[Any] = await pipe.execute(raise_on_error=False)
+        return [
+            r if isinstance(r, Exception) else done(r) for done, r in zip(finish, raw, strict=True)
+        ]
+
+    def _queue(self, pipe: Pipeline, op: str, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
         """Queue one batch operation; returns how to turn its raw reply into the method's result."""
         if op == "get":
             pipe.get(self.keys.data(args[0]))
@@ -365,21 +398,17 @@ class RedisStore(Store):
             if kwargs["ttl"] is None:
                 pipe.incrby(key, amount)
             else:
-                await self._incr_with_ttl(
-                    keys=[key], args=[amount, _millis(kwargs["ttl"])], client=pipe
-                )
+                _evalsha(pipe, self._incr_with_ttl, [key], [amount, _millis(kwargs["ttl"])])
             return int
         if op == "acquire_lease":
             name, owner, ttl = args
-            await self._acquire(
-                keys=[self.keys.lease(name)], args=[owner, _millis(ttl)], client=pipe
-            )
+            _evalsha(pipe, self._acquire, [self.keys.lease(name)], [owner, _millis(ttl)])
             return bool
         if op == "lease_owner":
             pipe.get(self.keys.lease(args[0]))
             return lambda raw: raw
         if op == "release_lease":
-            await self._release(keys=[self.keys.lease(args[0])], args=[args[1]], client=pipe)
+            _evalsha(pipe, self._release, [self.keys.lease(args[0])], [args[1]])
             return bool
         raise ValueError(f"operation {op!r} cannot be batched")
 

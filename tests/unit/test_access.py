@@ -12,7 +12,7 @@ import pytest
 from gateway.access import NOT_ALLOWED, RATE_LIMITED, AccessPolicy
 from gateway.config import AccessSettings
 from gateway.messages import ChatRef, Inbound, InboundKind, UserRef
-from gateway.store.base import Store
+from gateway.store.base import Batch, Store
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.redis import RedisStore
 
@@ -77,14 +77,17 @@ async def test_rate_limit_per_person(store: Store) -> None:
     assert all([(await policy.check(msg("1", n=i))).allowed for i in range(6)])  # admins
 
 
-async def test_dedupe_and_lease_peek_in_one_check(store: Store) -> None:
+async def test_dedupe_and_extra_operations_in_one_check(store: Store) -> None:
     policy = AccessPolicy(AccessSettings(rate_limit_per_minute=5), store)
     first = await policy.check(msg(), dedupe=("seen:e1", 60))
-    assert first.allowed and not first.duplicate
+    assert first.allowed and not first.duplicate and first.also_results == []
     repeat = await policy.check(msg(), dedupe=("seen:e1", 60))
     assert repeat.duplicate and not repeat.allowed
     await store.acquire_lease("lease:x", "owner-1", 30)
-    peeked = await policy.check(msg(n=2), dedupe=("seen:e2", 60), peek_lease="lease:x")
-    assert peeked.allowed and peeked.lease_owner == "owner-1"
-    free = await policy.check(msg(n=3), dedupe=("seen:e3", 60), peek_lease="lease:y")
-    assert free.lease_owner is None
+    also = Batch().lease_owner("lease:x").acquire_lease("lease:y", "me", 30)
+    checked = await policy.check(msg(n=2), dedupe=("seen:e2", 60), also=also)
+    assert checked.allowed and checked.also_results == ["owner-1", True]
+    # A refused sender costs no store work beyond the notice.
+    blocked = AccessPolicy(AccessSettings(blocked_users=["telegram:7"]), store)
+    refused = await blocked.check(msg(n=3), also=Batch().get("anything"))
+    assert not refused.allowed and refused.also_results == []

@@ -569,3 +569,18 @@ async def test_batch_results_match_the_single_calls(store: Store) -> None:
 async def test_batch_of_one_and_empty(store: Store) -> None:
     assert await store.run(Batch()) == []
     assert await store.run(Batch().get("b:missing")) == [None]
+
+
+async def test_batch_after_the_server_lost_its_scripts(redis_store: RedisStore) -> None:
+    """A Redis restart empties the script cache: writes in the batch still run once."""
+    await redis_store.run(Batch().acquire_lease("s:warm", "w", 5).get("s:x"))
+    await redis_store._r.script_flush()
+    results = await redis_store.run(
+        Batch()
+        .set("s:seen", "1", ttl=5, only_if_absent=True)
+        .acquire_lease("s:lease", "me", 5)
+        .get("s:seen")
+        .incr("s:count", ttl=5)
+    )
+    assert results == [True, True, "1", 1]
+    assert await redis_store.get("s:count") == "1"
