@@ -11,26 +11,23 @@ queued with a notice, or refused with a reason.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import random
 import re
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from gateway.access import AccessDecision, AccessPolicy
 from gateway.channels import Outbox
 from gateway.config import RouterSettings, SessionsSettings
-from gateway.history import LeaseHandle, SessionStore
 from gateway.messages import ChatKind, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
+from gateway.session_leases import LeaseProbe, SessionLeases
 from gateway.sessions import SessionKey, key_for
-from gateway.store.base import Batch, Store, StoreUnavailable
+from gateway.store.base import Store, StoreUnavailable
 from gateway.tasks import stop_task, stop_tasks
 from gateway.turns import TurnOutcome, TurnRequest, TurnRunner
 
@@ -125,6 +122,7 @@ class Router:
         self._interceptors: list[Interceptor] = []
         self._answer_interceptors: list[Interceptor] = []
         self._instance = uuid.uuid4().hex[:10]
+        self._leases = SessionLeases(store, self._instance, settings.lease_ttl)
         self._control: asyncio.Task[None] | None = None
 
     # -- public API ------------------------------------------------------------------
@@ -220,7 +218,12 @@ class Router:
                 await self._remember_context(inbound)
             return Submission(Status.OBSERVED, _done(TurnOutcome()), self.session_key(inbound))
         key = self.session_key(inbound)
-        probe = self._probe(key)
+        session = self._sessions.get(key)
+        probe = self._leases.probe(
+            key,
+            idle_here=session is None or session.worker is None,
+            want_holder=bool(self._answer_interceptors),
+        )
         decision = await self._access.check(
             inbound,
             dedupe=(self._dedupe_key(inbound), self._settings.dedupe_ttl),
@@ -231,26 +234,10 @@ class Router:
         try:
             return await self._admit(inbound, key, decision, probe)
         finally:
-            # A lease taken for a turn that did not start (a command, a duplicate, ...).
-            if probe is not None and probe.held is not None and not probe.used:
-                with contextlib.suppress(StoreUnavailable):
-                    await self._store.release_lease(probe.held.name, probe.held.owner)
-
-    def _probe(self, key: SessionKey) -> _LeaseProbe | None:
-        if not self._store.shared:
-            return None
-        session = self._sessions.get(key)
-        if session is None or session.worker is None:
-            turn_id = uuid.uuid4().hex[:12]
-            lease = LeaseHandle(_lease_name(key), f"{self._instance}:{turn_id}")
-            batch = Batch().acquire_lease(lease.name, lease.owner, self._settings.lease_ttl)
-            return _LeaseProbe(batch.get(SessionStore.store_key(key)), lease)
-        if not self._answer_interceptors:
-            return None
-        return _LeaseProbe(Batch().lease_owner(_lease_name(key)), None)
+            await self._leases.drop(probe)
 
     async def _admit(
-        self, inbound: Inbound, key: SessionKey, decision: AccessDecision, probe: _LeaseProbe | None
+        self, inbound: Inbound, key: SessionKey, decision: AccessDecision, probe: LeaseProbe | None
     ) -> Submission:
         if decision.duplicate:
             self._metrics.inc("duplicates_total")
@@ -352,7 +339,7 @@ class Router:
     # -- queueing ----------------------------------------------------------------------
 
     async def _enqueue(
-        self, inbound: Inbound, key: SessionKey, probe: _LeaseProbe | None = None
+        self, inbound: Inbound, key: SessionKey, probe: LeaseProbe | None = None
     ) -> Submission:
         session = self._sessions.get(key)
         if session is None:
@@ -372,8 +359,7 @@ class Router:
         loop = asyncio.get_running_loop()
         request = TurnRequest(inbound, key)
         if probe is not None and probe.held is not None and session.worker is None:
-            # The lease taken with the access check is this turn's: it starts right away.
-            request.turn_id, request.lease, request.preloaded = probe.take()
+            probe.hand_to(request)  # the turn starts right away, under that lease
         job = _Job(request, loop.create_future())
         session.queue.append(job)
         status = Status.STARTED
@@ -395,7 +381,7 @@ class Router:
                 job = session.queue.popleft()
                 session.current = None  # the previous turn's answer is out; this one waits
                 session.waiting = job
-                async with self._lease(session.key, job.request), self._slots:
+                async with self._leases.hold(session.key, job.request), self._slots:
                     session.waiting = None
                     if job.done.done():  # dropped by /stop while it waited
                         continue
@@ -429,60 +415,6 @@ class Router:
         finally:
             session.turn = None
 
-    @contextlib.asynccontextmanager
-    async def _lease(self, key: SessionKey, request: TurnRequest) -> AsyncIterator[None]:
-        """Hold the session's store lease for the turn; fetches the session with it."""
-        if not self._store.shared:
-            # One process owns the store, and its per-session worker already runs one
-            # turn at a time: the store lease would only cost two writes per message.
-            yield
-            return
-        if request.lease is not None:  # taken along with the access check
-            async with self._holding(request.lease):
-                yield
-            return
-        lease = LeaseHandle(_lease_name(key), f"{self._instance}:{request.turn_id}")
-        name, owner = lease.name, lease.owner
-        ttl = self._settings.lease_ttl
-        delay = 0.02
-        # The session's history is read in the same round trip as the lease.
-        batch = Batch().acquire_lease(name, owner, ttl).get(SessionStore.store_key(key))
-        while True:
-            try:
-                acquired, record = await self._store.run(batch)
-                if acquired:
-                    request.preloaded = (record,)
-                    request.lease = lease
-                    break
-            except StoreUnavailable as exc:
-                log.warning("lease unavailable session=%s error=%s", key, exc)
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 1.0)
-        async with self._holding(lease):
-            yield
-
-    @contextlib.asynccontextmanager
-    async def _holding(self, lease: LeaseHandle) -> AsyncIterator[None]:
-        """Keep a held lease alive for the turn; release it unless saving already did."""
-        ttl = self._settings.lease_ttl
-        renew = asyncio.create_task(self._renew(lease.name, lease.owner, ttl))
-        try:
-            yield
-        finally:
-            renew.cancel()  # it only sleeps between renewals; no need to wait for it
-            if not lease.released:  # saving the history normally releases it
-                with contextlib.suppress(Exception):
-                    await self._store.release_lease(lease.name, lease.owner)
-
-    async def _renew(self, name: str, owner: str, ttl: float) -> None:
-        while True:
-            await asyncio.sleep(ttl / 3)
-            try:
-                if not await self._store.renew_lease(name, owner, ttl):
-                    log.warning("session lease lost lease=%s", name)
-            except StoreUnavailable as exc:
-                log.warning("lease renewal failed lease=%s error=%s", name, exc)
-
     async def _listen_control(self) -> None:
         async for raw in self._store.listen(CONTROL_CHANNEL):
             try:
@@ -494,43 +426,6 @@ class Router:
                         session.turn.cancel()
             except (ValueError, KeyError):
                 log.warning("bad control message ignored")
-
-
-def _lease_name(key: SessionKey) -> str:
-    return f"lease:session:{key}"
-
-
-@dataclass
-class _LeaseProbe:
-    """Store work done in the access check's round trip when the store is shared.
-
-    A session idle here is probably idle everywhere, so its lease is taken (and its
-    history read) right away: a message that starts a turn then needs no round trip of
-    its own for them. A session busy here only has its lease holder read, to know whether
-    a turn (perhaps waiting for an answer) runs in another process.
-    """
-
-    batch: Batch
-    lease: LeaseHandle | None  # set when trying to take the lease
-    held: LeaseHandle | None = None
-    record: str | None = None
-    busy_elsewhere: bool = False
-    used: bool = False
-
-    def read(self, results: list[Any]) -> None:
-        if not results:  # refused before the store was asked
-            return
-        if self.lease is None:
-            self.busy_elsewhere = results[0] is not None
-        elif results[0]:
-            self.held, self.record = self.lease, results[1]
-        else:
-            self.busy_elsewhere = True
-
-    def take(self) -> tuple[str, LeaseHandle, tuple[str | None]]:
-        assert self.held is not None
-        self.used = True
-        return self.held.owner.rsplit(":", 1)[1], self.held, (self.record,)
 
 
 def _context_key(inbound: Inbound) -> str:
