@@ -1,4 +1,5 @@
-"""read_file / write_file stay inside the workspace and answer clearly."""
+"""read_file / write_file stay inside the workspace and answer clearly (edit, glob and search:
+test_tools_files.py)."""
 
 import os
 from pathlib import Path
