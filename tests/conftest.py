@@ -2,4 +2,6 @@
 
 # tests.fixtures_redis: a private redis-server per session (`redis_url`), one per test for
 # outage tests (`redis_server`), and stores on it or on disk (`redis_store`, `embedded_store`).
-pytest_plugins = ["tests.fixtures_redis"]
+# tests.fixtures_fakes: the fake platform and LLM servers (`llm`, `tg`, `slack`), and no proxy
+# variables (slack_sdk ignores NO_PROXY).
+pytest_plugins = ["tests.fixtures_redis", "tests.fixtures_fakes"]

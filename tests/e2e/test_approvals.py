@@ -23,12 +23,6 @@ class _Cmd(BaseModel):
     command: str
 
 
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
-
-
 def add_danger_tool(gw: Harness) -> list[str]:
     """A tool that always needs approval and records what it actually ran."""
     ran: list[str] = []

@@ -23,18 +23,6 @@ ALICE, BOB, ADMIN = 42, 7, 1
 
 
 @pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeBotAPI]:
-    async with FakeBotAPI() as server:
-        yield server
-
-
-@pytest.fixture
 async def gw(tmp_path: Path, llm: ScriptedLLM, tg: FakeBotAPI) -> AsyncIterator[App]:
     sections: dict[str, Any] = {
         "access": {"admins": [f"telegram:{ADMIN}"], "rate_limit_per_minute": 0}

@@ -3,20 +3,11 @@ from elsewhere and files over the limit are refused with a clear result."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from tests.e2e.test_telegram import telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.fakes.telegram import FakeBotAPI
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
 
 
 async def test_save_attachment(tmp_path: Path, llm: ScriptedLLM) -> None:

@@ -5,20 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.fakes.llm import Reply, ScriptedLLM
 from tests.harness import gateway_settings, running_gateway
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
 
 
 def _env(tmp_path: Path, llm_url: str, **extra: str) -> dict[str, str]:

@@ -19,12 +19,6 @@ from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.harness import Harness, gateway_settings, running_gateway
 
 
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
-
-
 @pytest.fixture(params=["embedded", "redis"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,12 +18,6 @@ from gateway.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fixtures_redis import RedisServer
 from tests.harness import gateway_settings, running_gateway
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
 
 
 async def test_one_turn_at_a_time_per_session_across_replicas(

@@ -48,12 +48,6 @@ CALLBACK = r"/interactions/\d+/tok-\d+/callback"
 
 
 @pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
-
-
-@pytest.fixture
 async def fake() -> AsyncIterator[FakeDiscord]:
     async with FakeDiscord() as server:
         yield server

@@ -51,12 +51,6 @@ APPROVAL = Outbound(
 
 
 @pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
-
-
-@pytest.fixture
 async def fake() -> AsyncIterator[FakeDiscord]:
     async with FakeDiscord() as server:
         yield server

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +30,6 @@ FAST = {
 }
 ALICE = UserRef(platform="rec", user_id="alice", display_name="Alice")
 TEAM_THREAD = ChatRef(platform="rec", chat_id="team", thread_id="t42", kind=ChatKind.GROUP)
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
 
 
 @pytest.fixture(params=["embedded", "redis"])

@@ -7,21 +7,12 @@ import asyncio
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from tests.fakes.llm import ScriptedLLM
 from tests.harness import Harness, gateway_settings, running_gateway
 
 FAST = {"leader_ttl": 1.0, "misfire_grace_seconds": 3.0}
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
 
 
 def _env(tmp_path: Path, redis_url: str = "", prefix: str = "") -> dict[str, str]:

@@ -5,10 +5,7 @@ run's receipt."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from gateway.app import App
 from gateway.scheduling.jobs import RunStatus
@@ -17,18 +14,6 @@ from tests.fakes.telegram import FakeBotAPI
 from tests.harness import gateway_settings
 
 GROUP = -1001234567890
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeBotAPI]:
-    async with FakeBotAPI() as server:
-        yield server
 
 
 async def test_remind_in_a_forum_topic_arrives_in_that_topic(

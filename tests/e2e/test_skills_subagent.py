@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from gateway.llm.types import Message
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import gateway_settings, running_gateway
 from tools.subagent import SUBAGENT_PROMPT
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
 
 
 def tool_names(request: dict[str, object]) -> set[str]:

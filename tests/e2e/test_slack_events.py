@@ -42,25 +42,6 @@ from tests.harness import gateway_settings
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    # slack_sdk reads these and ignores NO_PROXY, so 127.0.0.1 calls would go to a proxy.
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
-
-
-@pytest.fixture
-async def slack() -> AsyncIterator[FakeSlack]:
-    async with FakeSlack() as server:
-        yield server
-
-
 def settings_for(
     tmp_path: Path,
     llm: ScriptedLLM,

@@ -38,18 +38,6 @@ GROUP = -1001234567890
 SECRET = "s3cret-Token_value"
 
 
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeBotAPI]:
-    async with FakeBotAPI() as server:
-        yield server
-
-
 @contextlib.asynccontextmanager
 async def telegram_gateway(
     tmp_path: Path, llm: ScriptedLLM, tg: FakeBotAPI, redis_url: str = "", **sections: Any

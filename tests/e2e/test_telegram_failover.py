@@ -9,10 +9,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from tests.fakes.llm import ScriptedLLM
 from tests.fakes.telegram import FakeBotAPI
@@ -55,12 +52,6 @@ async def wait_until(predicate: object, within: float, what: str) -> float:
             raise AssertionError(f"not within {within} s: {what}")
         await asyncio.sleep(0.05)
     return time.monotonic() - started
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLM]:
-    async with ScriptedLLM() as server:
-        yield server
 
 
 async def test_one_poller_and_takeover_after_kill(
