@@ -25,6 +25,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.server import LocalServer
+
 # Real-length snowflakes: discord.py's raw_mentions only matches 15 to 20 digits.
 _BASE = 900_000_000_000_000_000
 BOT_ID = _BASE + 100
@@ -147,8 +149,9 @@ class _Connection:
     shard: tuple[int, int] | None = None
 
 
-class FakeDiscord:
+class FakeDiscord(LocalServer):
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[Call] = []
         self.messages: dict[str, dict[str, Any]] = {}  # id -> message payload, as stored
         self.identifies: list[dict[str, Any]] = []
@@ -162,8 +165,6 @@ class FakeDiscord:
         self._interactions: dict[str, dict[str, Any]] = {}  # token -> interaction payload
         self._counter = itertools.count(1)
         self._changed = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
-        self._port = 0
         self._routes: list[tuple[str, re.Pattern[str], Any]] = [
             ("GET", re.compile(r"/users/@me"), self._me),
             ("GET", re.compile(r"/oauth2/applications/@me"), self._application),
@@ -186,35 +187,19 @@ class FakeDiscord:
 
     @property
     def api_url(self) -> str:
-        return f"http://127.0.0.1:{self._port}/api/v10"
+        return f"http://127.0.0.1:{self.port}/api/v10"
 
     @property
     def gateway_url(self) -> str:
-        return f"ws://127.0.0.1:{self._port}/gateway"
+        return f"ws://127.0.0.1:{self.port}/gateway"
 
-    async def start(self) -> FakeDiscord:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self._port = self._runner.addresses[0][1]
-        return self
 
-    async def stop(self) -> None:
+    async def before_stop(self) -> None:
         for conn in list(self._connections):
             await conn.ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeDiscord:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     # -- test controls ---------------------------------------------------------------------
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.server import LocalServer
+
 ToolArgs = dict[str, Any] | str
 
 
@@ -88,7 +90,7 @@ def echo(request: dict[str, Any]) -> Reply:
     return Reply(content=f"echo: {last_user_text(request)}")
 
 
-class ScriptedLLM:
+class ScriptedLLM(LocalServer):
     def __init__(
         self,
         responder: Responder | None = None,
@@ -96,6 +98,7 @@ class ScriptedLLM:
         models: tuple[str, ...] = ("fake-model",),
         record: bool = True,
     ) -> None:
+        super().__init__()
         # record=False (benchmarks): keep no request bodies, so a long run stays small and
         # the fake spends as little CPU as a remote model server would spend on this machine.
         self.record = record
@@ -106,12 +109,10 @@ class ScriptedLLM:
         self._script: deque[Reply] = deque()
         self._ids = itertools.count(1)
         self._arrived = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
-        self._port = 0
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._port}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def push(self, *replies: Reply) -> None:
         """Script the next answers, consumed in order by successive completion requests."""
@@ -131,27 +132,9 @@ class ScriptedLLM:
             await self._arrived.wait_for(lambda: len(self.requests) >= n)
         return self.requests
 
-    async def start(self) -> ScriptedLLM:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self._port = self._runner.addresses[0][1]
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> ScriptedLLM:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     # --- handlers ---------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from aiohttp import web
 
 from gateway.app import App
 from gateway.config import Settings
+from tests.fakes.server import LocalServer
 
 SECRET = "test-signing-secret"
 BOT_TOKEN = "xoxb-test-token"
@@ -58,18 +59,17 @@ class _Failure:
 
 
 @dataclass
-class FakeSlack:
+class FakeSlack(LocalServer):
     calls: list[Call] = field(default_factory=list)
     acks: dict[str, dict[str, Any]] = field(default_factory=dict)
     connections: int = 0
 
     def __post_init__(self) -> None:
+        super().__init__()
         self._failures: dict[str, deque[_Failure]] = {}
         self._changed = asyncio.Condition()
         self._sockets: list[web.WebSocketResponse] = []
         self._ts = itertools.count(1)
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     @property
     def api_url(self) -> str:
@@ -229,29 +229,13 @@ class FakeSlack:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def start(self) -> FakeSlack:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/link", self._link)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self
 
-    async def stop(self) -> None:
+    async def before_stop(self) -> None:
         for ws in list(self._sockets):
             await ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeSlack:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
 
 async def _params(request: web.Request) -> dict[str, Any]:

@@ -26,6 +26,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.server import LocalServer
+
 Params = dict[str, Any]
 
 BOT_ID = 123456
@@ -73,7 +75,7 @@ class EntityError(ValueError):
 
 
 @dataclass
-class FakeBotAPI:
+class FakeBotAPI(LocalServer):
     token: str = TOKEN
     bot_id: int = BOT_ID
     username: str = BOT_USERNAME
@@ -91,19 +93,18 @@ class FakeBotAPI:
     listeners: list[Callable[[Call], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        super().__init__()
         self._faults: list[Fault] = []
         self._update_ids = itertools.count(1)
         self._message_ids: dict[int, itertools.count[int]] = {}
         self._changed = asyncio.Condition()
         self._polls: list[_Poll] = []
-        self._runner: web.AppRunner | None = None
-        self._port = 0
 
     # -- lifecycle ----------------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._port}"
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def me(self) -> dict[str, Any]:
@@ -117,27 +118,11 @@ class FakeBotAPI:
             "supports_inline_queries": False,
         }
 
-    async def start(self) -> FakeBotAPI:
-        app = web.Application(client_max_size=10 * 1024 * 1024)
+    max_body = 10 * 1024 * 1024
+
+    def routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/bot{token}/{method}", self._api)
         app.router.add_get("/file/bot{token}/{path:.+}", self._file)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self._port = self._runner.addresses[0][1]
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeBotAPI:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     # -- scripting ----------------------------------------------------------------------
 
