@@ -13,19 +13,34 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gateway.access import AccessPolicy
+from gateway.admission import Admission, AdmissionPipeline, Middleware, Notifier
 from gateway.agent import Agent
 from gateway.approvals import ApprovalService
-from gateway.channels import Adapter, AdapterContext, Outbox, PressRouter
+from gateway.channels import Adapter, AdapterContext, Outbox
 from gateway.commands import register_builtin_commands
 from gateway.config import Settings
+from gateway.extensions import Extensions
+from gateway.group_context import GroupContext
 from gateway.history import SessionStore
 from gateway.http import HttpServer
 from gateway.llm.client import LLMClient
 from gateway.memory import MemoryBook
+from gateway.messages import Inbound
 from gateway.metrics import Metrics
-from gateway.router import Router
+from gateway.middlewares import (
+    AccessCheck,
+    Commands,
+    IntakeRoundTrip,
+    Observe,
+    RateLimit,
+    SlotMiddlewares,
+    Validate,
+)
 from gateway.scheduler import Scheduler
 from gateway.scheduling.commands import register_schedule_commands
+from gateway.session_leases import SessionLeases
+from gateway.session_queue import SessionQueue
+from gateway.sessions import SessionKey, key_for
 from gateway.store import open_store
 from gateway.store.base import Store
 from gateway.turns import TurnRunner
@@ -53,8 +68,9 @@ class App:
         self.metrics = Metrics()
         self.store = store or open_store(settings)
         self.outbox = Outbox()
-        self.presses = PressRouter()
-        self.access = AccessPolicy(settings.access, self.store)
+        self.extensions = Extensions()
+        self.notifier = Notifier(self.outbox.send)
+        self.access = AccessPolicy(settings.access, self.store, self.extensions.access_rules)
         self.sessions = SessionStore(self.store)
         self.memory = MemoryBook(self.store, settings.memory)
         self.llm = LLMClient(settings.llm, transport=llm_transport)
@@ -65,6 +81,7 @@ class App:
             settings=settings.approvals,
             instance_id=self.instance_id,
         )
+        self.approvals.register(self.extensions)
         self.agent = Agent(self.llm, settings.agent, approvals=self.approvals)
         self.tools = ToolRegistry()
         self.runner = TurnRunner(
@@ -75,41 +92,51 @@ class App:
             catalog=self.tools,
             outbox=self.outbox,
             metrics=self.metrics,
+            prompt_sections=self.extensions.prompt_sections,
         )
-        self.router = Router(
+        context = GroupContext(self.store, size=20)
+        self.leases = SessionLeases(self.store, self.instance_id, settings.router.lease_ttl)
+        self.queue = SessionQueue(
             store=self.store,
             runner=self.runner,
-            outbox=self.outbox,
-            access=self.access,
+            leases=self.leases,
+            context=context,
+            notifier=self.notifier,
             settings=settings.router,
-            sessions=settings.sessions,
+            metrics=self.metrics,
+            instance_id=self.instance_id,
+        )
+        self.admission = AdmissionPipeline(
+            start=self._admission_of,
+            middlewares=self._middlewares(context),
+            end=self.queue.enqueue,
+            notifier=self.notifier,
             metrics=self.metrics,
         )
-        register_builtin_commands(self.router, self.sessions, self.memory)
-        self.approvals.install(self.router, self.presses)
+        register_builtin_commands(
+            self.extensions, self.queue, self.sessions, self.memory, self.access
+        )
         self.scheduler = Scheduler(
             settings.scheduler,
             store=self.store,
             outbox=self.outbox,
-            submit=self.router.submit,
+            submit=self.admission.submit,
             forget_session=self.sessions.clear,
             is_admin=self.access.is_admin,
             admins=settings.access.admins,
             instance_id=self.instance_id,
             turn_timeout=settings.agent.max_turn_seconds + 30,
         )
-        register_schedule_commands(self.router, self.scheduler)
+        register_schedule_commands(self.extensions, self.scheduler)
         self.tool_services = ToolServices(
             settings=settings,
             store=self.store,
             memory=self.memory,
             outbox=self.outbox,
-            presses=self.presses,
-            add_interceptor=self.router.add_answer_interceptor,
+            extensions=self.extensions,
             scheduler=self.scheduler,
             llm=self.llm,
             approvals=self.approvals,
-            add_prompt_section=self.runner.add_prompt_section,
         )
         install_builtin_tools(self.tools, self.tool_services)
         self.http = (
@@ -122,19 +149,48 @@ class App:
         self.adapters: list[Adapter] = []
         self._started = False
 
+    def _middlewares(self, context: GroupContext) -> list[Middleware]:
+        """The admission chain, in order (ARCHITECTURE.md draws it)."""
+        router = self.settings.router
+        return [
+            Observe(self.access, self.store, context, router.dedupe_ttl),
+            AccessCheck(self.access, self.notifier, self.metrics),
+            IntakeRoundTrip(
+                store=self.store,
+                access=self.access,
+                leases=self.leases,
+                dedupe_ttl=router.dedupe_ttl,
+                idle_here=self.queue.idle_here,
+                questions_pending=lambda: bool(self.extensions.middlewares("questions")),
+                metrics=self.metrics,
+            ),
+            RateLimit(self.access, self.notifier, self.metrics),
+            Validate(router, self.notifier),
+            Commands(self.extensions, self.notifier, self.metrics),
+            SlotMiddlewares(self.extensions, "questions", running_here=self.queue.is_running),
+            SlotMiddlewares(self.extensions, "fallback"),
+        ]
+
+    def _admission_of(self, inbound: Inbound) -> Admission:
+        return Admission(inbound, self.session_key(inbound), uuid.uuid4().hex[:12])
+
+    def session_key(self, inbound: Inbound) -> SessionKey:
+        if inbound.session is not None:
+            return SessionKey.parse(inbound.session)
+        return key_for(inbound, self.settings.sessions.for_platform(inbound.chat.platform))
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def adapter_context(self) -> AdapterContext:
         return AdapterContext(
-            submit=self.router.submit,
-            press=self.presses.handle,
+            submit=self.admission.submit,
+            press=self.extensions.press,
             store=self.store,
-            access=self.access,
+            extensions=self.extensions,
             metrics=self.metrics,
             http=self.http,
-            commands=lambda: [(c.name, c.help) for c in self.router.commands],
+            commands=lambda: [(c.name, c.help) for c in self.extensions.commands],
             instance_id=self.instance_id,
-            add_interceptor=self.router.add_interceptor,
         )
 
     def add_adapter(self, adapter: Adapter) -> None:
@@ -148,7 +204,7 @@ class App:
         return [a.platform for a in self.adapters]
 
     async def start(self) -> None:
-        await self.router.start()
+        await self.queue.start()
         # Adapters register webhook routes before the server starts listening.
         for adapter in self.adapters:
             await adapter.start()
@@ -168,7 +224,7 @@ class App:
                 await adapter.stop()
             except Exception:
                 log.exception("adapter stop failed platform=%s", adapter.platform)
-        await self.router.stop()
+        await self.queue.stop()
         await self.approvals.stop()
         for close in self.tool_services.closers:
             try:

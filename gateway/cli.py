@@ -193,7 +193,7 @@ async def _chat(settings: Settings, chat_id: str) -> int:
                 break
             if not line.strip():
                 continue
-            submission = await app.router.submit(console.inbound(line))
+            submission = await app.admission.submit(console.inbound(line))
             await submission.done
     finally:
         await app.stop()
@@ -214,7 +214,7 @@ async def _ask(settings: Settings, text: str, chat_id: str) -> int:
     app.add_adapter(console)
     await app.start()
     try:
-        submission = await app.router.submit(console.inbound(text))
+        submission = await app.admission.submit(console.inbound(text))
         outcome = await submission.done
     finally:
         await app.stop()

@@ -22,6 +22,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from gateway.secrets import is_secret_name
 from gateway.sessions import Isolation
 
 
@@ -178,6 +179,8 @@ class AccessSettings(_Section):
     # Per-user message budget across all chats; 0 disables.
     rate_limit_per_minute: int = Field(default=30, ge=0)
     approvers: Literal["requester_and_admins", "admins"] = "requester_and_admins"
+    # Platform roles (Discord role ids) that may use /new and /forget in groups, like admins.
+    moderator_roles: list[str] = []
 
 
 class ApprovalSettings(_Section):
@@ -391,12 +394,9 @@ def _problem_line(err: Any) -> str:
         msg = "unknown setting (check the spelling)"
     value = err.get("input")
     shown = "" if isinstance(value, dict | list) or value is None else f" (got {value!r})"
-    if any(word in key for word in _SECRET_WORDS):
+    if is_secret_name(key):
         shown = ""
     return f"{key}: {msg}{shown}"
-
-
-_SECRET_WORDS = ("token", "secret", "api_key", "password")
 
 
 def masked(settings: Settings) -> dict[str, Any]:
@@ -410,7 +410,7 @@ def _mask(node: Any, key: str = "") -> Any:
         return {k: _mask(v, k) for k, v in node.items()}
     if isinstance(node, list):
         return [_mask(v, key) for v in node]
-    if isinstance(node, str) and node and any(word in key for word in _SECRET_WORDS):
+    if isinstance(node, str) and node and is_secret_name(key):
         return "********"
     if key == "url" and isinstance(node, str) and "@" in node:
         return mask_url(node)

@@ -44,5 +44,5 @@ class DiscordAccess:
         return None
 
     def rule(self, inbound: Inbound) -> str | None:
-        """The form `AccessPolicy.add_rule` takes."""
+        """The form `Extensions.add_access_rule` takes."""
         return self.reason(inbound.chat, inbound.sender)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from adapters.slack.normalize import PLATFORM
-from gateway.access import NOT_ALLOWED, AccessRule
+from gateway.access import NOT_ALLOWED
 from gateway.config import SlackSettings
+from gateway.extensions import AccessRule
 from gateway.messages import ChatKind, ChatRef, Inbound
 
 

@@ -51,7 +51,7 @@ class SlackAdapter:
         self._settings = settings
         self._ctx = ctx
         self._access = SlackAccess(settings)
-        ctx.access.add_rule(self._access.rule())
+        ctx.extensions.add_access_rule(self._access.rule())
         self._threads = AnsweredThreads(ctx.store, settings.thread_ttl)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False

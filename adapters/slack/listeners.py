@@ -31,10 +31,10 @@ from adapters.slack.normalize import (
 )
 from adapters.slack.sending import SlackSender
 from adapters.slack.threads import AnsweredThreads
+from gateway.admission import Status, Submission
 from gateway.channels import AdapterContext
 from gateway.config import SlackSettings
 from gateway.messages import ButtonPress, ChatKind, Inbound, Outbound
-from gateway.router import Status, Submission
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from gateway.admission import Status
 from gateway.messages import ChatKind, Inbound
-from gateway.router import Status
 from gateway.tooling import ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.harness import Harness, gateway_settings, running_gateway
@@ -270,16 +270,16 @@ async def test_group_chatter_is_context_not_answered(gw: Harness, llm: ScriptedL
         base = gw.console.inbound(text, user_id=user)
         return base.model_copy(update={"chat": group, "mentioned": mentioned})
 
-    chatter = await gw.app.router.submit(in_group("lunch at noon?", "bob", False))
+    chatter = await gw.app.admission.submit(in_group("lunch at noon?", "bob", False))
     assert chatter.status is Status.OBSERVED
     assert (await chatter.done).reply is None
     assert llm.requests == [] and gw.texts == []
-    outcome = await (await gw.app.router.submit(in_group("when is lunch?", "carol", True))).done
+    outcome = await (await gw.app.admission.submit(in_group("when is lunch?", "carol", True))).done
     assert outcome.ok
     user_text = llm.requests[0]["messages"][-1]["content"]
     assert "bob: lunch at noon?" in user_text and "carol: when is lunch?" in user_text
     # The context was used once, not repeated in later turns.
-    await (await gw.app.router.submit(in_group("thanks", "carol", True))).done
+    await (await gw.app.admission.submit(in_group("thanks", "carol", True))).done
     assert "lunch at noon" not in llm.requests[1]["messages"][-1]["content"]
 
 

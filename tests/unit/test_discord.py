@@ -16,9 +16,9 @@ from adapters.discord.buttons import ActionButton, build_view
 from adapters.discord.interactions import InteractionReplies
 from adapters.discord.normalize import channel_id, chat_ref
 from adapters.discord.sending import delivery_error
+from gateway.admission import Status
 from gateway.config import ConfigError, DiscordSettings, load_settings
 from gateway.messages import Button, ChatKind, ChatRef, UserRef
-from gateway.router import Status
 from gateway.turns import TurnOutcome
 
 GUILD = ChatRef(platform="discord", chat_id="10", kind=ChatKind.GROUP, space_id="1")

@@ -10,8 +10,9 @@ from typing import Any
 import pytest_asyncio
 from pydantic import Field
 
-from gateway.channels import Outbox, PressRouter
+from gateway.channels import Outbox
 from gateway.config import Settings
+from gateway.extensions import Extensions
 from gateway.memory import MemoryBook
 from gateway.messages import ButtonPress, ChatRef, UserRef
 from gateway.store.embedded import EmbeddedStore
@@ -24,21 +25,16 @@ from tools.toolsets import TOOLSETS
 @pytest_asyncio.fixture
 async def installed(
     tmp_path: Path,
-) -> AsyncIterator[tuple[ToolRegistry, ToolServices, list[Any]]]:
+) -> AsyncIterator[tuple[ToolRegistry, ToolServices, Extensions]]:
     settings = Settings(data_dir=tmp_path)
     store = EmbeddedStore(tmp_path / "store")
-    interceptors: list[Any] = []
+    extensions = Extensions()
     services = ToolServices(
-        settings,
-        store,
-        MemoryBook(store, settings.memory),
-        Outbox(),
-        PressRouter(),
-        interceptors.append,
+        settings, store, MemoryBook(store, settings.memory), Outbox(), extensions
     )
     registry = ToolRegistry()
     install_builtin_tools(registry, services)
-    yield registry, services, interceptors
+    yield registry, services, extensions
     for close in services.closers:
         await close()
     await store.close()
@@ -82,16 +78,16 @@ def test_schemas_are_lean(installed: Any) -> None:
 
 
 async def test_clarify_hooks_are_installed(installed: Any) -> None:
-    _registry, services, interceptors = installed
+    _registry, services, extensions = installed
     # Closers: the clarify listener, and the LLM client sub-agents get when none is given.
-    assert len(interceptors) == 1 and len(services.closers) == 2
+    assert len(extensions.middlewares("questions")) == 1 and len(services.closers) == 2
     press = ButtonPress(
         event_id="e",
         chat=ChatRef(platform="x", chat_id="1"),
         user=UserRef(platform="x", user_id="u"),
         data="cq:gone:0",
     )
-    reply = await services.presses.handle(press)
+    reply = await services.extensions.press(press)
     assert reply.alert and "expired" in reply.toast  # handled by clarify, not "unknown button"
 
 
