@@ -146,4 +146,3 @@ def _bind(middleware: Middleware, call_next: Next) -> Next:
 
     step.__qualname__ = f"admission step {getattr(middleware, '__qualname__', middleware)!s}"
     return step
-

@@ -247,4 +247,3 @@ class SlotMiddlewares:
         if self._running_here is None:
             return True
         return admission.intake.busy_elsewhere or self._running_here(admission.session)
-
