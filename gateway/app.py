@@ -1,17 +1,26 @@
 """Composition root: builds every part from Settings and wires them together.
 
-This is the only module in `gateway/` that knows the tool modules and the
-platform adapters by name; everything else receives them from here.
+With gateway/cli.py, the only module in `gateway/` that imports the tools and the
+platform plugins (import-linter contracts in pyproject.toml keep it so); everything
+else receives them from here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import os
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
+import httpx
+from pydantic import BaseModel
+
+from adapters.console import ConsoleAdapter
+from adapters.registry import plugin, plugins
+from gateway import config
 from gateway.access import AccessPolicy
 from gateway.admission import Admission, AdmissionPipeline, Middleware, Notifier
 from gateway.agent import Agent
@@ -19,6 +28,7 @@ from gateway.approvals import ApprovalService
 from gateway.channels import Adapter, AdapterContext, Outbox
 from gateway.commands import register_builtin_commands
 from gateway.config import Settings
+from gateway.doctor import CheckResult, PlatformCheck
 from gateway.extensions import Extensions
 from gateway.group_context import GroupContext
 from gateway.history import SessionStore
@@ -36,6 +46,7 @@ from gateway.middlewares import (
     SlotMiddlewares,
     Validate,
 )
+from gateway.platforms import PlatformPlugin
 from gateway.scheduler import Scheduler
 from gateway.scheduling.commands import register_schedule_commands
 from gateway.session_leases import SessionLeases
@@ -46,9 +57,6 @@ from gateway.store.base import Store
 from gateway.turns import TurnRunner
 from tools.builtin import ToolServices, install_builtin_tools
 from tools.registry import ToolRegistry
-
-if TYPE_CHECKING:
-    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +205,13 @@ class App:
         self.adapters.append(adapter)
         self.outbox.register(adapter)
 
+    def add_terminal_adapter(self) -> ConsoleAdapter:
+        """The console platform (`chatgate chat` / `ask`), from the `[console]` settings."""
+        adapter = terminal_adapter(self.settings, self.adapter_context())
+        assert isinstance(adapter, ConsoleAdapter)
+        self.add_adapter(adapter)
+        return adapter
+
     def add_configured_adapters(self) -> list[str]:
         """Create an adapter for every platform whose settings are present; returns their names."""
         for adapter in configured_adapters(self.settings, self.adapter_context()):
@@ -252,19 +267,56 @@ class App:
         return None
 
 
+def platform_sections() -> dict[str, type[BaseModel]]:
+    return {plugin.name: plugin.settings for plugin in plugins()}
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Settings with every platform's section (`[telegram]`, `CHATGATE_TELEGRAM__TOKEN` ...)."""
+    return config.load_settings(path, sections=platform_sections(), **overrides)
+
+
+def configured_platforms(settings: Settings) -> list[PlatformPlugin[Any]]:
+    """The platforms `chatgate run` starts: those configured in these settings."""
+    return [
+        plugin
+        for plugin in plugins()
+        if plugin.runs_in_gateway
+        and hasattr(settings, plugin.name)
+        and plugin.enabled(plugin.section(settings))
+    ]
+
+
 def configured_adapters(settings: Settings, ctx: AdapterContext) -> Sequence[Adapter]:
-    """Adapters for the platforms configured in settings (imported only when configured)."""
-    adapters: list[Adapter] = []
-    if settings.telegram.token:
-        from adapters.telegram import TelegramAdapter
+    """Adapters for the platforms configured in settings; raises PlatformUnavailable when a
+    configured platform's SDK is not installed."""
+    return [plugin.create(settings, ctx) for plugin in configured_platforms(settings)]
 
-        adapters.append(TelegramAdapter(settings.telegram, ctx))
-    if settings.slack.bot_token:
-        from adapters.slack import SlackAdapter
 
-        adapters.append(SlackAdapter(settings.slack, ctx))
-    if settings.discord.token:
-        from adapters.discord import DiscordAdapter
+def terminal_adapter(settings: Settings, ctx: AdapterContext) -> Adapter:
+    """The console platform, for `chatgate chat` and `ask`."""
+    return plugin("console").create(settings, ctx)
 
-        adapters.append(DiscordAdapter(settings.discord, ctx))
-    return adapters
+
+def platform_checks(settings: Settings) -> list[PlatformCheck]:
+    """`chatgate doctor`'s check of each configured platform (its SDK, then its API)."""
+    checks: list[PlatformCheck] = []
+    for found in configured_platforms(settings):
+        checks.append(functools.partial(_check_platform, found, found.section(settings)))
+    return checks
+
+
+async def _check_platform(
+    found: PlatformPlugin[Any], section: BaseModel, http: httpx.AsyncClient
+) -> CheckResult:
+    missing = found.missing()
+    if missing:
+        return CheckResult(
+            found.name,
+            False,
+            f"its library ({', '.join(missing)}) is not installed",
+            f"pip install 'chatgate[{found.extra or found.name}]'",
+        )
+    if found.check is None:
+        return CheckResult(found.name, True, "configured")
+    return await found.check(section, http)

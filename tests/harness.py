@@ -14,9 +14,9 @@ from typing import Any
 
 from adapters.console import ConsoleAdapter
 from gateway.admission import Submission
-from gateway.app import App
+from gateway.app import App, load_settings
 from gateway.channels import Adapter
-from gateway.config import Settings, load_settings
+from gateway.config import Settings
 from gateway.turns import TurnOutcome
 
 

@@ -33,9 +33,9 @@ from adapters.discord.normalize import (
 )
 from adapters.discord.presses import answer_press, show
 from adapters.discord.sending import MAX_LEN, DiscordSender
+from adapters.discord.settings import DiscordSettings
 from gateway.admission import Status, Submission
 from gateway.channels import AdapterContext, Capabilities, DeliveryError
-from gateway.config import DiscordSettings
 from gateway.leader import LeaderElection
 from gateway.messages import ChatKind, ChatRef, Outbound, PressReply, SentRef
 from gateway.turns import TurnOutcome

@@ -24,11 +24,11 @@ from adapters.telegram.files import download
 from adapters.telegram.lanes import Lanes
 from adapters.telegram.normalize import PLATFORM, BotIdentity, inbound_from, press_from
 from adapters.telegram.sending import TelegramSender
+from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.transport import AiohttpRequest
 from adapters.telegram.webhook import WEBHOOK_PATH, webhook_handler
 from gateway import keys
 from gateway.channels import AdapterContext, Capabilities
-from gateway.config import TelegramSettings
 from gateway.extensions import EXPIRED_BUTTON
 from gateway.leader import LeaderElection
 from gateway.messages import ButtonPress, ChatKind, ChatRef, Inbound, Outbound, PressReply, SentRef

@@ -17,7 +17,7 @@ from gateway.memory import MemoryBook
 from gateway.messages import ButtonPress, ChatRef, UserRef
 from gateway.store.embedded import EmbeddedStore
 from tools.args import ToolArgs
-from tools.builtin import ToolServices, install_builtin_tools, secret_values
+from tools.builtin import ToolServices, install_builtin_tools
 from tools.registry import ToolRegistry
 from tools.toolsets import TOOLSETS
 
@@ -112,13 +112,3 @@ def test_lean_schema_inlines_refs_and_keeps_a_title_property() -> None:
     assert item["properties"]["note"] == {"type": "string"}
     assert schema["properties"]["maybe"]["type"] == "object"
     assert "$defs" not in schema and "title" not in schema
-
-
-def test_secret_values_collects_every_secret(tmp_path: Path) -> None:
-    settings = Settings(
-        data_dir=tmp_path,
-        llm={"api_key": "sk-llm"},
-        telegram={"token": "123:tg"},
-        tools={"web_search_provider": "brave", "web_search_api_key": "brave-key"},
-    )
-    assert set(secret_values(settings)) == {"sk-llm", "123:tg", "brave-key"}
