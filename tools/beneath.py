@@ -264,22 +264,24 @@ def walk_fd(
 
 
 def remove_tree(dir_fd: int, name: str) -> tuple[int, int]:
-    """Delete the directory `name` in `dir_fd` and everything under it without following a
-    symlink; returns (files removed, bytes freed). A symlink named `name` is not removed."""
-    fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    """Delete `name` in `dir_fd` and, when it is a directory, everything under it, without
+    following a symlink (a link is removed, never its target); returns (non-directories
+    removed, bytes of regular files freed)."""
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        os.unlink(name, dir_fd=dir_fd)
+        return 1, info.st_size if stat.S_ISREG(info.st_mode) else 0
     files = size = 0
     try:
         with os.scandir(fd) as listing:
-            entries = list(listing)
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                sub_files, sub_size = remove_tree(fd, entry.name)
-                files, size = files + sub_files, size + sub_size
-            else:
-                info = entry.stat(follow_symlinks=False)
-                os.unlink(entry.name, dir_fd=fd)
-                files += 1
-                size += info.st_size if stat.S_ISREG(info.st_mode) else 0
+            names = [entry.name for entry in listing]
+        for child in names:
+            child_files, child_size = remove_tree(fd, child)
+            files, size = files + child_files, size + child_size
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=dir_fd)

@@ -34,8 +34,8 @@ _ID_CHARS = frozenset(string.ascii_letters + string.digits + "-")
 class Usage:
     """How much a workspace folder holds (or held, after a wipe)."""
 
-    files: int
-    bytes: int
+    files: int  # everything but directories (symlinks count, their targets do not)
+    bytes: int  # sizes of the regular files
 
 
 class Workspaces:
@@ -86,7 +86,10 @@ class Workspaces:
             os.close(parent)
         try:
             for entry in walk_fd(fd, lambda _name: False):
-                info = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False)
+                try:
+                    info = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False)
+                except OSError:
+                    continue  # removed since the listing
                 files += 1
                 size += info.st_size if stat.S_ISREG(info.st_mode) else 0
         finally:
@@ -106,13 +109,9 @@ class Workspaces:
         if parent is None:
             return Usage(0, 0)
         try:
-            try:
-                files, size = remove_tree(parent, name)
-            except FileNotFoundError:
-                return Usage(0, 0)
-            except NotADirectoryError:
-                os.unlink(name, dir_fd=parent)
-                return Usage(1, 0)
+            files, size = remove_tree(parent, name)
+        except FileNotFoundError:
+            return Usage(0, 0)
         finally:
             os.close(parent)
         return Usage(files, size)
