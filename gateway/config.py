@@ -94,6 +94,9 @@ class ToolRule(Section):
 
 class ToolsSettings(Section):
     workspace: Path | None = None  # default {data_dir}/workspace
+    # Whose files the file tools see: "chat" gives each chat {workspace}/{platform}-{chat_id}/,
+    # "user" each person in a chat {...}/u-{user_id}/, "shared" everybody the root itself.
+    workspace_scope: Literal["shared", "chat", "user"] = "chat"
     # Ask a person before write_file replaces an existing file.
     confirm_overwrite: bool = False
     attachment_max_bytes: int = Field(default=20_000_000, ge=1)  # save_attachment's limit

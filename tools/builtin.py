@@ -33,6 +33,7 @@ from tools.todo import todo_tools
 from tools.web import WebFetcher, web_tools
 from tools.web_search import provider_from_settings, web_search_tools
 from tools.workspace import Workspace
+from tools.workspaces import Workspaces
 
 
 @dataclass(frozen=True)
@@ -59,15 +60,16 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     settings = services.settings
     cfg = settings.tools
     workspace = Workspace(settings.workspace)
+    workspace_for = Workspaces(settings.workspace, cfg.workspace_scope).for_context
     registry.extend(
         file_tools(
-            workspace, max_chars=cfg.max_output_chars, confirm_overwrite=cfg.confirm_overwrite
+            workspace_for, max_chars=cfg.max_output_chars, confirm_overwrite=cfg.confirm_overwrite
         )
     )
-    registry.extend(find_tools(workspace))
+    registry.extend(find_tools(workspace_for))
     registry.extend(
         attachment_tools(
-            workspace,
+            workspace_for,
             services.outbox,
             SessionStore(services.store),
             max_bytes=cfg.attachment_max_bytes,

@@ -283,17 +283,19 @@ async def test_write_file_overwrite_needs_approval_when_configured(
 ) -> None:
     settings = gateway_settings(tmp_path, llm.url, tools={"confirm_overwrite": True})
     async with running_gateway(settings) as gw:
-        target = gw.app.settings.workspace / "report.md"
+        chat_files = gw.app.settings.workspace / "console-chat1"  # this chat's workspace
+        target = chat_files / "report.md"
         llm.push(
             Reply.call("write_file", path="new.md", content="fresh"),  # new file: no prompt
             Reply.call("write_file", path="report.md", content="replaced"),
             Reply.text("done"),
         )
+        chat_files.mkdir()
         target.write_text("keep me")
         turn = await gw.submit("write both")
         prompt = await prompt_of(gw)
         assert "overwrite report.md (7 bytes)" in prompt.text
-        assert (gw.app.settings.workspace / "new.md").read_text() == "fresh"
+        assert (chat_files / "new.md").read_text() == "fresh"
         await press(gw, button(prompt, "Deny"))
         assert (await turn.done).reply == "done"
         assert target.read_text() == "keep me"

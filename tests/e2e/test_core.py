@@ -33,6 +33,11 @@ async def gw(
         yield h
 
 
+def chat_files(gw: Harness) -> Path:
+    """The console chat's own workspace (tools.workspace_scope defaults to "chat")."""
+    return gw.app.settings.workspace / "console-chat1"
+
+
 def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in request["messages"] if m["role"] == "tool"]
 
@@ -59,12 +64,13 @@ async def test_multi_step_tool_use(gw: Harness, llm: ScriptedLLM) -> None:
     assert outcome.reply == "The plan has two steps."
     assert "created plan.md" in tool_results(llm.requests[1])[0]
     assert "2\tstep two" in tool_results(llm.requests[2])[0]
-    assert (gw.app.settings.workspace / "plan.md").read_text() == "step one\nstep two"
+    assert (chat_files(gw) / "plan.md").read_text() == "step one\nstep two"
 
 
 async def test_parallel_tool_calls(gw: Harness, llm: ScriptedLLM) -> None:
-    (gw.app.settings.workspace / "a.txt").write_text("alpha")
-    (gw.app.settings.workspace / "b.txt").write_text("beta")
+    chat_files(gw).mkdir()
+    (chat_files(gw) / "a.txt").write_text("alpha")
+    (chat_files(gw) / "b.txt").write_text("beta")
     llm.push(
         Reply.calls(("read_file", {"path": "a.txt"}), ("read_file", {"path": "b.txt"})),
         Reply.text("alpha and beta"),
@@ -255,7 +261,7 @@ async def test_text_mode_tool_calls(tmp_path: Path, llm: ScriptedLLM, reply: str
     async with running_gateway(settings) as gw:
         outcome = await gw.say("write hi to t.txt")
         assert outcome.reply == "Wrote it."
-        assert (gw.app.settings.workspace / "t.txt").read_text() == "hi"
+        assert (chat_files(gw) / "t.txt").read_text() == "hi"
     first, second = llm.requests
     assert "tools" not in first and "write_file" in first["messages"][0]["content"]
     # Tool results go back as a user message in text mode.
