@@ -2,6 +2,25 @@
 
 Every simple command is found however it is wrapped or nested and checked structurally;
 anything that cannot be understood is at least `ask`.
+
+A verdict's `shape` is what "approve for this session" (and "always allow in this chat")
+remembers; a later command is pre-approved only when its shape is the same string. It is
+built to name exactly what was shown, never a family of commands:
+
+- per risky simple command: the program, its subcommand (`git push`), every flag (letter
+  clusters split and sorted, so `-rf` equals `-f -r`; options with values keep them,
+  `git -C /ws/repo`), and every operand in order: paths resolved against the working
+  directory (`build` and `./build/` both become `/ws/build`; `~` stays `~`), URLs, hosts,
+  names and numbers as written, redirect targets likewise (`> /ws/out.txt`);
+- the wrappers it runs under, in front (`sudo -u root rm -f -r /ws/x`, `ssh host ...`);
+- for code fed to a shell, the exact feeding commands (`curl -s https://x/i.sh | sh`);
+  for SQL, each destructive statement by kind and object (`... :: DROP TABLE tmp`); for
+  kill, the signal and pids (`kill -KILL 4242`); for a file run after being written in
+  the same line, the command that wrote it (`curl -o /ws/i.sh https://x => bash /ws/i.sh`);
+- when anything depends on a value only known at run time ($VAR from outside, $(cmd),
+  input items of xargs) or the text could not be parsed: the whole command text itself.
+
+Several risky commands in one call give their shapes sorted and joined with " ; ".
 """
 
 from __future__ import annotations
