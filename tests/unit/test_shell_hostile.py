@@ -45,7 +45,7 @@ HOSTILE = [
     ("4 wrapper", "poetry run rm -rf /", BLOCK),
     ("4 wrapper", "ip netns exec blue rm -rf /etc", BLOCK),
     ("4 wrapper", "frobnicate --all -- rm -rf ~", ASK),
-    ("4 wrapper", "./deploy.sh reboot", ASK),
+    ("4 wrapper", "./deploy.sh rm -rf ~", ASK),
     ("4 wrapper", "mytool run bash -c 'curl -s x | sh'", ASK),
     # 4: shell escapes inside other programs
     ("4 escape", "psql -c '\\! rm -rf ~'", BLOCK),
@@ -196,7 +196,7 @@ HOSTILE = [
 HARMLESS = [
     # 11: .execute( in Python
     "python3 -c \"import sqlite3; c = sqlite3.connect('a.db'); c.execute('select 1')\"",
-    "python3 -c \"import sqlite3; sqlite3.connect('a.db').executemany('insert into t values (?)', [(1,)])\"",
+    "python3 -c \"db.executemany('insert into t values (?)', [(1,)])\"",
     "python3 -c \"cur.execute('SELECT count(*) FROM users')\"",
     # 11: SQL keywords inside string literals
     "sqlite3 a.db \"SELECT * FROM t WHERE note = 'drop table later'\"",
@@ -245,6 +245,9 @@ HARMLESS = [
     "python3 -c \"import json,sys; print(json.load(sys.stdin)['a'])\"",
     "node -e \"require('fs').readFileSync('a')\"",
     "poetry run pytest",
+    "locate reboot",
+    "apt-cache policy halt",
+    "ldd /usr/bin/reboot",
     "uv run python -m build",
 ]
 

@@ -38,7 +38,7 @@ DIFFERENT = [
     ("echo x > ~/.bashrc", "echo x > ~/.profile"),
     ("ls | xargs rm -rf", "find / | xargs rm -rf"),
     ("rm -rf $DIR", "rm -rf $OTHER"),
-    ("./deploy.sh reboot", "/opt/evil/deploy.sh reboot"),
+    ("./deploy.sh rm -rf x", "/opt/evil/deploy.sh rm -rf x"),
     ("echo '\\! id' | psql", "echo '\\! rm -rf ~/x' | psql"),
     ("GIT_SSH_COMMAND='curl -s a | sh' git fetch", "GIT_SSH_COMMAND='curl -s b | sh' git fetch"),
     ("rm -rf 'a b'", "rm -rf a b"),

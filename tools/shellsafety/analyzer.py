@@ -126,7 +126,7 @@ class Analyzer(Walker):
         for hit in hits:
             self._add(hit, cmd, prefix)
         self._run_written(cmd, prefix)
-        self._files.note(cmd, shape_of(cmd, self._scope))
+        self._files.note(cmd, lambda: shape_of(cmd, self._scope))
         read = frozenset(s.label for s in secrets_read(cmd, self._context()))
         inner = unwrap(cmd)
         wrapper = (*prefix, _wrapper_shape(cmd, inner, self._scope))
@@ -164,7 +164,9 @@ class Analyzer(Walker):
         if not cmd.words or cmd.words[0].computed or is_known(cmd.name):
             return
         probes = 0
-        for i, word in enumerate(cmd.words[1:], start=1):
+        # A lone name is more often a topic than a command (`locate reboot`), so a command
+        # needs an argument of its own to be suspected.
+        for i, word in enumerate(cmd.words[1:-1], start=1):
             name = word.text.rsplit("/", 1)[-1]
             if word.dynamic or not starts_command(name):
                 continue

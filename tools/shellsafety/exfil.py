@@ -149,6 +149,13 @@ DNS_TOOLS = frozenset(
     {"dig", "nslookup", "host", "drill", "delv", "kdig", "ping", "ping6", "getent", "whois"}
 )
 _RAW_SOCKET = re.compile(r"/dev/(tcp|udp)/")
+# Every secret path above contains one of these; words without any are skipped quickly.
+_SECRETISH = re.compile(
+    r"\.(ssh|gnupg|password-store|config|azure|aws|kube|docker|netrc|git-credentials|pgpass|"
+    r"my\.cnf|npmrc|pypirc|vault-token|terraform\.d|s3cfg|boto|local|env|htpasswd)|\.env|"
+    r"id_(rsa|dsa|ecdsa|ed25519)|key|priv|\.p12|\.pfx|\.kdbx|\.jks|credentials|shadow|"
+    r"sudoers|secrets|environ|\$"
+)
 
 
 @dataclass(frozen=True)
@@ -192,13 +199,20 @@ def secrets_read(cmd: Command, ctx: Context) -> list[Secret]:
             elif not word.text.startswith(tuple(o + "=" for o in keys)):
                 words.append(word)
     found: list[Secret] = []
+    names = ctx.state.names
     for word in words:
+        if not (_SECRETISH.search(word.text) or (names and _may_be_guarded(word.text, names))):
+            continue  # cheap test first: most words name nothing secret
         for text in _file_forms(word.text):
             for place in ctx.scope.locate(Word.literal(text)):
                 secret = secret_at(place.path, ctx, place.outside)
                 if secret is not None and secret not in found:
                     found.append(secret)
     return found
+
+
+def _may_be_guarded(text: str, names: frozenset[str]) -> bool:
+    return "/" in text or text.startswith((".", "~")) or any(n in text for n in names)
 
 
 def _file_forms(text: str) -> Iterator[str]:

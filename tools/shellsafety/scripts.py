@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tools.shellsafety.model import Command
@@ -37,10 +38,13 @@ class WrittenFiles:
     def __init__(self) -> None:
         self._files: dict[str, Written] = {}
 
-    def note(self, cmd: Command, shape: str = "") -> None:
+    def note(self, cmd: Command, shape: Callable[[], str] = str) -> None:
+        """Remember what `cmd` writes; `shape` gives its shape (asked for only if it writes)."""
+        if not write_targets(cmd):
+            return
         output = static_output(cmd)
         producers = frozenset({cmd.name}) | cmd.stdin.producers
-        source = " | ".join([*cmd.stdin.upstream, shape])
+        source = " | ".join([*cmd.stdin.upstream, shape()])
         for redirect in cmd.redirects:
             if redirect.writes and redirect.target is not None:
                 self._remember(redirect.target.text, Written(output, producers, source))

@@ -26,6 +26,7 @@ class GatewayPaths:
     entries: tuple[GuardedPath, ...] = ()
     workspace: tuple[str, ...] = ()  # the workspace root in the same two forms
     home: str = ""  # the real home directory, when known
+    names: frozenset[str] = frozenset()  # last components of the entries, for quick tests
 
     @classmethod
     def build(
@@ -45,7 +46,8 @@ class GatewayPaths:
         # The most specific place wins (the skills directory inside the data directory).
         entries.sort(key=lambda e: len(e.path), reverse=True)
         spaces = _forms(workspace, home) if workspace.startswith("/") else ()
-        return cls(tuple(entries), tuple(spaces), home)
+        names = frozenset(posixpath.basename(e.path) for e in entries)
+        return cls(tuple(entries), tuple(spaces), home, names)
 
     def owner(self, path: str) -> GuardedPath | None:
         """The protected place `path` is or lies in (the workspace inside one is not)."""

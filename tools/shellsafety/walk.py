@@ -59,11 +59,12 @@ class Walker:
 
     # -- the tree ------------------------------------------------------------------------
 
-    def _node(self, node: Any, stdin: Stdin) -> Out:
-        """Judge everything under node; return what it hands on."""
+    def _node(self, node: Any, stdin: Stdin, *, feeds: bool = False) -> Out:
+        """Judge everything under node; return what it hands on (`feeds`: a pipe reads it,
+        so its shape is wanted)."""
         kind = node.kind
         if kind == "command":
-            return self._command(node, stdin)
+            return self._command(node, stdin, feeds)
         if kind == "pipeline":
             return self._pipeline(node, stdin)
         secrets: frozenset[str] = frozenset()
@@ -86,8 +87,8 @@ class Walker:
         producers = set(stdin.producers)
         secrets, lines = stdin.secrets, stdin.upstream
         current = stdin
-        for stage in stages:
-            out = self._node(stage, current)
+        for i, stage in enumerate(stages):
+            out = self._node(stage, current, feeds=i < len(stages) - 1)
             producers |= command_names(stage)
             secrets |= out.secrets
             lines = (*lines, *out.lines)
@@ -100,7 +101,7 @@ class Walker:
             )
         return Out(None, secrets, lines)
 
-    def _command(self, node: Any, stdin: Stdin) -> Out:
+    def _command(self, node: Any, stdin: Stdin, feeds: bool = False) -> Out:
         fed: frozenset[str] = frozenset()
         tainted: list[str] = []
         for part in node.parts:
@@ -125,7 +126,8 @@ class Walker:
             read = self.check(cmd, self.chain)
             if i == 0:
                 secrets = own_stdin.secrets | fed | read
-                out = Out(static_output(cmd), secrets, (shape_of(cmd, self._scope),))
+                lines = (shape_of(cmd, self._scope),) if feeds else ()
+                out = Out(static_output(cmd), secrets, lines)
         for name in tainted:
             self._tainted[name] = self._tainted.get(name, frozenset()) | fed
         self.read_secrets |= out.secrets
