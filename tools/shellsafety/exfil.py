@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tools.shellsafety.context import Context, Rule
 from tools.shellsafety.model import Command, Hit, Word
-from tools.shellsafety.names import is_interpreter, is_shell
+from tools.shellsafety.names import DOWNLOADERS, is_interpreter, is_shell
 from tools.shellsafety.shape import show_path
 
 # Credential stores under a home directory; reading them is enough to leak them.
@@ -108,26 +108,11 @@ _KEY_OPTIONS: dict[str, frozenset[str]] = {
     "sftp": _SSH_KEYS,
     "sshfs": _SSH_KEYS,
 }
-NET_SINKS = frozenset(
+# Everything that downloads can also send; these send too (uploads, mail, object stores).
+NET_SINKS = DOWNLOADERS | frozenset(
     {
-        "curl",
-        "wget",
-        "wget2",
-        "http",
-        "https",
-        "xh",
-        "curlie",
-        "nc",
-        "ncat",
-        "netcat",
-        "socat",
-        "telnet",
-        "ssh",
-        "scp",
         "sftp",
         "rsync",
-        "ftp",
-        "tftp",
         "lftp",
         "smbclient",
         "openssl",
@@ -142,7 +127,7 @@ NET_SINKS = frozenset(
         "glab",
         "s3cmd",
         "mc",
-        "aria2c",
+        "POST",
     }
 )
 DNS_TOOLS = frozenset(

@@ -19,6 +19,8 @@ from tools.shellsafety.textflow import static_output
 from tools.shellsafety.words import WordExpander, command_names
 
 MAX_VARIANTS = 8  # variable-value combinations tried per command
+_DECLARERS = frozenset({"export", "declare", "local", "readonly", "typeset"})
+_WRITER = frozenset({"the command writing to >(...)"})
 _PARAM_NAME = re.compile(r"!?([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*])")
 
 
@@ -128,6 +130,8 @@ class Walker:
                 secrets = own_stdin.secrets | fed | read
                 lines = (shape_of(cmd, self._scope),) if feeds else ()
                 out = Out(static_output(cmd), secrets, lines)
+                if fed and cmd.name in _DECLARERS:  # export K=$(cat ~/.ssh/id_rsa)
+                    tainted += [w.text.split("=", 1)[0] for w in cmd.words[1:] if "=" in w.text]
         for name in tainted:
             self._tainted[name] = self._tainted.get(name, frozenset()) | fed
         self.read_secrets |= out.secrets
@@ -168,6 +172,13 @@ class Walker:
     def _inner_code(self, node: Any) -> frozenset[str]:
         """Judge commands inside $(..), `..`, <(..) and unquoted here-documents of one part;
         the secrets they read, which flow into the command the part belongs to."""
+        if (
+            node.kind == "processsubstitution"
+            and self._source[node.pos[0] : node.pos[0] + 1] == ">"
+        ):
+            # >(sh): the commands inside read whatever the outer command writes there
+            fed = Stdin(piped=True, producers=_WRITER, upstream=(exact(self._source),))
+            return self._node(node.command, fed).secrets
         if node.kind in ("commandsubstitution", "processsubstitution"):
             return self._node(node.command, Stdin()).secrets
         secrets: frozenset[str] = frozenset()
