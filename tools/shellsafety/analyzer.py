@@ -51,6 +51,7 @@ class Analyzer(Walker):
         self._scope = scope
         self._values: dict[str, list[str]] = {k: list(v) for k, v in (values or {}).items()}
         self._tainted = {}
+        self._env_secrets = frozenset()
         self.read_secrets = set()
         self._source = ""
         self._globbing = False  # inside _check_glob_names: do not expand globs again

@@ -110,7 +110,7 @@ _LITERAL = re.compile(r"'([^'\n]*)'|\"((?:[^\"\\\n]|\\.)*)\"")
 
 
 def _vim(cmd: Command, args: list[str]) -> Iterator[str]:
-    texts = list(_values(args, "-c", "--cmd", "-S"))
+    texts = list(_values(args, "-c", "--cmd"))
     texts += [a[1:] for a in args if a.startswith("+") and len(a) > 1]
     silent = any(a.startswith(("-e", "-s")) for a in args) or cmd.name == "ex"
     if silent and cmd.stdin.text:
@@ -132,12 +132,11 @@ def _ex_commands(text: str) -> Iterator[str]:
 
 
 def _ssh(cmd: Command, args: list[str]) -> Iterator[str]:
+    """-o ProxyCommand=cmd, -o 'LocalCommand cmd', -o KnownHostsCommand cmd."""
     for i, arg in enumerate(args):
-        lowered = arg.lower()
-        for key in ("proxycommand", "localcommand", "knownhostscommand"):
-            if key in lowered:
-                value = arg.split("=", 1)[-1] if "=" in arg else args[i + 1 : i + 2]
-                yield value if isinstance(value, str) else (value[0] if value else "")
+        m = re.match(r"(?i)(proxy|local|knownhosts)command(\s*=\s*|\s+)?(.*)", arg, re.S)
+        if m:
+            yield m.group(3) if m.group(2) else (args[i + 1] if i + 1 < len(args) else "")
 
 
 def _git(cmd: Command, args: list[str]) -> Iterator[str]:
@@ -154,7 +153,7 @@ def _git(cmd: Command, args: list[str]) -> Iterator[str]:
                 yield value.lstrip("!")
         elif arg.startswith("ext::"):
             yield _ASK_MARK + arg[5:].replace("% ", " ")
-    ops = [a for a in args if not a.startswith("-")]
+    ops = _git_operands(args)
     hooks = ["--upload-pack", "--receive-pack"]
     hooks += ["-u"] if ops[:1] == ["clone"] else []
     hooks += ["--exec"] if ops[:1] and ops[0] in ("push", "fetch", "pull", "ls-remote") else []
@@ -169,6 +168,20 @@ def _git(cmd: Command, args: list[str]) -> Iterator[str]:
         yield " ".join(_quote(a) for a in args[args.index("run") + 1 :])
     if ops[:1] == ["difftool"]:
         yield from _values(args, "-x")
+
+
+def _git_operands(args: list[str]) -> list[str]:
+    """The subcommand and its operands, global options and their values left out."""
+    ops: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") and not ops:
+            skip = True
+        elif not arg.startswith("-"):
+            ops.append(arg)
+    return ops
 
 
 def _psql(cmd: Command, args: list[str]) -> Iterator[str]:

@@ -41,6 +41,7 @@ class Walker:
     _source: str
     _values: dict[str, list[str]]
     _tainted: dict[str, frozenset[str]]  # variables holding secrets: K=$(cat ~/.ssh/id_rsa)
+    _env_secrets: frozenset[str]  # secrets loaded into the environment (source .env)
     read_secrets: set[str]  # every secret read here, for an enclosing pipeline
 
     # -- provided by the analyzer --------------------------------------------------------
@@ -120,7 +121,9 @@ class Walker:
             expander = self._expander(env)
             words = tuple(w for n in word_nodes for w in expander.words(n))
             redirects, own_stdin = self._redirects(redirect_nodes, expander, stdin)
-            cmd = Command(words, redirects, own_stdin, secrets=fed)
+            # After `source .env`, any value known only at run time may hold its secrets.
+            carried = self._env_secrets if any(w.dynamic for w in words) else frozenset()
+            cmd = Command(words, redirects, own_stdin, secrets=fed | carried)
             for assign in assign_nodes if i == 0 else []:
                 value = expander.single(assign)
                 name, _, text = value.text.partition("=")
@@ -132,6 +135,10 @@ class Walker:
                 out = Out(static_output(cmd), secrets, lines)
                 if fed and cmd.name in _DECLARERS:  # export K=$(cat ~/.ssh/id_rsa)
                     tainted += [w.text.split("=", 1)[0] for w in cmd.words[1:] if "=" in w.text]
+                    if any(w.dynamic for w in cmd.words[1:]):  # export $(cat .env | xargs)
+                        self._env_secrets |= fed
+                if read and cmd.name in ("source", "."):
+                    self._env_secrets |= read
         for name in tainted:
             self._tainted[name] = self._tainted.get(name, frozenset()) | fed
         self.read_secrets |= out.secrets
