@@ -149,6 +149,8 @@ HOSTILE = [
     ("6 data", "rm -rf ~/.chatgate", ASK),
     ("6 data", "rm -rf ..", ASK),
     ("6 data", "find ~/.chatgate -delete", ASK),
+    ("6 data", "rm -rf ~/.chat*", ASK),
+    ("6 data", "rm -f ../*.db", ASK),
     ("6 home", "find ~ -exec cp /dev/null {} \\;", ASK),
     ("6 home", "find ~ -type f -exec sed -i 's/a/b/' {} +", ASK),
     ("6 home", "find $HOME -name '*.txt' -exec shred -u {} \\;", BLOCK),

@@ -25,7 +25,6 @@ for _table in (
     rules_escape.RULES,
     rules_cloud.RULES,
     rules_env.RULES,
-    exfil.RULES,
 ):
     for _name, _rule in _table.items():
         _BY_NAME.setdefault(_name, []).append(_rule)

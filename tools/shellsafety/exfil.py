@@ -245,4 +245,3 @@ def remote_shell(cmd: Command, ctx: Context) -> Iterator[Hit]:
 
 
 GENERIC: list[Rule] = [exfiltration, remote_shell]
-RULES: dict[str, Rule] = {}

@@ -8,8 +8,11 @@ import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from tools.shellsafety.paths import HOME
+
+_GLOB = re.compile(r"[*?\[]")
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class GatewayPaths:
         if not self.entries or not path.startswith("/"):
             return None
         for entry in self.entries:
-            if _under(path, entry.path):
+            if _covers(entry.path, path):
                 if any(_under(path, w) and _under(w, entry.path) for w in self.workspace):
                     return None
                 return entry
@@ -63,7 +66,7 @@ class GatewayPaths:
     def inside(self, path: str) -> GuardedPath | None:
         """A protected place that lies under `path` (deleting `path` recursively hits it)."""
         for entry in self.entries:
-            if _under(entry.path, path) and not any(_under(path, w) for w in self.workspace):
+            if _covers(path, entry.path) and not any(_under(path, w) for w in self.workspace):
                 return entry
         return None
 
@@ -82,6 +85,19 @@ def _forms(path: str, home: str) -> tuple[str, ...]:
     if home != "/" and _under(path, home):
         return path, HOME + path[len(home) :]
     return (path,)
+
+
+def _covers(base: str, path: str) -> bool:
+    """`path` is `base` or lies under it; glob components of either side match as globs
+    (`~/.chat*` covers `~/.chatgate`, `~/.chatgate/*` lies in it)."""
+    if _under(path, base):
+        return True
+    if not _GLOB.search(path + base):
+        return False
+    outer, inner = base.split("/"), path.split("/")
+    return len(inner) >= len(outer) and all(
+        fnmatchcase(a, b) or fnmatchcase(b, a) for a, b in zip(outer, inner, strict=False)
+    )
 
 
 def _under(path: str, base: str) -> bool:
