@@ -19,7 +19,7 @@ import httpx
 from pydantic import BaseModel
 
 from adapters.console import ConsoleAdapter
-from adapters.registry import plugin, plugins
+from adapters.registry import plugin, plugins, settings_sections
 from gateway import config
 from gateway.access import AccessPolicy
 from gateway.admission import Admission, AdmissionPipeline, Middleware, Notifier
@@ -270,13 +270,9 @@ class App:
         return None
 
 
-def platform_sections() -> dict[str, type[BaseModel]]:
-    return {plugin.name: plugin.settings for plugin in plugins()}
-
-
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Settings with every platform's section (`[telegram]`, `CHATGATE_TELEGRAM__TOKEN` ...)."""
-    return config.load_settings(path, sections=platform_sections(), **overrides)
+    return config.load_settings(path, sections=settings_sections(), **overrides)
 
 
 def configured_platforms(settings: Settings) -> list[PlatformPlugin[Any]]:

@@ -141,6 +141,7 @@ class IntakeRoundTrip:
             return await self._claim_only(admission, call_next, seen, counter)
         owner = self._queue.reserve(admission.session)
         claimed = None
+        queued = False
         try:
             result = await self._queue.store(admission, seen=seen, rate_key=counter, owner=owner)
             claimed = result.claimed
@@ -152,12 +153,13 @@ class IntakeRoundTrip:
                     admission, intake=Intake(rate_count=result.rate_count, stored=result)
                 )
             )
-            if submission.status not in (Status.STARTED, Status.QUEUED):
+            queued = submission.status in (Status.STARTED, Status.QUEUED)
+            if not queued:
                 # Answered some other way after it was stored (a question's answer, ...).
                 await self._store.remove_pending(str(admission.session), admission.turn_id)
             return submission
         finally:
-            await self._queue.settle(owner, claimed)
+            await self._queue.settle(admission.turn_id, owner, claimed, queued=queued)
 
     async def _claim_only(
         self, admission: Admission, call_next: Next, seen: str, counter: str | None

@@ -178,8 +178,14 @@ class SessionQueue:
         rate_key: str | None = None,
         owner: str | None = None,
     ) -> IntakeResult:
-        """Store the message in its session's inbox (gateway/store/inbox.py)."""
+        """Store the message in its session's inbox (gateway/store/inbox.py).
+
+        Whoever submitted it can wait for its turn from now on: a turn may start in another
+        task before this returns."""
         inbound = admission.inbound
+        if admission.turn_id not in self._waiters:
+            future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+            self._waiters[admission.turn_id] = _Waiter(future)
         request = IntakeRequest(
             session=str(admission.session),
             entry=InboxEntry(admission.turn_id, inbound.model_dump_json()),
@@ -194,9 +200,14 @@ class SessionQueue:
         )
         return await self._store.intake(request)
 
-    async def settle(self, owner: str | None, claimed: Claimed | None) -> None:
-        """After admission: give back a slot reserved for a turn that did not start here, and
-        hand back a lease intake took for a turn nobody started."""
+    async def settle(
+        self, turn_id: str, owner: str | None, claimed: Claimed | None, *, queued: bool
+    ) -> None:
+        """After admission: forget a message that was not queued after all, give back a slot
+        reserved for a turn that did not start here, and hand back a lease intake took for
+        a turn nobody started."""
+        if not queued:
+            self._waiters.pop(turn_id, None)
         if owner is None:
             return
         if owner in self._started:
@@ -230,10 +241,18 @@ class SessionQueue:
         if result is None:  # command-shaped but no command: a message for the model after all
             result = await self.store(admission, seen=None)
             if result.status != "stored":
+                self._waiters.pop(admission.turn_id, None)
                 return await self._notifier.refuse(admission.inbound, LIMIT_HIT, admission.session)
         key = admission.session
-        future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
-        self._waiters[admission.turn_id] = _Waiter(future)
+        log.debug(
+            "message stored session=%s entry=%s queued=%d holder=%s starts=%s",
+            key,
+            admission.turn_id,
+            result.queued,
+            result.holder or "-",
+            result.claimed is not None,
+        )
+        future = self._waiters[admission.turn_id].future
         if result.claimed is not None:
             self._started.add(result.claimed.owner)
             self._start(result.claimed)
@@ -246,6 +265,14 @@ class SessionQueue:
                 # The running turn is already sending its answer and nothing else waits: this
                 # message starts in a moment, so a "will answer after" notice would be noise.
                 ending = running is not None and running.answering and result.queued <= 2
+                # Between the store's answer and now, the running turn may have ended and this
+                # message's own turn begun: then there is nothing to wait for.
+                begun = future.done() or (
+                    running is not None
+                    and running.job is not None
+                    and running.job.turn_id == admission.turn_id
+                )
+                ending = ending or begun
                 if result.notice and self._settings.queue_notice and not ending:
                     await self._notifier.say(admission.inbound, QUEUED_NOTICE)
         else:
