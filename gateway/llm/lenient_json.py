@@ -24,6 +24,7 @@ class LenientJSONError(ValueError):
 
 
 _MAX_DEPTH = 64
+_FIRST_WINDOW = 4096
 _WS_RUN = re.compile("[ \t\r\n\f\v\u00a0\ufeff]*")
 _RUNS = {'"': re.compile(r'[^"\\]*'), "'": re.compile(r"[^'\\]*")}
 _LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -82,19 +83,42 @@ def scan(text: str, pos: int) -> tuple[Any, int]:
     pos = skip_ws(text, pos)
     reached = pos
     if pos < len(text) and text[pos] in '{["':
-        try:
-            value, end = _FAST.raw_decode(text, pos)
-        except (ValueError, RecursionError) as exc:
-            reached = max(reached, getattr(exc, "pos", pos) or pos)
-        else:
-            # The C decoder keeps lone surrogates, which could not be sent as UTF-8 later.
-            if not _LONE_SURROGATE_ESCAPE.search(text, pos, end):
-                return value, end
+        fast = _scan_fast(text, pos)
+        if isinstance(fast, tuple):
+            return fast
+        reached = fast
     try:
         return _value(text, pos, 0)
     except LenientJSONError as exc:
         exc.pos = max(exc.pos, reached)
         raise
+
+
+def _scan_fast(text: str, pos: int) -> tuple[Any, int] | int:
+    """Plain JSON at `pos` read by the C decoder; on failure, how far it got.
+
+    It reads from a window that grows only while the value may continue past it: a decode
+    error counts the line breaks before it, so decoding from the whole text each time would
+    make every failed read cost the length of everything before it.
+    """
+    window = _FIRST_WINDOW
+    while True:
+        stop = min(len(text), pos + window)
+        chunk = text[pos:stop]
+        try:
+            value, end = _FAST.raw_decode(chunk)
+        except json.JSONDecodeError as exc:
+            cut_short = exc.msg.startswith("Unterminated") or exc.pos >= len(chunk) - 64
+            if stop < len(text) and cut_short:
+                window *= 16
+                continue
+            return pos + exc.pos
+        except (ValueError, RecursionError):  # NaN, 1e999, or nesting the C decoder refuses
+            return pos
+        # The C decoder keeps lone surrogates, which could not be sent as UTF-8 later.
+        if _LONE_SURROGATE_ESCAPE.search(chunk, 0, end):
+            return pos
+        return value, pos + end
 
 
 def skip_ws(text: str, pos: int) -> int:

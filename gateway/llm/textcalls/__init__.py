@@ -6,8 +6,19 @@ README.md ("Text tool calls") lists every format with an example.
 """
 
 from gateway.llm.lenient_json import loads as loads_lenient
+from gateway.llm.textcalls.markup import CALL_MARKERS
 from gateway.llm.textcalls.model import ParsedCall, ParsedReply
 from gateway.llm.textcalls.parser import _parse, parse
-from gateway.llm.textcalls.reasoning import split_reasoning
+from gateway.llm.textcalls.reasoning import REASONING_TAGS, STRAY_CLOSERS, split_reasoning
 
-__all__ = ["ParsedCall", "ParsedReply", "_parse", "loads_lenient", "parse", "split_reasoning"]
+__all__ = [
+    "CALL_MARKERS",
+    "REASONING_TAGS",
+    "STRAY_CLOSERS",
+    "ParsedCall",
+    "ParsedReply",
+    "_parse",
+    "loads_lenient",
+    "parse",
+    "split_reasoning",
+]

@@ -33,11 +33,13 @@ Calls = list[ParsedCall]
 NAME = re.compile(r"[A-Za-z_][\w.\-:/]{0,127}")
 """A tool name as models write it (dots for namespaces, hyphens, Kimi's `functions.x`)."""
 
-# Failed reads may cost this many characters per character of reply, plus a floor. Each
-# handler re-reads text at most a few times, so honest replies never come near it.
+# Reading is paid from a budget proportional to the reply: successful reads pay their length
+# (they move the scan past the text, so honest replies spend about 1x), failed attempts pay
+# what they read plus a fixed cost. Hostile text that starts a format thousands of times
+# without finishing it runs out of budget; the rest of it is then kept as plain text.
 _BUDGET_FACTOR = 4
-_BUDGET_FLOOR = 65_536
-_MIN_CHARGE = 16  # also bounds the number of attempts on text full of short false starts
+_BUDGET_FLOOR = 2_000_000
+_ATTEMPT = 4_000  # ~500 failed attempts on a short reply, ~1,500 on 1 MB
 
 
 class Context:
@@ -52,7 +54,12 @@ class Context:
         return self._budget <= 0
 
     def charge(self, chars: int) -> None:
-        self._budget -= max(chars, _MIN_CHARGE)
+        """Pay for reading `chars` characters outside `read` (pythonic lists, brackets)."""
+        self._budget -= chars
+
+    def miss(self) -> None:
+        """Pay for an attempt that found nothing (a marker, a candidate) beyond what it read."""
+        self._budget -= _ATTEMPT
 
     def read(self, text: str, pos: int) -> tuple[Any, int] | None:
         """One JSON-ish value at `pos`, or None when there is none or the budget is spent."""
@@ -61,12 +68,12 @@ class Context:
         try:
             value, end = scan(text, pos)
         except LenientJSONError as exc:
-            self.charge(exc.pos - pos)
+            self._budget -= exc.pos - pos + _ATTEMPT
             return None
-        except RecursionError:  # a pathological nesting the C decoder gave up on
-            self.charge(len(text) - pos)
+        except RecursionError:  # a nesting too deep for the C decoder's stack
+            self._budget -= len(text) - pos + _ATTEMPT
             return None
-        self.charge(end - pos)
+        self._budget -= end - pos
         return value, end
 
     def offered(self, calls: Iterable[ParsedCall]) -> bool:
@@ -90,24 +97,25 @@ def join_pieces(pieces: Pieces) -> str:
     runs: list[str] = []
     current: list[str] = []
     for piece in pieces:
-        if piece is CUT:
+        if piece is None:
             runs.append("".join(current))
             current = []
         else:
             current.append(piece)
     runs.append("".join(current))
-    for i in range(1, len(runs) - 1):
-        if _SEPARATORS.fullmatch(runs[i]):
-            runs[i] = ""
-    text = runs[0]
-    for run in runs[1:]:
-        text = _glue(text, run)
+    out: list[str] = []  # non-empty strings only, joined once at the end
+    for i, run in enumerate(runs):
+        if i:
+            if i < len(runs) - 1 and _SEPARATORS.fullmatch(run):
+                run = ""
+            run = run.lstrip(" \t")
+            while out and not (trimmed := out[-1].rstrip(" \t")):
+                out.pop()
+            if out:
+                out[-1] = trimmed
+                if run and not trimmed.endswith("\n") and not run.startswith("\n"):
+                    out.append(" ")
+        if run:
+            out.append(run)
+    text = "".join(out)
     return _BLANK_LINES.sub("\n\n", text) if len(runs) > 1 else text
-
-
-def _glue(left: str, right: str) -> str:
-    left = left.rstrip(" \t")
-    right = right.lstrip(" \t")
-    if left and right and not left.endswith("\n") and not right.startswith("\n"):
-        return f"{left} {right}"
-    return left + right

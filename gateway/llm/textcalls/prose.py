@@ -15,19 +15,29 @@ from gateway.llm.pythonic import pythonic_calls
 from gateway.llm.textcalls.jsoncalls import calls_from_json, only_separators
 from gateway.llm.textcalls.model import CUT, Calls, Context, ParsedCall, Pieces
 
+# An object whose first key is one a call object can start with; `{` first, so the regex
+# engine can skip ahead to it in C.
 _JSON_CANDIDATE = re.compile(
-    r"""(?:\[\s*)?\{\s*["']?(?:name|tool_name|function|tool|arguments|parameters|type|id"""
-    r"""|tool_calls?)["']?\s*:"""
+    r"""\{\s*["']?(?:name|tool_name|function|tool|arguments|parameters|type|id|tool_calls?)"""
+    r"""["']?\s*:"""
 )
 _PYTHON_LIST = re.compile(r"\[\s*([A-Za-z_][\w.]*)\s*\(")
-_PYTHON_TOKEN = re.compile(r"""[\[\](){}"'\\]""")
+_PYTHON_TOKEN = re.compile(r"""[\[\](){}"']""")
+_PYTHON_STRING_END = {
+    '"': re.compile(r'(?:[^"\\\n]|\\.)*"'),
+    "'": re.compile(r"(?:[^'\\\n]|\\.)*'"),
+}
+# A Python-level step costs about as much as reading this many characters; a candidate
+# skipped at a glance (not offered, inside a fence) costs a few steps.
+_TOKEN_COST = 64
+_SKIP_COST = 4 * _TOKEN_COST
 _FUNCTIONARY_START = re.compile(r"([A-Za-z_][\w.\-]{0,127})\n(?=\s*\{)")
 _EXAMPLE = re.compile(
     r"(?i)\bfor (?:example|instance)\b|\be\.g\.|\bexamples?\b|\bsuch as\b|\bsamples?\b"
     r"|\bsyntax\b"
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_MAX_PYTHON_LIST = 100_000
+_MAX_PYTHON_LIST = 20_000  # a pythonic list in prose longer than this is not a call
 
 Span = tuple[int, int, Calls]
 
@@ -96,15 +106,27 @@ def _json_spans(text: str, ctx: Context, fences: list[int]) -> list[Span]:
         start = match.start()
         pos = start + 1
         if _in_fence(fences, start) or in_inline_code(text, start):
+            ctx.charge(_SKIP_COST)
             continue
-        read = ctx.read(text, start)
-        if read is None:
-            continue
-        pos = read[1]  # whatever the value is, nothing inside it is a call of its own
-        calls = calls_from_json(read[0], strict=True)
-        if calls and ctx.offered(calls) and not looks_shown(text, start):
-            spans.append((start, read[1], calls))
+        for begin in (_list_start(text, start), start):
+            if begin is None:
+                continue
+            read = ctx.read(text, begin)
+            if read is None:
+                continue
+            pos = max(pos, read[1])  # nothing inside a value is a call of its own
+            calls = calls_from_json(read[0], strict=True)
+            if calls and ctx.offered(calls) and not looks_shown(text, begin):
+                spans.append((begin, read[1], calls))
+            break
     return spans
+
+
+def _list_start(text: str, start: int) -> int | None:
+    """Where a list opens right before the object at `start` (xLAM writes calls as a list)."""
+    window = max(0, start - 64)
+    before = text[window:start].rstrip()
+    return window + len(before) - 1 if before.endswith("[") else None
 
 
 def _python_spans(text: str, ctx: Context, fences: list[int]) -> list[Span]:
@@ -117,6 +139,7 @@ def _python_spans(text: str, ctx: Context, fences: list[int]) -> list[Span]:
         pos = start + 1
         name = match.group(1).removesuffix(".call")
         if name not in ctx.names or _in_fence(fences, start) or in_inline_code(text, start):
+            ctx.charge(_SKIP_COST)
             continue
         end = _closing_bracket(text, start, ctx)
         if end is None:
@@ -126,6 +149,8 @@ def _python_spans(text: str, ctx: Context, fences: list[int]) -> list[Span]:
         if calls and ctx.offered(calls) and not looks_shown(text, start):
             spans.append((start, end, calls))
             pos = end
+        else:
+            ctx.miss()
     return spans
 
 
@@ -133,27 +158,28 @@ def _closing_bracket(text: str, start: int, ctx: Context) -> int | None:
     """Just past the `]` that closes the list opening at `start`, skipping quoted text."""
     limit = min(len(text), start + _MAX_PYTHON_LIST)
     depth = 0
-    quote = ""
     i = start
+    steps = 0
+    end: int | None = None
     while (token := _PYTHON_TOKEN.search(text, i, limit)) is not None:
+        steps += 1
         char = token.group()
         i = token.end()
-        if quote:
-            if char == "\\":
-                i += 1
-            elif char == quote:
-                quote = ""
-        elif char in "\"'":
-            quote = char
+        if char in "\"'":
+            closing = _PYTHON_STRING_END[char].match(text, i, limit)
+            if closing is None:
+                break
+            i = closing.end()
         elif char in "[({":
             depth += 1
-        elif char in "])}":
+        else:
             depth -= 1
             if depth == 0:
-                ctx.charge(i - start)
-                return i if char == "]" else None
-    ctx.charge(limit - start)
-    return None
+                end = i if char == "]" else None
+                break
+    # A list that closes is paid like any read; a search that ran off is paid per step.
+    ctx.charge(i - start if end is not None else (i - start) + steps * _TOKEN_COST)
+    return end
 
 
 def _fence_bounds(text: str) -> list[int]:

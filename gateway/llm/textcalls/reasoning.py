@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-_CLOSING = {
+REASONING_TAGS = {
     "<think>": "</think>",
     "<thinking>": "</thinking>",
     "<seed:think>": "</seed:think>",
@@ -15,9 +15,11 @@ _CLOSING = {
     "<|START_THINKING|>": "<|END_THINKING|>",
     "<|channel>thought": "<channel|>",
 }
-_OPEN = re.compile("|".join(re.escape(opening) for opening in _CLOSING))
+"""Each opening tag of a reasoning block and the tag that closes it."""
 # Closers that may appear alone: the chat template opened the block before the reply began.
-_ORPHAN_CLOSE = re.compile(r"</think>|</thinking>|</seed:think>|\[/THINK\]|<\|END_THINKING\|>")
+STRAY_CLOSERS = ("</think>", "</thinking>", "</seed:think>", "[/THINK]", "<|END_THINKING|>")
+_OPEN = re.compile("|".join(re.escape(opening) for opening in REASONING_TAGS))
+_ORPHAN_CLOSE = re.compile("|".join(re.escape(closer) for closer in STRAY_CLOSERS))
 
 
 def split_reasoning(text: str) -> tuple[str, str | None]:
@@ -45,7 +47,7 @@ def split_reasoning(text: str) -> tuple[str, str | None]:
             pos = opening.end()
             continue
         kept.append(text[pos : opening.start()])
-        closer = _CLOSING[opening.group()]
+        closer = REASONING_TAGS[opening.group()]
         closing = text.find(closer, opening.end())
         if closing < 0:
             reasoning.append(text[opening.end() :])
