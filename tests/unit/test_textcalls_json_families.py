@@ -568,6 +568,12 @@ SHOWN = [
     ),
     Case("python-repl", ">>> print(1)\n1", ">>> print(1)\n1", []),
     Case(
+        "recounting-an-earlier-call",
+        f"Earlier I called {SEARCH} and it found nothing.",
+        f"Earlier I called {SEARCH} and it found nothing.",
+        [],
+    ),
+    Case(
         "result-is-not-an-example",
         f"Here is the result: {SEARCH}",
         "Here is the result:",

@@ -32,9 +32,10 @@ _PYTHON_STRING_END = {
 _TOKEN_COST = 64
 _SKIP_COST = 4 * _TOKEN_COST
 _FUNCTIONARY_START = re.compile(r"([A-Za-z_][\w.\-]{0,127})\n(?=\s*\{)")
+# Words that introduce a call as an illustration, or recount one made before.
 _EXAMPLE = re.compile(
     r"(?i)\bfor (?:example|instance)\b|\be\.g\.|\bexamples?\b|\bsuch as\b|\bsamples?\b"
-    r"|\bsyntax\b"
+    r"|\bsyntax\b|\b(?:called|invoked|used|ran)\b"
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _MAX_PYTHON_LIST = 20_000  # a pythonic list in prose longer than this is not a call
@@ -74,7 +75,8 @@ def in_inline_code(text: str, pos: int) -> bool:
 
 
 def looks_shown(text: str, start: int) -> bool:
-    """The sentence that leads to `start` introduces an example ("for example", "syntax")."""
+    """The sentence leading to `start` shows a call rather than makes one ("for example",
+    "syntax", "I called")."""
     head = text[max(0, start - 240) : start]
     line_start = head.rfind("\n")
     intro = head[line_start + 1 :]

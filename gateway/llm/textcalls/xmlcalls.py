@@ -29,21 +29,11 @@ _ARG_PAIR = re.compile(r"\s*<arg_key>([^<]{1,256})</arg_key>\s*<arg_value>")
 
 def function_tag(text: str, pos: int, ctx: Context) -> tuple[ParsedCall, int] | None:
     """`<function=name>` or `<function name="name">` at `pos`, with a JSON or parameter body."""
-    match = FUNCTION_TAG.match(text, pos)
-    if match is None:
+    head = _opening(FUNCTION_TAG, text, pos, ctx)
+    if head is None:
         return None
-    name = next(group for group in match.groups() if group is not None)
-    if not NAME.fullmatch(name):
-        return None
-    i = skip_ws(text, match.end())
-    arguments: dict[str, Any] = {}
-    end = match.end()
-    if i < len(text) and text[i] == "{":
-        read = ctx.read(text, i)
-        if read is None or not isinstance(read[0], dict):
-            return None
-        arguments, end = read
-    else:
+    name, arguments, end, tag_end = head
+    if end == tag_end:
         while (param := _PARAMETER_EQ.match(text, skip_ws(text, end))) is not None:
             close = text.find("</parameter>", param.end())
             stop = close if close >= 0 else len(text)
@@ -60,19 +50,10 @@ def function_tag(text: str, pos: int, ctx: Context) -> tuple[ParsedCall, int] | 
 
 def invoke_tag(text: str, pos: int, ctx: Context) -> tuple[ParsedCall, int] | None:
     """`<invoke name="x"><parameter name="k">v</parameter>...</invoke>` at `pos`."""
-    match = INVOKE_TAG.match(text, pos)
-    if match is None:
+    head = _opening(INVOKE_TAG, text, pos, ctx)
+    if head is None:
         return None
-    name = next(group for group in match.groups() if group is not None)
-    if not NAME.fullmatch(name):
-        return None
-    i = skip_ws(text, match.end())
-    arguments: dict[str, Any] = {}
-    end = match.end()
-    if i < len(text) and text[i] == "{":
-        read = ctx.read(text, i)
-        if read is not None and isinstance(read[0], dict):
-            arguments, end = read
+    name, arguments, end, tag_end = head
     while (param := _PARAMETER_NAMED.match(text, skip_ws(text, end))) is not None:
         key = next(group for group in param.groups()[:3] if group is not None)
         close = _PARAMETER_CLOSE.search(text, param.end())
@@ -84,9 +65,29 @@ def invoke_tag(text: str, pos: int, ctx: Context) -> tuple[ParsedCall, int] | No
     closing = _INVOKE_CLOSE.match(text, end)
     if closing:
         end = closing.end()
-    elif not arguments and end == match.end():
+    elif not arguments and end == tag_end:
         return None
     return ParsedCall(name, arguments), end
+
+
+def _opening(
+    tag: re.Pattern[str], text: str, pos: int, ctx: Context
+) -> tuple[str, dict[str, Any], int, int] | None:
+    """The opening tag at `pos`: the tool name, the arguments when a JSON object follows it,
+    where those end (the tag's end when there are none yet), and where the tag ends."""
+    match = tag.match(text, pos)
+    if match is None:
+        return None
+    name = next(group for group in match.groups() if group is not None)
+    if not NAME.fullmatch(name):
+        return None
+    i = skip_ws(text, match.end())
+    if i < len(text) and text[i] == "{":
+        read = ctx.read(text, i)
+        if read is None or not isinstance(read[0], dict):
+            return None
+        return name, read[0], read[1], match.end()
+    return name, {}, match.end(), match.end()
 
 
 def glm_call(text: str, pos: int) -> tuple[ParsedCall, int] | None:
