@@ -28,6 +28,9 @@ OFFERED = (
     "web-search",
 )
 W = {"city": "Paris"}
+Q = {"query": "rust"}
+GW = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+SEARCH = '{"name": "search", "arguments": {"query": "rust"}}'
 
 
 @dataclass(frozen=True)
