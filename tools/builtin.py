@@ -20,9 +20,10 @@ from gateway.prompt import PromptSection
 from gateway.scheduler import Scheduler
 from gateway.sessions import SessionKey
 from gateway.store.base import Store
-from gateway.tooling import ApprovalGate
+from gateway.tooling import ApprovalGate, ToolContext
 from tools.attachments import attachment_tools
 from tools.clarify import ClarifyService
+from tools.code import code_tools
 from tools.cron import cron_tools
 from tools.files import file_tools
 from tools.find import find_tools
@@ -33,6 +34,7 @@ from tools.registry import ToolRegistry
 from tools.shell import shell_tools
 from tools.skills import default_library, skill_tools
 from tools.subagent import subagent_tools
+from tools.terminal.factory import build_backend
 from tools.todo import todo_tools
 from tools.web import WebFetcher, web_tools
 from tools.web_search import provider_from_settings, web_search_tools
@@ -65,6 +67,10 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     settings = services.settings
     cfg = settings.tools
     workspace = Workspace(settings.workspace)
+
+    def workspace_for(ctx: ToolContext) -> Workspace:
+        return workspace  # the lead connects the per-conversation workspace resolver here
+
     registry.extend(
         file_tools(
             workspace, max_chars=cfg.max_output_chars, confirm_overwrite=cfg.confirm_overwrite
@@ -79,7 +85,21 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
             max_bytes=cfg.attachment_max_bytes,
         )
     )
-    registry.extend(shell_tools(workspace, cfg, secrets=lambda: secret_values(settings)))
+    terminal = build_backend(settings)
+    services.closers.append(terminal.close)
+    registry.extend(
+        shell_tools(workspace_for, cfg, terminal.backend, secrets=lambda: secret_values(settings))
+    )
+    registry.extend(
+        code_tools(
+            workspace_for,
+            settings,
+            terminal.backend,
+            catalog=registry,
+            approvals=services.approvals,
+            secrets=lambda: secret_values(settings),
+        )
+    )
     fetcher = WebFetcher(
         AddressGuard(cfg.web_allow_hosts), timeout=cfg.web_timeout, max_bytes=cfg.web_max_bytes
     )

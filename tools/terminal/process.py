@@ -1,0 +1,155 @@
+"""Commands on this host, under the launcher (tools/terminal/launcher.py): limits applied,
+every descendant ended with the command, optionally as another (unprivileged) user."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import pwd
+import signal
+import stat
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.terminal import base
+from tools.terminal.base import BackendUnavailable, Limits
+
+LAUNCHER = Path(__file__).with_name("launcher.py")
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """An unprivileged account commands run as when the gateway itself is root."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+    @classmethod
+    def lookup(cls, name: str) -> RunAs:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise BackendUnavailable(
+                f"the user {name!r} does not exist; create it (useradd --system {name}) "
+                "or set another one"
+            ) from None
+        if entry.pw_uid == 0:
+            raise BackendUnavailable(f"the user {name!r} is root; name an unprivileged user")
+        return cls(name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+
+
+class LaunchedProcess:
+    """A `base.Running` for a process started under the launcher."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, grace: float) -> None:
+        self._proc = proc
+        self._grace = grace
+        self.stdin = proc.stdin
+        assert proc.stdout is not None
+        self.stdout: asyncio.StreamReader = proc.stdout
+        self.stderr = proc.stderr
+        self._stopped = False
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.stdin is not None:
+            self.stdin.close()
+        if self._proc.returncode is None:
+            # The launcher ends the whole tree (SIGTERM, the grace, then SIGKILL) and exits.
+            _signal(self._proc.pid, signal.SIGTERM, group=False)
+            if not await base.exited(self, self._grace + 3.0):
+                _signal(self._proc.pid, signal.SIGKILL, group=False)
+                await base.exited(self, 1.0)
+        # Last resort for the launcher's own group, should it have died mid-cleanup.
+        _signal(self._proc.pid, signal.SIGKILL, group=True)
+
+
+async def launch(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    limits: Limits,
+    run_as: RunAs | None = None,
+    stdin: bool = False,
+    split_stderr: bool = False,
+    pass_fds: Sequence[int] = (),
+) -> LaunchedProcess:
+    spec = {
+        "parent": os.getpid(),
+        "grace": base.KILL_GRACE,
+        "cpu": limits.cpu_seconds,
+        "data": limits.memory_mb * 1024 * 1024,
+        "nproc": limits.max_processes,
+    }
+    extra: dict[str, object] = {}
+    if run_as is not None:
+        extra = {"user": run_as.uid, "group": run_as.gid, "extra_groups": []}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-I",
+        "-S",
+        str(LAUNCHER),
+        json.dumps(spec),
+        *argv,
+        cwd=cwd,
+        env=dict(env),
+        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE if split_stderr else asyncio.subprocess.STDOUT,
+        start_new_session=True,
+        pass_fds=tuple(pass_fds),
+        **extra,  # type: ignore[arg-type]
+    )
+    return LaunchedProcess(proc, base.KILL_GRACE)
+
+
+def hand_over(root: Path, run_as: RunAs) -> None:
+    """Give the gateway's own entries in the workspace to `run_as`, so commands running as
+    that user can change what the file tools wrote.
+
+    Never follows symlinks, and skips files with several hard links: a command could have
+    linked something outside the workspace into it.
+    """
+    me = os.geteuid()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            _give(os.path.join(dirpath, name), me, run_as)
+    _give(str(root), me, run_as)
+
+
+def _give(path: str, me: int, run_as: RunAs) -> None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return
+    if info.st_uid != me:
+        return
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        return
+    with contextlib.suppress(OSError):
+        os.chown(path, run_as.uid, run_as.gid, follow_symlinks=False)
+
+
+def _signal(pid: int, sig: signal.Signals, *, group: bool) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if group:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
