@@ -3,7 +3,8 @@ subreaper of everything the command starts (so `setsid` and double forks cannot 
 ends that whole tree when the command exits or when it is told to stop (SIGTERM).
 
 Standalone: started as `python -I -S launcher.py SPEC ARGV...`, it imports only the standard
-library. SPEC is JSON: {"parent": pid, "grace": s, "cpu": s, "data": bytes, "nproc": n}.
+library. SPEC is JSON: {"parent": pid, "grace": s, "cpu": s, "data": bytes, "nproc": n}, plus
+"uid" and "gid" when the command is to run as another user (the launcher itself does not).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import resource
 import signal
 import sys
 import time
+import warnings  # noqa: F401 - os.execvp imports it late, maybe after a uid switch
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -104,6 +106,14 @@ def _limit(kind: int, value: int) -> None:
 def _exec(argv: list[str], spec: dict[str, int]) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)  # Python ignores SIGPIPE; commands expect the default
+    if "uid" in spec:
+        try:
+            os.setgroups([])
+            os.setgid(spec["gid"])
+            os.setuid(spec["uid"])
+        except OSError as exc:
+            os.write(2, f"cannot switch to uid {spec['uid']}: {exc.strerror}\n".encode())
+            os._exit(126)
     if spec.get("cpu"):
         _limit(resource.RLIMIT_CPU, spec["cpu"])
     if spec.get("data"):

@@ -13,7 +13,6 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gateway.tooling import ToolError
 from tools.terminal.base import BackendUnavailable, Limits, Running
 from tools.terminal.process import RunAs, hand_over, launch
 
@@ -63,19 +62,12 @@ class LocalBackend:
         if self._run_as is not None:
             await asyncio.to_thread(hand_over, workspace, self._run_as)
             env.update(HOME=self._run_as.home, USER=self._run_as.name, LOGNAME=self._run_as.name)
-        try:
-            return await launch(
-                argv,
-                cwd=cwd,
-                env=env,
-                limits=self._limits,
-                run_as=self._run_as,
-                stdin=stdin,
-                split_stderr=split_stderr,
-            )
-        except PermissionError:
-            who = self._run_as.name if self._run_as else "the gateway user"
-            raise ToolError(
-                f"{who} cannot enter the workspace ({workspace}); the operator must move the "
-                "workspace where that user can reach it"
-            ) from None
+        return await launch(
+            argv,
+            cwd=cwd,
+            env=env,
+            limits=self._limits,
+            run_as=self._run_as,
+            stdin=stdin,
+            split_stderr=split_stderr,
+        )

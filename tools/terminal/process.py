@@ -98,9 +98,10 @@ async def launch(
         "data": limits.memory_mb * 1024 * 1024,
         "nproc": limits.max_processes,
     }
-    extra: dict[str, object] = {}
     if run_as is not None:
-        extra = {"user": run_as.uid, "group": run_as.gid, "extra_groups": []}
+        # The launcher stays the gateway's user, so it can read itself and end the tree;
+        # only the command becomes `run_as`.
+        spec.update(uid=run_as.uid, gid=run_as.gid)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-I",
@@ -115,7 +116,6 @@ async def launch(
         stderr=asyncio.subprocess.PIPE if split_stderr else asyncio.subprocess.STDOUT,
         start_new_session=True,
         pass_fds=tuple(pass_fds),
-        **extra,  # type: ignore[arg-type]
     )
     return LaunchedProcess(proc, base.KILL_GRACE)
 

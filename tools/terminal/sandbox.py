@@ -123,18 +123,22 @@ class SandboxBackend:
             elif path.is_dir():
                 args += ["--ro-bind", str(path), str(path)]
                 visible.append(path)
-        for path in [root / name for name in _SYSTEM_DIRS] + self._ro_paths:
-            if path.is_dir() or (path.exists() and path in self._ro_paths):
+        for path in (root / name for name in _SYSTEM_DIRS):
+            if path.is_dir():
                 args += ["--ro-bind", str(path), str(path)]
                 visible.append(path)
-        if self._network:
-            args += self._resolver(visible)
         args += ["--dev", "/dev", "--proc", "/proc"]
         args += self._tmpfs("/tmp", self._limits.memory_mb)
         layered: list[tuple[Path, list[str]]] = []
+        for path in self._ro_paths:
+            if path.exists():
+                layered.append((path, ["--ro-bind", str(path), str(path)]))
+                visible.append(path)
         if workspace is not None:
-            visible.append(workspace)
             layered.append((workspace, ["--bind", str(workspace), str(workspace)]))
+            visible.append(workspace)
+        if self._network:
+            layered += [(p, ["--ro-bind", str(p), str(p)]) for p in self._resolver(visible)]
         for path in self._hide:
             if not any(path == v or path.is_relative_to(v) for v in visible):
                 continue  # not mounted in the sandbox at all
@@ -144,8 +148,9 @@ class SandboxBackend:
                 layered.append((path, ["--ro-bind", "/dev/null", str(path)]))
         # Parents before children: a hidden data directory inside the workspace stays hidden,
         # a workspace inside a hidden directory stays visible.
-        for _path, mount in sorted(layered, key=lambda item: len(item[0].parts)):
-            args += mount
+        made: set[Path] = set()
+        for path, mount in sorted(layered, key=lambda item: len(item[0].parts)):
+            args += self._parents(path, visible, made) + mount
         if cwd is not None:
             args += ["--chdir", str(cwd)]
         args.append("--")
@@ -170,8 +175,23 @@ class SandboxBackend:
             out += ["--size", str(megabytes * 1024 * 1024)]
         return [*out, "--tmpfs", path]
 
+    def _parents(self, path: Path, visible: list[Path], made: set[Path]) -> list[str]:
+        """Create the mount point's missing parents world-traversable: bwrap would make them
+        0700 for root, and the command (as another user) could not use absolute paths."""
+        out: list[str] = []
+        for parent in reversed(path.parents):
+            if parent == Path("/") or parent in made:
+                continue
+            if parent == Path("/tmp") or any(parent.is_relative_to(v) for v in visible):
+                continue  # exists already in the sandbox
+            made.add(parent)
+            if "--perms" in self._help:
+                out += ["--perms", "0755"]
+            out += ["--dir", str(parent)]
+        return out
+
     @staticmethod
-    def _resolver(visible: list[Path]) -> list[str]:
+    def _resolver(visible: list[Path]) -> list[Path]:
         """/etc/resolv.conf is often a link into /run, which the sandbox does not have."""
         conf = Path("/etc/resolv.conf")
         if not conf.is_symlink():
@@ -179,7 +199,7 @@ class SandboxBackend:
         target = conf.resolve()
         if not target.is_file() or any(target.is_relative_to(v) for v in visible):
             return []
-        return ["--ro-bind", str(target), str(target)]
+        return [target]
 
     def _probe(self) -> None:
         """Run `true` in a sandbox once, so a host without user namespaces (or a container
