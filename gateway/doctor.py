@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -22,11 +23,17 @@ class CheckResult:
     fix: str = ""
 
 
-async def run_checks(settings: Settings) -> list[CheckResult]:
+# A check from outside the core (the composition root passes them): tools, terminal backends.
+ExtraCheck = Callable[[Settings], Awaitable[list[CheckResult]]]
+
+
+async def run_checks(settings: Settings, extra: Sequence[ExtraCheck] = ()) -> list[CheckResult]:
     results = [CheckResult("config", True, "valid")]
     results.append(await _check_store(settings))
     results.append(await _check_llm(settings))
     results.extend(await _check_platforms(settings))
+    for check in extra:
+        results.extend(await check(settings))
     return results
 
 
