@@ -43,6 +43,7 @@ async def ask_to_clean(tg: FakeBotAPI, llm: ScriptedLLM, then: str = "Done.") ->
     tg.push_message("clean the build", user_id=ALICE)
     [prompt] = await tg.wait_sent(1)
     assert "rm -rf build" in prompt.text and "Approval needed" in prompt.text
+    assert "Runs in the sandbox." in prompt.text  # where the command will run
     return prompt
 
 
