@@ -52,10 +52,9 @@ MAX_SCRIPT_CHARS = 100_000  # one argv element must stay under the kernel's 128 
 _NEVER = {"execute_code", "delegate"}
 
 DESCRIPTION = (
-    "Run a Python 3 script in the workspace (same place as shell) that can call your other "
-    "tools: tools.call('read_file', path='a.txt') or tools.read_file(path='a.txt') returns "
-    "the tool's text; a failed call raises ToolCallError. Use it to chain many tool calls "
-    "in one step. Returns what the script prints and the list of calls made."
+    "Run a Python 3 script in the workspace that can call your other tools: "
+    "tools.read_file(path='a.txt') returns the tool's text; a failure raises ToolCallError. "
+    "Chains many calls in one step; returns the output and the calls made."
 )
 
 

@@ -34,7 +34,7 @@ DESCRIPTION = (
 )
 _WHERE = {
     "sandbox": " Sandboxed: only the workspace is writable{net}.",
-    "docker": " Runs in a container: only the workspace is shared{net}.",
+    "docker": " In a container; only the workspace is shared{net}.",
     "ssh": " Runs on a remote host.",
     "local": "",
 }

@@ -14,6 +14,7 @@ import pytest
 from gateway.config import Settings
 from tests.fixtures_terminal import LIMITS, SECRETS, run_gateway_like
 from tools.terminal.base import BackendUnavailable, run_command
+from tools.terminal.doctor import terminal_checks
 from tools.terminal.env import safe_env
 from tools.terminal.factory import build_backend
 from tools.terminal.local import LocalBackend
@@ -133,3 +134,19 @@ def test_docker_without_an_engine_is_reported_not_faked(
     choice = build_backend(settings_for(backend="docker"))
     assert choice.backend is None
     assert "docker" in choice.summary.lower()
+
+
+async def test_doctor_reports_the_terminal_and_the_workspace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, settings_for: SettingsFor
+) -> None:
+    settings = settings_for()
+    [term] = await terminal_checks(settings)
+    assert term.ok and term.detail.startswith("sandbox (in the sandbox")
+    old = settings.data_dir / "workspace"
+    old.mkdir(parents=True)
+    (old / "notes.md").write_text("left behind")
+    _no_bwrap(monkeypatch, tmp_path)
+    moved, term = await terminal_checks(settings)
+    assert not moved.ok and moved.fix == f"mv {old} {settings.workspace}  (or set tools.workspace)"
+    assert not term.ok and "bubblewrap is not installed" in term.detail
+    assert "allow_unsandboxed" in term.fix

@@ -16,13 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from gateway.config import SSHTerminalSettings
-from gateway.tooling import ToolError
+from gateway.config import Settings, SSHTerminalSettings
+from gateway.messages import ChatRef, UserRef
+from gateway.sessions import SessionKey
+from gateway.tooling import ToolContext, ToolError, ToolSpec
 from tests.fixtures_terminal import LIMITS, host_pids
+from tools.code import CodeArgs, code_tools
+from tools.registry import ToolRegistry
 from tools.terminal.base import run_command
 from tools.terminal.env import safe_env
 from tools.terminal.ssh import SSHBackend
+from tools.workspace import Workspace
 
 SSHD = "/usr/sbin/sshd"
 
@@ -184,3 +190,30 @@ async def test_host_key_is_checked(sshd: SSHServer, tmp_path: Path, case: str) -
     assert not (Path.home() / "ran.txt").exists()
     # Nothing was learned: the file still trusts only what it trusted before.
     assert path.read_text().split()[1:] == other.split()
+
+
+async def test_execute_code_over_ssh_calls_tools(ssh: SSHBackend, tmp_path: Path) -> None:
+    """The script's tool channel is its own stdin and stderr, so it works over SSH too."""
+
+    class Args(BaseModel):
+        text: str
+
+    async def upper(args: Args, ctx: ToolContext) -> str:
+        return args.text.upper()
+
+    settings = Settings(data_dir=tmp_path / "data")
+    registry = ToolRegistry(
+        [ToolSpec(name="upper", description="", args=Args, handler=upper, group="x")]
+    )
+    [tool] = code_tools(
+        lambda ctx: Workspace(tmp_path / "ws"), settings, ssh, catalog=registry, approvals=None
+    )
+    ctx = ToolContext(
+        session=SessionKey("console", "t"),
+        chat=ChatRef(platform="console", chat_id="t"),
+        user=UserRef(platform="console", user_id="u"),
+    )
+    out = await tool.handler(
+        CodeArgs(code="import os\nprint(os.getcwd(), tools.upper(text='remote'))"), ctx
+    )
+    assert out == f"{tmp_path / 'remote'} REMOTE\n[exit code 0]\n[tool calls (1): upper ok]"

@@ -22,7 +22,7 @@ from pathlib import Path
 from gateway.config import DockerTerminalSettings
 from gateway.tooling import ToolError
 from tools.terminal.base import BackendUnavailable, Limits, Running
-from tools.terminal.remote import RemoteProcess, new_pidfile, wrapped
+from tools.terminal.remote import RemoteProcess, new_pidfile, portable, wrapped
 
 log = logging.getLogger(__name__)
 LABEL = "chatgate.terminal"
@@ -162,14 +162,13 @@ class DockerBackend:
     ) -> Running:
         name = await self.container(workspace)
         pidfile = new_pidfile()
-        sent = {k: v for k, v in env.items() if k not in ("PATH", "HOME", "USER", "LOGNAME")}
         inner = wrapped(
             argv,
             pidfile=pidfile,
             directory=str(cwd),
             timeout=timeout,
             limits=self._limits,
-            env=sent,
+            env=portable(env),
         )
         proc = await asyncio.create_subprocess_exec(
             self._cli,

@@ -50,6 +50,15 @@ def hidden_paths(settings: Settings) -> list[Path]:
 
 
 def build_backend(settings: Settings) -> BackendChoice:
+    """The configured backend (probed: a sandbox that cannot start is reported here, at
+    startup), or the local fallback, or none; logs which."""
+    choice = _choose(settings)
+    if choice.backend is not None:
+        log.info("terminal backend=%s where=%r", choice.backend.name, choice.backend.describe())
+    return choice
+
+
+def _choose(settings: Settings) -> BackendChoice:
     cfg = settings.tools.terminal
     limits = limits_from(settings)
     notes: list[str] = []

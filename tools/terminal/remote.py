@@ -41,6 +41,13 @@ rm -f "$p"
 """
 
 Runner = Callable[[str], Awaitable[None]]
+# What describes this host, not the command: the other side has its own.
+_HOST_SPECIFIC = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "PWD"})
+
+
+def portable(env: Mapping[str, str]) -> dict[str, str]:
+    """The part of a command's environment (already free of secrets) to send along."""
+    return {k: v for k, v in env.items() if k not in _HOST_SPECIFIC}
 
 
 def new_pidfile() -> str:

@@ -21,11 +21,7 @@ from pathlib import Path
 from gateway.config import SSHTerminalSettings
 from gateway.tooling import ToolError
 from tools.terminal.base import BackendUnavailable, Limits, Running
-from tools.terminal.env import NON_INTERACTIVE
-from tools.terminal.remote import RemoteProcess, joined, new_pidfile, wrapped
-
-# Variables worth sending to the remote host; its own login environment provides the rest.
-_FORWARDED = ("LANG", "LANGUAGE", "TZ", "TERM")
+from tools.terminal.remote import RemoteProcess, joined, new_pidfile, portable, wrapped
 
 
 class SSHBackend:
@@ -182,14 +178,13 @@ class SSHBackend:
     ) -> Running:
         await self.connect()
         pidfile = new_pidfile()
-        sent = {k: v for k, v in env.items() if k in _FORWARDED or k in NON_INTERACTIVE}
         remote = wrapped(
             argv,
             pidfile=pidfile,
             directory=self.remote_path(workspace, cwd),
             timeout=timeout,
             limits=self._limits,
-            env=sent,
+            env=portable(env),
         )
         proc = await asyncio.create_subprocess_exec(
             *self._options(),
