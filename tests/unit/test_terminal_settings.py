@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import ConfigError, Settings, load_settings
+from tools.terminal.factory import hidden_paths
 
 
 def test_default_workspace_is_beside_the_data_dir_not_inside(tmp_path: Path) -> None:
@@ -51,3 +52,16 @@ def test_unknown_backend_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(cfg)
     assert err.value.problems[0].startswith("tools.terminal.backend:")
+
+
+def test_sandbox_hides_data_home_config_and_its_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    settings = Settings(data_dir=tmp_path / "state")
+    monkeypatch.setenv("CHATGATE_CONFIG", "/etc/chatgate/chatgate.toml")
+    hidden = hidden_paths(settings)
+    assert (tmp_path / "state").resolve() in hidden and Path.home().resolve() in hidden
+    assert Path("/etc/chatgate/chatgate.toml") in hidden and Path("/etc/chatgate") in hidden
+    monkeypatch.setenv("CHATGATE_CONFIG", "/etc/chatgate.toml")
+    hidden = hidden_paths(settings)
+    assert Path("/etc/chatgate.toml") in hidden and Path("/etc") not in hidden

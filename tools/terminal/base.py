@@ -66,6 +66,22 @@ class Running(Protocol):
         ...
 
 
+class ClientProcess:
+    """What every `Running` backed by a local process shares (the launcher, ssh, docker)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+        self.stdin = proc.stdin
+        assert proc.stdout is not None
+        self.stdout: asyncio.StreamReader = proc.stdout
+        self.stderr = proc.stderr
+        self._stopped = False
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+
 class TerminalBackend(Protocol):
     """Where commands run: the sandbox, this host, a host over SSH, or a Docker container."""
 

@@ -45,7 +45,11 @@ def hidden_paths(settings: Settings) -> list[Path]:
     paths = [settings.data_dir, Path.home()]
     config = config_path()
     if config is not None:
+        config = config.expanduser().resolve()
         paths.append(config)
+        # Its own directory (/etc/chatgate) may hold more: an env file, keys. Not /etc itself.
+        if len(config.parent.parts) > 2:
+            paths.append(config.parent)
     return [p.expanduser().resolve() for p in paths]
 
 

@@ -44,25 +44,12 @@ class RunAs:
         return cls(name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
 
 
-class LaunchedProcess:
+class LaunchedProcess(base.ClientProcess):
     """A `base.Running` for a process started under the launcher."""
 
     def __init__(self, proc: asyncio.subprocess.Process, grace: float) -> None:
-        self._proc = proc
+        super().__init__(proc)
         self._grace = grace
-        self.stdin = proc.stdin
-        assert proc.stdout is not None
-        self.stdout: asyncio.StreamReader = proc.stdout
-        self.stderr = proc.stderr
-        self._stopped = False
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self._proc.returncode
 
     async def stop(self) -> None:
         if self._stopped:

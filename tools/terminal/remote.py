@@ -90,22 +90,13 @@ def joined(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(part) for part in argv)
 
 
-class RemoteProcess:
+class RemoteProcess(base.ClientProcess):
     """A `base.Running` for a local client process (ssh, docker exec) of a remote command."""
 
     def __init__(self, proc: asyncio.subprocess.Process, stop_remote: Runner, pidfile: str):
-        self._proc = proc
+        super().__init__(proc)
         self._stop_remote = stop_remote
         self._pidfile = pidfile
-        self.stdin = proc.stdin
-        assert proc.stdout is not None
-        self.stdout: asyncio.StreamReader = proc.stdout
-        self.stderr = proc.stderr
-        self._stopped = False
-
-    @property
-    def returncode(self) -> int | None:
-        return self._proc.returncode
 
     async def stop(self) -> None:
         if self._stopped:

@@ -144,8 +144,11 @@ class SSHBackend:
                 await asyncio.sleep(0.02)
             self._master = master
 
-    async def _run_remote(self, command: str) -> None:
-        proc = await asyncio.create_subprocess_exec(
+    async def _client(
+        self, command: str, *, stdin: int, stdout: int, stderr: int
+    ) -> asyncio.subprocess.Process:
+        """An ssh client running `command` over the shared connection."""
+        return await asyncio.create_subprocess_exec(
             *self._options(),
             "-o",
             "ControlMaster=no",
@@ -153,11 +156,16 @@ class SSHBackend:
             self._cfg.host,
             "--",
             command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
             env=self._client_env(),
+            start_new_session=True,
         )
+
+    async def _run_remote(self, command: str) -> None:
+        null = asyncio.subprocess.DEVNULL
+        proc = await self._client(command, stdin=null, stdout=null, stderr=null)
         await proc.wait()
 
     def remote_path(self, workspace: Path, cwd: Path) -> str:
@@ -186,19 +194,11 @@ class SSHBackend:
             limits=self._limits,
             env=portable(env),
         )
-        proc = await asyncio.create_subprocess_exec(
-            *self._options(),
-            "-o",
-            "ControlMaster=no",
-            "-T",
-            self._cfg.host,
-            "--",
+        proc = await self._client(
             joined(remote),
             stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE if split_stderr else asyncio.subprocess.STDOUT,
-            env=self._client_env(),
-            start_new_session=True,
         )
         return RemoteProcess(proc, self._run_remote, pidfile)
 
