@@ -18,6 +18,7 @@ from tools.terminal.doctor import terminal_checks
 from tools.terminal.env import safe_env
 from tools.terminal.factory import build_backend
 from tools.terminal.local import LocalBackend
+from tools.terminal.process import RunAs, hand_over
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (run-as-user behaviour)")
 
@@ -150,3 +151,22 @@ async def test_doctor_reports_the_terminal_and_the_workspace(
     assert not moved.ok and moved.fix == f"mv {old} {settings.workspace}  (or set tools.workspace)"
     assert not term.ok and "bubblewrap is not installed" in term.detail
     assert "allow_unsandboxed" in term.fix
+
+
+@root_only
+def test_hand_over_never_reaches_outside_the_workspace(open_dir: Path, run_user: str) -> None:
+    ws = open_dir / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "sub" / "mine.txt").write_text("x")
+    linked, pointed = open_dir / "linked", open_dir / "pointed"
+    linked.write_text("outside")
+    pointed.write_text("outside")
+    os.link(linked, ws / "hardlink")
+    (ws / "symlink").symlink_to(pointed)
+    (ws / "dirlink").symlink_to(open_dir)
+    user = RunAs.lookup(run_user)
+    hand_over(ws, user)
+    assert (ws / "sub" / "mine.txt").stat().st_uid == user.uid
+    assert (ws / "sub").stat().st_uid == user.uid and ws.stat().st_uid == user.uid
+    assert linked.stat().st_uid == 0 and pointed.stat().st_uid == 0 and open_dir.stat().st_uid == 0
+    assert (ws / "symlink").lstat().st_uid == user.uid  # the link itself, not its target

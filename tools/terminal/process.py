@@ -57,14 +57,14 @@ class LaunchedProcess(base.ClientProcess):
         self._stopped = True
         if self.stdin is not None:
             self.stdin.close()
-        if self._proc.returncode is None:
-            # The launcher ends the whole tree (SIGTERM, the grace, then SIGKILL) and exits.
-            _signal(self._proc.pid, signal.SIGTERM, group=False)
-            if not await base.exited(self, self._grace + 3.0):
-                _signal(self._proc.pid, signal.SIGKILL, group=False)
-                await base.exited(self, 1.0)
-        # Last resort for the launcher's own group, should it have died mid-cleanup.
-        _signal(self._proc.pid, signal.SIGKILL, group=True)
+        if self._proc.returncode is not None:
+            return  # the launcher exits only once everything below it has ended
+        # The launcher ends the whole tree (SIGTERM, the grace, then SIGKILL) and exits.
+        _signal(self._proc.pid, signal.SIGTERM, group=False)
+        if not await base.exited(self, self._grace + 3.0):
+            # Last resort: the launcher's own group (escaped children cannot be reached).
+            _signal(self._proc.pid, signal.SIGKILL, group=True)
+            await base.exited(self, 1.0)
 
 
 async def launch(
@@ -111,19 +111,20 @@ def hand_over(root: Path, run_as: RunAs) -> None:
     """Give the gateway's own entries in the workspace to `run_as`, so commands running as
     that user can change what the file tools wrote.
 
-    Never follows symlinks, and skips files with several hard links: a command could have
-    linked something outside the workspace into it.
+    Never follows symlinks, also not in a parent a command swaps for one while this runs
+    (each directory is held open and entries are changed relative to it), and skips files
+    with several hard links: a command could have linked something from outside into it.
     """
     me = os.geteuid()
-    for dirpath, dirnames, filenames in os.walk(root):
+    _give(str(root), None, me, run_as)
+    for _dirpath, dirnames, filenames, dir_fd in os.fwalk(root):
         for name in (*dirnames, *filenames):
-            _give(os.path.join(dirpath, name), me, run_as)
-    _give(str(root), me, run_as)
+            _give(name, dir_fd, me, run_as)
 
 
-def _give(path: str, me: int, run_as: RunAs) -> None:
+def _give(name: str, dir_fd: int | None, me: int, run_as: RunAs) -> None:
     try:
-        info = os.lstat(path)
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
         return
     if info.st_uid != me:
@@ -131,7 +132,7 @@ def _give(path: str, me: int, run_as: RunAs) -> None:
     if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
         return
     with contextlib.suppress(OSError):
-        os.chown(path, run_as.uid, run_as.gid, follow_symlinks=False)
+        os.chown(name, run_as.uid, run_as.gid, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def _signal(pid: int, sig: signal.Signals, *, group: bool) -> None:
