@@ -6,8 +6,10 @@ catalogue to the agent, so the core never imports a tool by name.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -26,6 +28,21 @@ class ToolError(Exception):
     """
 
 
+class TypingControl(Protocol):
+    """The running turn's typing indicator; a tool that waits for a person pauses it."""
+
+    def paused(self) -> AbstractAsyncContextManager[None]: ...
+
+
+class _NoTyping:
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        yield
+
+
+NO_TYPING: TypingControl = _NoTyping()
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Who and where a tool call runs for; long-lived dependencies are bound at build time."""
@@ -39,6 +56,7 @@ class ToolContext:
     message_id: str | None = None
     # The attachments on that message (earlier ones are noted in the stored history).
     attachments: tuple[Attachment, ...] = ()
+    typing: TypingControl = NO_TYPING
 
 
 @dataclass(frozen=True)
