@@ -12,6 +12,7 @@ import pytest
 from tests.e2e.test_approvals import button, press, prompt_of
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import Harness, gateway_settings, running_gateway
+from tools.workspaces import Workspaces
 
 SCRIPT = """\
 print(tools.shell(command="ls"))
@@ -27,8 +28,14 @@ print(tools.shell(command="ls"))
 async def gw(tmp_path: Path, llm: ScriptedLLM) -> AsyncIterator[Harness]:
     settings = gateway_settings(tmp_path, llm.url, access={"rate_limit_per_minute": 0})
     async with running_gateway(settings) as harness:
-        (harness.app.settings.workspace / "build").mkdir()
+        chat_workspace(harness).joinpath("build").mkdir(parents=True)
         yield harness
+
+
+def chat_workspace(gw: Harness) -> Path:
+    settings = gw.app.settings
+    workspaces = Workspaces(settings.workspace, settings.tools.workspace_scope)
+    return workspaces.for_chat(gw.console.chat, gw.console.user).root
 
 
 @pytest.mark.parametrize("decision", ["Approve once", "Deny"])
@@ -42,7 +49,7 @@ async def test_a_script_waits_for_a_persons_approval(
     await press(gw, button(prompt, decision))
     assert (await turn.done).reply == "Done."
     [result] = tool_results(llm.requests[1])
-    build = gw.app.settings.workspace / "build"
+    build = chat_workspace(gw) / "build"
     if decision == "Approve once":
         assert not build.exists()
         assert result.endswith("[tool calls (3): shell ok, shell ok, shell ok]")

@@ -4,6 +4,7 @@ also shows the thing it forbids is there to be reached, so it can fail."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -172,3 +173,18 @@ def test_argv_hides_before_and_after_the_workspace(
     assert "--tmpfs" not in argv[bind : argv.index(str(ws / ".chatgate")) - 1]
     # tmp_path is under /tmp, the sandbox's own tmpfs: nothing there to hide.
     assert argv.count(str(tmp_path)) == 1 and argv[argv.index(str(tmp_path)) - 1] == "--dir"
+
+
+async def test_no_capabilities_in_a_private_chat_folder(
+    make_sandbox: MakeSandbox, open_dir: Path
+) -> None:
+    """Chat folders are 0700; the command enters its own and holds no capability at all."""
+    ws = open_dir / "telegram-42"
+    ws.mkdir(mode=0o700)
+    result = await sh(make_sandbox(), ws, "pwd; grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status")
+    lines = result.output.splitlines()
+    assert lines[0] == str(ws) and result.exit_code == 0
+    caps = dict(line.split(":\t") for line in lines[1:])
+    assert {caps["CapPrm"], caps["CapEff"], caps["CapAmb"]} == {"0000000000000000"}
+    if os.geteuid() == 0:
+        assert caps["CapBnd"] == "0000000000000000"

@@ -106,8 +106,10 @@ class SandboxBackend:
             args += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
             if not self._network:
                 args.append("--unshare-net")
+            # Kept only until setpriv below switches user, which drops them all before the
+            # command starts: to switch, and to enter a workspace already given to that user.
             args += ["--cap-drop", "ALL"]
-            for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"):
+            for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_READ_SEARCH"):
                 args += ["--cap-add", cap]
         else:
             args.append("--unshare-all")
