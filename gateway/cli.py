@@ -141,7 +141,16 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 # -- run -----------------------------------------------------------------------------------
 
 
+def _harden() -> None:
+    """Before anything else runs: commands the agent starts must not read this process's
+    memory or /proc/<pid>/environ, where the tokens and keys are."""
+    from tools.terminal.privileges import make_non_dumpable
+
+    make_non_dumpable()
+
+
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    _harden()
     redactor = setup_logging(settings)
     return _run(_serve(settings, redactor))
 
@@ -184,6 +193,7 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
 
 
 def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
+    _harden()
     # Problems reach the person as replies; log lines would only clutter the conversation.
     setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
     return _run(_chat(settings))
@@ -217,6 +227,7 @@ async def _chat(settings: Settings) -> int:
 
 
 def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
+    _harden()
     setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
     return _run(_ask(settings, args.text))
 
@@ -246,9 +257,10 @@ async def _ask(settings: Settings, text: str) -> int:
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from gateway.app import platform_checks
     from gateway.doctor import run_checks
+    from tools.terminal.doctor import terminal_checks
 
     setup_logging(settings.model_copy(update={"log_level": "CRITICAL"}))
-    results = _run_checks(run_checks(settings, platform_checks(settings)))
+    results = _run_checks(run_checks(settings, platform_checks(settings), extra=[terminal_checks]))
     failed = False
     for check in results:
         print(f"{'pass' if check.ok else 'FAIL'}  {check.name}: {check.detail}")

@@ -68,6 +68,7 @@ class ApprovalNeed:
     # Calls with the same shape may be pre-approved for the rest of the session.
     shape: str = ""
     cwd: str | None = None
+    where: str = ""  # where it runs, e.g. "in the sandbox", "on build-host via SSH"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from gateway.store.base import Store
 from gateway.tooling import ApprovalGate
 from tools.attachments import attachment_tools
 from tools.clarify import ClarifyService
+from tools.code import code_tools
 from tools.cron import cron_tools
 from tools.files import file_tools
 from tools.find import find_tools
@@ -29,10 +30,10 @@ from tools.registry import ToolRegistry
 from tools.shell import gateway_paths, shell_tools
 from tools.skills import default_library, skill_tools
 from tools.subagent import subagent_tools
+from tools.terminal.factory import build_backend
 from tools.todo import todo_tools
 from tools.web import WebFetcher, web_tools
 from tools.web_search import provider_from_settings, web_search_tools
-from tools.workspace import Workspace
 from tools.workspaces import Workspaces
 
 
@@ -59,7 +60,6 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     when the policy in settings names a tool, group or profile that does not exist."""
     settings = services.settings
     cfg = settings.tools
-    workspace = Workspace(settings.workspace)
     workspace_for = Workspaces(settings.workspace, cfg.workspace_scope).for_context
     registry.extend(
         file_tools(
@@ -75,12 +75,26 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
             max_bytes=cfg.attachment_max_bytes,
         )
     )
+    terminal = build_backend(settings)
+    services.closers.append(terminal.close)
     registry.extend(
         shell_tools(
-            workspace,
+            workspace_for,
             cfg,
+            terminal.backend,
             secrets=lambda: secret_values(settings),
             protected=gateway_paths(settings),
+            workspace_root=settings.workspace,
+        )
+    )
+    registry.extend(
+        code_tools(
+            workspace_for,
+            settings,
+            terminal.backend,
+            catalog=registry,
+            approvals=services.approvals,
+            secrets=lambda: secret_values(settings),
         )
     )
     fetcher = WebFetcher(

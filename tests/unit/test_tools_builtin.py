@@ -54,6 +54,8 @@ def test_every_tool_is_in_one_declared_toolset(installed: Any) -> None:
         "memory",
         "todo",
         "clarify",
+        "shell",
+        "execute_code",
     } <= set(names)
     assert len(names) == len(set(names))
     for tool in registry.all():
@@ -79,8 +81,9 @@ def test_schemas_are_lean(installed: Any) -> None:
 
 async def test_clarify_hooks_are_installed(installed: Any) -> None:
     _registry, services, extensions = installed
-    # Closers: the clarify listener, and the LLM client sub-agents get when none is given.
-    assert len(extensions.middlewares("questions")) == 1 and len(services.closers) == 2
+    # Closers: the terminal backend, the clarify listener, and the LLM client sub-agents get
+    # when none is given.
+    assert len(extensions.middlewares("questions")) == 1 and len(services.closers) == 3
     press = ButtonPress(
         event_id="e",
         chat=ChatRef(platform="x", chat_id="1"),
