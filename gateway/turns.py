@@ -23,7 +23,7 @@ from gateway.history import LeaseHandle, SessionRecord, SessionStore, compact
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
 from gateway.memory import MemoryBook
-from gateway.messages import ChatKind, Inbound, Outbound, SentRef
+from gateway.messages import ChatKind, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.prompt import PromptSection, build_system_prompt
 from gateway.sessions import SessionKey
@@ -232,6 +232,8 @@ class TurnRunner:
             turn_id=request.turn_id,
             message_id=inbound.message_id,
             attachments=inbound.attachments,
+            # A scheduled prompt was written by the model, not by a person this turn.
+            user_text=inbound.text if inbound.kind is InboundKind.USER else "",
         )
 
     async def _deliver(self, request: TurnRequest, text: str) -> SentRef | None:
