@@ -27,7 +27,15 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
     results.append(await _check_store(settings))
     results.append(await _check_llm(settings))
     results.extend(await _check_platforms(settings))
+    results.append(_check_browser(settings))
     return results
+
+
+def _check_browser(settings: Settings) -> CheckResult:
+    from tools.browser.chromium import describe  # the browser package owns its check
+
+    ok, detail, fix = describe(settings.browser)
+    return CheckResult("browser", ok, detail, fix)
 
 
 async def _check_store(settings: Settings) -> CheckResult:

@@ -88,11 +88,16 @@ def launch_args(settings: BrowserSettings) -> list[str]:
 
 
 def describe(settings: BrowserSettings) -> tuple[bool, str, str]:
-    """(ok, detail, fix) for `chatgate doctor`: which Chromium is used, or how to get one."""
+    """(ok, detail, fix) for `chatgate doctor`: which Chromium is used, or how to get one.
+
+    The browser is optional, so "none installed" passes with a hint; a configured
+    `executable_path` that does not work is a failure.
+    """
     if not settings.enabled:
         return True, "browser tools disabled (browser.enabled = false)", ""
     try:
         chromium = find_chromium(settings)
     except ChromiumMissing as exc:
-        return False, f"browser tools off: {exc}", INSTALL_HINT
+        ok = not settings.executable_path.strip()
+        return ok, f"browser tools not offered: {exc}", "" if ok else INSTALL_HINT
     return True, f"{chromium.path} (from {chromium.source})", ""

@@ -28,6 +28,7 @@ Connector = Callable[[Address, int], Awaitable[Streams]]
 MAX_HEAD = 64 * 1024  # bytes of request or response head the proxy reads
 HEAD_TIMEOUT = 30.0  # seconds a client or server gets to send its head
 CONNECT_TIMEOUT = 10.0
+REFUSED_HEADER = "X-Chatgate-Refused"  # marks the proxy's own refusal pages
 _CHUNK = 65536
 # Headers that describe one hop, not the request: never forwarded.
 _HOP = frozenset(
@@ -138,27 +139,33 @@ class GuardProxy:
                 method, target.decode("latin-1"), version, header_lines, reader, writer
             )
 
-    async def _open(self, label: str, host: str, port: int) -> Streams | None:
-        """Connect to a vetted address of host:port, or None after recording the refusal."""
-        if self._guard is None:
-            self._refusals.append(
-                Refusal(label, "only pages in a chat's browser may send requests")
-            )
-            return None
-        try:
-            addresses = await self._guard.vet(host, port)
-        except ToolError as exc:
-            self._refusals.append(Refusal(label, str(exc)))
-            log.info("browser request refused target=%s", label)
-            return None
-        for address in addresses:
+    async def _open(
+        self, label: str, host: str, port: int, client: asyncio.StreamWriter
+    ) -> Streams | None:
+        """Connect to a vetted address of host:port; or record why not, answer the client
+        403 and return None."""
+        reason = "only pages in a chat's browser may send requests"
+        if self._guard is not None:
             try:
-                async with asyncio.timeout(self._connect_timeout):
-                    return await self._connect(address, port)
-            except (OSError, TimeoutError):
-                continue
-        self._refusals.append(Refusal(label, f"could not connect to {host}:{port}"))
+                addresses = await self._guard.vet(host, port)
+                reason = f"could not connect to {host}:{port}"
+            except ToolError as exc:
+                addresses, reason = [], str(exc)
+                log.info("browser request refused target=%s", label)
+            for address in addresses:
+                try:
+                    async with asyncio.timeout(self._connect_timeout):
+                        return await self._connect(address, port)
+                except (OSError, TimeoutError):
+                    continue
+        await self._refuse(client, label, 403, reason)
         return None
+
+    async def _refuse(
+        self, client: asyncio.StreamWriter, label: str, status: int, reason: str
+    ) -> None:
+        self._refusals.append(Refusal(label, reason))
+        await _answer(client, status, reason)
 
     async def _tunnel(
         self, authority: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -166,13 +173,11 @@ class GuardProxy:
         label = f"CONNECT {authority}"
         try:
             host, port = _split_authority(authority, default_port=443)
-        except ValueError:
-            self._refusals.append(Refusal(label, "not a host:port"))
-            await _answer(writer, 400, "CONNECT needs host:port")
+        except ValueError as exc:
+            await self._refuse(writer, label, 400, str(exc))
             return
-        upstream = await self._open(label, host, port)
+        upstream = await self._open(label, host, port, writer)
         if upstream is None:
-            await _answer(writer, 403, self._last_reason())
             return
         up_reader, up_writer = upstream
         writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -192,12 +197,10 @@ class GuardProxy:
         try:
             host, port, path = _split_url(url)
         except ValueError as exc:
-            self._refusals.append(Refusal(label, str(exc)))
-            await _answer(writer, 400, str(exc))
+            await self._refuse(writer, label, 400, str(exc))
             return
-        upstream = await self._open(label, host, port)
+        upstream = await self._open(label, host, port, writer)
         if upstream is None:
-            await _answer(writer, 403, self._last_reason())
             return
         up_reader, up_writer = upstream
         upgrade = any(line.lower().startswith(b"upgrade:") for line in header_lines)
@@ -218,9 +221,6 @@ class GuardProxy:
             with contextlib.suppress(BaseException):
                 await sending
             up_writer.close()
-
-    def _last_reason(self) -> str:
-        return self._refusals[-1].reason if self._refusals else "refused"
 
 
 async def _read_head(reader: asyncio.StreamReader) -> bytes | None:
@@ -291,6 +291,7 @@ async def _answer(writer: asyncio.StreamWriter, status: int, reason: str) -> Non
     body = f"chatgate refused this request: {reason}\n".encode()
     writer.write(
         f"HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"{REFUSED_HEADER}: 1\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
         + body
     )

@@ -63,20 +63,25 @@ class BrowserSession:
         self.last_network = time.monotonic()
 
     async def quiet(self, window: float, limit: float) -> None:
-        """Wait until no request has been open for `window` seconds, or `limit` passed."""
-        deadline = time.monotonic() + limit
+        """Wait until no request has been open for `window` seconds (counted from now at
+        the earliest, so a request a script starts a moment later is caught), or `limit`."""
+        started = time.monotonic()
+        deadline = started + limit
         while time.monotonic() < deadline:
-            if self.inflight == 0 and time.monotonic() - self.last_network >= window:
+            quiet_since = max(self.last_network, started)
+            if self.inflight == 0 and time.monotonic() - quiet_since >= window:
                 return
             await asyncio.sleep(0.03)
 
-    def take_notes(self, limit: int = 8) -> list[str]:
+    def take_notes(self, limit: int = 12) -> list[str]:
         """What happened since the last tool result, repeats folded, at most `limit` lines."""
         counts: dict[str, int] = {}
         for note in self.notes:
             counts[note] = counts.get(note, 0) + 1
         self.notes.clear()
         for refusal in self.proxy.take_refusals():
+            if refusal.target.endswith("/favicon.ico"):  # Chromium's own, after a refused page
+                continue
             note = f"blocked {refusal.target}: {refusal.reason}"
             counts[note] = counts.get(note, 0) + 1
         out = [note if n == 1 else f"{note} ({n} times)" for note, n in counts.items()]
@@ -122,12 +127,6 @@ class BrowserManager:
     @property
     def running(self) -> bool:
         return self._browser is not None
-
-    def browser_pid(self) -> int | None:
-        """The Chromium main process id, for tests and the benchmark (None when stopped)."""
-        browser = self._browser
-        process = getattr(getattr(browser, "_impl_obj", None), "_browser_process", None)
-        return getattr(process, "pid", None)
 
     @contextlib.asynccontextmanager
     async def use(self, key: str, *, create: bool = True) -> AsyncIterator[BrowserSession]:

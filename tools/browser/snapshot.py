@@ -34,6 +34,12 @@ _SNAPSHOT_JS = r"""
   const DEEP = 'a[href],button,input,select,textarea,summary,[role],[contenteditable],' +
     '[onclick],[tabindex],h1,h2,h3,h4,h5,h6,img[alt],iframe,form';
   const clean = (s) => (s || '').replace(/\s+/g, ' ').trim();
+  // A label's own words, without the options or value of the control inside it.
+  const labelText = (l) => {
+    const copy = l.cloneNode(true);
+    copy.querySelectorAll('select, textarea, input, button').forEach((n) => n.remove());
+    return clean(copy.textContent);
+  };
   const cut = (s, n) => (s.length > n ? s.slice(0, n - 1) + '…' : s);
   const quote = (s) => JSON.stringify(cut(s, MAX_NAME));
   const lines = [];
@@ -84,7 +90,7 @@ _SNAPSHOT_JS = r"""
       if (text) return text;
     }
     if (el.labels && el.labels.length) {
-      const text = clean([...el.labels].map((l) => l.innerText).join(' '));
+      const text = clean([...el.labels].map(labelText).join(' '));
       if (text) return text;
     }
     if (el.tagName === 'INPUT') {
@@ -202,6 +208,11 @@ _SNAPSHOT_JS = r"""
 DESCRIBE_JS = r"""
 (el) => {
   const clean = (s) => (s || '').replace(/\s+/g, ' ').trim();
+  const labelText = (l) => {
+    const copy = l.cloneNode(true);
+    copy.querySelectorAll('select, textarea, input, button').forEach((n) => n.remove());
+    return clean(copy.textContent);
+  };
   const typeOf = (b) => (b.getAttribute('type') || '').toLowerCase();
   const type = typeOf(el);
   const form = el.form || el.closest('form');
@@ -210,7 +221,7 @@ DESCRIBE_JS = r"""
   const pressable = (b) => b.tagName !== 'INPUT' || submitter(b) || typeOf(b) === 'button';
   // A field's value is what was typed into it (maybe a password), never its name.
   const label = (b) => clean(b.getAttribute('aria-label')) ||
-    (b.labels ? clean([...b.labels].map((l) => l.innerText).join(' ')) : '') ||
+    (b.labels ? clean([...b.labels].map(labelText).join(' ')) : '') ||
     (pressable(b) ? clean(b.innerText || b.value || b.alt) : '') ||
     clean(b.placeholder) || clean(b.title) || clean(b.getAttribute('name'));
   const auto = (el.getAttribute('autocomplete') || '').toLowerCase();

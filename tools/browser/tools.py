@@ -17,6 +17,7 @@ from pydantic import Field
 from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 from tools.browser.actions import consequence, from_the_person
+from tools.browser.guardproxy import REFUSED_HEADER
 from tools.browser.manager import BrowserManager, BrowserSession
 from tools.browser.snapshot import DESCRIBE_JS, REF_ATTR, ElementInfo, render, snapshot_script
 
@@ -77,7 +78,9 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
                 response = await session.page.goto(url, wait_until="load")
             await _settle(session, 0)
             lead = []
-            if response is not None and response.status >= 400:
+            if response is not None and await response.header_value(REFUSED_HEADER):
+                lead.append("The guard refused to load this page (see the notes).")
+            elif response is not None and response.status >= 400:
                 lead.append(f"The server answered HTTP {response.status} {response.status_text}.")
             return await _report(session, settings.max_snapshot_chars, lead)
 
@@ -179,6 +182,8 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             before = session.page.url
             with _browser_errors():
                 await session.page.go_back(wait_until="load")
+                if session.page.url == "about:blank" != before:  # the tab's empty start
+                    await session.page.go_forward(wait_until="load")
             if session.page.url == before:
                 raise ToolError("there is no earlier page in this tab.")
             await _settle(session, 0)
