@@ -34,7 +34,7 @@ from tests.fakes.web_pages import (  # noqa: E402
 from tests.procs import marker_switch, memory_kb, process_tree  # noqa: E402
 from tools.browser import BrowserManager, find_chromium  # noqa: E402
 from tools.netguard import AddressGuard  # noqa: E402
-from tools.workspace import Workspace  # noqa: E402
+from tools.workspace import Workspace, WorkspaceFor  # noqa: E402
 
 
 def ctx(name: str, user_text: str = "") -> ToolContext:
@@ -55,6 +55,11 @@ class Runner:
         if out.startswith("error:"):
             raise RuntimeError(f"{step}: {out}")
         return out
+
+
+def _fixed(workspace: Workspace) -> WorkspaceFor:
+    """One workspace for every chat (the tests do not exercise workspace scopes)."""
+    return lambda ctx: workspace
 
 
 def tree_memory(marker: str) -> tuple[int, int, int]:
@@ -78,7 +83,7 @@ async def main(rounds: int, max_contexts: int) -> None:
                 BrowserSettings(max_contexts=max_contexts + 1, extra_args=[marker]),
                 chromium,
                 AddressGuard([PAGES_HOST], resolver=page_resolver()),
-                Workspace(Path(workspace)),
+                _fixed(Workspace(Path(workspace))),
                 connect=loopback_connector(off_machine),
             )
             run = Runner(manager)

@@ -73,7 +73,7 @@ async def run_sessions(settings: Any, sessions: int, per_session: int) -> dict[s
         for n in range(per_session):
             message = inbound(s, n)
             submitted = time.perf_counter()
-            outcome = await (await app.router.submit(message)).done
+            outcome = await (await app.admission.submit(message)).done
             if outcome.reply is None:
                 raise RuntimeError(f"message {message.text} was not answered: {outcome}")
             latencies.append((adapter.sent_at[message.text] - submitted) * 1000)

@@ -61,9 +61,10 @@ def serve_adapter_echo(api_url: str, token: str) -> None:
     """chatgate's Telegram adapter alone: each message is echoed by the adapter's own send,
     with no router, store or LLM in between. Isolates the adapter's cost from the core's."""
     from adapters.telegram import TelegramAdapter
+    from adapters.telegram.settings import TelegramSettings
     from gateway.access import AccessPolicy
     from gateway.channels import AdapterContext
-    from gateway.config import AccessSettings, TelegramSettings
+    from gateway.config import AccessSettings
     from gateway.messages import Inbound, Outbound, PressReply
     from gateway.metrics import Metrics
     from gateway.store.embedded import EmbeddedStore

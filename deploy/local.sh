@@ -9,7 +9,7 @@ marker=.venv/.chatgate-installed
 if [ ! -f "$marker" ] || [ pyproject.toml -nt "$marker" ]; then
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e .
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[all]'
   touch "$marker"
 fi
 [ "$#" -eq 0 ] && set -- chat

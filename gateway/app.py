@@ -1,39 +1,62 @@
 """Composition root: builds every part from Settings and wires them together.
 
-This is the only module in `gateway/` that knows the tool modules and the
-platform adapters by name; everything else receives them from here.
+With gateway/cli.py, the only module in `gateway/` that imports the tools and the
+platform plugins (import-linter contracts in pyproject.toml keep it so); everything
+else receives them from here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import os
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
+import httpx
+from pydantic import BaseModel
+
+from adapters.console import ConsoleAdapter
+from adapters.registry import plugin, plugins
+from gateway import config
 from gateway.access import AccessPolicy
+from gateway.admission import Admission, AdmissionPipeline, Middleware, Notifier
 from gateway.agent import Agent
 from gateway.approvals import ApprovalService
-from gateway.channels import Adapter, AdapterContext, Outbox, PressRouter
+from gateway.channels import Adapter, AdapterContext, Outbox
 from gateway.commands import register_builtin_commands
 from gateway.config import Settings
+from gateway.doctor import CheckResult, PlatformCheck
+from gateway.extensions import Extensions
+from gateway.group_context import GroupContext
 from gateway.history import SessionStore
 from gateway.http import HttpServer
 from gateway.llm.client import LLMClient
 from gateway.memory import MemoryBook
+from gateway.messages import Inbound
 from gateway.metrics import Metrics
-from gateway.router import Router
+from gateway.middlewares import (
+    AccessCheck,
+    Commands,
+    IntakeRoundTrip,
+    Observe,
+    RateLimit,
+    SlotMiddlewares,
+    Validate,
+)
+from gateway.platforms import PlatformPlugin
 from gateway.scheduler import Scheduler
 from gateway.scheduling.commands import register_schedule_commands
+from gateway.session_leases import SessionLeases
+from gateway.session_queue import SessionQueue
+from gateway.sessions import SessionKey, key_for
 from gateway.store import open_store
 from gateway.store.base import Store
 from gateway.turns import TurnRunner
 from tools.builtin import ToolServices, install_builtin_tools
 from tools.registry import ToolRegistry
-
-if TYPE_CHECKING:
-    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +76,9 @@ class App:
         self.metrics = Metrics()
         self.store = store or open_store(settings)
         self.outbox = Outbox()
-        self.presses = PressRouter()
-        self.access = AccessPolicy(settings.access, self.store)
+        self.extensions = Extensions()
+        self.notifier = Notifier(self.outbox.send)
+        self.access = AccessPolicy(settings.access, self.store, self.extensions.access_rules)
         self.sessions = SessionStore(self.store)
         self.memory = MemoryBook(self.store, settings.memory)
         self.llm = LLMClient(settings.llm, transport=llm_transport)
@@ -65,6 +89,7 @@ class App:
             settings=settings.approvals,
             instance_id=self.instance_id,
         )
+        self.approvals.register(self.extensions)
         self.agent = Agent(self.llm, settings.agent, approvals=self.approvals)
         self.tools = ToolRegistry()
         self.runner = TurnRunner(
@@ -75,41 +100,51 @@ class App:
             catalog=self.tools,
             outbox=self.outbox,
             metrics=self.metrics,
+            prompt_sections=self.extensions.prompt_sections,
         )
-        self.router = Router(
+        context = GroupContext(self.store, size=20)
+        self.leases = SessionLeases(self.store, self.instance_id, settings.router.lease_ttl)
+        self.queue = SessionQueue(
             store=self.store,
             runner=self.runner,
-            outbox=self.outbox,
-            access=self.access,
+            leases=self.leases,
+            context=context,
+            notifier=self.notifier,
             settings=settings.router,
-            sessions=settings.sessions,
+            metrics=self.metrics,
+            instance_id=self.instance_id,
+        )
+        self.admission = AdmissionPipeline(
+            start=self._admission_of,
+            middlewares=self._middlewares(context),
+            end=self.queue.enqueue,
+            notifier=self.notifier,
             metrics=self.metrics,
         )
-        register_builtin_commands(self.router, self.sessions, self.memory)
-        self.approvals.install(self.router, self.presses)
+        register_builtin_commands(
+            self.extensions, self.queue, self.sessions, self.memory, self.access
+        )
         self.scheduler = Scheduler(
             settings.scheduler,
             store=self.store,
             outbox=self.outbox,
-            submit=self.router.submit,
+            submit=self.admission.submit,
             forget_session=self.sessions.clear,
             is_admin=self.access.is_admin,
             admins=settings.access.admins,
             instance_id=self.instance_id,
             turn_timeout=settings.agent.max_turn_seconds + 30,
         )
-        register_schedule_commands(self.router, self.scheduler)
+        register_schedule_commands(self.extensions, self.scheduler)
         self.tool_services = ToolServices(
             settings=settings,
             store=self.store,
             memory=self.memory,
             outbox=self.outbox,
-            presses=self.presses,
-            add_interceptor=self.router.add_answer_interceptor,
+            extensions=self.extensions,
             scheduler=self.scheduler,
             llm=self.llm,
             approvals=self.approvals,
-            add_prompt_section=self.runner.add_prompt_section,
         )
         install_builtin_tools(self.tools, self.tool_services)
         self.http = (
@@ -122,24 +157,60 @@ class App:
         self.adapters: list[Adapter] = []
         self._started = False
 
+    def _middlewares(self, context: GroupContext) -> list[Middleware]:
+        """The admission chain, in order (ARCHITECTURE.md draws it)."""
+        router = self.settings.router
+        return [
+            Observe(self.access, self.store, context, router.dedupe_ttl),
+            AccessCheck(self.access, self.notifier, self.metrics),
+            IntakeRoundTrip(
+                store=self.store,
+                access=self.access,
+                leases=self.leases,
+                dedupe_ttl=router.dedupe_ttl,
+                idle_here=self.queue.idle_here,
+                questions_pending=lambda: bool(self.extensions.middlewares("questions")),
+                metrics=self.metrics,
+            ),
+            RateLimit(self.access, self.notifier, self.metrics),
+            Validate(router, self.notifier),
+            Commands(self.extensions, self.notifier, self.metrics),
+            SlotMiddlewares(self.extensions, "questions", running_here=self.queue.is_running),
+            SlotMiddlewares(self.extensions, "fallback"),
+        ]
+
+    def _admission_of(self, inbound: Inbound) -> Admission:
+        return Admission(inbound, self.session_key(inbound), uuid.uuid4().hex[:12])
+
+    def session_key(self, inbound: Inbound) -> SessionKey:
+        if inbound.session is not None:
+            return SessionKey.parse(inbound.session)
+        return key_for(inbound, self.settings.sessions.for_platform(inbound.chat.platform))
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def adapter_context(self) -> AdapterContext:
         return AdapterContext(
-            submit=self.router.submit,
-            press=self.presses.handle,
+            submit=self.admission.submit,
+            press=self.extensions.press,
             store=self.store,
-            access=self.access,
+            extensions=self.extensions,
             metrics=self.metrics,
             http=self.http,
-            commands=lambda: [(c.name, c.help) for c in self.router.commands],
+            commands=lambda: [(c.name, c.help) for c in self.extensions.commands],
             instance_id=self.instance_id,
-            add_interceptor=self.router.add_interceptor,
         )
 
     def add_adapter(self, adapter: Adapter) -> None:
         self.adapters.append(adapter)
         self.outbox.register(adapter)
+
+    def add_terminal_adapter(self) -> ConsoleAdapter:
+        """The console platform (`chatgate chat` / `ask`), from the `[console]` settings."""
+        adapter = terminal_adapter(self.settings, self.adapter_context())
+        assert isinstance(adapter, ConsoleAdapter)
+        self.add_adapter(adapter)
+        return adapter
 
     def add_configured_adapters(self) -> list[str]:
         """Create an adapter for every platform whose settings are present; returns their names."""
@@ -148,7 +219,7 @@ class App:
         return [a.platform for a in self.adapters]
 
     async def start(self) -> None:
-        await self.router.start()
+        await self.queue.start()
         # Adapters register webhook routes before the server starts listening.
         for adapter in self.adapters:
             await adapter.start()
@@ -168,7 +239,7 @@ class App:
                 await adapter.stop()
             except Exception:
                 log.exception("adapter stop failed platform=%s", adapter.platform)
-        await self.router.stop()
+        await self.queue.stop()
         await self.approvals.stop()
         for close in self.tool_services.closers:
             try:
@@ -196,19 +267,56 @@ class App:
         return None
 
 
+def platform_sections() -> dict[str, type[BaseModel]]:
+    return {plugin.name: plugin.settings for plugin in plugins()}
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Settings with every platform's section (`[telegram]`, `CHATGATE_TELEGRAM__TOKEN` ...)."""
+    return config.load_settings(path, sections=platform_sections(), **overrides)
+
+
+def configured_platforms(settings: Settings) -> list[PlatformPlugin[Any]]:
+    """The platforms `chatgate run` starts: those configured in these settings."""
+    return [
+        plugin
+        for plugin in plugins()
+        if plugin.runs_in_gateway
+        and hasattr(settings, plugin.name)
+        and plugin.enabled(plugin.section(settings))
+    ]
+
+
 def configured_adapters(settings: Settings, ctx: AdapterContext) -> Sequence[Adapter]:
-    """Adapters for the platforms configured in settings (imported only when configured)."""
-    adapters: list[Adapter] = []
-    if settings.telegram.token:
-        from adapters.telegram import TelegramAdapter
+    """Adapters for the platforms configured in settings; raises PlatformUnavailable when a
+    configured platform's SDK is not installed."""
+    return [plugin.create(settings, ctx) for plugin in configured_platforms(settings)]
 
-        adapters.append(TelegramAdapter(settings.telegram, ctx))
-    if settings.slack.bot_token:
-        from adapters.slack import SlackAdapter
 
-        adapters.append(SlackAdapter(settings.slack, ctx))
-    if settings.discord.token:
-        from adapters.discord import DiscordAdapter
+def terminal_adapter(settings: Settings, ctx: AdapterContext) -> Adapter:
+    """The console platform, for `chatgate chat` and `ask`."""
+    return plugin("console").create(settings, ctx)
 
-        adapters.append(DiscordAdapter(settings.discord, ctx))
-    return adapters
+
+def platform_checks(settings: Settings) -> list[PlatformCheck]:
+    """`chatgate doctor`'s check of each configured platform (its SDK, then its API)."""
+    checks: list[PlatformCheck] = []
+    for found in configured_platforms(settings):
+        checks.append(functools.partial(_check_platform, found, found.section(settings)))
+    return checks
+
+
+async def _check_platform(
+    found: PlatformPlugin[Any], section: BaseModel, http: httpx.AsyncClient
+) -> CheckResult:
+    missing = found.missing()
+    if missing:
+        return CheckResult(
+            found.name,
+            False,
+            f"its library ({', '.join(missing)}) is not installed",
+            f"pip install 'chatgate[{found.extra or found.name}]'",
+        )
+    if found.check is None:
+        return CheckResult(found.name, True, "configured")
+    return await found.check(section, http)

@@ -22,22 +22,22 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from gateway import keys
 from gateway.access import AccessPolicy
-from gateway.channels import Outbox, PressRouter
+from gateway.callbacks import CallbackData
+from gateway.channels import Outbox
 from gateway.config import ApprovalSettings
+from gateway.extensions import Command, CommandCall, Extensions
 from gateway.messages import Button, ButtonPress, ChatRef, Outbound, PressReply, SentRef, UserRef
 from gateway.rendezvous import Rendezvous
-from gateway.router import Command, CommandCall, Router
 from gateway.store.base import Store, StoreUnavailable
 from gateway.tasks import stop_tasks
 from gateway.tooling import ApprovalNeed, ApprovalOutcome, ToolContext
-from gateway.turns import typing_paused
 
 log = logging.getLogger(__name__)
 
-PREFIX = "ap"
-PENDING = "approvals:pending"
-AUDIT = "approvals:audit"
+PENDING = keys.APPROVALS_PENDING
+AUDIT = keys.APPROVALS_AUDIT
 Choice = Literal["once", "session", "deny", "expired"]
 _HEARTBEAT_TTL = 15.0
 
@@ -69,6 +69,14 @@ class ApprovalRequest:
     @property
     def sent_ref(self) -> SentRef | None:
         return SentRef.model_validate(self.message) if self.message else None
+
+
+@dataclass(frozen=True)
+class ApprovalChoice(CallbackData, prefix="ap"):
+    """An approval button: which request, and which choice the button makes."""
+
+    request_id: str
+    choice: str
 
 
 @dataclass(frozen=True)
@@ -110,10 +118,13 @@ class ApprovalService:
         self._answers = Rendezvous(store, "approvals")
         self._tasks: list[asyncio.Task[None]] = []
 
-    def install(self, router: Router, presses: PressRouter) -> None:
-        presses.register(PREFIX, self.handle_press)
-        router.add_command(Command("approve", "approve a pending action: /approve ID", self._cmd))
-        router.add_command(Command("deny", "deny a pending action: /deny ID [reason]", self._cmd))
+    def register(self, extensions: Extensions) -> None:
+        extensions.add_buttons(ApprovalChoice, self.handle_press)
+        for name, text in (
+            ("approve", "approve a pending action: /approve ID"),
+            ("deny", "deny a pending action: /deny ID [reason]"),
+        ):
+            extensions.add_command(Command(name, text, self._cmd))
 
     async def start(self) -> None:
         self._tasks = [
@@ -152,7 +163,7 @@ class ApprovalService:
         await self._save(request)
         log.info("approval requested id=%s session=%s tool=%s", request.id, ctx.session, tool)
         try:
-            async with typing_paused():
+            async with ctx.typing.paused():
                 raw = await self._answers.wait(request.id, self._settings.timeout_seconds)
         except asyncio.CancelledError:
             # The turn was stopped: close the request so a late press cannot look approved.
@@ -168,12 +179,11 @@ class ApprovalService:
 
     # -- deciding --------------------------------------------------------------------------
 
-    async def handle_press(self, press: ButtonPress) -> PressReply:
-        _, _, rest = press.data.partition(":")
-        request_id, _, choice = rest.partition(":")
+    async def handle_press(self, press: ButtonPress, data: ApprovalChoice) -> PressReply:
+        choice = data.choice
         if choice not in ("once", "session", "deny"):
             return PressReply(toast="This button is not valid.", alert=True)
-        result = await self._decide(request_id, press.user, press.chat, choice, "")  # type: ignore[arg-type]
+        result = await self._decide(data.request_id, press.user, press.chat, choice, "")  # type: ignore[arg-type]
         if result.error:
             return PressReply(toast=result.error, alert=True)
         return PressReply(toast=result.toast, edit_text=result.edit_text)
@@ -276,9 +286,17 @@ class ApprovalService:
         chat = request.chat_ref
         buttons: tuple[tuple[Button, ...], ...] = (
             (
-                Button(label="Approve once", data=f"{PREFIX}:{request.id}:once", style="primary"),
-                Button(label="Approve for session", data=f"{PREFIX}:{request.id}:session"),
-                Button(label="Deny", data=f"{PREFIX}:{request.id}:deny", style="danger"),
+                Button(
+                    label="Approve once",
+                    data=ApprovalChoice(request.id, "once").pack(),
+                    style="primary",
+                ),
+                Button(
+                    label="Approve for session", data=ApprovalChoice(request.id, "session").pack()
+                ),
+                Button(
+                    label="Deny", data=ApprovalChoice(request.id, "deny").pack(), style="danger"
+                ),
             ),
         )
         try:
@@ -295,18 +313,18 @@ class ApprovalService:
 
     async def _save(self, request: ApprovalRequest) -> None:
         ttl = max(request.expires - time.time(), 0) + 24 * 3600
-        await self._store.set(f"approval:{request.id}", json.dumps(asdict(request)), ttl=ttl)
+        await self._store.set(keys.approval(request.id), json.dumps(asdict(request)), ttl=ttl)
 
     async def _load(self, request_id: str) -> ApprovalRequest | None:
         if not request_id or len(request_id) > 32:
             return None
-        raw = await self._store.get(f"approval:{request_id}")
+        raw = await self._store.get(keys.approval(request_id))
         return ApprovalRequest(**json.loads(raw)) if raw else None
 
     async def _heartbeat(self) -> None:
         while True:
             with contextlib.suppress(StoreUnavailable):
-                await self._store.set(f"alive:{self._instance}", "1", ttl=_HEARTBEAT_TTL)
+                await self._store.set(keys.alive(self._instance), "1", ttl=_HEARTBEAT_TTL)
             await asyncio.sleep(_HEARTBEAT_TTL / 3)
 
     async def _sweep_orphans(self) -> None:
@@ -335,7 +353,7 @@ class ApprovalService:
     async def _owner_alive(self, request: ApprovalRequest) -> bool:
         if not self._store.shared:
             return False  # single process: whoever made it is not running any more
-        return await self._store.get(f"alive:{request.owner}") is not None
+        return await self._store.get(keys.alive(request.owner)) is not None
 
 
 @dataclass(frozen=True)
@@ -347,7 +365,7 @@ class _DecideResult:
 
 
 def _shapes_key(session: str) -> str:
-    return f"approved_shapes:{session}"
+    return keys.approved_shapes(session)
 
 
 def _prompt_text(request: ApprovalRequest) -> str:

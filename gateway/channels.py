@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gateway.messages import ButtonPress, ChatRef, Inbound, Outbound, PressReply, SentRef
-from gateway.sessions import SessionKey
 
 if TYPE_CHECKING:
-    from gateway.access import AccessPolicy
+    from gateway.extensions import Extensions
     from gateway.http import HttpServer
     from gateway.metrics import Metrics
     from gateway.store.base import Store
@@ -74,33 +73,6 @@ class FileSource(Protocol):
 # Callbacks the core hands to adapters.
 SubmitInbound = Callable[[Inbound], Awaitable[object]]
 HandlePress = Callable[[ButtonPress], Awaitable[PressReply]]
-# Sees an addressed message after access, dedupe and built-in commands; True: it consumed it.
-InterceptInbound = Callable[[Inbound, SessionKey], Awaitable[bool]]
-
-EXPIRED_BUTTON = "This button has expired or is no longer valid."
-
-
-class PressRouter:
-    """Routes button presses to the part of the core that made the buttons, by data prefix.
-
-    Button data is `prefix:payload` (e.g. `ap:3f2a:once` for approvals); a press whose
-    prefix nobody handles gets a clear toast instead of silence.
-    """
-
-    def __init__(self) -> None:
-        self._handlers: dict[str, HandlePress] = {}
-
-    def register(self, prefix: str, handler: HandlePress) -> None:
-        if ":" in prefix:
-            raise ValueError("a button prefix cannot contain ':'")
-        self._handlers[prefix] = handler
-
-    async def handle(self, press: ButtonPress) -> PressReply:
-        prefix = press.data.split(":", 1)[0]
-        handler = self._handlers.get(prefix)
-        if handler is None:
-            return PressReply(toast=EXPIRED_BUTTON, alert=True)
-        return await handler(press)
 
 
 class Outbox:
@@ -145,11 +117,10 @@ class AdapterContext:
     submit: SubmitInbound
     press: HandlePress
     store: Store
-    access: AccessPolicy
+    # Where a platform registers its access rules and admission middlewares.
+    extensions: Extensions
     metrics: Metrics
     http: HttpServer | None
     # (name, description) of the chat commands, for platforms that register them.
     commands: Callable[[], list[tuple[str, str]]]
     instance_id: str
-    # e.g. Telegram answers an unknown /command itself instead of passing it to the model.
-    add_interceptor: Callable[[InterceptInbound], None] | None = None

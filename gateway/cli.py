@@ -16,18 +16,23 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from gateway.config import ConfigError, Settings, load_settings, masked
+from adapters.registry import plugins
+from gateway.app import load_settings
+from gateway.config import ConfigError, Settings, masked
 from gateway.logs import RedactingFilter, setup_logging
+from gateway.platforms import PlatformUnavailable
 from gateway.store.base import StoreUnavailable
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
-NO_PLATFORM = (
-    "No chat platform is configured, so there is nothing to run.\n"
-    "Set one of: CHATGATE_TELEGRAM__TOKEN, CHATGATE_SLACK__BOT_TOKEN (with "
-    "CHATGATE_SLACK__APP_TOKEN or CHATGATE_SLACK__SIGNING_SECRET), CHATGATE_DISCORD__TOKEN\n"
-    "(or the same keys in chatgate.toml), or try the agent in this terminal: chatgate chat"
-)
+
+def no_platform_message() -> str:
+    ways = ", ".join(p.how_to_enable for p in plugins() if p.runs_in_gateway)
+    return (
+        "No chat platform is configured, so there is nothing to run.\n"
+        f"Set one of: {ways}\n"
+        "(or the same keys in chatgate.toml), or try the agent in this terminal: chatgate chat"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)
         return EXIT_CONFIG
+    except PlatformUnavailable as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     except StoreUnavailable as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -57,9 +65,13 @@ def main(argv: list[str] | None = None) -> int:
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     # Terminal commands must not open the HTTP port a running gateway may hold.
     if args.command == "ask":  # nor run scheduled jobs in a one-shot process
-        return {"http": {"enabled": False}, "scheduler": {"enabled": False}}
+        return {
+            "http": {"enabled": False},
+            "scheduler": {"enabled": False},
+            "console": {"chat_id": args.chat, "echo": False},
+        }
     if args.command == "chat":
-        return {"http": {"enabled": False}}
+        return {"http": {"enabled": False}, "console": {"chat_id": args.chat}}
     return {}
 
 
@@ -139,8 +151,15 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
     from gateway.app import App
 
     app = App(settings)
-    if not app.add_configured_adapters():
-        print(NO_PLATFORM, file=sys.stderr)
+    try:
+        started = app.add_configured_adapters()
+    except PlatformUnavailable as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        await app.store.close()
+        await app.llm.aclose()
+        return EXIT_CONFIG
+    if not started:
+        print(no_platform_message(), file=sys.stderr)
         await app.store.close()
         await app.llm.aclose()
         return EXIT_CONFIG
@@ -168,16 +187,14 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
 def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
     # Problems reach the person as replies; log lines would only clutter the conversation.
     setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
-    return _run(_chat(settings, args.chat))
+    return _run(_chat(settings))
 
 
-async def _chat(settings: Settings, chat_id: str) -> int:
-    from adapters.console import ConsoleAdapter
+async def _chat(settings: Settings) -> int:
     from gateway.app import App
 
     app = App(settings)
-    console = ConsoleAdapter(chat_id)
-    app.add_adapter(console)
+    console = app.add_terminal_adapter()
     await app.start()
     print(
         f"chatgate: talking to {settings.llm.model} at {settings.llm.base_url}. "
@@ -193,7 +210,7 @@ async def _chat(settings: Settings, chat_id: str) -> int:
                 break
             if not line.strip():
                 continue
-            submission = await app.router.submit(console.inbound(line))
+            submission = await app.admission.submit(console.inbound(line))
             await submission.done
     finally:
         await app.stop()
@@ -202,19 +219,17 @@ async def _chat(settings: Settings, chat_id: str) -> int:
 
 def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
     setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
-    return _run(_ask(settings, args.text, args.chat))
+    return _run(_ask(settings, args.text))
 
 
-async def _ask(settings: Settings, text: str, chat_id: str) -> int:
-    from adapters.console import ConsoleAdapter
+async def _ask(settings: Settings, text: str) -> int:
     from gateway.app import App
 
     app = App(settings)
-    console = ConsoleAdapter(chat_id, echo=False)
-    app.add_adapter(console)
+    console = app.add_terminal_adapter()
     await app.start()
     try:
-        submission = await app.router.submit(console.inbound(text))
+        submission = await app.admission.submit(console.inbound(text))
         outcome = await submission.done
     finally:
         await app.stop()
@@ -230,10 +245,13 @@ async def _ask(settings: Settings, text: str, chat_id: str) -> int:
 
 
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
+    from gateway.app import platform_checks
     from gateway.doctor import run_checks
+    from tools.browser import doctor_check as browser_check
 
     setup_logging(settings.model_copy(update={"log_level": "CRITICAL"}))
-    results = _run_checks(run_checks(settings))
+    checks = [*platform_checks(settings), browser_check(settings)]
+    results = _run_checks(run_checks(settings, checks))
     failed = False
     for check in results:
         print(f"{'pass' if check.ok else 'FAIL'}  {check.name}: {check.detail}")

@@ -2,43 +2,66 @@
 
 from __future__ import annotations
 
+from gateway.access import AccessPolicy
+from gateway.extensions import Command, CommandCall, Extensions
 from gateway.history import SessionStore
 from gateway.memory import MemoryBook, MemoryScope
-from gateway.router import Command, CommandCall, Router
+from gateway.session_queue import SessionQueue
+
+MODERATORS_ONLY = (
+    "In a group, only an admin can use /{name}: it affects everyone's conversation here."
+)
+NOT_YOURS = "Only the person who asked, or an admin, can stop the request I am working on."
 
 
-def register_builtin_commands(router: Router, sessions: SessionStore, memory: MemoryBook) -> None:
+def register_builtin_commands(
+    extensions: Extensions,
+    queue: SessionQueue,
+    sessions: SessionStore,
+    memory: MemoryBook,
+    access: AccessPolicy,
+) -> None:
+    def moderates(call: CommandCall) -> bool:
+        return access.may_moderate(call.inbound.sender, call.inbound)
+
     async def new(call: CommandCall) -> str:
-        running, _ = await router.stop_session(call.session)
+        # A person's own session (isolation "user") is theirs to reset.
+        if call.session.user_id is None and not moderates(call):
+            return MODERATORS_ONLY.format(name=call.name)
+        stopped = await queue.stop_session(call.session)
         await sessions.clear(call.session)
-        note = " (the running request was stopped)" if running else ""
+        note = " (the running request was stopped)" if stopped.running_here else ""
         return f"Started a new conversation{note}. What can I do for you?"
 
     async def stop(call: CommandCall) -> str:
-        running, dropped = await router.stop_session(call.session)
-        if dropped:
-            return f"Stopped. {dropped} waiting message(s) were dropped as well."
+        sender = call.inbound.sender
+        anyone = access.is_admin(sender) or access.may_moderate(sender, call.inbound)
+        stopped = await queue.stop_session(call.session, by=None if anyone else sender)
+        if stopped.refused:
+            return NOT_YOURS
+        if stopped.dropped:
+            return f"Stopped. {stopped.dropped} waiting message(s) were dropped as well."
         return (
             "Stopped."
-            if running
+            if stopped.running_here
             else "Nothing is running; if something was, it has been told to stop."
         )
 
     async def help_(call: CommandCall) -> str:
         lines = ["I am an assistant: write to me in plain words. Commands:"]
-        for command in sorted(router.commands, key=lambda c: c.name):
+        for command in sorted(extensions.commands, key=lambda c: c.name):
             lines.append(f"/{command.name} - {command.help}")
         return "\n".join(lines)
 
     async def status(call: CommandCall) -> str:
         record = await sessions.load(call.session)
-        state = "running a request" if router.is_running(call.session) else "idle"
+        state = "running a request" if queue.is_running(call.session) else "idle"
         return (
             f"Session {call.session}: {state}.\n"
             f"Messages in history: {len(record.messages)}; turns: {record.turns}.\n"
             f"Tokens used: {record.prompt_tokens + record.completion_tokens:,} "
             f"({record.prompt_tokens:,} prompt, {record.completion_tokens:,} completion).\n"
-            f"Waiting messages: {router.queue_length(call.session)}."
+            f"Waiting messages: {queue.queue_length(call.session)}."
         )
 
     async def show_memory(call: CommandCall) -> str:
@@ -54,7 +77,9 @@ def register_builtin_commands(router: Router, sessions: SessionStore, memory: Me
         return "\n".join(lines)
 
     async def forget(call: CommandCall) -> str:
-        await router.stop_session(call.session)
+        if not moderates(call):
+            return MODERATORS_ONLY.format(name=call.name)
+        await queue.stop_session(call.session)
         cleared = await sessions.clear_chat(call.session.chat_scope)
         await sessions.clear(call.session)
         await memory.forget_chat(call.inbound.chat, call.inbound.sender)
@@ -71,4 +96,4 @@ def register_builtin_commands(router: Router, sessions: SessionStore, memory: Me
         Command("memory", "show what I remember about this chat and you", show_memory),
         Command("forget", "delete this chat's history and notes", forget),
     ):
-        router.add_command(command)
+        extensions.add_command(command)

@@ -6,15 +6,25 @@ the TOML file (`--config`, `CHATGATE_CONFIG` or `./chatgate.toml`), defaults.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    create_model,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,14 +32,17 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from gateway.secrets import is_secret_name
 from gateway.sessions import Isolation
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
+    """A settings section: unknown keys are errors, so a misspelt one is never ignored."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class LLMSettings(_Section):
+class LLMSettings(Section):
     base_url: str = "http://localhost:11434/v1"
     api_key: SecretStr = SecretStr("")
     model: str = "qwen3:8b"
@@ -59,7 +72,7 @@ class LLMSettings(_Section):
         return self.provider or (urlsplit(self.base_url).hostname or "")
 
 
-class RedisSettings(_Section):
+class RedisSettings(Section):
     url: str = ""  # empty: the embedded store under data_dir
     key_prefix: str = "chatgate"
     max_connections: int = Field(default=64, ge=1)
@@ -72,15 +85,18 @@ class RedisSettings(_Section):
         return value
 
 
-class ToolRule(_Section):
+class ToolRule(Section):
     """One allow/deny pair of the tool policy; names are tools, `group:<name>` or `*`."""
 
     allow: list[str] = []  # empty: whatever the earlier layers left
     deny: list[str] = []
 
 
-class ToolsSettings(_Section):
+class ToolsSettings(Section):
     workspace: Path | None = None  # default {data_dir}/workspace
+    # Whose files the file tools see: "chat" gives each chat {workspace}/{platform}-{chat_id}/,
+    # "user" each person in a chat {...}/u-{user_id}/, "shared" everybody the root itself.
+    workspace_scope: Literal["shared", "chat", "user"] = "chat"
     # Ask a person before write_file replaces an existing file.
     confirm_overwrite: bool = False
     attachment_max_bytes: int = Field(default=20_000_000, ge=1)  # save_attachment's limit
@@ -135,7 +151,7 @@ class ToolsSettings(_Section):
         return value
 
 
-class BrowserSettings(_Section):
+class BrowserSettings(Section):
     """Browser tools (tools/browser/): Chromium driven by Playwright, one context per session."""
 
     enabled: bool = True  # false: the browser tools are never offered
@@ -153,7 +169,7 @@ class BrowserSettings(_Section):
     max_download_bytes: int = Field(default=50_000_000, ge=1)  # a larger download is deleted
 
 
-class AgentSettings(_Section):
+class AgentSettings(Section):
     system_prompt: str = ""  # extra instructions added to the built-in prompt
     max_iterations: int = Field(default=25, ge=1)
     max_turn_seconds: float = Field(default=600.0, gt=0)
@@ -164,7 +180,7 @@ class AgentSettings(_Section):
     subagent_max_seconds: float = Field(default=300.0, gt=0)
 
 
-class RouterSettings(_Section):
+class RouterSettings(Section):
     busy_mode: Literal["queue", "interrupt"] = "queue"
     max_concurrent_turns: int = Field(default=512, ge=1)
     max_queued_per_session: int = Field(default=20, ge=1)
@@ -176,7 +192,7 @@ class RouterSettings(_Section):
     typing_delay: float = Field(default=0.8, ge=0)
 
 
-class SessionsSettings(_Section):
+class SessionsSettings(Section):
     isolation: Isolation = Isolation.AUTO
     per_platform: dict[str, Isolation] = {}  # e.g. {slack = "thread", telegram = "chat"}
 
@@ -184,26 +200,28 @@ class SessionsSettings(_Section):
         return self.per_platform.get(platform, self.isolation)
 
 
-class MemorySettings(_Section):
+class MemorySettings(Section):
     chat_chars: int = Field(default=2000, ge=100)
     user_chars: int = Field(default=1200, ge=100)
 
 
-class AccessSettings(_Section):
+class AccessSettings(Section):
     admins: list[str] = []  # "platform:user_id"
     allowed_users: list[str] = []  # empty: everyone; otherwise "platform:user_id"
     blocked_users: list[str] = []
     # Per-user message budget across all chats; 0 disables.
     rate_limit_per_minute: int = Field(default=30, ge=0)
     approvers: Literal["requester_and_admins", "admins"] = "requester_and_admins"
+    # Platform roles (Discord role ids) that may use /new and /forget in groups, like admins.
+    moderator_roles: list[str] = []
 
 
-class ApprovalSettings(_Section):
+class ApprovalSettings(Section):
     timeout_seconds: float = Field(default=300.0, gt=0)  # no decision by then means deny
     audit_max_entries: int = Field(default=10_000, ge=100)
 
 
-class SchedulerSettings(_Section):
+class SchedulerSettings(Section):
     """Reminders and scheduled prompts (gateway/scheduler.py)."""
 
     enabled: bool = True  # false: this process never runs jobs (it may still create them)
@@ -233,86 +251,10 @@ class SchedulerSettings(_Section):
         return value
 
 
-class HTTPSettings(_Section):
+class HTTPSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     enabled: bool = True
-
-
-class TelegramSettings(_Section):
-    token: SecretStr | None = None
-    api_url: str = "https://api.telegram.org"
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_secret: SecretStr | None = None
-    webhook_url: str = ""
-    # A message passes when its sender is in allowed_users (ids or @usernames) or its chat is
-    # in allowed_chats (ids; supergroups are negative); both empty: everyone.
-    allowed_users: list[str] = []
-    allowed_chats: list[str] = []
-    # Unaddressed group messages are kept as context for the next answer (needs the bot's
-    # privacy mode off in BotFather to see them at all); false: they are dropped.
-    group_context: bool = True
-    poll_timeout: int = Field(default=25, ge=1)  # seconds one getUpdates long-poll waits
-    leader_ttl: float = Field(default=6.0, ge=1)  # polling lease; takeover within ~1.4x this
-    send_retries: int = Field(default=3, ge=0)  # retries after 429 or a network error
-    max_retry_after: float = Field(default=60.0, ge=0)  # a longer 429 wait fails the send
-    download_max_bytes: int = Field(default=20_000_000, ge=1)  # Bot API getFile limit: 20 MB
-
-
-class SlackSettings(_Section):
-    bot_token: SecretStr | None = None
-    signing_secret: SecretStr | None = None
-    app_token: SecretStr | None = Field(default=None, validate_default=True)  # set: Socket Mode
-    api_url: str = "https://slack.com/api/"
-    slash_command: str = Field(default="/chatgate", pattern=r"^/[\w-]{1,31}$")
-    # In a thread the bot answered, later messages are answered without a new mention.
-    thread_followups: bool = False
-    thread_ttl: float = Field(default=7 * 24 * 3600.0, gt=0)  # seconds it is remembered
-    # Emoji name shown on the message being answered while its turn runs; "" shows none.
-    working_reaction: str = "hourglass_flowing_sand"
-    send_retries: int = Field(default=3, ge=0)  # retries after 429 or a 5xx
-    max_retry_after: float = Field(default=60.0, ge=0)  # a longer 429 wait fails the send
-    allowed_teams: list[str] = []  # workspace ids (T...); empty: every workspace
-    allowed_channels: list[str] = []  # channel ids (C.../G...); empty: all; DMs are not affected
-    allowed_users: list[str] = []  # user ids (U...); empty: everyone
-
-    @field_validator("app_token")
-    @classmethod
-    def _needs_a_transport(cls, value: SecretStr | None, info: Any) -> SecretStr | None:
-        if not value and info.data.get("bot_token") and not info.data.get("signing_secret"):
-            raise ValueError(
-                "set slack.app_token (Socket Mode) or slack.signing_secret (Events API)"
-            )
-        return value
-
-
-class DiscordSettings(_Section):
-    token: SecretStr | None = None
-    api_url: str = "https://discord.com/api/v10"
-    gateway_url: str = "wss://gateway.discord.gg/"
-    allow_dms: bool = True
-    free_response_channels: list[str] = []  # channel ids answered without a mention
-    auto_thread: bool = False  # a mention in a channel opens a thread for the answer
-    allowed_guilds: list[str] = []  # the allowed_* lists: ids; empty means all
-    allowed_channels: list[str] = []  # a thread is allowed when its parent channel is
-    allowed_users: list[str] = []  # users and roles together: a person needs either
-    allowed_roles: list[str] = []
-    sync_guilds: list[str] = []  # slash commands go to these guilds only; empty: globally
-    # Set both to split the bot over processes (each its own shards, no leader election).
-    shard_ids: list[int] | None = None
-    shard_count: int | None = Field(default=None, ge=1, validate_default=True)
-    guild_ready_timeout: float = Field(default=2.0, ge=0)  # seconds discord.py waits for guilds
-    leader_ttl: float = Field(default=9.0, ge=1)  # gateway leader lease; takeover within it
-
-    @field_validator("shard_count")
-    @classmethod
-    def _shards_fit(cls, value: int | None, info: Any) -> int | None:
-        ids = info.data.get("shard_ids")
-        if ids and value is None:
-            raise ValueError("discord.shard_ids needs discord.shard_count")
-        if ids and value is not None and any(not 0 <= i < value for i in ids):
-            raise ValueError("every discord.shard_ids entry must be in [0, shard_count)")
-        return value
 
 
 _config_path: ContextVar[Path | None] = ContextVar("chatgate_config_path", default=None)
@@ -341,9 +283,6 @@ class Settings(BaseSettings):
     approvals: ApprovalSettings = ApprovalSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     http: HTTPSettings = HTTPSettings()
-    telegram: TelegramSettings = TelegramSettings()
-    slack: SlackSettings = SlackSettings()
-    discord: DiscordSettings = DiscordSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -384,8 +323,35 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     return local if local.is_file() else None
 
 
-def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
-    """Build and validate Settings once; raises ConfigError with one line per problem."""
+def settings_model(sections: Mapping[str, type[BaseModel]] | None = None) -> type[Settings]:
+    """Settings extended with the given sections (the platforms' `[telegram]` ..., which the
+    core does not know); their env names follow the same form (`CHATGATE_TELEGRAM__TOKEN`)."""
+    return _extended(tuple(sorted((sections or {}).items())))
+
+
+@functools.cache
+def _extended(sections: tuple[tuple[str, type[BaseModel]], ...]) -> type[Settings]:
+    if not sections:
+        return Settings
+    fields: dict[str, Any] = {
+        name: (model, Field(default_factory=model)) for name, model in sections
+    }
+    extended: type[Settings] = create_model("Settings", __base__=Settings, **fields)
+    return extended
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    sections: Mapping[str, type[BaseModel]] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Build and validate Settings once; raises ConfigError with one line per problem.
+
+    `sections` adds settings sections the core does not define (the composition root
+    passes the platforms'; see gateway/app.py `load_settings`).
+    """
+    model = settings_model(sections)
     toml_path = config_path(path)
     if toml_path is not None:
         if not toml_path.is_file():
@@ -396,7 +362,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
             raise ConfigError([f"config file {toml_path}: invalid TOML: {exc}"]) from None
     token = _config_path.set(toml_path)
     try:
-        return Settings(**overrides)
+        return model(**overrides)
     except ValidationError as exc:
         raise ConfigError([_problem_line(err) for err in exc.errors()]) from None
     finally:
@@ -410,12 +376,9 @@ def _problem_line(err: Any) -> str:
         msg = "unknown setting (check the spelling)"
     value = err.get("input")
     shown = "" if isinstance(value, dict | list) or value is None else f" (got {value!r})"
-    if any(word in key for word in _SECRET_WORDS):
+    if is_secret_name(key):
         shown = ""
     return f"{key}: {msg}{shown}"
-
-
-_SECRET_WORDS = ("token", "secret", "api_key", "password")
 
 
 def masked(settings: Settings) -> dict[str, Any]:
@@ -429,7 +392,7 @@ def _mask(node: Any, key: str = "") -> Any:
         return {k: _mask(v, k) for k, v in node.items()}
     if isinstance(node, list):
         return [_mask(v, key) for v in node]
-    if isinstance(node, str) and node and any(word in key for word in _SECRET_WORDS):
+    if isinstance(node, str) and node and is_secret_name(key):
         return "********"
     if key == "url" and isinstance(node, str) and "@" in node:
         return mask_url(node)

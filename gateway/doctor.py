@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -22,20 +23,21 @@ class CheckResult:
     fix: str = ""
 
 
-async def run_checks(settings: Settings) -> list[CheckResult]:
+# One platform's check, bound to its settings by the composition root.
+PlatformCheck = Callable[[httpx.AsyncClient], Awaitable[CheckResult]]
+
+
+async def run_checks(
+    settings: Settings, platforms: Sequence[PlatformCheck] = ()
+) -> list[CheckResult]:
     results = [CheckResult("config", True, "valid")]
     results.append(await _check_store(settings))
     results.append(await _check_llm(settings))
-    results.extend(await _check_platforms(settings))
-    results.append(_check_browser(settings))
+    if platforms:
+        async with httpx.AsyncClient(timeout=10) as http:
+            for check in platforms:
+                results.append(await check(http))
     return results
-
-
-def _check_browser(settings: Settings) -> CheckResult:
-    from tools.browser.chromium import describe  # the browser package owns its check
-
-    ok, detail, fix = describe(settings.browser)
-    return CheckResult("browser", ok, detail, fix)
 
 
 async def _check_store(settings: Settings) -> CheckResult:
@@ -76,55 +78,7 @@ async def _check_llm(settings: Settings) -> CheckResult:
     return CheckResult("llm", True, detail)
 
 
-async def _check_platforms(settings: Settings) -> list[CheckResult]:
-    checks = []
-    async with httpx.AsyncClient(timeout=10) as http:
-        if settings.telegram.token:
-            token = settings.telegram.token.get_secret_value()
-            url = f"{settings.telegram.api_url.rstrip('/')}/bot{token}/getMe"
-            checks.append(
-                await _probe(
-                    http,
-                    "telegram",
-                    "GET",
-                    url,
-                    {},
-                    "username",
-                    "check CHATGATE_TELEGRAM__TOKEN (from @BotFather)",
-                )
-            )
-        if settings.slack.bot_token:
-            headers = {"Authorization": f"Bearer {settings.slack.bot_token.get_secret_value()}"}
-            url = settings.slack.api_url.rstrip("/") + "/auth.test"
-            checks.append(
-                await _probe(
-                    http,
-                    "slack",
-                    "POST",
-                    url,
-                    headers,
-                    "user",
-                    "check CHATGATE_SLACK__BOT_TOKEN (xoxb-...)",
-                )
-            )
-        if settings.discord.token:
-            headers = {"Authorization": f"Bot {settings.discord.token.get_secret_value()}"}
-            url = settings.discord.api_url.rstrip("/") + "/users/@me"
-            checks.append(
-                await _probe(
-                    http,
-                    "discord",
-                    "GET",
-                    url,
-                    headers,
-                    "username",
-                    "check CHATGATE_DISCORD__TOKEN (Developer Portal > Bot)",
-                )
-            )
-    return checks
-
-
-async def _probe(
+async def probe_api(
     http: httpx.AsyncClient,
     name: str,
     method: str,
@@ -133,6 +87,8 @@ async def _probe(
     field: str,
     fix: str,
 ) -> CheckResult:
+    """Call a platform's "who am I" endpoint with its token: pass when it answers 200 (and,
+    for APIs that wrap results, `ok`), naming the bot from `field` of the reply."""
     try:
         response = await http.request(method, url, headers=headers)
         data = response.json()

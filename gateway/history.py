@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway import keys
 from gateway.llm.types import Message
 from gateway.sessions import SessionKey
 from gateway.store.base import Batch, Store
@@ -36,15 +37,6 @@ class SessionRecord:
         return cls(**known)
 
 
-@dataclass
-class LeaseHandle:
-    """The session lease a turn runs under, so saving can release it in the same round trip."""
-
-    name: str
-    owner: str
-    released: bool = False
-
-
 class SessionStore:
     """Loads and saves session records; keeps an index of sessions per chat for /forget."""
 
@@ -53,13 +45,13 @@ class SessionStore:
 
     @staticmethod
     def store_key(key: SessionKey) -> str:
-        return f"session:{key}"
+        return keys.session(key)
 
     _key = store_key
 
     @staticmethod
     def _index(chat_scope: str) -> str:
-        return f"chat_sessions:{chat_scope}"
+        return keys.chat_sessions(chat_scope)
 
     async def load(self, key: SessionKey) -> SessionRecord:
         return self.parse(await self._store.get(self._key(key)))
@@ -69,37 +61,35 @@ class SessionStore:
         """A record from its stored JSON (None: a new session)."""
         return SessionRecord.from_json(json.loads(raw)) if raw else SessionRecord()
 
-    async def save(
-        self, key: SessionKey, record: SessionRecord, *, lease: LeaseHandle | None = None
-    ) -> None:
-        """Save the record; with `lease`, release the session's lease in the same round trip."""
+    def save_ops(self, key: SessionKey, record: SessionRecord) -> Batch:
+        """The writes that save a record, for the caller to run with its own (the lease's
+        release: gateway/session_leases.py) in one round trip."""
         record.updated = time.time()
         # vars(), not asdict(): the fields are JSON-ready already, and asdict deep-copies the
         # whole history on every turn (~0.2 ms at 40 messages).
         batch = Batch().set(self._key(key), json.dumps(vars(record), ensure_ascii=False))
-        if lease is not None:
-            batch.release_lease(lease.name, lease.owner)
-        await self._store.run(batch)
-        if lease is not None:
-            lease.released = True
         if record.turns <= 1:
-            await self._store.hset(self._index(key.chat_scope), str(key), str(int(record.updated)))
+            batch.hset(self._index(key.chat_scope), str(key), str(int(record.updated)))
+        return batch
+
+    async def save(self, key: SessionKey, record: SessionRecord) -> None:
+        await self._store.run(self.save_ops(key, record))
 
     async def clear(self, key: SessionKey) -> None:
         # Approvals granted "for this session" end with the session.
-        await self._store.delete(self._key(key), f"approved_shapes:{key}")
+        await self._store.delete(self._key(key), keys.approved_shapes(key))
         await self._store.hdel(self._index(key.chat_scope), str(key))
 
     async def clear_chat(self, chat_scope: str) -> int:
         """Delete every session of a chat (all threads and users); returns how many."""
         index = self._index(chat_scope)
-        keys = list(await self._store.hgetall(index))
-        if keys:
+        names = list(await self._store.hgetall(index))
+        if names:
             await self._store.delete(
-                *(f"session:{k}" for k in keys), *(f"approved_shapes:{k}" for k in keys)
+                *(keys.session(k) for k in names), *(keys.approved_shapes(k) for k in names)
             )
         await self._store.delete(index)
-        return len(keys)
+        return len(names)
 
 
 def estimate_tokens(messages: list[Message]) -> int:

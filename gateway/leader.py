@@ -12,6 +12,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from gateway import keys
 from gateway.store.base import Store, StoreUnavailable
 from gateway.tasks import stop_task
 
@@ -32,7 +33,7 @@ class LeaderElection:
         on_deposed: Hook,
     ) -> None:
         self._store = store
-        self._name = f"leader:{name}"
+        self._name = keys.leader(name)
         self._owner = owner
         self._ttl = ttl
         self._on_elected = on_elected

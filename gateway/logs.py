@@ -13,11 +13,9 @@ import sys
 import time
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
-
-from pydantic import BaseModel, SecretStr
 
 from gateway.config import Settings
+from gateway.secrets import secret_values
 
 
 class RedactingFilter(logging.Filter):
@@ -66,25 +64,6 @@ class JsonFormatter(logging.Formatter):
         if record.exc_text or record.exc_info:
             data["exc"] = record.exc_text or self.formatException(record.exc_info)  # type: ignore[arg-type]
         return json.dumps(data, ensure_ascii=False)
-
-
-def secret_values(settings: Settings) -> list[str]:
-    """Every secret string in the settings, found by type, plus passwords inside URLs."""
-    found: list[str] = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, SecretStr):
-            found.append(node.get_secret_value())
-        elif isinstance(node, BaseModel):
-            for name in type(node).model_fields:
-                walk(getattr(node, name))
-        elif isinstance(node, str) and "://" in node:
-            password = urlsplit(node).password
-            if password:
-                found.append(password)
-
-    walk(settings)
-    return [s for s in found if s]
 
 
 def setup_logging(settings: Settings, *, stream: Any = None) -> RedactingFilter:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gateway import keys
 from gateway.config import MemorySettings
 from gateway.messages import ChatRef, UserRef
 from gateway.store.base import Store
@@ -44,8 +45,8 @@ class MemoryBook:
 
     def _key(self, scope: MemoryScope, chat: ChatRef, user: UserRef) -> str:
         if scope is MemoryScope.CHAT:
-            return f"memory:chat:{chat.platform}:{chat.chat_id}"
-        return f"memory:user:{user.platform}:{user.user_id}"
+            return keys.chat_memory(chat.platform, chat.chat_id)
+        return keys.user_memory(user.platform, user.user_id)
 
     def budget(self, scope: MemoryScope) -> int:
         return self._settings.chat_chars if scope is MemoryScope.CHAT else self._settings.user_chars

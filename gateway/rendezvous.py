@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 
+from gateway import keys
 from gateway.store.base import Store, StoreUnavailable
 from gateway.tasks import stop_task
 
@@ -31,11 +32,11 @@ class Rendezvous:
         self._listener: asyncio.Task[None] | None = None
 
     def _key(self, item_id: str) -> str:
-        return f"{self._ns}:answer:{item_id}"
+        return keys.rendezvous_answer(self._ns, item_id)
 
     @property
     def _channel(self) -> str:
-        return f"{self._ns}:answers"
+        return keys.rendezvous_channel(self._ns)
 
     async def answer(self, item_id: str, value: str) -> bool:
         """Record the answer; False when someone answered first (their answer stands)."""

@@ -6,8 +6,10 @@ catalogue to the agent, so the core never imports a tool by name.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -26,6 +28,21 @@ class ToolError(Exception):
     """
 
 
+class TypingControl(Protocol):
+    """The running turn's typing indicator; a tool that waits for a person pauses it."""
+
+    def paused(self) -> AbstractAsyncContextManager[None]: ...
+
+
+class _NoTyping:
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        yield
+
+
+NO_TYPING: TypingControl = _NoTyping()
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Who and where a tool call runs for; long-lived dependencies are bound at build time."""
@@ -41,6 +58,7 @@ class ToolContext:
     attachments: tuple[Attachment, ...] = ()
     # The text of that message: what the person themselves wrote in this turn.
     user_text: str = ""
+    typing: TypingControl = NO_TYPING
 
 
 @dataclass(frozen=True)

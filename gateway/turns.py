@@ -10,22 +10,22 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.agent import Agent, TurnTimeout
 from gateway.channels import DeliveryError, Outbox
 from gateway.config import Settings
-from gateway.history import LeaseHandle, SessionRecord, SessionStore, compact
+from gateway.history import SessionRecord, SessionStore, compact
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
 from gateway.memory import MemoryBook
-from gateway.messages import ChatKind, Inbound, InboundKind, Outbound, SentRef
+from gateway.messages import ChatKind, ChatRef, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
+from gateway.outcome import TurnOutcome
 from gateway.prompt import PromptSection, build_system_prompt
+from gateway.session_leases import LeaseHandle, TurnLease
 from gateway.sessions import SessionKey
 from gateway.store.base import StoreUnavailable
 from gateway.tasks import stop_task
@@ -36,30 +36,19 @@ log = logging.getLogger(__name__)
 INTERRUPTED_NOTE = "[This request was interrupted before an answer was given.]"
 EMPTY_ANSWER = "I have no answer to that. Try asking in another way."
 
-
-@dataclass
-class TurnOutcome:
-    reply: str | None = None
-    error: str | None = None  # the line shown to the user when the turn failed
-    sent: SentRef | None = None
-    cancelled: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.cancelled
+__all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator"]
 
 
-@dataclass
-class TurnRequest:
+@dataclass(frozen=True)
+class TurnJob:
+    """One message that will run as a turn, as admission handed it to the session queue."""
+
     inbound: Inbound
     key: SessionKey
-    context_lines: Sequence[str] = ()  # recent unaddressed group messages, oldest first
-    turn_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    answering: bool = False  # the reply is final and being delivered; the turn is ending
-    # Set by the router when it held the store lease: the session's stored JSON (fetched
-    # with the lease, saving a round trip) and the lease to release when saving.
-    preloaded: tuple[str | None] | None = None
+    turn_id: str
+    # The session's lease and stored history, when intake took them in its round trip.
     lease: LeaseHandle | None = None
+    record: str | None = None
 
 
 # Platforms show "typing…" for about five seconds per call.
@@ -69,9 +58,9 @@ TYPING_EVERY = 4.0
 class TypingIndicator:
     """Keeps the platform's typing indicator alive while a turn runs; approvals pause it."""
 
-    def __init__(self, outbox: Outbox, request: TurnRequest, delay: float) -> None:
+    def __init__(self, outbox: Outbox, chat: ChatRef, delay: float) -> None:
         self._outbox = outbox
-        self._chat = request.inbound.chat
+        self._chat = chat
         self._delay = delay
         self._paused = 0
         self._task: asyncio.Task[None] | None = None
@@ -112,20 +101,6 @@ class TypingIndicator:
             await asyncio.sleep(TYPING_EVERY)
 
 
-# The running turn's typing indicator, so an approval prompt can pause it.
-current_typing: ContextVar[TypingIndicator | None] = ContextVar("current_typing", default=None)
-
-
-@contextlib.asynccontextmanager
-async def typing_paused() -> AsyncIterator[None]:
-    indicator = current_typing.get()
-    if indicator is None:
-        yield
-        return
-    async with indicator.paused():
-        yield
-
-
 class TurnRunner:
     def __init__(
         self,
@@ -146,16 +121,26 @@ class TurnRunner:
         self._catalog = catalog
         self._outbox = outbox
         self._metrics = metrics
-        self._sections = list(prompt_sections)
+        # Read at each new session, so a section registered after this runner was built counts.
+        self._sections = prompt_sections
 
-    def add_prompt_section(self, section: PromptSection) -> None:
-        self._sections.append(section)
+    async def run(
+        self,
+        job: TurnJob,
+        lease: TurnLease,
+        *,
+        context_lines: Sequence[str] = (),
+        on_answering: Callable[[], None] | None = None,
+    ) -> TurnOutcome:
+        """Run the turn and end it with one store round trip (history + lease release).
 
-    async def run(self, request: TurnRequest) -> TurnOutcome:
-        inbound, key = request.inbound, request.key
+        `context_lines` are recent unaddressed group messages, oldest first;
+        `on_answering` is called when the final reply is about to be delivered.
+        """
+        inbound, key = job.inbound, job.key
         started = time.monotonic()
-        if request.preloaded is not None:
-            record = self._sessions.parse(request.preloaded[0])
+        if lease.preloaded:
+            record = self._sessions.parse(lease.record)
         else:
             record = await self._sessions.load(key)
         if record.is_new:
@@ -167,12 +152,11 @@ class TurnRunner:
                 extra=self._settings.agent.system_prompt,
                 sections=self._sections,
             )
-        user_message: Message = {"role": "user", "content": user_content(request)}
+        user_message: Message = {"role": "user", "content": user_content(inbound, context_lines)}
         history = compact(
             [*record.messages, user_message], self._settings.agent.history_token_budget
         )
-        typing = TypingIndicator(self._outbox, request, self._settings.router.typing_delay)
-        token = current_typing.set(typing)
+        typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
         typing.start()
         outcome = TurnOutcome()
         try:
@@ -180,7 +164,7 @@ class TurnRunner:
                 record.system,
                 history,
                 self._tools(inbound),
-                self._context(request),
+                self._context(job, typing),
                 catalog=self._catalog,
             )
             history.extend(result.new_messages)
@@ -199,17 +183,17 @@ class TurnRunner:
         except asyncio.CancelledError:
             outcome.cancelled = True
             history.append({"role": "assistant", "content": INTERRUPTED_NOTE})
-            await asyncio.shield(self._save(key, record, history, request.lease))
+            await asyncio.shield(self._save(key, record, history, lease))
             raise
         finally:
-            current_typing.reset(token)
             await typing.stop()
         if outcome.error is not None:
             # Keep the user's message so the next turn still has it in context.
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
-        request.answering = True
-        outcome.sent = await self._deliver(request, outcome.reply or outcome.error or "")
-        await self._save(key, record, history, request.lease)
+        if on_answering is not None:
+            on_answering()
+        outcome.sent = await self._deliver(job, outcome.reply or outcome.error or "")
+        await self._save(key, record, history, lease)
         self._metrics.observe("turn_seconds", time.monotonic() - started)
         self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
         return outcome
@@ -223,52 +207,46 @@ class TurnRunner:
         )
         return self._catalog.for_scope(scope)
 
-    def _context(self, request: TurnRequest) -> ToolContext:
-        inbound = request.inbound
+    def _context(self, job: TurnJob, typing: TypingIndicator) -> ToolContext:
+        inbound = job.inbound
         return ToolContext(
-            session=request.key,
+            session=job.key,
             chat=inbound.chat,
             user=inbound.sender,
-            turn_id=request.turn_id,
+            turn_id=job.turn_id,
             message_id=inbound.message_id,
             attachments=inbound.attachments,
             # A scheduled prompt was written by the model, not by a person this turn.
             user_text=inbound.text if inbound.kind is InboundKind.USER else "",
+            typing=typing,
         )
 
-    async def _deliver(self, request: TurnRequest, text: str) -> SentRef | None:
-        inbound = request.inbound
+    async def _deliver(self, job: TurnJob, text: str) -> SentRef | None:
+        inbound = job.inbound
         out = Outbound(chat=inbound.chat, text=text, reply_to=inbound.message_id)
         try:
             return await self._outbox.send(out)
         except DeliveryError as exc:
-            log.warning("reply not delivered session=%s error=%s", request.key, exc)
+            log.warning("reply not delivered session=%s error=%s", job.key, exc)
             self._metrics.inc("deliveries_failed_total")
             return None
 
     async def _save(
-        self,
-        key: SessionKey,
-        record: SessionRecord,
-        history: list[Message],
-        lease: LeaseHandle | None,
+        self, key: SessionKey, record: SessionRecord, history: list[Message], lease: TurnLease
     ) -> None:
         record.messages = history
         record.turns += 1
         try:
-            await self._sessions.save(key, record, lease=lease)
+            await lease.commit(self._sessions.save_ops(key, record))
         except StoreUnavailable as exc:
             log.error("history not saved session=%s error=%s", key, exc)
 
 
-def user_content(request: TurnRequest) -> str:
+def user_content(inbound: Inbound, context_lines: Sequence[str] = ()) -> str:
     """The user's message as the model sees it: text, attachments, recent group context."""
-    inbound = request.inbound
     parts: list[str] = []
-    if request.context_lines:
-        parts.append(
-            "[Recent messages in this chat, for context]\n" + "\n".join(request.context_lines)
-        )
+    if context_lines:
+        parts.append("[Recent messages in this chat, for context]\n" + "\n".join(context_lines))
     text = inbound.text
     if inbound.chat.kind is not ChatKind.DIRECT:
         text = f"{inbound.sender.label}: {text}"

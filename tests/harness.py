@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from adapters.console import ConsoleAdapter
-from gateway.app import App
+from gateway.admission import Submission
+from gateway.app import App, load_settings
 from gateway.channels import Adapter
-from gateway.config import Settings, load_settings
-from gateway.router import Submission
+from gateway.config import Settings
 from gateway.turns import TurnOutcome
 
 
@@ -54,7 +54,7 @@ class Harness:
         self.console = console
 
     async def submit(self, text: str, **where: Any) -> Submission:
-        return await self.app.router.submit(self.console.inbound(text, **where))
+        return await self.app.admission.submit(self.console.inbound(text, **where))
 
     async def say(self, text: str, **where: Any) -> TurnOutcome:
         """Send a message and wait until its turn has finished."""

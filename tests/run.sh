@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: virtualenv, packages, a redis-server binary, pytest.
-# The tests start their own redis-server on a free port; they never touch one already running.
+# The whole test suite on a fresh machine: virtualenv, packages, a redis-server binary, then
+# every check: ruff, ruff format, mypy --strict, the import contracts, pytest. Any failure
+# fails the run. The tests start their own redis-server on a free port; they never touch
+# one already running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,4 +35,10 @@ fi
 # slack_sdk ignores NO_PROXY: a proxy from the environment would swallow 127.0.0.1 calls.
 unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy ALL_PROXY all_proxy
 
+step() { echo "== $1" >&2; }
+step "ruff check"; .venv/bin/ruff check -q .
+step "ruff format --check"; .venv/bin/ruff format --check -q .
+step "mypy --strict (gateway, adapters, tools)"; .venv/bin/mypy --no-error-summary
+step "import contracts"; .venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
+step "pytest"
 exec .venv/bin/python -m pytest "$@"

@@ -1,4 +1,4 @@
-"""save_attachment: copy a file the person sent in this conversation into the workspace.
+"""save_attachment: copy a file the person sent in this conversation into its workspace.
 
 Only file ids that appear in this session's own messages can be fetched, so the model
 cannot pull files from other chats by guessing or being told an id.
@@ -15,7 +15,7 @@ from gateway.channels import AttachmentError, FileSource, Outbox
 from gateway.history import SessionStore
 from gateway.tooling import ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
-from tools.workspace import Workspace
+from tools.workspace import WorkspaceFor
 
 GROUP = "fs"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -27,7 +27,7 @@ class SaveAttachmentArgs(ToolArgs):
 
 
 def attachment_tools(
-    workspace: Workspace, outbox: Outbox, sessions: SessionStore, *, max_bytes: int
+    workspace_for: WorkspaceFor, outbox: Outbox, sessions: SessionStore, *, max_bytes: int
 ) -> list[ToolSpec[Any]]:
     async def save(args: SaveAttachmentArgs, ctx: ToolContext) -> str:
         name = next((a.name for a in ctx.attachments if a.file_id == args.file_id), None)
@@ -46,10 +46,8 @@ def attachment_tools(
         except AttachmentError as exc:
             raise ToolError(f"the attachment could not be fetched: {exc}") from None
         safe = _UNSAFE.sub("_", name or args.file_id).strip("._") or "attachment"
-        target = workspace.resolve(args.path or f"attachments/{safe}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        return f"saved {workspace.relative(target)} ({len(data):,} bytes)"
+        rel, _ = workspace_for(ctx).write_bytes(args.path or f"attachments/{safe}", data)
+        return f"saved {rel} ({len(data):,} bytes)"
 
     return [
         ToolSpec(

@@ -4,21 +4,17 @@ the layered tool policy in front of the registry.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from pydantic import BaseModel, SecretStr
-
-from gateway.channels import Outbox, PressRouter
+from gateway.channels import Outbox
 from gateway.config import Settings
+from gateway.extensions import Extensions
 from gateway.history import SessionStore
 from gateway.llm.client import LLMClient
 from gateway.memory import MemoryBook
-from gateway.messages import Inbound
-from gateway.prompt import PromptSection
 from gateway.scheduler import Scheduler
-from gateway.sessions import SessionKey
+from gateway.secrets import secret_values
 from gateway.store.base import Store
 from gateway.tooling import ApprovalGate
 from tools.attachments import attachment_tools
@@ -39,6 +35,7 @@ from tools.web import WebFetcher, web_tools
 from tools.web_extract import extract_available, web_extract_tools
 from tools.web_search import provider_from_settings, web_search_tools
 from tools.workspace import Workspace
+from tools.workspaces import Workspaces
 
 
 @dataclass(frozen=True)
@@ -49,14 +46,12 @@ class ToolServices:
     store: Store
     memory: MemoryBook
     outbox: Outbox
-    presses: PressRouter
-    add_interceptor: Callable[[Callable[[Inbound, SessionKey], Awaitable[bool]]], None]
+    # Where tools register their buttons, admission middlewares and prompt sections.
+    extensions: Extensions
     scheduler: Scheduler | None = None  # None: the cron tools say scheduling is unavailable
     # Sub-agents run on this client and ask this gate; None: a client of their own, no gate.
     llm: LLMClient | None = None
     approvals: ApprovalGate | None = None
-    # Where the skills index goes into the system prompt (the turn runner's hook).
-    add_prompt_section: Callable[[PromptSection], None] | None = None
     # Filled by install_builtin_tools: call each on shutdown (background listeners).
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
@@ -67,15 +62,16 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     settings = services.settings
     cfg = settings.tools
     workspace = Workspace(settings.workspace)
+    workspace_for = Workspaces(settings.workspace, cfg.workspace_scope).for_context
     registry.extend(
         file_tools(
-            workspace, max_chars=cfg.max_output_chars, confirm_overwrite=cfg.confirm_overwrite
+            workspace_for, max_chars=cfg.max_output_chars, confirm_overwrite=cfg.confirm_overwrite
         )
     )
-    registry.extend(find_tools(workspace))
+    registry.extend(find_tools(workspace_for))
     registry.extend(
         attachment_tools(
-            workspace,
+            workspace_for,
             services.outbox,
             SessionStore(services.store),
             max_bytes=cfg.attachment_max_bytes,
@@ -92,7 +88,7 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
                 fetcher, max_chars=cfg.max_output_chars, fetch_timeout=cfg.web_timeout
             )
         )
-    registry.extend(browser_tool_specs(settings, guard, workspace, services.closers))
+    registry.extend(browser_tool_specs(settings, guard, workspace_for, services.closers))
     registry.extend(memory_tools(services.memory))
     registry.extend(todo_tools(services.store))
     registry.extend(cron_tools(services.scheduler))
@@ -102,14 +98,13 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
         timeout=cfg.clarify_timeout,
         answer_by=cfg.clarify_answer_by,
     )
-    clarify.install(services.presses, services.add_interceptor)
+    clarify.register(services.extensions)
     services.closers.append(clarify.close)
     registry.extend(clarify.tools())
 
     skills = default_library(settings.data_dir.expanduser())
     registry.extend(skill_tools(skills))
-    if services.add_prompt_section is not None:
-        services.add_prompt_section(skills.prompt_section)
+    services.extensions.add_prompt_section(skills.prompt_section)
     llm = services.llm
     if llm is None:
         llm = LLMClient(settings.llm)
@@ -122,20 +117,3 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     policy = ToolPolicy(cfg)
     registry.set_filter(policy)
     return policy
-
-
-def secret_values(settings: Settings) -> list[str]:
-    """Every secret in the settings (tokens, API keys), so the shell's environment can drop
-    any variable that carries one."""
-    return [value for value in _secrets(settings) if value]
-
-
-def _secrets(node: Any) -> Iterator[str]:
-    if isinstance(node, SecretStr):
-        yield node.get_secret_value()
-    elif isinstance(node, BaseModel):
-        for name in type(node).model_fields:
-            yield from _secrets(getattr(node, name))
-    elif isinstance(node, dict):
-        for value in node.values():
-            yield from _secrets(value)

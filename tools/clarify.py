@@ -11,37 +11,36 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from gateway.channels import DeliveryError, Outbox, PressRouter
+from gateway import keys
+from gateway.admission import Admission, Next, Status, Submission, finished
+from gateway.callbacks import CallbackData
+from gateway.channels import DeliveryError, Outbox
+from gateway.extensions import Extensions
 from gateway.messages import (
     Button,
     ButtonPress,
     ChatKind,
     ChatRef,
-    Inbound,
     Outbound,
     PressReply,
     SentRef,
     UserRef,
 )
 from gateway.rendezvous import Rendezvous
-from gateway.sessions import SessionKey
 from gateway.store.base import Store
 from gateway.tooling import ToolContext, ToolError, ToolSpec
-from gateway.turns import typing_paused
 from tools.args import ToolArgs
 
 log = logging.getLogger(__name__)
 
 GROUP = "session"
-PREFIX = "cq"
 EXPIRED = "This question has expired or was already answered."
 
-Interceptor = Callable[[Inbound, SessionKey], Awaitable[bool]]
 Choice = Annotated[str, Field(min_length=1, max_length=80)]
 
 
@@ -50,6 +49,14 @@ class ClarifyArgs(ToolArgs):
     choices: list[Choice] = Field(
         default=[], max_length=8, description="Suggested short answers, shown as buttons."
     )
+
+
+@dataclass(frozen=True)
+class ClarifyChoice(CallbackData, prefix="cq"):
+    """A choice button under a question: which question, which choice (by index)."""
+
+    question_id: str
+    index: str
 
 
 class Question(BaseModel):
@@ -92,9 +99,10 @@ class ClarifyService:
         self._answer_by = answer_by
         self._answers = Rendezvous(store, "clarify", answer_ttl=timeout + 60)
 
-    def install(self, presses: PressRouter, add_interceptor: Callable[[Interceptor], None]) -> None:
-        presses.register(PREFIX, self.on_press)
-        add_interceptor(self.on_message)
+    def register(self, extensions: Extensions) -> None:
+        extensions.add_buttons(ClarifyChoice, self.on_press)
+        # Typed answers are looked for only while a turn runs in the session.
+        extensions.add_middleware("questions", self.on_message)
 
     async def close(self) -> None:
         await self._answers.close()
@@ -139,7 +147,7 @@ class ClarifyService:
         try:
             await self._store.set(_question_key(question.id), question.model_dump_json(), ttl=ttl)
             sent = await self._send(question, ctx)
-            async with typing_paused():
+            async with ctx.typing.paused():
                 raw = await self._answers.wait(question.id, self._timeout)
         finally:
             await self._store.delete(open_key, _question_key(question.id))
@@ -189,12 +197,11 @@ class ClarifyService:
 
     # -- answers ---------------------------------------------------------------------------
 
-    async def on_press(self, press: ButtonPress) -> PressReply:
-        parts = press.data.split(":")
-        if len(parts) != 3 or not parts[2].isdigit():
+    async def on_press(self, press: ButtonPress, data: ClarifyChoice) -> PressReply:
+        if not data.index.isdigit():
             return PressReply(toast=EXPIRED, alert=True)
-        question = await self._load(parts[1])
-        index = int(parts[2])
+        question = await self._load(data.question_id)
+        index = int(data.index)
         if question is None or index >= len(question.choices):
             return PressReply(toast=EXPIRED, alert=True)
         if not question.may_answer(press.user, press.chat):
@@ -207,18 +214,16 @@ class ClarifyService:
             edit_text=f"{question.text}\n\n→ {choice} ({press.user.label})",
         )
 
-    async def on_message(self, inbound: Inbound, key: SessionKey) -> bool:
-        """Router interceptor: the asker's next message in the session is the answer."""
-        question_id = await self._store.get(_open_key(str(key)))
-        if question_id is None:
-            return False
-        question = await self._load(question_id)
-        if question is None or not question.may_answer(inbound.sender, inbound.chat):
-            return False
-        answer = question.choice(inbound.text)
-        if not answer:
-            return False
-        return await self._answer(question, answer, inbound.sender)
+    async def on_message(self, admission: Admission, call_next: Next) -> Submission:
+        """Admission middleware: the asker's next message in the session is the answer."""
+        inbound = admission.inbound
+        question_id = await self._store.get(_open_key(str(admission.session)))
+        question = None if question_id is None else await self._load(question_id)
+        if question is not None and question.may_answer(inbound.sender, inbound.chat):
+            answer = question.choice(inbound.text)
+            if answer and await self._answer(question, answer, inbound.sender):
+                return finished(Status.ANSWERED, session=admission.session)
+        return await call_next(admission)
 
     async def _answer(self, question: Question, text: str, by: UserRef) -> bool:
         value = json.dumps({"text": text, "by": by.label}, ensure_ascii=False)
@@ -231,7 +236,7 @@ class ClarifyService:
 
 def _button_rows(question: Question) -> tuple[tuple[Button, ...], ...]:
     buttons = [
-        Button(label=choice, data=f"{PREFIX}:{question.id}:{n}")
+        Button(label=choice, data=ClarifyChoice(question.id, str(n)).pack())
         for n, choice in enumerate(question.choices)
     ]
     if len(buttons) <= 3 and all(len(c) <= 20 for c in question.choices):
@@ -240,8 +245,8 @@ def _button_rows(question: Question) -> tuple[tuple[Button, ...], ...]:
 
 
 def _open_key(session: str) -> str:
-    return f"clarify:open:{session}"
+    return keys.clarify_open(session)
 
 
 def _question_key(question_id: str) -> str:
-    return f"clarify:question:{question_id}"
+    return keys.clarify_question(question_id)

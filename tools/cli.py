@@ -57,7 +57,8 @@ def register(subparsers: Any) -> None:
 @contextlib.contextmanager
 def offline_registry(settings: Settings) -> Iterator[tuple[ToolRegistry, ToolPolicy]]:
     """The gateway's tool registry and policy, built without live services."""
-    from gateway.channels import Outbox, PressRouter
+    from gateway.channels import Outbox
+    from gateway.extensions import Extensions
     from gateway.memory import MemoryBook
     from gateway.store.embedded import EmbeddedStore
     from tools.builtin import ToolServices, install_builtin_tools
@@ -72,8 +73,7 @@ def offline_registry(settings: Settings) -> Iterator[tuple[ToolRegistry, ToolPol
                 store=store,
                 memory=MemoryBook(store, settings.memory),
                 outbox=Outbox(),
-                presses=PressRouter(),
-                add_interceptor=lambda _interceptor: None,
+                extensions=Extensions(),
             )
             yield registry, install_builtin_tools(registry, services)
         finally:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
+import stat
 from typing import Any
 
 from pydantic import Field
 
 from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
-from tools.workspace import Workspace
+from tools.workspace import OpenFile, Workspace, WorkspaceFor
 
 GROUP = "fs"
 MAX_READ_BYTES = 10 * 1024 * 1024  # never pull more than this into memory at once
@@ -38,18 +38,20 @@ class EditFileArgs(ToolArgs):
 
 
 def file_tools(
-    workspace: Workspace, *, max_chars: int = 16000, confirm_overwrite: bool = False
+    workspace_for: WorkspaceFor, *, max_chars: int = 16000, confirm_overwrite: bool = False
 ) -> list[ToolSpec[Any]]:
     async def overwrite_approval(args: WriteFileArgs, ctx: ToolContext) -> ApprovalNeed | None:
         # Opt-in (tools.confirm_overwrite): replacing a file someone relies on is destructive.
         if not confirm_overwrite:
             return None
-        path = workspace.resolve(args.path)
-        if not path.is_file():
+        try:
+            rel, info = workspace_for(ctx).stat(args.path)
+        except ToolError:
+            return None  # missing (a create), or refused: the handler says why
+        if not stat.S_ISREG(info.st_mode):
             return None
-        rel = workspace.relative(path)
         return ApprovalNeed(
-            summary=f"overwrite {rel} ({path.stat().st_size:,} bytes) with "
+            summary=f"overwrite {rel} ({info.st_size:,} bytes) with "
             f"{len(args.content.encode()):,} bytes of new content",
             reason="it replaces an existing file",
             shape=f"write_file {rel}",
@@ -57,10 +59,11 @@ def file_tools(
         )
 
     async def read_file(args: ReadFileArgs, ctx: ToolContext) -> str:
-        path = _existing_file(workspace, args.path)
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            head = fh.read(min(size, MAX_READ_BYTES))
+        workspace = workspace_for(ctx)
+        _refuse_directory(workspace, args.path)
+        with workspace.open_file(args.path, "read") as file:
+            size = file.size
+            head = file.read(min(size, MAX_READ_BYTES))
         if b"\x00" in head[:_SNIFF_BYTES]:
             return f"{args.path} is a binary file ({size:,} bytes); it cannot be shown as text."
         lines = head.decode("utf-8", errors="replace").splitlines()
@@ -77,36 +80,34 @@ def file_tools(
         return body + more
 
     async def write_file(args: WriteFileArgs, ctx: ToolContext) -> str:
-        path = workspace.resolve(args.path)
-        if path.is_dir():
-            raise ToolError(f"{args.path!r} is a directory; give a file path.")
-        existed = path.exists()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(args.content, encoding="utf-8")
-        verb = "overwrote" if existed else "created"
-        return f"{verb} {workspace.relative(path)} ({len(args.content.encode()):,} bytes)"
+        rel, created = workspace_for(ctx).write_bytes(args.path, args.content.encode("utf-8"))
+        verb = "created" if created else "overwrote"
+        return f"{verb} {rel} ({len(args.content.encode()):,} bytes)"
 
     async def edit_file(args: EditFileArgs, ctx: ToolContext) -> str:
         old, new = args.old_text, args.new_text
         if not old:
             raise ToolError("old_text is empty; to create or overwrite a file use write_file.")
-        path = _existing_file(workspace, args.path)
-        text = _editable_text(path, args.path)
-        if old not in text and "\r\n" in text:
-            # The model writes "\n"; a CRLF file needs the same text with "\r\n".
-            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
-        count = text.count(old)
-        if count == 0:
-            raise ToolError(_not_found(text, args.old_text, args.path))
-        first_line = text[: text.index(old)].count("\n") + 1
-        if count > 1 and not args.replace_all:
-            raise ToolError(
-                f"old_text appears {count} times in {args.path} (lines "
-                f"{_match_lines(text, old)}). Include more surrounding lines to make it unique, "
-                "or set replace_all=true."
-            )
-        path.write_text(text.replace(old, new), encoding="utf-8", newline="")
-        rel = workspace.relative(path)
+        workspace = workspace_for(ctx)
+        _refuse_directory(workspace, args.path)
+        # One open for the read and the write, so the file edited is the file read.
+        with workspace.open_file(args.path, "edit") as file:
+            text = _editable_text(file, args.path)
+            if old not in text and "\r\n" in text:
+                # The model writes "\n"; a CRLF file needs the same text with "\r\n".
+                old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+            count = text.count(old)
+            if count == 0:
+                raise ToolError(_not_found(text, args.old_text, args.path))
+            first_line = text[: text.index(old)].count("\n") + 1
+            if count > 1 and not args.replace_all:
+                raise ToolError(
+                    f"old_text appears {count} times in {args.path} (lines "
+                    f"{_match_lines(text, old)}). Include more surrounding lines to make it "
+                    "unique, or set replace_all=true."
+                )
+            file.replace(text.replace(old, new).encode("utf-8"))
+            rel = file.rel
         if count == 1:
             return f"edited {rel}: replaced 1 occurrence at line {first_line}."
         return f"edited {rel}: replaced {count} occurrences (lines {_match_lines(text, old)})."
@@ -144,23 +145,25 @@ def file_tools(
     ]
 
 
-def _existing_file(workspace: Workspace, given: str) -> Path:
-    path = workspace.resolve(given)
-    if not path.exists():
-        raise ToolError(f"{given!r} does not exist. Use a path relative to the workspace.")
-    if path.is_dir():
-        entries = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
+def _refuse_directory(workspace: Workspace, given: str) -> None:
+    """A directory named where a file was expected: say what it holds, so the model can pick."""
+    try:
+        _, info = workspace.stat(given)
+    except ToolError:
+        return  # opening the file gives the precise reason
+    if stat.S_ISDIR(info.st_mode):
+        entries = workspace.listdir(given)
         raise ToolError(f"{given!r} is a directory. It contains: {', '.join(entries[:50])}")
-    return path
 
 
-def _editable_text(path: Path, given: str) -> str:
-    size = path.stat().st_size
-    if size > MAX_EDIT_BYTES:
+def _editable_text(file: OpenFile, given: str) -> str:
+    if file.size > MAX_EDIT_BYTES:
         raise ToolError(
-            f"{given} is too large to edit ({size:,} bytes; the limit is {MAX_EDIT_BYTES:,})."
+            f"{given} is too large to edit ({file.size:,} bytes; the limit is {MAX_EDIT_BYTES:,})."
         )
-    data = path.read_bytes()
+    data = file.read(MAX_EDIT_BYTES + 1)
+    if len(data) > MAX_EDIT_BYTES:  # it grew since it was opened
+        raise ToolError(f"{given} is too large to edit (over {MAX_EDIT_BYTES:,} bytes).")
     if b"\x00" in data[:_SNIFF_BYTES]:
         raise ToolError(f"{given} is a binary file; edit_file only changes text files.")
     try:

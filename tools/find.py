@@ -1,24 +1,24 @@
 """Finding things in the workspace: `glob` lists files by pattern, `search` greps their lines.
 
-Both walk the tree without following symlinked directories, list a symlinked file only when it
-points inside the workspace, and stop at a cap so a huge tree cannot flood the model.
+Both walk the tree by directory fds without following symlinked directories, list a symlinked
+file only when it points inside the workspace, never read a hard-linked file, and stop at a cap
+so a huge tree cannot flood the model.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
+import stat
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
 from gateway.tooling import ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
-from tools.workspace import Workspace
+from tools.workspace import OpenFile, WalkEntry, Workspace, WorkspaceFor
 
 GROUP = "fs"
 MAX_GLOB_RESULTS = 200
@@ -47,24 +47,24 @@ class SearchArgs(ToolArgs):
     max_results: int = Field(default=100, ge=1, le=500)
 
 
-def find_tools(workspace: Workspace) -> list[ToolSpec[Any]]:
+def find_tools(workspace_for: WorkspaceFor) -> list[ToolSpec[Any]]:
     async def glob_files(args: GlobArgs, ctx: ToolContext) -> str:
+        workspace = workspace_for(ctx)
         base = _directory(workspace, args.path)
         matcher = glob_regex(args.pattern)
         found, truncated = await asyncio.to_thread(
-            _collect, workspace, base, matcher, MAX_GLOB_RESULTS
+            _collect, workspace, args.path, matcher, MAX_GLOB_RESULTS
         )
         if not found:
-            return f"no files match {args.pattern!r} under {workspace.relative(base)}."
+            return f"no files match {args.pattern!r} under {base}."
         listing = "\n".join(found)
         if truncated:
             listing += f"\n[first {len(found)} shown; narrow the pattern or the path]"
         return listing
 
     async def search(args: SearchArgs, ctx: ToolContext) -> str:
-        base = workspace.resolve(args.path)
-        if not base.exists():
-            raise ToolError(f"{args.path!r} does not exist. Use a path relative to the workspace.")
+        workspace = workspace_for(ctx)
+        base, info = workspace.stat(args.path)
         flags = re.IGNORECASE if args.ignore_case else 0
         try:
             regex = re.compile(re.escape(args.pattern) if args.fixed else args.pattern, flags)
@@ -74,14 +74,16 @@ def find_tools(workspace: Workspace) -> list[ToolSpec[Any]]:
                 "characters or set fixed=true."
             ) from None
         only = glob_regex(args.glob) if args.glob else None
-        lines, truncated = await asyncio.to_thread(
-            _grep, workspace, base, regex, only, args.max_results
-        )
-        if not lines:
-            return f"no matches for {args.pattern!r} under {workspace.relative(base)}."
-        out = "\n".join(lines)
-        if truncated:
-            out += f"\n[first {len(lines)} matches shown; narrow the pattern, path or glob]"
+        grep = _Grep(regex, only, args.max_results)
+        if stat.S_ISDIR(info.st_mode):
+            await asyncio.to_thread(grep.tree, workspace, args.path)
+        else:
+            await asyncio.to_thread(grep.file, workspace, args.path)
+        if not grep.lines:
+            return f"no matches for {args.pattern!r} under {base}."
+        out = "\n".join(grep.lines)
+        if grep.truncated:
+            out += f"\n[first {len(grep.lines)} matches shown; narrow the pattern, path or glob]"
         return out
 
     return [
@@ -148,83 +150,103 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
         raise ToolError(f"{pattern!r} is not a valid glob pattern.") from None
 
 
-def _directory(workspace: Workspace, given: str) -> Path:
-    base = workspace.resolve(given)
-    if not base.is_dir():
+def _directory(workspace: Workspace, given: str) -> str:
+    rel, info = workspace.stat(given)
+    if not stat.S_ISDIR(info.st_mode):
         raise ToolError(f"{given!r} is not a directory in the workspace.")
-    return base
+    return rel
 
 
 class _Walk:
-    """Files under `base` in sorted order, never leaving the workspace through a symlink.
+    """Files under a workspace directory in sorted order, never leaving the workspace through
+    a symlink; symlinked files are kept only when they point to a file inside.
 
     `cut` tells afterwards whether the walk stopped early at its size or time limit.
     """
 
-    def __init__(self, workspace: Workspace, base: Path) -> None:
-        self.workspace, self.base, self.cut = workspace, base, False
+    def __init__(self, workspace: Workspace, path: str) -> None:
+        self.workspace, self.path, self.cut = workspace, path, False
 
-    def __iter__(self) -> Iterator[Path]:
-        if self.base.is_file():
-            yield self.base
-            return
+    def __iter__(self) -> Iterator[WalkEntry]:
         deadline = time.monotonic() + WALK_SECONDS
         seen = 0
-        for root, dirs, files in os.walk(self.base, followlinks=False):
-            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-            for name in sorted(files):
-                seen += 1
-                if seen > MAX_WALK_ENTRIES or time.monotonic() > deadline:
-                    self.cut = True
-                    return
-                path = Path(root, name)
-                if path.is_symlink():
-                    target = path.resolve()
-                    if not target.is_relative_to(self.workspace.root) or not target.is_file():
-                        continue
-                yield path
+        for item in self.workspace.walk(self.path, SKIPPED_DIRS.__contains__):
+            seen += 1
+            if seen > MAX_WALK_ENTRIES or time.monotonic() > deadline:
+                self.cut = True
+                return
+            if item.entry.is_symlink and not self._file_inside(item.rel):
+                continue
+            yield item
+
+    def _file_inside(self, rel: str) -> bool:
+        try:
+            _, info = self.workspace.stat(rel)
+        except ToolError:
+            return False  # points outside, or nowhere
+        return stat.S_ISREG(info.st_mode)
 
 
 def _collect(
-    workspace: Workspace, base: Path, matcher: re.Pattern[str], cap: int
+    workspace: Workspace, path: str, matcher: re.Pattern[str], cap: int
 ) -> tuple[list[str], bool]:
     found: list[str] = []
-    walk = _Walk(workspace, base)
-    for path in walk:
-        rel = path.relative_to(base).as_posix()
-        if matcher.match(rel):
+    walk = _Walk(workspace, path)
+    for item in walk:
+        if matcher.match(item.under):
             if len(found) == cap:
                 return found, True
-            found.append(workspace.relative(path))
+            found.append(item.rel)
     return found, walk.cut
 
 
-def _grep(
-    workspace: Workspace,
-    base: Path,
-    regex: re.Pattern[str],
-    only: re.Pattern[str] | None,
-    cap: int,
-) -> tuple[list[str], bool]:
-    out: list[str] = []
-    walk = _Walk(workspace, base)
-    for path in walk:
-        rel_to_base = path.relative_to(base).as_posix() if path != base else path.name
-        if only is not None and not only.match(rel_to_base):
-            continue
-        try:
-            if path.stat().st_size > MAX_SEARCH_FILE_BYTES:
+class _Grep:
+    """Matching lines as `path:line: text`, up to a cap; hard-linked and binary files are
+    skipped in a tree (and refused when named alone)."""
+
+    def __init__(self, regex: re.Pattern[str], only: re.Pattern[str] | None, cap: int) -> None:
+        self.regex, self.only, self.cap = regex, only, cap
+        self.lines: list[str] = []
+        self.truncated = False
+
+    def tree(self, workspace: Workspace, path: str) -> None:
+        walk = _Walk(workspace, path)
+        for item in walk:
+            if self.only is not None and not self.only.match(item.under):
                 continue
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if b"\x00" in data[:8192]:
-            continue  # binary
-        rel = workspace.relative(path)
+            try:
+                with workspace.open_entry(item) as file:
+                    data = _small_text(file)
+            except (ToolError, OSError):
+                continue
+            if data is not None and not self._add(item.rel, data):
+                return
+        self.truncated = walk.cut
+
+    def file(self, workspace: Workspace, path: str) -> None:
+        with workspace.open_file(path, "read") as file:
+            if self.only is not None and not self.only.match(file.rel.rsplit("/", 1)[-1]):
+                return
+            data = _small_text(file)
+            rel = file.rel
+        if data is not None:
+            self._add(rel, data)
+
+    def _add(self, rel: str, data: bytes) -> bool:
+        """Add the file's matches; False once the cap is passed."""
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if regex.search(line[:MAX_MATCH_LINE_CHARS]):
-                if len(out) == cap:
-                    return out, True
+            if self.regex.search(line[:MAX_MATCH_LINE_CHARS]):
+                if len(self.lines) == self.cap:
+                    self.truncated = True
+                    return False
                 shown = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " […]"
-                out.append(f"{rel}:{number}: {shown}")
-    return out, walk.cut
+                self.lines.append(f"{rel}:{number}: {shown}")
+        return True
+
+
+def _small_text(file: OpenFile) -> bytes | None:
+    """The file's bytes, or None when it is too big to search or binary."""
+    if file.size > MAX_SEARCH_FILE_BYTES:
+        return None
+    data = file.read(MAX_SEARCH_FILE_BYTES)
+    return None if b"\x00" in data[:8192] else data

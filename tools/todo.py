@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from gateway import keys
 from gateway.sessions import SessionKey
 from gateway.store.base import Store
 from gateway.tooling import ToolContext, ToolSpec
@@ -38,7 +39,7 @@ class TodoArgs(ToolArgs):
 
 
 def todo_key(session: SessionKey) -> str:
-    return f"todo:{session}"
+    return keys.todo(session)
 
 
 async def load_todos(store: Store, session: SessionKey) -> list[TodoItem]:

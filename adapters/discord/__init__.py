@@ -1,8 +1,19 @@
 """The Discord adapter: discord.py on the gateway (leader-elected), slash commands, buttons.
 
-`gateway.app` creates `DiscordAdapter(settings.discord, ctx)` when `discord.token` is set.
+The gateway finds it through `adapters.discord.plugin`; importing this package does not
+import discord.py until the adapter class is asked for.
 """
 
-from adapters.discord.adapter import DiscordAdapter
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["DiscordAdapter"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from adapters.discord import adapter
+
+        return getattr(adapter, name)
+    raise AttributeError(name)

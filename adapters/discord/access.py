@@ -9,7 +9,7 @@ or holder of a listed role). Empty lists allow everything. In DMs roles are unkn
 from __future__ import annotations
 
 from adapters.discord.normalize import PLATFORM
-from gateway.config import DiscordSettings
+from adapters.discord.settings import DiscordSettings
 from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
 
 NO_DMS = "I do not take direct messages here; mention me in a server channel instead."
@@ -44,5 +44,5 @@ class DiscordAccess:
         return None
 
     def rule(self, inbound: Inbound) -> str | None:
-        """The form `AccessPolicy.add_rule` takes."""
+        """The form `Extensions.add_access_rule` takes."""
         return self.reason(inbound.chat, inbound.sender)

@@ -33,11 +33,11 @@ from adapters.discord.normalize import (
 )
 from adapters.discord.presses import answer_press, show
 from adapters.discord.sending import MAX_LEN, DiscordSender
+from adapters.discord.settings import DiscordSettings
+from gateway.admission import Status, Submission
 from gateway.channels import AdapterContext, Capabilities, DeliveryError
-from gateway.config import DiscordSettings
 from gateway.leader import LeaderElection
 from gateway.messages import ChatKind, ChatRef, Outbound, PressReply, SentRef
-from gateway.router import Status, Submission
 from gateway.turns import TurnOutcome
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class DiscordAdapter:
         self._settings = settings
         self._ctx = ctx
         self._access = DiscordAccess(settings)
-        ctx.access.add_rule(self._access.rule)
+        ctx.extensions.add_access_rule(self._access.rule)
         self._free = frozenset(settings.free_response_channels)
         self._replies = InteractionReplies()
         self._sender = DiscordSender(self._rest_client, self._replies)

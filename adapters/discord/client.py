@@ -13,7 +13,7 @@ import discord.gateway
 import discord.http
 import yarl
 
-from gateway.config import DiscordSettings
+from adapters.discord.settings import DiscordSettings
 
 
 class GatewayEvents(Protocol):

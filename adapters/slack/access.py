@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from adapters.slack.normalize import PLATFORM
-from gateway.access import NOT_ALLOWED, AccessRule
-from gateway.config import SlackSettings
+from adapters.slack.settings import SlackSettings
+from gateway.access import NOT_ALLOWED
+from gateway.extensions import AccessRule
 from gateway.messages import ChatKind, ChatRef, Inbound
 
 

@@ -24,10 +24,10 @@ from adapters.slack.indicator import WorkingIndicator
 from adapters.slack.listeners import SlackListeners
 from adapters.slack.normalize import PLATFORM, BotIdentity
 from adapters.slack.sending import MAX_TEXT, SlackSender, retry_handlers
+from adapters.slack.settings import SlackSettings
 from adapters.slack.socket_mode import SocketModeConnection
 from adapters.slack.threads import AnsweredThreads
 from gateway.channels import AdapterContext, Capabilities, DeliveryError
-from gateway.config import SlackSettings
 from gateway.messages import ChatRef, Outbound, SentRef
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class SlackAdapter:
         self._settings = settings
         self._ctx = ctx
         self._access = SlackAccess(settings)
-        ctx.access.add_rule(self._access.rule())
+        ctx.extensions.add_access_rule(self._access.rule())
         self._threads = AnsweredThreads(ctx.store, settings.thread_ttl)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False

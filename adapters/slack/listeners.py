@@ -30,11 +30,11 @@ from adapters.slack.normalize import (
     slash_inbound,
 )
 from adapters.slack.sending import SlackSender
+from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import AnsweredThreads
+from gateway.admission import Status, Submission
 from gateway.channels import AdapterContext
-from gateway.config import SlackSettings
 from gateway.messages import ButtonPress, ChatKind, Inbound, Outbound
-from gateway.router import Status, Submission
 
 log = logging.getLogger(__name__)
 

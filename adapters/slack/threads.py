@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from gateway import keys
 from gateway.messages import ChatKind, ChatRef
 from gateway.store.base import Store, StoreUnavailable
 
@@ -32,4 +33,4 @@ class AnsweredThreads:
 
 
 def _key(channel: str, thread_ts: str) -> str:
-    return f"slack:thread:{channel}:{thread_ts}"
+    return keys.platform_thread("slack", channel, thread_ts)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from adapters.telegram.settings import TelegramSettings
 from gateway.access import NOT_ALLOWED
-from gateway.config import TelegramSettings
 from gateway.messages import Inbound
 
 _REMEMBERED_USERNAMES = 10_000

@@ -3,7 +3,7 @@
 Updates arrive by long polling (only the holder of a leader lease polls when the store is
 shared, since Telegram allows one getUpdates consumer per token) or by webhook on the
 gateway's HTTP server. Either way they are normalized and handed to the router without
-waiting for the turn; presses go to the core's PressRouter as tasks of their own.
+waiting for the turn; presses go to the core (Extensions.press) as tasks of their own.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from adapters.telegram.files import download
 from adapters.telegram.lanes import Lanes
 from adapters.telegram.normalize import PLATFORM, BotIdentity, inbound_from, press_from
 from adapters.telegram.sending import TelegramSender
+from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.transport import AiohttpRequest
 from adapters.telegram.webhook import WEBHOOK_PATH, webhook_handler
-from gateway.channels import EXPIRED_BUTTON, AdapterContext, Capabilities
-from gateway.config import TelegramSettings
+from gateway import keys
+from gateway.channels import AdapterContext, Capabilities
+from gateway.extensions import EXPIRED_BUTTON
 from gateway.leader import LeaderElection
 from gateway.messages import ButtonPress, ChatKind, ChatRef, Inbound, Outbound, PressReply, SentRef
 from gateway.store.base import StoreUnavailable
@@ -79,9 +81,8 @@ class TelegramAdapter:
         self._polling = False
         self._app.add_handler(TypeHandler(Update, self._on_update))
         self._app.add_error_handler(self._on_error)
-        ctx.access.add_rule(self._access.rule)
-        if ctx.add_interceptor is not None:
-            ctx.add_interceptor(unknown_command_answer(PLATFORM, self.send))
+        ctx.extensions.add_access_rule(self._access.rule)
+        ctx.extensions.add_middleware("fallback", unknown_command_answer(PLATFORM, self.send))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -202,7 +203,7 @@ class TelegramAdapter:
                 log.warning("press outcome not shown chat=%s error=%s", press.chat.address, exc)
 
     async def _first_press(self, press: ButtonPress) -> bool:
-        key = f"seen:telegram-press:{press.event_id}"
+        key = keys.seen("telegram-press", press.event_id)
         try:
             return await self._ctx.store.set(key, "1", ttl=3600, only_if_absent=True)
         except StoreUnavailable:

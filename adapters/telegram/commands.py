@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 
 from telegram import BotCommand
 
+from gateway.admission import Admission, Middleware, Next, Status, Submission, finished
 from gateway.channels import DeliveryError
-from gateway.messages import Inbound, Outbound, SentRef
-from gateway.sessions import SessionKey
+from gateway.messages import Outbound, SentRef
 
 log = logging.getLogger(__name__)
 
@@ -32,19 +32,19 @@ def menu(commands: list[tuple[str, str]]) -> list[BotCommand]:
 
 def unknown_command_answer(
     platform: str, send: Callable[[Outbound], Awaitable[SentRef]]
-) -> Callable[[Inbound, SessionKey], Awaitable[bool]]:
-    """A router interceptor: a command the gateway does not know gets one line, not the model.
+) -> Middleware:
+    """An admission middleware for the `fallback` slot: a command the gateway does not know
+    gets one line, not the model.
 
-    It runs after the router has answered its own commands, so any /command reaching it is
+    It runs after the registered commands were answered, so any /command reaching it is
     unknown.
     """
 
-    async def intercept(inbound: Inbound, key: SessionKey) -> bool:
-        if inbound.chat.platform != platform or inbound.attachments:
-            return False
+    async def intercept(admission: Admission, call_next: Next) -> Submission:
+        inbound = admission.inbound
         match = _COMMAND.match(inbound.text)
-        if match is None:
-            return False
+        if inbound.chat.platform != platform or inbound.attachments or match is None:
+            return await call_next(admission)
         line = f"I don't know /{match.group(1)}. Send /help to see what I can do."
         try:
             await send(Outbound(chat=inbound.chat, text=line, reply_to=inbound.message_id))
@@ -52,6 +52,6 @@ def unknown_command_answer(
             log.warning(
                 "unknown-command help not delivered chat=%s error=%s", inbound.chat.address, exc
             )
-        return True
+        return finished(Status.COMMAND, session=admission.session)
 
     return intercept

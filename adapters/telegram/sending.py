@@ -16,8 +16,8 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter
 
 from adapters.telegram.render import Part, render_parts
+from adapters.telegram.settings import TelegramSettings
 from gateway.channels import DeliveryError
-from gateway.config import TelegramSettings
 from gateway.messages import Button, ChatKind, ChatRef, Outbound, SentRef
 
 log = logging.getLogger(__name__)

@@ -29,9 +29,9 @@ from gateway.llm.errors import (
     error_for_status,
     mentions_tools,
 )
+from gateway.llm.formats import FormatName, prepare
 from gateway.llm.retry import backoff_delay, retry_after_seconds
 from gateway.llm.stream import SSEDecoder, StreamAccumulator, StreamErrorEvent, VisibleText
-from gateway.llm.textmode import to_text_messages, tool_names
 from gateway.llm.transport import AiohttpTransport
 from gateway.llm.types import Completion, Message
 from gateway.llm.wire import RawReply, reply_from_body, to_completion
@@ -120,11 +120,10 @@ class LLMClient:
         markup). Raises an LLMError subclass on failure.
         """
         use_stream = self._settings.stream if stream is None else stream
+        call = (messages, tools, tool_choice, use_stream, max_tokens, on_text)
         if self.format == "native":
             try:
-                return await self._complete_native(
-                    messages, tools, tool_choice, use_stream, max_tokens, on_text
-                )
+                return await self._complete("native", *call)
             except LLMRequestError as exc:
                 if not self._refuses_tools(exc, tools):
                     raise
@@ -135,9 +134,7 @@ class LLMClient:
                     self._settings.model,
                     exc.detail,
                 )
-        return await self._complete_text(
-            messages, tools, tool_choice, use_stream, max_tokens, on_text
-        )
+        return await self._complete("text", *call)
 
     async def check(self) -> str:
         """Probe the server for `chatgate doctor`: one line on success, an LLMError otherwise."""
@@ -166,10 +163,11 @@ class LLMClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    # --- the two formats ----------------------------------------------------------------
+    # --- one completion, in either format ----------------------------------------------
 
-    async def _complete_native(
+    async def _complete(
         self,
+        format_name: FormatName,
         messages: list[Message],
         tools: list[dict[str, Any]] | None,
         tool_choice: str | dict[str, Any] | None,
@@ -177,37 +175,19 @@ class LLMClient:
         max_tokens: int | None,
         on_text: OnText | None,
     ) -> Completion:
-        body = self._body(messages, stream, max_tokens)
-        if tools:
-            body["tools"] = tools
-            if tool_choice is not None:
-                body["tool_choice"] = tool_choice
-        # In auto mode a model may still write its calls as text; accept those too.
-        text_calls = bool(tools) and self._settings.tool_call_format == "auto"
-        names = tool_names(tools) if text_calls else None
+        call = prepare(
+            format_name,
+            messages,
+            tools,
+            tool_choice,
+            lenient=self._settings.tool_call_format == "auto",
+        )
+        body = {**self._body(call.messages, stream, max_tokens), **call.body}
 
         def finalize(raw: RawReply) -> Completion:
-            return to_completion(raw, text_calls=text_calls, names=names)
+            return to_completion(raw, text_calls=call.text_calls, names=call.names)
 
-        return await self._send(body, stream, on_text, text_calls, finalize)
-
-    async def _complete_text(
-        self,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None,
-        tool_choice: str | dict[str, Any] | None,
-        stream: bool,
-        max_tokens: int | None,
-        on_text: OnText | None,
-    ) -> Completion:
-        offered = bool(tools) and tool_choice != "none"
-        body = self._body(to_text_messages(messages, tools, tool_choice), stream, max_tokens)
-        names = tool_names(tools) if offered else None
-
-        def finalize(raw: RawReply) -> Completion:
-            return to_completion(raw, text_calls=offered, names=names)
-
-        return await self._send(body, stream, on_text, offered, finalize)
+        return await self._send(body, stream, on_text, call.text_calls, finalize)
 
     def _refuses_tools(self, error: LLMRequestError, tools: list[dict[str, Any]] | None) -> bool:
         """Whether an "auto" client should switch to text tool calls for good."""

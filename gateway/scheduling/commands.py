@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gateway.extensions import Command, CommandCall, Extensions
 from gateway.messages import ChatKind
-from gateway.router import Command, CommandCall, Router
 from gateway.scheduler import JobError, Scheduler
 from gateway.scheduling.jobs import JobKind, describe_job, utcnow
 from gateway.scheduling.times import WhenError, local_time
@@ -21,7 +21,7 @@ REMIND_USAGE = (
 )
 
 
-def register_schedule_commands(router: Router, scheduler: Scheduler) -> None:
+def register_schedule_commands(extensions: Extensions, scheduler: Scheduler) -> None:
     async def remind(call: CommandCall) -> str:
         if not call.args:
             return REMIND_USAGE
@@ -69,9 +69,9 @@ def register_schedule_commands(router: Router, scheduler: Scheduler) -> None:
             return _sentence(str(exc)) + "."
         return f"Removed job {spec.id}: {spec.preview}"
 
-    router.add_command(Command("remind", "set a reminder: /remind 10m stretch", remind))
-    router.add_command(Command("jobs", "list this chat's reminders and scheduled jobs", jobs))
-    router.add_command(Command("unremind", "remove a reminder or job: /unremind ID", unremind))
+    extensions.add_command(Command("remind", "set a reminder: /remind 10m stretch", remind))
+    extensions.add_command(Command("jobs", "list this chat's reminders and scheduled jobs", jobs))
+    extensions.add_command(Command("unremind", "remove a reminder or job: /unremind ID", unremind))
 
 
 def _sentence(text: str) -> str:

@@ -15,15 +15,17 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from gateway import keys
 from gateway.messages import ChatRef, UserRef
 from gateway.scheduling.times import Schedule, local_time, next_run
 from gateway.store.base import Store
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "cron"  # pub/sub: "job <id> changed", a hint for the leader to re-read it
-_JOBS = "cron:jobs"
-_STATE = "cron:state"
+# pub/sub: "job <id> changed", a hint for the leader to re-read it
+CHANNEL = keys.CRON_CHANNEL
+_JOBS = keys.CRON_JOBS
+_STATE = keys.CRON_STATE
 _RUNS_KEPT_AFTER_REMOVAL = 30 * 86400.0  # `chatgate cron runs ID` still answers for a month
 _FIRED_TTL = 8 * 86400.0  # longer than any hand-over or restart that could revisit a slot
 
@@ -175,8 +177,7 @@ class JobBook:
     async def claim(self, job_id: str, slot: datetime, owner: str, *, what: str = "run") -> bool:
         """Take the one right to act on this run (or to report it, `what`); False when another
         process already did."""
-        suffix = "" if what == "run" else f":{what}"
-        key = f"cron:fired:{job_id}:{slot_key(slot)}{suffix}"
+        key = keys.cron_fired(job_id, slot_key(slot), what)
         return await self._store.set(key, owner, ttl=_FIRED_TTL, only_if_absent=True)
 
     async def beat(self, job_id: str, slot: datetime, owner: str, ttl: float) -> None:
@@ -205,11 +206,11 @@ class JobBook:
 
     @staticmethod
     def _runs_key(job_id: str) -> str:
-        return f"cron:runs:{job_id}"
+        return keys.cron_runs(job_id)
 
     @staticmethod
     def _running_key(job_id: str, slot: datetime) -> str:
-        return f"cron:running:{job_id}:{slot_key(slot)}"
+        return keys.cron_running(job_id, slot_key(slot))
 
 
 def utcnow() -> datetime:

@@ -12,8 +12,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from gateway.admission import Status, Submission
 from gateway.messages import Inbound, InboundKind, Outbound
-from gateway.router import Status, Submission
 from gateway.scheduling.delivery import Courier, Delivery
 from gateway.scheduling.jobs import (
     JobBook,

@@ -43,6 +43,10 @@ class Batch:
         self.ops.append(("incr", (key, amount), {"ttl": ttl}))
         return self
 
+    def hset(self, name: str, field: str, value: str) -> Batch:
+        self.ops.append(("hset", (name, field, value), {}))
+        return self
+
     def acquire_lease(self, name: str, owner: str, ttl: float) -> Batch:
         self.ops.append(("acquire_lease", (name, owner, ttl), {}))
         return self

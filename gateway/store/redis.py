@@ -400,6 +400,9 @@ class RedisStore(Store):
             else:
                 _evalsha(pipe, self._incr_with_ttl, [key], [amount, _millis(kwargs["ttl"])])
             return int
+        if op == "hset":
+            pipe.hset(self.keys.data(args[0]), args[1], args[2])
+            return lambda raw: None
         if op == "acquire_lease":
             name, owner, ttl = args
             _evalsha(pipe, self._acquire, [self.keys.lease(name)], [owner, _millis(ttl)])

@@ -11,8 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from gateway.app import App
-from gateway.config import load_settings
+from gateway.app import App, load_settings
 from tests.fakes.recording_adapter import RecordingAdapter
 
 

@@ -64,7 +64,7 @@ def button(prompt: Outbound, label: str) -> str:
 
 
 async def press(gw: Harness, data: str, user: str = "alice", chat: str = "chat1") -> PressReply:
-    return await gw.app.presses.handle(
+    return await gw.app.extensions.press(
         ButtonPress(
             event_id=f"p-{time.monotonic_ns()}",
             chat=gw.console.chat.model_copy(update={"chat_id": chat}),
@@ -184,7 +184,7 @@ async def test_approve_for_session_skips_the_second_prompt(gw: Harness, llm: Scr
     llm.push(Reply.call("danger", command="make clean"), Reply.text("third"))
     turn = await gw.submit("clean once more")
     await prompt_of_count(gw, prompts_before + 1)
-    await gw.app.router.stop_session(turn.session)  # type: ignore[arg-type]
+    await gw.app.queue.stop_session(turn.session)  # type: ignore[arg-type]
 
 
 async def prompt_of_count(gw: Harness, n: int) -> None:
@@ -206,9 +206,9 @@ async def test_model_and_scheduled_turns_cannot_approve(gw: Harness, llm: Script
         update={"kind": InboundKind.AGENT}
     )
     llm.push(Reply.text("I am not a command"))
-    sub = await gw.app.router.submit(synthetic)
+    sub = await gw.app.admission.submit(synthetic)
     assert sub.status.value != "command"
-    bot = await gw.app.presses.handle(
+    bot = await gw.app.extensions.press(
         ButtonPress(
             event_id="b",
             chat=gw.console.chat,
@@ -219,7 +219,7 @@ async def test_model_and_scheduled_turns_cannot_approve(gw: Harness, llm: Script
     assert bot.alert
     assert await gw.app.approvals._answers.current(request_id) is None
     assert ran == []
-    await gw.app.router.stop_session(turn.session)  # type: ignore[arg-type]
+    await gw.app.queue.stop_session(turn.session)  # type: ignore[arg-type]
 
 
 async def test_stop_while_waiting_expires_the_request(gw: Harness, llm: ScriptedLLM) -> None:
@@ -283,17 +283,19 @@ async def test_write_file_overwrite_needs_approval_when_configured(
 ) -> None:
     settings = gateway_settings(tmp_path, llm.url, tools={"confirm_overwrite": True})
     async with running_gateway(settings) as gw:
-        target = gw.app.settings.workspace / "report.md"
+        chat_files = gw.app.settings.workspace / "console-chat1"  # this chat's workspace
+        target = chat_files / "report.md"
         llm.push(
             Reply.call("write_file", path="new.md", content="fresh"),  # new file: no prompt
             Reply.call("write_file", path="report.md", content="replaced"),
             Reply.text("done"),
         )
+        chat_files.mkdir()
         target.write_text("keep me")
         turn = await gw.submit("write both")
         prompt = await prompt_of(gw)
         assert "overwrite report.md (7 bytes)" in prompt.text
-        assert (gw.app.settings.workspace / "new.md").read_text() == "fresh"
+        assert (chat_files / "new.md").read_text() == "fresh"
         await press(gw, button(prompt, "Deny"))
         assert (await turn.done).reply == "done"
         assert target.read_text() == "keep me"

@@ -30,7 +30,8 @@ async def test_save_attachment(tmp_path: Path, llm: ScriptedLLM) -> None:
             await tg.wait_for(lambda: "Saved it." in tg.texts())
             saved, foreign = tool_results(llm.requests[1])
             assert saved == "saved attachments/sales.csv (17 bytes)"
-            assert (gw.settings.workspace / "attachments" / "sales.csv").read_bytes() == (
+            chat_files = gw.settings.workspace / "telegram-42"  # the chat's own workspace
+            assert (chat_files / "attachments" / "sales.csv").read_bytes() == (
                 b"name,total\nana,3\n"
             )
             assert "was sent in this conversation" in foreign
@@ -42,7 +43,7 @@ async def test_save_attachment(tmp_path: Path, llm: ScriptedLLM) -> None:
             too_big = tool_results(llm.requests[3])[0]
             assert too_big.startswith("error: the attachment could not be fetched")
             assert "the limit is 2,000" in too_big
-            assert not (gw.settings.workspace / "attachments" / "big.bin").exists()
+            assert not (chat_files / "attachments" / "big.bin").exists()
             # A file from an earlier message of this conversation can still be saved.
             llm.push(Reply.calls(("save_attachment", {"file_id": "doc-1", "path": "a/s.csv"})),
                      Reply.text("Again."))  # fmt: skip

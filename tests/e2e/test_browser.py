@@ -29,7 +29,7 @@ from tests.fakes.web_pages import (
 from tests.procs import alive, marker_switch, process_tree
 from tools.browser import BrowserManager, ChromiumMissing, find_chromium
 from tools.netguard import AddressGuard
-from tools.workspace import Workspace
+from tools.workspace import Workspace, WorkspaceFor
 
 try:
     CHROMIUM = find_chromium(BrowserSettings())
@@ -48,12 +48,17 @@ class World:
     workspace: Path
 
 
+def _fixed(workspace: Workspace) -> WorkspaceFor:
+    """One workspace for every chat (the tests do not exercise workspace scopes)."""
+    return lambda ctx: workspace
+
+
 def make_manager(workspace: Path, off_machine: list[str], **settings: Any) -> BrowserManager:
     return BrowserManager(
         BrowserSettings(**settings),
         CHROMIUM,
         AddressGuard([PAGES_HOST], resolver=page_resolver()),
-        Workspace(workspace),
+        _fixed(Workspace(workspace)),
         connect=loopback_connector(off_machine),
     )
 

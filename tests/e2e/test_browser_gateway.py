@@ -85,8 +85,15 @@ async def test_a_password_is_typed_only_when_the_person_wrote_it(
 
     llm.push(
         Reply.call("browser_type", ref=2, text="correct horse", submit=True),
+        Reply.call("browser_screenshot"),
         Reply.text("Signed in."),
     )
     assert (await gw.say("my password is correct horse")).reply == "Signed in."
     result = tool_results(llm.requests[5])[0]
     assert "Signed in as ana" in result and "correct horse" not in result
+    # The screenshot lands in this chat's own workspace folder (tools.workspace_scope).
+    shot = tool_results(llm.requests[6])[0]
+    rel = shot.split(" to ", 1)[1].split(" (", 1)[0]
+    assert rel.startswith("screenshots/browser-")
+    saved = gw.app.settings.workspace / "console-chat1" / rel
+    assert saved.read_bytes()[:4] == b"\x89PNG"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from gateway.admission import Status
 from gateway.messages import ChatKind, Inbound
-from gateway.router import Status
 from gateway.tooling import ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.harness import Harness, gateway_settings, running_gateway
@@ -31,6 +31,11 @@ async def gw(
     redis_url = request.getfixturevalue("redis_url") if backend == "redis" else ""
     async with running_gateway(gateway_settings(tmp_path, llm.url, redis_url=redis_url)) as h:
         yield h
+
+
+def chat_files(gw: Harness) -> Path:
+    """The console chat's own workspace (tools.workspace_scope defaults to "chat")."""
+    return gw.app.settings.workspace / "console-chat1"
 
 
 def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -59,12 +64,13 @@ async def test_multi_step_tool_use(gw: Harness, llm: ScriptedLLM) -> None:
     assert outcome.reply == "The plan has two steps."
     assert "created plan.md" in tool_results(llm.requests[1])[0]
     assert "2\tstep two" in tool_results(llm.requests[2])[0]
-    assert (gw.app.settings.workspace / "plan.md").read_text() == "step one\nstep two"
+    assert (chat_files(gw) / "plan.md").read_text() == "step one\nstep two"
 
 
 async def test_parallel_tool_calls(gw: Harness, llm: ScriptedLLM) -> None:
-    (gw.app.settings.workspace / "a.txt").write_text("alpha")
-    (gw.app.settings.workspace / "b.txt").write_text("beta")
+    chat_files(gw).mkdir()
+    (chat_files(gw) / "a.txt").write_text("alpha")
+    (chat_files(gw) / "b.txt").write_text("beta")
     llm.push(
         Reply.calls(("read_file", {"path": "a.txt"}), ("read_file", {"path": "b.txt"})),
         Reply.text("alpha and beta"),
@@ -255,7 +261,7 @@ async def test_text_mode_tool_calls(tmp_path: Path, llm: ScriptedLLM, reply: str
     async with running_gateway(settings) as gw:
         outcome = await gw.say("write hi to t.txt")
         assert outcome.reply == "Wrote it."
-        assert (gw.app.settings.workspace / "t.txt").read_text() == "hi"
+        assert (chat_files(gw) / "t.txt").read_text() == "hi"
     first, second = llm.requests
     assert "tools" not in first and "write_file" in first["messages"][0]["content"]
     # Tool results go back as a user message in text mode.
@@ -270,16 +276,16 @@ async def test_group_chatter_is_context_not_answered(gw: Harness, llm: ScriptedL
         base = gw.console.inbound(text, user_id=user)
         return base.model_copy(update={"chat": group, "mentioned": mentioned})
 
-    chatter = await gw.app.router.submit(in_group("lunch at noon?", "bob", False))
+    chatter = await gw.app.admission.submit(in_group("lunch at noon?", "bob", False))
     assert chatter.status is Status.OBSERVED
     assert (await chatter.done).reply is None
     assert llm.requests == [] and gw.texts == []
-    outcome = await (await gw.app.router.submit(in_group("when is lunch?", "carol", True))).done
+    outcome = await (await gw.app.admission.submit(in_group("when is lunch?", "carol", True))).done
     assert outcome.ok
     user_text = llm.requests[0]["messages"][-1]["content"]
     assert "bob: lunch at noon?" in user_text and "carol: when is lunch?" in user_text
     # The context was used once, not repeated in later turns.
-    await (await gw.app.router.submit(in_group("thanks", "carol", True))).done
+    await (await gw.app.admission.submit(in_group("thanks", "carol", True))).done
     assert "lunch at noon" not in llm.requests[1]["messages"][-1]["content"]
 
 

@@ -11,9 +11,9 @@ import pytest
 from pydantic import BaseModel
 
 import gateway.turns
+from gateway.admission import Status
 from gateway.channels import Capabilities
 from gateway.messages import ButtonPress, ChatRef, Outbound, SentRef, UserRef
-from gateway.router import Status
 from gateway.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fixtures_redis import RedisServer
@@ -170,7 +170,7 @@ async def test_typing_pauses_while_waiting_for_approval(
         chat = ChatRef(platform="rec", chat_id="1")
         user = UserRef(platform="rec", user_id="u")
         inbound = gw.console.inbound("go").model_copy(update={"chat": chat, "sender": user})
-        turn = await gw.app.router.submit(inbound)
+        turn = await gw.app.admission.submit(inbound)
         for _ in range(100):
             if rec.sent:
                 break
@@ -181,7 +181,7 @@ async def test_typing_pauses_while_waiting_for_approval(
         await asyncio.sleep(0.4)
         during = [t for t in rec.typing_at if t > asked_at]
         data = next(b.data for row in prompt.buttons for b in row if b.label == "Approve once")
-        await gw.app.presses.handle(ButtonPress(event_id="p", chat=chat, user=user, data=data))
+        await gw.app.extensions.press(ButtonPress(event_id="p", chat=chat, user=user, data=data))
         assert (await turn.done).reply == "done"
     assert rec.typing_at and rec.typing_at[0] < asked_at  # typing ran before the prompt
     assert during == []  # and paused while the person decided

@@ -55,10 +55,19 @@ async def fake() -> AsyncIterator[FakeDiscord]:
 
 @contextlib.asynccontextmanager
 async def discord_app(
-    tmp_path: Path, llm: ScriptedLLM, fake: FakeDiscord, redis_url: str, **discord: Any
+    tmp_path: Path,
+    llm: ScriptedLLM,
+    fake: FakeDiscord,
+    redis_url: str,
+    access: dict[str, Any] | None = None,
+    **discord: Any,
 ) -> AsyncIterator[App]:
     settings = gateway_settings(
-        tmp_path, llm.url, redis_url=redis_url, discord=discord_section(fake, **discord)
+        tmp_path,
+        llm.url,
+        redis_url=redis_url,
+        discord=discord_section(fake, **discord),
+        access=access or {},
     )
     app = App(settings)
     assert app.add_configured_adapters() == ["discord"]
@@ -166,7 +175,11 @@ async def test_slash_answer_falls_back_to_the_channel_when_the_token_is_gone(
 async def test_slash_new_resets_only_the_session_it_was_used_in(
     tmp_path: Path, llm: ScriptedLLM, fake: FakeDiscord, redis_url: str
 ) -> None:
-    async with discord_app(tmp_path, llm, fake, redis_url, sync_guilds=[str(GUILD_ID)]):
+    # In a guild /new is for admins and moderator roles; alice has the role.
+    moderators = {"moderator_roles": [str(MEMBER_ROLE_ID)]}
+    async with discord_app(
+        tmp_path, llm, fake, redis_url, access=moderators, sync_guilds=[str(GUILD_ID)]
+    ):
         assert fake.calls_to("PUT", rf"/applications/{APP_ID}/guilds/{GUILD_ID}/commands")
         await fake.send_message(f"{MENTION} channel fact")
         await fake.wait_for_post(GENERAL, "echo: alice: channel fact")

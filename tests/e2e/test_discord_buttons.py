@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 
 from adapters.discord import DiscordAdapter, presses
 from gateway.app import App
+from gateway.callbacks import CallbackData
 from gateway.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
 from gateway.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.discord import (
@@ -56,6 +58,14 @@ async def fake() -> AsyncIterator[FakeDiscord]:
         yield server
 
 
+@dataclass(frozen=True)
+class Choice(CallbackData, prefix="t"):
+    """The test's own buttons: `t:<item>:<answer>`."""
+
+    item: str
+    answer: str
+
+
 class Approvals:
     """A stand-in for the approvals service: only alice (the requester) may decide."""
 
@@ -63,7 +73,7 @@ class Approvals:
         self.presses: list[ButtonPress] = []
         self.delay = delay
 
-    async def __call__(self, press: ButtonPress) -> PressReply:
+    async def on(self, press: ButtonPress, data: Choice) -> PressReply:
         self.presses.append(press)
         await asyncio.sleep(self.delay)
         if press.user.user_id != str(ALICE):
@@ -119,7 +129,7 @@ async def test_button_round_trip_and_refusal_of_another_user(
 ) -> None:
     approvals = Approvals()
     async with discord_app(tmp_path, llm, fake, redis_url) as app:
-        app.presses.register("t", approvals)
+        app.extensions.add_buttons(Choice, approvals.on)
         message = await send_approval(app, fake)
         row = message["components"][0]["components"]
         assert [(b["label"], b["style"]) for b in row] == [("Approve", 1), ("Deny", 4)]
@@ -186,7 +196,7 @@ async def test_buttons_work_after_a_reconnect_and_after_a_restart(
         message = await send_approval(app, fake)
         older = await send_approval(app, fake)  # pressed only after the restart
         approvals = Approvals()
-        app.presses.register("t", approvals)
+        app.extensions.add_buttons(Choice, approvals.on)
         await fake.drop()  # the websocket dies; discord.py resumes on resume_gateway_url
         await fake.wait_connected()
         assert len(fake.resumes) == 1
@@ -197,7 +207,7 @@ async def test_buttons_work_after_a_reconnect_and_after_a_restart(
     # A new process: nothing of the old view is in memory, the template still routes it.
     async with discord_app(tmp_path, llm, fake, redis_url, key_prefix=prefix) as app:
         approvals = Approvals()
-        app.presses.register("t", approvals)
+        app.extensions.add_buttons(Choice, approvals.on)
         await fake.press(older, "cg:t:42:yes")
         _, approved = await fake.wait_for("POST", CALLBACK, count=2)
     assert approved.body["type"] == 7
@@ -218,7 +228,7 @@ async def test_unknown_prefix_and_slow_handler(
         message = await send_approval(app, fake)
         await fake.press(message, "cg:t:42:yes")  # nobody registered "t" (yet)
         (expired,) = await fake.wait_for("POST", CALLBACK)
-        app.presses.register("t", Approvals(delay=0.4))
+        app.extensions.add_buttons(Choice, Approvals(delay=0.4).on)
         await fake.press(message, "cg:t:42:yes")
         _, deferred = await fake.wait_for("POST", CALLBACK, count=2)
         (edited,) = await fake.wait_for("PATCH", r"/webhooks/\d+/tok-\d+/messages/@original")

@@ -92,7 +92,7 @@ async def test_reminder_arrives_in_its_chat_and_thread(
     rec = RecordingAdapter()
     async with running_gateway(settings_for(tmp_path, llm, redis_url), adapters=[rec]) as gw:
         await leader(gw)
-        submission = await gw.app.router.submit(say_in(TEAM_THREAD, "/remind 2s stretch"))
+        submission = await gw.app.admission.submit(say_in(TEAM_THREAD, "/remind 2s stretch"))
         outcome = await submission.done
         job = job_id_in(outcome.reply)
         spec = await gw.app.scheduler.book.get(job)

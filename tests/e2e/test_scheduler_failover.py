@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from gateway.admission import Submission
 from gateway.channels import Outbox
 from gateway.config import SchedulerSettings
 from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
-from gateway.router import Submission
 from gateway.scheduler import Scheduler
 from gateway.scheduling.jobs import JobKind, RunStatus
 from gateway.sessions import SessionKey

@@ -28,7 +28,10 @@ async def test_skill_index_in_prompt_and_loaded_on_demand(tmp_path: Path, llm: S
 async def test_delegate_runs_a_restricted_sub_agent(tmp_path: Path, llm: ScriptedLLM) -> None:
     settings = gateway_settings(tmp_path, llm.url, tools={"subagent": {"deny": ["write_file"]}})
     async with running_gateway(settings) as gw:
-        (gw.app.settings.workspace / "notes.txt").write_text("the answer is 42")
+        # The chat's own workspace: the sub-agent works in its parent's.
+        chat_files = gw.app.settings.workspace / "console-chat1"
+        chat_files.mkdir()
+        (chat_files / "notes.txt").write_text("the answer is 42")
         llm.push(
             Reply.call("delegate", task="Find the answer in notes.txt", context="user asked"),
             Reply.call("read_file", path="notes.txt"),  # the sub-agent's first step

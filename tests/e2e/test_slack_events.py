@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 
 from adapters.slack import SlackAdapter, SlackStartError
 from gateway.app import App
+from gateway.callbacks import CallbackData
 from gateway.channels import DeliveryError
 from gateway.config import Settings
 from gateway.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
@@ -229,7 +231,16 @@ async def test_url_verification_answered(gw: App) -> None:
     assert delivery.status == 200 and delivery.json() == {"challenge": "c-123"}
 
 
-async def test_slash_command(gw: App, slack: FakeSlack, llm: ScriptedLLM) -> None:
+async def test_slash_command(
+    tmp_path: Path, slack: FakeSlack, llm: ScriptedLLM, redis_url: str
+) -> None:
+    # /new in a channel is for admins: it resets everyone's conversation there.
+    settings = settings_for(tmp_path, llm, slack, redis_url, access={"admins": ["slack:U1"]})
+    async with slack_gateway(settings) as gw:
+        await _slash_command(gw, slack, llm)
+
+
+async def _slash_command(gw: App, slack: FakeSlack, llm: ScriptedLLM) -> None:
     llm.push(Reply.text("Here is the summary.", delay=0.5))
     delivery = await deliver(
         events_url(gw), form_body(slash_command("summarize the plan")), form=True
@@ -247,16 +258,24 @@ async def test_slash_command(gw: App, slack: FakeSlack, llm: ScriptedLLM) -> Non
     assert len(llm.requests) == 1
 
 
+@dataclass(frozen=True)
+class Choice(CallbackData, prefix="t"):
+    """The test's own buttons: `t:<item>:<answer>`."""
+
+    item: str
+    answer: str
+
+
 async def test_button_round_trip_with_refusal(gw: App, slack: FakeSlack) -> None:
     presses: list[ButtonPress] = []
 
-    async def on_press(press: ButtonPress) -> PressReply:
+    async def on_press(press: ButtonPress, data: Choice) -> PressReply:
         presses.append(press)
         if press.user.user_id != "U1":
             return PressReply(toast="Only U1 can approve this.", alert=True)
         return PressReply(toast="Approved.", edit_text=f"Deploy approved by {press.user.label}.")
 
-    gw.presses.register("t", on_press)
+    gw.extensions.add_buttons(Choice, on_press)
     chat = ChatRef(platform="slack", chat_id="C1", thread_id="1000.000100", kind=ChatKind.CHANNEL)
     buttons = (
         Button(label="Approve", data="t:42:yes", style="primary"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from adapters.slack import SlackAdapter
 from adapters.slack.socket_mode import SocketModeError
 from gateway.app import App
+from gateway.callbacks import CallbackData
 from gateway.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.slack import (
@@ -79,11 +81,18 @@ async def test_socket_mode_slash_command(gw: App, slack: FakeSlack, llm: Scripte
     assert posted["channel"] == "C1" and posted.get("thread_ts") is None
 
 
+@dataclass(frozen=True)
+class Pick(CallbackData, prefix="pick"):
+    """The test's own buttons: `pick:<value>`."""
+
+    value: str
+
+
 async def test_socket_mode_button(gw: App, slack: FakeSlack) -> None:
-    async def on_press(press: ButtonPress) -> PressReply:
+    async def on_press(press: ButtonPress, data: Pick) -> PressReply:
         return PressReply(toast="Chosen.", edit_text=f"You chose {press.data.split(':')[-1]}.")
 
-    gw.presses.register("pick", on_press)
+    gw.extensions.add_buttons(Pick, on_press)
     chat = ChatRef(platform="slack", chat_id="D1", kind=ChatKind.DIRECT)
     buttons = ((Button(label="Red", data="pick:red"), Button(label="Blue", data="pick:blue")),)
     ref = await gw.outbox.send(Outbound(chat=chat, text="Pick one", buttons=buttons))

@@ -9,6 +9,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ from pydantic import BaseModel
 from adapters.telegram import AttachmentTooLarge, TelegramAdapter, TelegramStartError
 from gateway.access import NOT_ALLOWED
 from gateway.app import App
-from gateway.channels import EXPIRED_BUTTON, DeliveryError
+from gateway.callbacks import CallbackData
+from gateway.channels import DeliveryError
+from gateway.extensions import EXPIRED_BUTTON
 from gateway.messages import (
     Button,
     ButtonPress,
@@ -342,14 +345,21 @@ async def test_edit_text_and_buttons(gw: App, tg: FakeBotAPI) -> None:
 # -- buttons and approvals ------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Pick(CallbackData, prefix="demo"):
+    """The test's own buttons: `demo:<value>`."""
+
+    value: str
+
+
 async def test_button_press_round_trip(gw: App, tg: FakeBotAPI) -> None:
     presses: list[ButtonPress] = []
 
-    async def on_press(press: ButtonPress) -> PressReply:
+    async def on_press(press: ButtonPress, data: Pick) -> PressReply:
         presses.append(press)
         return PressReply(toast="Noted.", edit_text="You chose **yes**.")
 
-    gw.presses.register("demo", on_press)
+    gw.extensions.add_buttons(Pick, on_press)
     chat = group_chat(thread=9)
     rows = ((Button(label="Yes", data="demo:yes"), Button(label="No", data="demo:no")),)
     ref = await adapter(gw).send(Outbound(chat=chat, text="Pick one", buttons=rows))

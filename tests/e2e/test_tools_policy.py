@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.router import Status
+from gateway.admission import Status
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import gateway_settings, running_gateway
 
@@ -36,14 +36,14 @@ async def test_a_chat_profile_hides_a_tool_and_a_call_to_it_is_refused(tmp_path:
             assert refusal == (
                 "error: the tool 'write_file' is not allowed in this chat. Do not call it."
             )
-            assert not (settings.workspace / "pwned.txt").exists()
+            assert not (settings.workspace / "console-chat1" / "pwned.txt").exists()
 
             # Another chat has no profile: the same call runs there.
             llm.push(Reply.call("write_file", path="ok.txt", content="x"), Reply.text("done"))
             assert (await gw.say("write ok.txt", chat_id="chat2")).reply == "done"
             offered = {t["function"]["name"] for t in llm.requests[2]["tools"]}
             assert {"write_file", "memory"} <= offered
-            assert (settings.workspace / "ok.txt").read_text() == "x"
+            assert (settings.workspace / "console-chat2" / "ok.txt").read_text() == "x"
 
 
 async def test_clarify_answer_by_typing(tmp_path: Path) -> None:

@@ -1,18 +1,28 @@
-"""AccessPolicy: static rules, rate limits (in memory or in a shared store), refusal notices,
-and the dedupe claim made in the same store round trip."""
+"""AccessPolicy and the admission middlewares that use it: static rules, refusal notices,
+rate limits (in memory or in a shared store), and the intake round trip that claims the
+event id, counts the rate and takes the session lease at once."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import fakeredis
 import pytest
 
+from gateway import keys
 from gateway.access import NOT_ALLOWED, RATE_LIMITED, AccessPolicy
-from gateway.config import AccessSettings
-from gateway.messages import ChatRef, Inbound, InboundKind, UserRef
-from gateway.store.base import Batch, Store
+from gateway.admission import Admission, AdmissionPipeline, Notifier, Status, Submission, finished
+from gateway.config import AccessSettings, RouterSettings
+from gateway.extensions import Extensions
+from gateway.group_context import GroupContext
+from gateway.messages import ChatKind, ChatRef, Inbound, InboundKind, Outbound, SentRef, UserRef
+from gateway.metrics import Metrics
+from gateway.middlewares import AccessCheck, IntakeRoundTrip, Observe, RateLimit, Validate
+from gateway.session_leases import SessionLeases
+from gateway.sessions import SessionKey
+from gateway.store.base import Store
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.redis import RedisStore
 
@@ -30,64 +40,143 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 
 def msg(
-    user: str = "7", chat: str = "c1", n: int = 0, kind: InboundKind = InboundKind.USER
+    user: str = "7",
+    chat: str = "c1",
+    n: int = 0,
+    kind: InboundKind = InboundKind.USER,
+    text: str = "hi",
+    group: bool = False,
+    mentioned: bool = True,
 ) -> Inbound:
     return Inbound(
-        event_id=f"e{user}-{chat}-{n}",
-        chat=ChatRef(platform="telegram", chat_id=chat),
+        event_id=f"e{user}-{chat}-{n}-{text}",
+        chat=ChatRef(
+            platform="telegram", chat_id=chat, kind=ChatKind.GROUP if group else ChatKind.DIRECT
+        ),
         sender=UserRef(platform="telegram", user_id=user),
-        text="hi",
+        text=text,
         kind=kind,
+        mentioned=mentioned,
     )
 
 
+class Gate:
+    """The access part of the chain, ending where the session queue would be."""
+
+    def __init__(self, store: Store, settings: AccessSettings, extensions: Extensions) -> None:
+        self.sent: list[Outbound] = []
+        self.reached: list[Admission] = []
+        self.store = store
+        self.policy = AccessPolicy(settings, store, extensions.access_rules)
+        self.leases = SessionLeases(store, "inst", ttl=30)
+        notifier = Notifier(self._send)
+        metrics = Metrics()
+        self.pipeline = AdmissionPipeline(
+            start=lambda inbound: Admission(
+                inbound, SessionKey("telegram", inbound.chat.chat_id), uuid.uuid4().hex[:8]
+            ),
+            middlewares=[
+                Observe(self.policy, store, GroupContext(store, 5), 60),
+                AccessCheck(self.policy, notifier, metrics),
+                IntakeRoundTrip(
+                    store=store,
+                    access=self.policy,
+                    leases=self.leases,
+                    dedupe_ttl=60,
+                    idle_here=lambda key: True,
+                    questions_pending=lambda: False,
+                    metrics=metrics,
+                ),
+                RateLimit(self.policy, notifier, metrics),
+                Validate(RouterSettings(max_message_chars=100), notifier),
+            ],
+            end=self._end,
+            notifier=notifier,
+            metrics=metrics,
+        )
+
+    async def _send(self, out: Outbound) -> SentRef:
+        self.sent.append(out)
+        return SentRef(chat=out.chat, message_id=str(len(self.sent)))
+
+    async def _end(self, admission: Admission) -> Submission:
+        self.reached.append(admission)
+        return finished(Status.STARTED, session=admission.session)
+
+    async def status(self, inbound: Inbound) -> Status:
+        return (await self.pipeline.submit(inbound)).status
+
+
 async def test_allow_list_block_list_admins_and_rules(store: Store) -> None:
-    policy = AccessPolicy(
+    extensions = Extensions()
+    extensions.add_access_rule(lambda m: "not in this chat" if m.chat.chat_id == "banned" else None)
+    gate = Gate(
+        store,
         AccessSettings(
             admins=["telegram:1"],
             allowed_users=["telegram:2"],
             blocked_users=["telegram:3"],
             rate_limit_per_minute=0,
         ),
-        store,
+        extensions,
     )
-    policy.add_rule(lambda m: "not in this chat" if m.chat.chat_id == "banned" else None)
-    assert (await policy.check(msg("1", chat="banned"))).allowed  # admins pass every rule
-    assert (await policy.check(msg("2"))).allowed
-    refused = await policy.check(msg("9"))
-    assert not refused.allowed and refused.reason == NOT_ALLOWED and refused.notify
-    assert not (await policy.check(msg("3"))).allowed
-    ruled = await policy.check(msg("2", chat="banned"))
-    assert ruled.reason == "not in this chat"
+    assert await gate.status(msg("1", chat="banned")) is Status.STARTED  # admins pass every rule
+    assert await gate.status(msg("2")) is Status.STARTED
+    assert await gate.status(msg("9")) is Status.REFUSED
+    assert [o.text for o in gate.sent] == [NOT_ALLOWED]
+    assert await gate.status(msg("3")) is Status.REFUSED
+    assert await gate.status(msg("2", chat="banned")) is Status.REFUSED
+    assert gate.sent[-1].text == "not in this chat"
     # The refused person is told once per chat per hour, not on every message.
-    again = await policy.check(msg("9", n=1))
-    assert not again.allowed and not again.notify
-    assert (await policy.check(msg("9", chat="c2"))).notify
-    assert (await policy.check(msg("9", kind=InboundKind.AGENT))).allowed
-    assert policy.permits(msg("2")) and not policy.permits(msg("9"))
+    told = len(gate.sent)
+    assert await gate.status(msg("9", n=1)) is Status.REFUSED
+    assert len(gate.sent) == told
+    assert await gate.status(msg("9", chat="c2")) is Status.REFUSED
+    assert len(gate.sent) == told + 1
+    assert await gate.status(msg("9", kind=InboundKind.AGENT)) is Status.STARTED
+    assert gate.policy.permits(msg("2")) and not gate.policy.permits(msg("9"))
 
 
 async def test_rate_limit_per_person(store: Store) -> None:
-    policy = AccessPolicy(AccessSettings(admins=["telegram:1"], rate_limit_per_minute=3), store)
-    results = [await policy.check(msg("7", n=i)) for i in range(5)]
-    assert [r.allowed for r in results] == [True, True, True, False, False]
-    assert results[3].reason == RATE_LIMITED and results[3].notify
-    assert not results[4].notify  # one notice per minute window
-    assert (await policy.check(msg("8"))).allowed  # others are not affected
-    assert all([(await policy.check(msg("1", n=i))).allowed for i in range(6)])  # admins
+    gate = Gate(store, AccessSettings(admins=["telegram:1"], rate_limit_per_minute=3), Extensions())
+    results = [await gate.status(msg("7", n=i)) for i in range(5)]
+    assert results == [Status.STARTED] * 3 + [Status.REFUSED] * 2
+    assert [o.text for o in gate.sent] == [RATE_LIMITED]  # one notice per minute window
+    assert await gate.status(msg("8")) is Status.STARTED  # others are not affected
+    assert {await gate.status(msg("1", n=i)) for i in range(6)} == {Status.STARTED}  # admins
 
 
-async def test_dedupe_and_extra_operations_in_one_check(store: Store) -> None:
-    policy = AccessPolicy(AccessSettings(rate_limit_per_minute=5), store)
-    first = await policy.check(msg(), dedupe=("seen:e1", 60))
-    assert first.allowed and not first.duplicate and first.also_results == []
-    repeat = await policy.check(msg(), dedupe=("seen:e1", 60))
-    assert repeat.duplicate and not repeat.allowed
-    await store.acquire_lease("lease:x", "owner-1", 30)
-    also = Batch().lease_owner("lease:x").acquire_lease("lease:y", "me", 30)
-    checked = await policy.check(msg(n=2), dedupe=("seen:e2", 60), also=also)
-    assert checked.allowed and checked.also_results == ["owner-1", True]
-    # A refused sender costs no store work beyond the notice.
-    blocked = AccessPolicy(AccessSettings(blocked_users=["telegram:7"]), store)
-    refused = await blocked.check(msg(n=3), also=Batch().get("anything"))
-    assert not refused.allowed and refused.also_results == []
+async def test_intake_drops_repeats_and_takes_the_lease_of_an_idle_session(store: Store) -> None:
+    gate = Gate(store, AccessSettings(rate_limit_per_minute=5), Extensions())
+    assert await gate.status(msg(n=1)) is Status.STARTED
+    assert await gate.status(msg(n=1)) is Status.DUPLICATE
+    (admission,) = gate.reached
+    lease = admission.intake.lease
+    if store.shared:
+        # Taken with the dedupe claim; released because no turn adopted it.
+        assert lease is not None and lease.released
+        assert await store.lease_owner(keys.session_lease(admission.session)) is None
+    else:
+        assert lease is None  # one process: the queue alone serialises turns
+
+
+async def test_group_chatter_is_kept_as_context_never_refused(store: Store) -> None:
+    gate = Gate(store, AccessSettings(allowed_users=["telegram:2"]), Extensions())
+    chatter = msg("2", chat="g", group=True, mentioned=False, text="lunch?")
+    assert await gate.status(chatter) is Status.OBSERVED
+    assert await gate.status(chatter) is Status.OBSERVED  # a repeat is not kept twice
+    stranger = msg("9", chat="g", group=True, mentioned=False, text="spam")
+    assert await gate.status(stranger) is Status.OBSERVED
+    assert gate.sent == [] and gate.reached == []
+    context = GroupContext(store, 5)
+    assert await context.take(msg("2", chat="g", group=True)) == ["2: lunch?"]
+
+
+async def test_empty_and_oversized_messages_are_refused_with_a_reason(store: Store) -> None:
+    gate = Gate(store, AccessSettings(rate_limit_per_minute=0), Extensions())
+    assert await gate.status(msg(text="   ")) is Status.REFUSED
+    assert await gate.status(msg(text="x" * 101)) is Status.REFUSED
+    assert [o.text.split(";")[0] for o in gate.sent] == [
+        "Your message was empty. Send some text.",
+        "Your message has 101 characters",
+    ]

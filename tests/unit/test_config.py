@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from gateway.app import load_settings
 from gateway.cli import main
-from gateway.config import ConfigError, load_settings, mask_url, masked
+from gateway.config import ConfigError, mask_url, masked
 
 
 def test_toml_and_env_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

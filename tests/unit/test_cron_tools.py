@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from gateway.admission import Submission
 from gateway.channels import DeliveryError, Outbox
 from gateway.config import SchedulerSettings
 from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, UserRef
-from gateway.router import Submission
 from gateway.scheduler import JobError, Scheduler
 from gateway.scheduling.delivery import Courier
 from gateway.scheduling.jobs import JobKind, JobSpec, utcnow

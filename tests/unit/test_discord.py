@@ -16,9 +16,11 @@ from adapters.discord.buttons import ActionButton, build_view
 from adapters.discord.interactions import InteractionReplies
 from adapters.discord.normalize import channel_id, chat_ref
 from adapters.discord.sending import delivery_error
-from gateway.config import ConfigError, DiscordSettings, load_settings
+from adapters.discord.settings import DiscordSettings
+from gateway.admission import Status
+from gateway.app import load_settings
+from gateway.config import ConfigError
 from gateway.messages import Button, ChatKind, ChatRef, UserRef
-from gateway.router import Status
 from gateway.turns import TurnOutcome
 
 GUILD = ChatRef(platform="discord", chat_id="10", kind=ChatKind.GROUP, space_id="1")

@@ -206,7 +206,8 @@ def test_check_policy_raises_a_config_error_listing_all_problems() -> None:
 
 
 def test_install_builtin_tools_refuses_an_unknown_name(tmp_path: Path) -> None:
-    from gateway.channels import Outbox, PressRouter
+    from gateway.channels import Outbox
+    from gateway.extensions import Extensions
     from gateway.memory import MemoryBook
     from gateway.store.embedded import EmbeddedStore
     from tools.builtin import ToolServices, install_builtin_tools
@@ -218,8 +219,7 @@ def test_install_builtin_tools_refuses_an_unknown_name(tmp_path: Path) -> None:
         store,
         MemoryBook(store, settings.memory),
         Outbox(),
-        PressRouter(),
-        lambda _i: None,
+        Extensions(),
     )
     with pytest.raises(ToolPolicyError, match=r"tools.profiles.ro.allow: unknown tool 'read_fil'"):
         install_builtin_tools(ToolRegistry(), services)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from gateway.admission import Submission
 from gateway.channels import Outbox
 from gateway.config import SchedulerSettings
 from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
-from gateway.router import Submission
 from gateway.scheduler import Scheduler
 from gateway.scheduling.jobs import JobKind, JobSpec, JobState, RunRecord, RunStatus, utcnow
 from gateway.sessions import SessionKey

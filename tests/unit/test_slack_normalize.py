@@ -18,8 +18,8 @@ from adapters.slack.normalize import (
     slash_inbound,
 )
 from adapters.slack.sending import retry_after
+from adapters.slack.settings import SlackSettings
 from gateway.access import NOT_ALLOWED
-from gateway.config import SlackSettings
 from gateway.messages import AttachmentKind, Button, ChatKind, ChatRef
 from tests.fakes.slack import block_actions, mention, message, slash_command
 

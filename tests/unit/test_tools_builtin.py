@@ -10,13 +10,14 @@ from typing import Any
 import pytest_asyncio
 from pydantic import Field
 
-from gateway.channels import Outbox, PressRouter
+from gateway.channels import Outbox
 from gateway.config import Settings
+from gateway.extensions import Extensions
 from gateway.memory import MemoryBook
 from gateway.messages import ButtonPress, ChatRef, UserRef
 from gateway.store.embedded import EmbeddedStore
 from tools.args import ToolArgs
-from tools.builtin import ToolServices, install_builtin_tools, secret_values
+from tools.builtin import ToolServices, install_builtin_tools
 from tools.registry import ToolRegistry
 from tools.toolsets import TOOLSETS
 
@@ -24,21 +25,16 @@ from tools.toolsets import TOOLSETS
 @pytest_asyncio.fixture
 async def installed(
     tmp_path: Path,
-) -> AsyncIterator[tuple[ToolRegistry, ToolServices, list[Any]]]:
+) -> AsyncIterator[tuple[ToolRegistry, ToolServices, Extensions]]:
     settings = Settings(data_dir=tmp_path)
     store = EmbeddedStore(tmp_path / "store")
-    interceptors: list[Any] = []
+    extensions = Extensions()
     services = ToolServices(
-        settings,
-        store,
-        MemoryBook(store, settings.memory),
-        Outbox(),
-        PressRouter(),
-        interceptors.append,
+        settings, store, MemoryBook(store, settings.memory), Outbox(), extensions
     )
     registry = ToolRegistry()
     install_builtin_tools(registry, services)
-    yield registry, services, interceptors
+    yield registry, services, extensions
     for close in services.closers:
         await close()
     await store.close()
@@ -82,16 +78,16 @@ def test_schemas_are_lean(installed: Any) -> None:
 
 
 async def test_clarify_hooks_are_installed(installed: Any) -> None:
-    _registry, services, interceptors = installed
+    _registry, services, extensions = installed
     # Closers: the clarify listener, and the LLM client sub-agents get when none is given.
-    assert len(interceptors) == 1 and len(services.closers) == 2
+    assert len(extensions.middlewares("questions")) == 1 and len(services.closers) == 2
     press = ButtonPress(
         event_id="e",
         chat=ChatRef(platform="x", chat_id="1"),
         user=UserRef(platform="x", user_id="u"),
         data="cq:gone:0",
     )
-    reply = await services.presses.handle(press)
+    reply = await services.extensions.press(press)
     assert reply.alert and "expired" in reply.toast  # handled by clarify, not "unknown button"
 
 
@@ -116,13 +112,3 @@ def test_lean_schema_inlines_refs_and_keeps_a_title_property() -> None:
     assert item["properties"]["note"] == {"type": "string"}
     assert schema["properties"]["maybe"]["type"] == "object"
     assert "$defs" not in schema and "title" not in schema
-
-
-def test_secret_values_collects_every_secret(tmp_path: Path) -> None:
-    settings = Settings(
-        data_dir=tmp_path,
-        llm={"api_key": "sk-llm"},
-        telegram={"token": "123:tg"},
-        tools={"web_search_provider": "brave", "web_search_api_key": "brave-key"},
-    )
-    assert set(secret_values(settings)) == {"sk-llm", "123:tg", "brave-key"}

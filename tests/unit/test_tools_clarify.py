@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from gateway.channels import Capabilities, Outbox, PressRouter
+from gateway.admission import Admission, Status, Submission, finished
+from gateway.channels import Capabilities, Outbox
+from gateway.extensions import Extensions
 from gateway.messages import (
     ButtonPress,
     ChatKind,
@@ -71,16 +73,15 @@ class FakeAdapter:
 
 
 class Node:
-    """One gateway process: its own outbox, press router, interceptors and ClarifyService."""
+    """One gateway process: its own outbox, extensions and ClarifyService."""
 
     def __init__(self, store: Store, *, buttons: bool = True, **options: Any) -> None:
         self.adapter = FakeAdapter(buttons=buttons)
         outbox = Outbox()
         outbox.register(self.adapter)
-        self.presses = PressRouter()
-        self.interceptors: list[Any] = []
+        self.extensions = Extensions()
         self.service = ClarifyService(store, outbox, **options)
-        self.service.install(self.presses, self.interceptors.append)
+        self.service.register(self.extensions)
         (self.tool,) = self.service.tools()
 
     def ask(self, question: str, choices: list[str] | None = None, ctx: ToolContext = CTX) -> Any:
@@ -88,7 +89,7 @@ class Node:
         return asyncio.create_task(self.tool.handler(args, ctx))
 
     async def press(self, data: str, user: UserRef = ANA, chat: ChatRef = CHAT) -> PressReply:
-        return await self.presses.handle(
+        return await self.extensions.press(
             ButtonPress(event_id=uuid.uuid4().hex, chat=chat, user=user, data=data)
         )
 
@@ -96,9 +97,13 @@ class Node:
         inbound = Inbound(
             event_id=uuid.uuid4().hex, chat=CHAT, sender=user, text=text, mentioned=True
         )
-        (intercept,) = self.interceptors
-        consumed: bool = await intercept(inbound, SESSION)
-        return consumed
+        (middleware,) = self.extensions.middlewares("questions")
+
+        async def queue(admission: Admission) -> Submission:
+            return finished(Status.QUEUED, session=admission.session)
+
+        submission = await middleware(Admission(inbound, SESSION, "t1"), queue)
+        return submission.status is Status.ANSWERED
 
 
 @pytest_asyncio.fixture

@@ -14,7 +14,7 @@ from gateway.tooling import ToolContext, ToolError, ToolSpec
 from tools import find
 from tools.files import file_tools
 from tools.find import find_tools, glob_regex
-from tools.workspace import Workspace
+from tools.workspaces import Workspaces
 
 CTX = ToolContext(
     session=SessionKey("console", "t"),
@@ -32,8 +32,10 @@ def ws(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def tools(ws: Path) -> dict[str, ToolSpec[Any]]:
-    workspace = Workspace(ws)
-    return {t.name: t for t in [*file_tools(workspace, max_chars=4000), *find_tools(workspace)]}
+    workspace_for = Workspaces(ws, "shared").for_context
+    return {
+        t.name: t for t in [*file_tools(workspace_for, max_chars=4000), *find_tools(workspace_for)]
+    }
 
 
 async def call(tools: dict[str, ToolSpec[Any]], name: str, **args: Any) -> str:

@@ -11,7 +11,7 @@ from gateway.messages import ChatRef, UserRef
 from gateway.sessions import SessionKey
 from gateway.tooling import ToolContext, ToolError
 from tools.files import file_tools
-from tools.workspace import Workspace
+from tools.workspaces import Workspaces
 
 CTX = ToolContext(
     session=SessionKey("console", "t"),
@@ -22,8 +22,8 @@ CTX = ToolContext(
 
 @pytest.fixture
 def tools(tmp_path: Path) -> dict[str, Any]:
-    ws = Workspace(tmp_path / "ws")
-    return {t.name: t for t in file_tools(ws, max_chars=4000)}
+    workspace_for = Workspaces(tmp_path / "ws", "shared").for_context
+    return {t.name: t for t in file_tools(workspace_for, max_chars=4000)}
 
 
 async def call(tools: dict[str, Any], name: str, **args: Any) -> str:

@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
+
 from gateway.config import Settings
+from gateway.doctor import CheckResult
 from gateway.tooling import ToolSpec
 from tools.browser.chromium import Chromium, ChromiumMissing, describe, find_chromium
 from tools.browser.manager import BrowserManager
 from tools.netguard import AddressGuard
-from tools.workspace import Workspace
+from tools.workspace import WorkspaceFor
 
 __all__ = [
     "BrowserManager",
@@ -19,6 +22,7 @@ __all__ = [
     "ChromiumMissing",
     "browser_tool_specs",
     "describe",
+    "doctor_check",
     "find_chromium",
 ]
 
@@ -26,7 +30,7 @@ __all__ = [
 def browser_tool_specs(
     settings: Settings,
     guard: AddressGuard,
-    workspace: Workspace,
+    workspace_for: WorkspaceFor,
     closers: list[Callable[[], Awaitable[None]]],
 ) -> list[ToolSpec[Any]]:
     """The browser tools, with the hook that closes Chromium on shutdown added to `closers`;
@@ -39,6 +43,16 @@ def browser_tool_specs(
         return []
     from tools.browser.tools import browser_tools
 
-    manager = BrowserManager(settings.browser, chromium, guard, workspace)
+    manager = BrowserManager(settings.browser, chromium, guard, workspace_for)
     closers.append(manager.close)
     return browser_tools(manager)
+
+
+def doctor_check(settings: Settings) -> Callable[[httpx.AsyncClient], Awaitable[CheckResult]]:
+    """`chatgate doctor`'s line for the browser: which Chromium is used, or how to get one."""
+
+    async def check(http: httpx.AsyncClient) -> CheckResult:
+        ok, detail, fix = describe(settings.browser)
+        return CheckResult("browser", ok, detail, fix)
+
+    return check

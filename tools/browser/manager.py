@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway.config import BrowserSettings
-from gateway.tooling import ToolError
+from gateway.tooling import ToolContext, ToolError
 from tools.browser.chromium import Chromium, launch_args
 from tools.browser.guardproxy import Connector, GuardProxy, open_tcp
 from tools.netguard import AddressGuard
-from tools.workspace import Workspace
+from tools.workspace import Workspace, WorkspaceFor
 
 if TYPE_CHECKING:
     from playwright.async_api import (
@@ -49,6 +49,9 @@ class BrowserSession:
     page: Page
     proxy: GuardProxy
     last_used: float
+    # The workspace of the latest tool call (per chat or per person, tools.workspace_scope):
+    # screenshots and downloads land there.
+    workspace: Workspace
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0  # tool calls using it now; a busy session is never closed under them
     notes: list[str] = field(default_factory=list)
@@ -100,7 +103,7 @@ class BrowserManager:
         settings: BrowserSettings,
         chromium: Chromium,
         guard: AddressGuard,
-        workspace: Workspace,
+        workspace_for: WorkspaceFor,
         *,
         connect: Connector = open_tcp,
         clock: Callable[[], float] = time.monotonic,
@@ -108,7 +111,7 @@ class BrowserManager:
         self.settings = settings
         self.chromium = chromium
         self.guard = guard
-        self.workspace = workspace
+        self._workspace_for = workspace_for
         self._connect = connect
         self._clock = clock
         self._sessions: OrderedDict[str, BrowserSession] = OrderedDict()
@@ -129,11 +132,13 @@ class BrowserManager:
         return self._browser is not None
 
     @contextlib.asynccontextmanager
-    async def use(self, key: str, *, create: bool = True) -> AsyncIterator[BrowserSession]:
-        """The session's context, held for one tool call (created when `create`)."""
-        session = await self._acquire(key, create)
+    async def use(self, ctx: ToolContext, *, create: bool = True) -> AsyncIterator[BrowserSession]:
+        """The chat session's context, held for one tool call (created when `create`)."""
+        workspace = self._workspace_for(ctx)
+        session = await self._acquire(str(ctx.session), workspace, create)
         try:
             async with session.lock:
+                session.workspace = workspace
                 yield session
         finally:
             session.users -= 1
@@ -189,7 +194,7 @@ class BrowserManager:
 
     # -- internals -------------------------------------------------------------------------
 
-    async def _acquire(self, key: str, create: bool) -> BrowserSession:
+    async def _acquire(self, key: str, workspace: Workspace, create: bool) -> BrowserSession:
         async with self._lock:
             session = self._sessions.get(key)
             if session is not None and not session.page.is_closed():
@@ -206,7 +211,7 @@ class BrowserManager:
                     + "Open one with browser_navigate first."
                 )
             await self._make_room()
-            session = await self._new_session(key)
+            session = await self._new_session(key, workspace)
             why = self._closed.pop(key, None)
             if why:
                 session.notes.append(why)
@@ -238,7 +243,7 @@ class BrowserManager:
         while len(self._closed) > 1000:  # only recent chats need the notice
             del self._closed[next(iter(self._closed))]
 
-    async def _new_session(self, key: str) -> BrowserSession:
+    async def _new_session(self, key: str, workspace: Workspace) -> BrowserSession:
         browser = await self._ensure_browser()
         proxy = GuardProxy(self.guard, connect=self._connect)
         await proxy.start()
@@ -255,7 +260,7 @@ class BrowserManager:
         except BaseException:
             await proxy.stop()
             raise
-        session = BrowserSession(key, context, page, proxy, self._clock())
+        session = BrowserSession(key, context, page, proxy, self._clock(), workspace)
         context.on("request", lambda _: session.network(+1))
         context.on("requestfinished", lambda _: session.network(-1))
         context.on("requestfailed", lambda _: session.network(-1))
@@ -296,23 +301,25 @@ class BrowserManager:
 
     async def _save_download(self, session: BrowserSession, download: Download) -> None:
         name = _safe_name(download.suggested_filename)
-        folder = self.workspace.resolve(DOWNLOADS_DIR)
-        folder.mkdir(parents=True, exist_ok=True)
-        target = _unique(folder / name)
+        limit = self.settings.max_download_bytes
         try:
-            await download.save_as(target)
-        except Exception as exc:
+            temporary = await download.path()  # Playwright's copy, deleted with the context
+            size = temporary.stat().st_size
+            if size > limit:
+                session.notes.append(
+                    f"a download of {name!r} ({size:,} bytes) was dropped: it is over the "
+                    f"{limit:,}-byte limit"
+                )
+                return
+            workspace = session.workspace
+            rel = _unique(workspace, DOWNLOADS_DIR, name)
+            rel, _ = await asyncio.to_thread(workspace.write_bytes, rel, temporary.read_bytes())
+        except (ToolError, OSError) as exc:
+            session.notes.append(f"a download of {name!r} could not be saved: {exc}")
+            return
+        except Exception as exc:  # Playwright: the download failed or was cancelled
             session.notes.append(f"a download of {name!r} failed: {exc}")
             return
-        size = target.stat().st_size
-        if size > self.settings.max_download_bytes:
-            target.unlink()
-            session.notes.append(
-                f"a download of {name!r} ({size:,} bytes) was deleted: it is over the "
-                f"{self.settings.max_download_bytes:,}-byte limit"
-            )
-            return
-        rel = self.workspace.relative(target)
         session.notes.append(f"downloaded {name!r} to {rel} ({size:,} bytes)")
 
     def _spawn(self, session: BrowserSession, work: object) -> None:
@@ -406,11 +413,18 @@ def _safe_name(name: str) -> str:
     return cleaned[:120] or "download"
 
 
-def _unique(path: Path) -> Path:
-    if not path.exists():
-        return path
+def _unique(workspace: Workspace, folder: str, name: str) -> str:
+    """`folder/name`, or `folder/name-2` and so on when that file exists."""
+    try:
+        taken = set(workspace.listdir(folder))
+    except ToolError:  # the folder does not exist yet
+        taken = set()
+    stem, dot, suffix = name.rpartition(".")
+    if not stem:
+        stem, dot, suffix = name, "", ""
+    candidate = name
     for n in range(2, 1000):
-        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
-        if not candidate.exists():
-            return candidate
-    raise ToolError(f"too many downloads named {path.name}; clean up the downloads folder.")
+        if candidate not in taken:
+            return f"{folder}/{candidate}"
+        candidate = f"{stem}-{n}{dot}{suffix}"
+    raise ToolError(f"too many downloads named {name}; clean up the {folder} folder.")

@@ -73,7 +73,7 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
         parts = urlsplit(url)
         # Refuse before the browser sends anything; the proxy checks every later request too.
         await manager.guard.vet(parts.hostname or "", parts.port or _default_port(parts.scheme))
-        async with manager.use(str(ctx.session)) as session:
+        async with manager.use(ctx) as session:
             with _browser_errors():
                 response = await session.page.goto(url, wait_until="load")
             await _settle(session, 0)
@@ -85,14 +85,14 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             return await _report(session, settings.max_snapshot_chars, lead)
 
     async def snapshot(args: SnapshotArgs, ctx: ToolContext) -> str:
-        async with manager.use(str(ctx.session), create=False) as session:
+        async with manager.use(ctx, create=False) as session:
             return await _report(session, settings.max_snapshot_chars, [], offset=args.offset)
 
     async def click_approval(args: RefArgs, ctx: ToolContext) -> ApprovalNeed | None:
         return await _approval(manager, "browser_click", args.ref, ctx, submitting=False)
 
     async def click(args: RefArgs, ctx: ToolContext) -> str:
-        async with manager.use(str(ctx.session), create=False) as session:
+        async with manager.use(ctx, create=False) as session:
             element = await _element(session, args.ref)
             info = await _describe(element)
             # A confirm() that follows an approved (or unguarded) action is part of it.
@@ -113,7 +113,7 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
         return await _approval(manager, "browser_type", args.ref, ctx, submitting=True)
 
     async def type_text(args: TypeArgs, ctx: ToolContext) -> str:
-        async with manager.use(str(ctx.session), create=False) as session:
+        async with manager.use(ctx, create=False) as session:
             element = await _element(session, args.ref)
             info = await _describe(element)
             if info.is_password and not from_the_person(args.text, ctx.user_text):
@@ -142,7 +142,7 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             return await _report(session, settings.max_snapshot_chars, [typed])
 
     async def select(args: SelectArgs, ctx: ToolContext) -> str:
-        async with manager.use(str(ctx.session), create=False) as session:
+        async with manager.use(ctx, create=False) as session:
             element = await _element(session, args.ref)
             options: list[dict[str, str]] = await element.evaluate(
                 "(el) => el.tagName === 'SELECT' ? [...el.options].map("
@@ -165,7 +165,7 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             return await _report(session, settings.max_snapshot_chars, lead)
 
     async def scroll(args: ScrollArgs, ctx: ToolContext) -> str:
-        async with manager.use(str(ctx.session), create=False) as session:
+        async with manager.use(ctx, create=False) as session:
             sign = 1 if args.direction == "down" else -1
             with _browser_errors():
                 top, height, total = await session.page.evaluate(
@@ -178,7 +178,7 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             return await _report(session, settings.max_snapshot_chars, lead)
 
     async def back(args: NoArgs, ctx: ToolContext) -> str:
-        async with manager.use(str(ctx.session), create=False) as session:
+        async with manager.use(ctx, create=False) as session:
             before = session.page.url
             with _browser_errors():
                 await session.page.go_back(wait_until="load")
@@ -190,16 +190,13 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             return await _report(session, settings.max_snapshot_chars, ["Went back."])
 
     async def screenshot(args: ScreenshotArgs, ctx: ToolContext) -> str:
-        async with manager.use(str(ctx.session), create=False) as session:
-            folder = manager.workspace.resolve(SCREENSHOTS_DIR)
-            folder.mkdir(parents=True, exist_ok=True)
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            path = folder / f"browser-{stamp}-{time.time_ns() // 1000 % 1000000:06d}.png"
+        async with manager.use(ctx, create=False) as session:
             with _browser_errors():
-                await session.page.screenshot(path=path, full_page=args.full_page)
-            rel = manager.workspace.relative(path)
-            size = path.stat().st_size
-            return f"Saved a screenshot of {session.page.url} to {rel} ({size:,} bytes)."
+                data = await session.page.screenshot(full_page=args.full_page)
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            name = f"{SCREENSHOTS_DIR}/browser-{stamp}-{time.time_ns() // 1000 % 1000000:06d}.png"
+            rel, _ = await asyncio.to_thread(session.workspace.write_bytes, name, data)
+            return f"Saved a screenshot of {session.page.url} to {rel} ({len(data):,} bytes)."
 
     async def close(args: NoArgs, ctx: ToolContext) -> str:
         if await manager.close_session(str(ctx.session)):
@@ -272,10 +269,9 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
 async def _approval(
     manager: BrowserManager, tool: str, ref: int, ctx: ToolContext, *, submitting: bool
 ) -> ApprovalNeed | None:
-    key = str(ctx.session)
-    if not manager.settings.approve_actions or not manager.has_session(key):
+    if not manager.settings.approve_actions or not manager.has_session(str(ctx.session)):
         return None
-    async with manager.use(key, create=False) as session:
+    async with manager.use(ctx, create=False) as session:
         info = await _describe(await _element(session, ref))
     word = consequence(info, submitting=submitting)
     if word is None:

@@ -1,0 +1,36 @@
+"""Slack settings: the `[slack]` section of chatgate.toml and `CHATGATE_SLACK__*` env."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator
+
+from gateway.config import Section
+
+
+class SlackSettings(Section):
+    bot_token: SecretStr | None = None
+    signing_secret: SecretStr | None = None
+    app_token: SecretStr | None = Field(default=None, validate_default=True)  # set: Socket Mode
+    api_url: str = "https://slack.com/api/"
+    slash_command: str = Field(default="/chatgate", pattern=r"^/[\w-]{1,31}$")
+    # In a thread the bot answered, later messages are answered without a new mention.
+    thread_followups: bool = False
+    thread_ttl: float = Field(default=7 * 24 * 3600.0, gt=0)  # seconds it is remembered
+    # Emoji name shown on the message being answered while its turn runs; "" shows none.
+    working_reaction: str = "hourglass_flowing_sand"
+    send_retries: int = Field(default=3, ge=0)  # retries after 429 or a 5xx
+    max_retry_after: float = Field(default=60.0, ge=0)  # a longer 429 wait fails the send
+    allowed_teams: list[str] = []  # workspace ids (T...); empty: every workspace
+    allowed_channels: list[str] = []  # channel ids (C.../G...); empty: all; DMs are not affected
+    allowed_users: list[str] = []  # user ids (U...); empty: everyone
+
+    @field_validator("app_token")
+    @classmethod
+    def _needs_a_transport(cls, value: SecretStr | None, info: Any) -> SecretStr | None:
+        if not value and info.data.get("bot_token") and not info.data.get("signing_secret"):
+            raise ValueError(
+                "set slack.app_token (Socket Mode) or slack.signing_secret (Events API)"
+            )
+        return value

@@ -1,0 +1,29 @@
+"""Telegram settings: the `[telegram]` section of chatgate.toml and `CHATGATE_TELEGRAM__*` env."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+
+from gateway.config import Section
+
+
+class TelegramSettings(Section):
+    token: SecretStr | None = None
+    api_url: str = "https://api.telegram.org"
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_secret: SecretStr | None = None
+    webhook_url: str = ""
+    # A message passes when its sender is in allowed_users (ids or @usernames) or its chat is
+    # in allowed_chats (ids; supergroups are negative); both empty: everyone.
+    allowed_users: list[str] = []
+    allowed_chats: list[str] = []
+    # Unaddressed group messages are kept as context for the next answer (needs the bot's
+    # privacy mode off in BotFather to see them at all); false: they are dropped.
+    group_context: bool = True
+    poll_timeout: int = Field(default=25, ge=1)  # seconds one getUpdates long-poll waits
+    leader_ttl: float = Field(default=6.0, ge=1)  # polling lease; takeover within ~1.4x this
+    send_retries: int = Field(default=3, ge=0)  # retries after 429 or a network error
+    max_retry_after: float = Field(default=60.0, ge=0)  # a longer 429 wait fails the send
+    download_max_bytes: int = Field(default=20_000_000, ge=1)  # Bot API getFile limit: 20 MB

@@ -1,0 +1,148 @@
+"""Admission: the ordered chain every message passes before it may start a turn.
+
+`AdmissionPipeline.submit(inbound)` runs the middlewares in order (observe, access,
+intake, rate limit, validation, commands, questions, fallback) and ends in the session
+queue. Each middleware is `async (admission, call_next) -> Submission`, as in aiogram:
+it answers the message itself or passes it on. The `Admission` value is frozen; a
+stage that learns something passes a new value (`dataclasses.replace`), so no stage
+changes what another has seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gateway.messages import Inbound, Outbound, SentRef
+from gateway.metrics import Metrics
+from gateway.outcome import TurnOutcome
+from gateway.session_leases import LeaseHandle
+from gateway.sessions import SessionKey
+from gateway.store.base import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+STORE_DOWN = (
+    "My storage is unreachable right now, so I could not take your message. "
+    "Please send it again in a minute."
+)
+
+
+class Status(StrEnum):
+    STARTED = "started"  # a turn began at once
+    QUEUED = "queued"  # waiting behind a running turn
+    COMMAND = "command"  # answered by a command
+    DUPLICATE = "duplicate"  # this platform event was already handled
+    REFUSED = "refused"  # access, size or queue limits; the person was told why
+    OBSERVED = "observed"  # a group message not addressed to the bot, kept as context
+    ANSWERED = "answered"  # consumed as the answer to a question a running turn asked
+
+
+@dataclass(frozen=True)
+class Intake:
+    """What the intake round trip to the store found out, handed down the chain."""
+
+    rate_count: int | None = None  # messages of this person this minute (shared stores)
+    # The session's lease, taken because the session looked idle, and its stored history
+    # read in the same round trip; the turn that starts now runs under it.
+    lease: LeaseHandle | None = None
+    record: str | None = None
+    busy_elsewhere: bool = False  # another process holds the session's lease
+
+
+@dataclass(frozen=True)
+class Admission:
+    inbound: Inbound
+    session: SessionKey
+    turn_id: str
+    intake: Intake = Intake()
+
+
+@dataclass
+class Submission:
+    status: Status
+    done: asyncio.Future[TurnOutcome]
+    session: SessionKey | None = None
+
+
+Next = Callable[[Admission], Awaitable[Submission]]
+Middleware = Callable[[Admission, Next], Awaitable[Submission]]
+
+
+def finished(
+    status: Status, outcome: TurnOutcome | None = None, session: SessionKey | None = None
+) -> Submission:
+    """A submission whose outcome is already known (no turn runs for it)."""
+    future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+    future.set_result(outcome or TurnOutcome())
+    return Submission(status, future, session)
+
+
+class Notifier:
+    """Says one line in the chat a message came from; a failed notice is logged, never raised."""
+
+    def __init__(self, send: Callable[[Outbound], Awaitable[SentRef]]) -> None:
+        self._send = send
+
+    async def say(self, inbound: Inbound, text: str) -> SentRef | None:
+        try:
+            return await self._send(
+                Outbound(chat=inbound.chat, text=text, reply_to=inbound.message_id)
+            )
+        except Exception as exc:
+            log.warning("notice not delivered chat=%s error=%s", inbound.chat.address, exc)
+            return None
+
+    async def refuse(
+        self, inbound: Inbound, reason: str | None, session: SessionKey | None = None
+    ) -> Submission:
+        outcome = TurnOutcome(error=reason or "refused")
+        if reason:
+            outcome.sent = await self.say(inbound, reason)
+        return finished(Status.REFUSED, outcome, session)
+
+
+class AdmissionPipeline:
+    """Runs the middlewares in order; the last `call_next` hands the message to `end`."""
+
+    def __init__(
+        self,
+        *,
+        start: Callable[[Inbound], Admission],
+        middlewares: Sequence[Middleware],
+        end: Next,
+        notifier: Notifier,
+        metrics: Metrics,
+    ) -> None:
+        self._start = start
+        self._chain = chain(middlewares, end)
+        self._notifier = notifier
+        self._metrics = metrics
+
+    async def submit(self, inbound: Inbound) -> Submission:
+        """Accept a message from an adapter; returns at once with what happened to it."""
+        self._metrics.inc("messages_total", platform=inbound.chat.platform)
+        try:
+            return await self._chain(self._start(inbound))
+        except StoreUnavailable as exc:
+            log.error("store unavailable on submit chat=%s error=%s", inbound.chat.address, exc)
+            return await self._notifier.refuse(inbound, STORE_DOWN)
+
+
+def chain(middlewares: Sequence[Middleware], end: Next) -> Next:
+    """The middlewares linked in order, ending in `end`."""
+    linked = end
+    for middleware in reversed(middlewares):
+        linked = _bind(middleware, linked)
+    return linked
+
+
+def _bind(middleware: Middleware, call_next: Next) -> Next:
+    async def step(admission: Admission) -> Submission:
+        return await middleware(admission, call_next)
+
+    step.__qualname__ = f"admission step {getattr(middleware, '__qualname__', middleware)!s}"
+    return step

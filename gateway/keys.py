@@ -1,0 +1,150 @@
+"""Every store key and channel name chatgate uses, built in one place.
+
+The store adds its own namespace (`{prefix}:k:` on Redis, see gateway/store/redis.py),
+so these are the names inside it. They are part of the data format: a deployment
+upgraded in place reads what the previous version wrote, so a name here changes
+only together with a migration.
+
+Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
+`{chat}` a ChatRef address such as `slack:C0123/1700000000.1`):
+
+    session:{session}                 value  a session's history record (JSON)
+    chat_sessions:{platform}:{chat}   hash   sessions of a chat -> creation time (for /forget)
+    approved_shapes:{session}         hash   command shapes approved for the session -> approver
+    context:{chat}                    list   recent group messages not addressed to the bot
+    seen:{platform}:{event_id}        value  a platform event already taken (dedupe)
+    refused:{chat}:{user_id}          value  a refusal was told to this person here this hour
+    rate:{user}:{minute}              value  messages counted this minute (replicas only)
+    ratelimited:{user}:{minute}       value  the rate-limit notice was sent this minute
+    memory:chat:{platform}:{chat_id}  value  the chat's notes (JSON list)
+    memory:user:{platform}:{user_id}  value  a person's notes (JSON list)
+    todo:{session}                    value  the session's todo list (JSON)
+    approval:{id}                     value  an approval request (JSON)
+    approvals:pending                 hash   pending request id -> expiry
+    approvals:audit                   list   decisions, newest last
+    alive:{instance}                  value  heartbeat of a running gateway process
+    {namespace}:answer:{id}           value  a Rendezvous answer (approvals, clarify)
+    clarify:open:{session}            value  the question a session's turn is waiting on
+    clarify:question:{id}             value  an open question (JSON)
+    cron:jobs / cron:state            hash   job specs / run state by job id
+    cron:runs:{job}                   list   a job's run log
+    cron:fired:{job}:{slot}[:{what}]  value  a run slot (or its report) was claimed, once
+    cron:running:{job}:{slot}         value  a run in progress
+    {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
+
+Leases (`acquire_lease` names, their own namespace in the store):
+
+    lease:session:{session}           one turn at a time per session
+    leader:{name}                     the one process that runs a singleton (polling, scheduler)
+
+Channels (`publish` / `listen`): `control` (stop a turn in another process),
+`{namespace}:answers` (a Rendezvous answer was written), `cron` (a job changed).
+"""
+
+from __future__ import annotations
+
+from gateway.sessions import SessionKey
+
+CONTROL_CHANNEL = "control"
+CRON_CHANNEL = "cron"
+APPROVALS_PENDING = "approvals:pending"
+APPROVALS_AUDIT = "approvals:audit"
+CRON_JOBS = "cron:jobs"
+CRON_STATE = "cron:state"
+
+
+def session(key: SessionKey | str) -> str:
+    return f"session:{key}"
+
+
+def chat_sessions(chat_scope: str) -> str:
+    """`chat_scope` is `platform:chat_id` (SessionKey.chat_scope)."""
+    return f"chat_sessions:{chat_scope}"
+
+
+def approved_shapes(key: SessionKey | str) -> str:
+    return f"approved_shapes:{key}"
+
+
+def context(chat_address: str) -> str:
+    return f"context:{chat_address}"
+
+
+def seen(platform: str, event_id: str) -> str:
+    return f"seen:{platform}:{event_id}"
+
+
+def refused(chat_address: str, user_id: str) -> str:
+    return f"refused:{chat_address}:{user_id}"
+
+
+def rate(user_address: str, minute: int) -> str:
+    return f"rate:{user_address}:{minute}"
+
+
+def rate_limited(user_address: str, minute: int) -> str:
+    return f"ratelimited:{user_address}:{minute}"
+
+
+def chat_memory(platform: str, chat_id: str) -> str:
+    return f"memory:chat:{platform}:{chat_id}"
+
+
+def user_memory(platform: str, user_id: str) -> str:
+    return f"memory:user:{platform}:{user_id}"
+
+
+def todo(key: SessionKey | str) -> str:
+    return f"todo:{key}"
+
+
+def approval(request_id: str) -> str:
+    return f"approval:{request_id}"
+
+
+def alive(instance_id: str) -> str:
+    return f"alive:{instance_id}"
+
+
+def rendezvous_answer(namespace: str, item_id: str) -> str:
+    return f"{namespace}:answer:{item_id}"
+
+
+def rendezvous_channel(namespace: str) -> str:
+    return f"{namespace}:answers"
+
+
+def clarify_open(key: SessionKey | str) -> str:
+    return f"clarify:open:{key}"
+
+
+def clarify_question(question_id: str) -> str:
+    return f"clarify:question:{question_id}"
+
+
+def cron_runs(job_id: str) -> str:
+    return f"cron:runs:{job_id}"
+
+
+def cron_fired(job_id: str, slot: str, what: str = "run") -> str:
+    suffix = "" if what == "run" else f":{what}"
+    return f"cron:fired:{job_id}:{slot}{suffix}"
+
+
+def cron_running(job_id: str, slot: str) -> str:
+    return f"cron:running:{job_id}:{slot}"
+
+
+def platform_thread(platform: str, chat_id: str, thread_id: str) -> str:
+    return f"{platform}:thread:{chat_id}:{thread_id}"
+
+
+# -- lease names ---------------------------------------------------------------------------
+
+
+def session_lease(key: SessionKey | str) -> str:
+    return f"lease:session:{key}"
+
+
+def leader(name: str) -> str:
+    return f"leader:{name}"

@@ -1,0 +1,98 @@
+"""Platforms as plugins: the registry, their settings sections under the same names as
+always, an adapter whose SDK is missing reported with its install command, and the
+console registered like the others."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from adapters.registry import PLATFORMS, plugin, plugins
+from gateway.app import App, configured_platforms, load_settings
+from gateway.channels import Adapter, AdapterContext
+from gateway.cli import main
+from gateway.config import ConfigError, Settings
+from gateway.config import load_settings as core_settings
+from gateway.platforms import PlatformPlugin, PlatformUnavailable
+
+
+def test_every_registered_platform_is_one_plugin_with_its_own_section() -> None:
+    names = [p.name for p in plugins()]
+    assert names == ["telegram", "slack", "discord", "console"]
+    assert len(PLATFORMS) == len(names)  # one registration line each
+    for found in plugins():
+        assert found.settings.__module__ == f"adapters.{found.name}.settings"
+    # The core's own settings know no platform.
+    assert not {"telegram", "slack", "discord"} & set(Settings.model_fields)
+    with pytest.raises(ConfigError, match="telegram: unknown setting"):
+        core_settings(None, telegram={"token": "1:x"})
+
+
+def test_env_names_and_toml_sections_are_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "chatgate.toml"
+    cfg.write_text('[slack]\nbot_token = "xoxb-1"\nsigning_secret = "s"\n')
+    monkeypatch.setenv("CHATGATE_TELEGRAM__TOKEN", "123:abc")
+    monkeypatch.setenv("CHATGATE_DISCORD__ALLOWED_GUILDS", '["42"]')
+    settings = load_settings(cfg)
+    assert plugin("telegram").section(settings).token.get_secret_value() == "123:abc"
+    assert plugin("discord").section(settings).allowed_guilds == ["42"]
+    assert [p.name for p in configured_platforms(settings)] == ["telegram", "slack"]
+    with pytest.raises(ConfigError, match=r"slack\.app_token: .*Socket Mode"):
+        load_settings(None, slack={"bot_token": "xoxb-1"})
+
+
+class _Missing(BaseModel):
+    token: str = ""
+
+
+def _never(settings: _Missing, ctx: AdapterContext) -> Adapter:
+    raise AssertionError("an adapter without its SDK must not be built")
+
+
+MISSING = PlatformPlugin(
+    name="pigeon",
+    title="Pigeon Post",
+    settings=_Missing,
+    enabled=lambda s: bool(s.token),
+    build=_never,
+    requires=("chatgate_test_no_such_sdk",),
+    extra="pigeon",
+)
+
+
+def test_a_platform_without_its_sdk_says_how_to_install_it() -> None:
+    assert importlib.util.find_spec("chatgate_test_no_such_sdk") is None
+    assert MISSING.missing() == ["chatgate_test_no_such_sdk"]
+    with pytest.raises(PlatformUnavailable, match=r"pip install 'chatgate\[pigeon\]'"):
+        MISSING.ensure_installed()
+    # The installed platforms have their SDKs in this environment.
+    assert all(p.missing() == [] for p in plugins())
+
+
+async def test_the_console_is_a_plugin_like_the_others(tmp_path: Path) -> None:
+    settings = load_settings(
+        None, data_dir=tmp_path, http={"enabled": False}, console={"chat_id": "c9", "echo": False}
+    )
+    app = App(settings)
+    console = app.add_terminal_adapter()
+    assert console.chat.chat_id == "c9" and app.outbox.has("console")
+    assert plugin("console").runs_in_gateway is False
+    assert "console" not in [p.name for p in configured_platforms(settings)]
+    await app.store.close()
+    await app.llm.aclose()
+
+
+def test_run_without_a_platform_names_every_way_to_add_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CHATGATE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("CHATGATE_HTTP__ENABLED", "false")
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    for var in ("CHATGATE_TELEGRAM__TOKEN", "CHATGATE_SLACK__BOT_TOKEN", "CHATGATE_DISCORD__TOKEN"):
+        assert var in err
