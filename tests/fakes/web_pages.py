@@ -198,7 +198,8 @@ class PageSite(LocalServer):
         return _html("Thanks", f"<h1>Order placed for {escape(order.get('name', ''))}</h1>")
 
     async def _redirect_internal(self, request: web.Request) -> web.StreamResponse:
-        raise web.HTTPFound(f"http://127.0.0.1:{self.internal_port}/secret")
+        scheme = request.query.get("scheme", "http")
+        raise web.HTTPFound(f"{scheme}://127.0.0.1:{self.internal_port}/secret")
 
     async def _redirect_private(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"http://{PRIVATE_HOST}/admin")

@@ -67,6 +67,9 @@ _SNAPSHOT_JS = r"""
         if (t === 'hidden') return null;
         if (['button', 'submit', 'reset', 'image'].includes(t)) return 'button';
         if (t === 'checkbox' || t === 'radio' || t === 'password') return t;
+        if ((el.getAttribute('autocomplete') || '').toLowerCase().includes('password')) {
+          return 'password';
+        }
         if (t === 'range') return 'slider';
         if (t === 'number') return 'spinbutton';
         if (t === 'search') return 'searchbox';

@@ -22,13 +22,14 @@ from tools.browser.manager import BrowserManager, BrowserSession
 from tools.browser.snapshot import DESCRIBE_JS, REF_ATTR, ElementInfo, render, snapshot_script
 
 if TYPE_CHECKING:
-    from playwright.async_api import Locator
+    from playwright.async_api import Locator, Page
 
 GROUP = "browser"
 SETTLE_SECONDS = 2.0  # at most this long waiting for the page to go quiet after an action
 QUIET_SECONDS = 0.25  # no request open for this long counts as quiet
 DOWNLOAD_WAIT = 5.0  # seconds a tool result waits for a download the action started
 SCREENSHOTS_DIR = "screenshots"
+NAVIGATION_WAIT_MS = 5000  # a navigation racing a snapshot gets this long to load
 
 
 class NavigateArgs(ToolArgs):
@@ -74,8 +75,12 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
         # Refuse before the browser sends anything; the proxy checks every later request too.
         await manager.guard.vet(parts.hostname or "", parts.port or _default_port(parts.scheme))
         async with manager.use(ctx) as session:
-            with _browser_errors():
-                response = await session.page.goto(url, wait_until="load")
+            try:
+                with _browser_errors(session):
+                    response = await session.page.goto(url, wait_until="load")
+            except ToolError:
+                await _settle(session, settings.action_timeout)  # Chromium's error page
+                raise
             await _settle(session, 0)
             lead = []
             if response is not None and await response.header_value(REFUSED_HEADER):
@@ -335,9 +340,7 @@ async def _report(
     if session.pending:
         await asyncio.wait(set(session.pending), timeout=DOWNLOAD_WAIT)
     await _refuse_other_schemes(session)
-    with _browser_errors():
-        data = await page.evaluate(snapshot_script(), REF_ATTR)
-        title = await page.title()
+    data, title = await _outline(page)
     snap = render(list(data["lines"]), int(data["refs"]), max_chars, offset)
     head = [*lead, f"URL: {page.url}"]
     if title:
@@ -346,12 +349,31 @@ async def _report(
     return "\n".join(head) + "\n\n" + snap.text
 
 
+async def _outline(page: Page) -> tuple[dict[str, Any], str]:
+    """The snapshot data and title; a navigation that starts meanwhile (a script's redirect)
+    destroys the page's context, so that is waited out and tried again."""
+    from playwright.async_api import Error
+
+    for attempt in range(3):
+        try:
+            with _browser_errors():
+                data: dict[str, Any] = await page.evaluate(snapshot_script(), REF_ATTR)
+                return data, await page.title()
+        except ToolError as exc:
+            if "context was destroyed" not in str(exc) or attempt == 2:
+                raise
+            with contextlib.suppress(Error):
+                await page.wait_for_load_state("load", timeout=NAVIGATION_WAIT_MS)
+    raise AssertionError("unreachable")
+
+
 async def _refuse_other_schemes(session: BrowserSession) -> None:
     """Chromium already keeps web pages from opening file: or chrome: pages; this makes sure
     the tools never read one, whatever led there."""
     url = session.page.url
     scheme = url.split(":", 1)[0].lower()
-    if scheme in ("http", "https") or url == "about:blank":
+    # chrome-error: Chromium's own page for a load that failed (it says why).
+    if scheme in ("http", "https", "chrome-error") or url == "about:blank":
         return
     with _browser_errors():
         await session.page.goto("about:blank")
@@ -362,8 +384,9 @@ async def _refuse_other_schemes(session: BrowserSession) -> None:
 
 
 @contextlib.contextmanager
-def _browser_errors() -> Iterator[None]:
-    """Playwright failures become one line the model can act on."""
+def _browser_errors(session: BrowserSession | None = None) -> Iterator[None]:
+    """Playwright failures become one line the model can act on, with what the guard
+    refused meanwhile (a refused https page fails as ERR_TUNNEL_CONNECTION_FAILED)."""
     from playwright.async_api import Error
 
     try:
@@ -372,7 +395,9 @@ def _browser_errors() -> Iterator[None]:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         # "Page.goto: net::ERR_NAME_NOT_RESOLVED at http://x/" -> keep the part after the call.
         text = text.split(": ", 1)[1] if text.split(": ", 1)[0].count(".") == 1 else text
-        raise ToolError(f"the browser failed: {text[:300]}") from None
+        notes = session.take_notes() if session is not None else []
+        why = "".join(f"; {note}" for note in notes)
+        raise ToolError(f"the browser failed: {text[:300]}{why}") from None
 
 
 def _http_url(url: str) -> str:
