@@ -103,7 +103,9 @@ class App:
             prompt_sections=self.extensions.prompt_sections,
         )
         context = GroupContext(self.store, size=20)
-        self.leases = SessionLeases(self.store, self.instance_id, settings.router.lease_ttl)
+        self.leases = SessionLeases(
+            self.store, self.instance_id, settings.router.lease_ttl, self.metrics
+        )
         self.queue = SessionQueue(
             store=self.store,
             runner=self.runner,
@@ -113,6 +115,8 @@ class App:
             settings=settings.router,
             metrics=self.metrics,
             instance_id=self.instance_id,
+            turn_timeout=settings.agent.max_turn_seconds + 60,
+            rate_limit=settings.access.rate_limit_per_minute,
         )
         self.admission = AdmissionPipeline(
             start=self._admission_of,
@@ -163,17 +167,16 @@ class App:
         return [
             Observe(self.access, self.store, context, router.dedupe_ttl),
             AccessCheck(self.access, self.notifier, self.metrics),
+            Validate(router, self.notifier),
+            RateLimit(self.access, self.notifier, self.metrics),
             IntakeRoundTrip(
                 store=self.store,
                 access=self.access,
-                leases=self.leases,
+                queue=self.queue,
+                notifier=self.notifier,
                 dedupe_ttl=router.dedupe_ttl,
-                idle_here=self.queue.idle_here,
-                questions_pending=lambda: bool(self.extensions.middlewares("questions")),
                 metrics=self.metrics,
             ),
-            RateLimit(self.access, self.notifier, self.metrics),
-            Validate(router, self.notifier),
             Commands(self.extensions, self.notifier, self.metrics),
             SlotMiddlewares(self.extensions, "questions", running_here=self.queue.is_running),
             SlotMiddlewares(self.extensions, "fallback"),
