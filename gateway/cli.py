@@ -257,10 +257,12 @@ async def _ask(settings: Settings, text: str) -> int:
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from gateway.app import platform_checks
     from gateway.doctor import run_checks
+    from tools.browser import doctor_check as browser_check
     from tools.terminal.doctor import terminal_checks
 
     setup_logging(settings.model_copy(update={"log_level": "CRITICAL"}))
-    results = _run_checks(run_checks(settings, platform_checks(settings), extra=[terminal_checks]))
+    checks = [*platform_checks(settings), browser_check(settings)]
+    results = _run_checks(run_checks(settings, checks, extra=[terminal_checks]))
     failed = False
     for check in results:
         print(f"{'pass' if check.ok else 'FAIL'}  {check.name}: {check.detail}")

@@ -56,6 +56,8 @@ class ToolContext:
     message_id: str | None = None
     # The attachments on that message (earlier ones are noted in the stored history).
     attachments: tuple[Attachment, ...] = ()
+    # The text of that message: what the person themselves wrote in this turn.
+    user_text: str = ""
     typing: TypingControl = NO_TYPING
 
 

@@ -22,7 +22,7 @@ from gateway.history import SessionRecord, SessionStore, compact
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
 from gateway.memory import MemoryBook
-from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef
+from gateway.messages import ChatKind, ChatRef, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.prompt import PromptSection, build_system_prompt
@@ -234,6 +234,8 @@ class TurnRunner:
             turn_id=job.turn_id,
             message_id=inbound.message_id,
             attachments=inbound.attachments,
+            # A scheduled prompt was written by the model, not by a person this turn.
+            user_text=inbound.text if inbound.kind is InboundKind.USER else "",
             typing=typing,
         )
 

@@ -18,6 +18,7 @@ from gateway.secrets import secret_values
 from gateway.store.base import Store
 from gateway.tooling import ApprovalGate
 from tools.attachments import attachment_tools
+from tools.browser import browser_tool_specs
 from tools.clarify import ClarifyService
 from tools.code import code_tools
 from tools.cron import cron_tools
@@ -33,6 +34,7 @@ from tools.subagent import subagent_tools
 from tools.terminal.factory import build_backend
 from tools.todo import todo_tools
 from tools.web import WebFetcher, web_tools
+from tools.web_extract import extract_available, web_extract_tools
 from tools.web_search import provider_from_settings, web_search_tools
 from tools.workspaces import Workspaces
 
@@ -97,11 +99,17 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
             secrets=lambda: secret_values(settings),
         )
     )
-    fetcher = WebFetcher(
-        AddressGuard(cfg.web_allow_hosts), timeout=cfg.web_timeout, max_bytes=cfg.web_max_bytes
-    )
+    guard = AddressGuard(cfg.web_allow_hosts)
+    fetcher = WebFetcher(guard, timeout=cfg.web_timeout, max_bytes=cfg.web_max_bytes)
     registry.extend(web_tools(fetcher, max_chars=cfg.max_output_chars))
     registry.extend(web_search_tools(provider_from_settings(cfg)))
+    if extract_available():
+        registry.extend(
+            web_extract_tools(
+                fetcher, max_chars=cfg.max_output_chars, fetch_timeout=cfg.web_timeout
+            )
+        )
+    registry.extend(browser_tool_specs(settings, guard, workspace_for, services.closers))
     registry.extend(memory_tools(services.memory))
     registry.extend(todo_tools(services.store))
     registry.extend(cron_tools(services.scheduler))
