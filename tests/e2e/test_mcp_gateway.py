@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.e2e.test_approvals import button, press, prompt_of
+from tests.e2e.test_telegram_failover import start_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.fakes.mcp_launch import alive, calls, http_server, server_pid, stdio_server, wait_for
 from tests.fakes.telegram import FakeBotAPI
@@ -196,7 +197,6 @@ async def test_run_is_ready_while_a_server_never_answers(
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
     env.update(
         CHATGATE_CONFIG=str(config),
-        CHATGATE_DATA_DIR=str(tmp_path / "data"),
         CHATGATE_TELEGRAM__TOKEN=tg.token,
         CHATGATE_TELEGRAM__API_URL=tg.url,
         CHATGATE_TELEGRAM__POLL_TIMEOUT="1",
@@ -205,18 +205,8 @@ async def test_run_is_ready_while_a_server_never_answers(
         CHATGATE_HTTP__PORT="0",
         CHATGATE_LOG_LEVEL="DEBUG",
     )
-    log = tmp_path / "gateway.log"
-    with log.open("wb") as sink:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "gateway.cli",
-            "run",
-            env=env,
-            cwd=tmp_path,
-            stdout=sink,
-            stderr=sink,
-        )
+    gateway = await start_gateway("gateway", tmp_path, env)
+    proc, log = gateway.proc, gateway.log
     try:
         listening = re.compile(r"http listening host=\S+ port=(\d+)")
         await wait_for(lambda: bool(listening.search(log.read_text())), within=30, what="http up")

@@ -26,7 +26,7 @@ from mcp.types import (
 from pydantic import BaseModel, ValidationError
 
 from gateway.config import ConfigError, Settings, load_settings, masked
-from gateway.logs import secret_values
+from gateway.secrets import secret_values
 from gateway.tooling import ToolContext, ToolScope, ToolSpec
 from tools.mcp.arguments import arguments_model
 from tools.mcp.naming import MAX_LENGTH, tool_name
