@@ -149,6 +149,7 @@ class App:
             scheduler=self.scheduler,
             llm=self.llm,
             approvals=self.approvals,
+            submit=self.admission.submit,
         )
         install_builtin_tools(self.tools, self.tool_services)
         self.http = (
@@ -223,6 +224,8 @@ class App:
 
     async def start(self) -> None:
         await self.queue.start()
+        for start in self.tool_services.starters:  # background work (MCP servers); never blocks
+            await start()
         # Adapters register webhook routes before the server starts listening.
         for adapter in self.adapters:
             await adapter.start()

@@ -103,10 +103,12 @@ def _parser() -> argparse.ArgumentParser:
 
     # Lazy: the gateway package never imports tools at import time.
     from tools.cli import register as register_tools
+    from tools.mcp.cli import register as register_mcp
     from tools.skills import register_cli as register_skills
 
     register_tools(sub)
     register_skills(sub)
+    register_mcp(sub)
     approvals = sub.add_parser("approvals", help="approval requests")
     approvals_sub = approvals.add_subparsers(dest="approvals_command", required=True)
     log_cmd = approvals_sub.add_parser("log", help="the audit log of decisions, newest last")
@@ -258,11 +260,13 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from gateway.app import platform_checks
     from gateway.doctor import run_checks
     from tools.browser import doctor_check as browser_check
+    from tools.mcp.install import doctor_checks as mcp_doctor_checks
     from tools.terminal.doctor import terminal_checks
 
     setup_logging(settings.model_copy(update={"log_level": "CRITICAL"}))
     checks = [*platform_checks(settings), browser_check(settings)]
     results = _run_checks(run_checks(settings, checks, extra=[terminal_checks]))
+    results += _run_checks(mcp_doctor_checks(settings))
     failed = False
     for check in results:
         print(f"{'pass' if check.ok else 'FAIL'}  {check.name}: {check.detail}")

@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from gateway.admission import Submission
 from gateway.channels import Outbox
 from gateway.config import Settings
 from gateway.extensions import Extensions
 from gateway.history import SessionStore
 from gateway.llm.client import LLMClient
 from gateway.memory import MemoryBook
+from gateway.messages import Inbound
 from gateway.scheduler import Scheduler
 from gateway.secrets import secret_values
 from gateway.store.base import Store
@@ -24,6 +26,7 @@ from tools.code import code_tools
 from tools.cron import cron_tools
 from tools.files import file_tools
 from tools.find import find_tools
+from tools.mcp.install import install_mcp_tools
 from tools.memory import memory_tools
 from tools.netguard import AddressGuard
 from tools.policy import ToolPolicy, check_policy
@@ -55,6 +58,12 @@ class ToolServices:
     approvals: ApprovalGate | None = None
     # Filled by install_builtin_tools: call each on shutdown (background listeners).
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # Hands a message to the gateway as if the person had sent it (MCP prompt commands);
+    # None: those commands are not offered.
+    submit: Callable[[Inbound], Awaitable[Submission]] | None = None
+    # Filled by install_builtin_tools: call each once the gateway starts; each returns at once
+    # and works in the background (MCP servers connecting).
+    starters: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> ToolPolicy:
@@ -132,6 +141,15 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
         services.closers.append(llm.aclose)
     registry.extend(
         subagent_tools(llm=llm, catalog=registry, settings=settings, approvals=services.approvals)
+    )
+
+    install_mcp_tools(
+        registry,
+        settings,
+        starters=services.starters,
+        closers=services.closers,
+        extensions=services.extensions,
+        submit=services.submit,
     )
 
     check_policy(settings, registry)
