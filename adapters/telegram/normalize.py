@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from telegram import Chat, Message, MessageEntity, Update, User
 from telegram.constants import ChatType
 
+from gateway.media.sniff import declared_kind
 from gateway.messages import (
     Attachment,
     AttachmentKind,
@@ -186,6 +187,9 @@ def _strip_leading_mention(text: str, me: BotIdentity) -> str:
 
 
 def _attachments(message: Message) -> tuple[Attachment, ...]:
+    """Photos, documents, voice notes, audio, videos and video notes, as Attachments. A
+    document is typed by its declared MIME type (a screenshot sent as a file is an image);
+    the turn sniffs the bytes before trusting it."""
     found: list[Attachment] = []
     if message.photo:
         photo = max(message.photo, key=lambda p: (p.width * p.height, p.file_size or 0))
@@ -202,16 +206,26 @@ def _attachments(message: Message) -> tuple[Attachment, ...]:
     if document is not None:
         found.append(
             Attachment(
-                kind=AttachmentKind.DOCUMENT,
+                kind=declared_kind(document.mime_type or "application/octet-stream"),
                 file_id=document.file_id,
                 name=document.file_name,
                 size=document.file_size,
                 mime_type=document.mime_type,
             )
         )
+    voice = message.voice
+    if voice is not None:
+        found.append(
+            Attachment(
+                kind=AttachmentKind.VOICE,
+                file_id=voice.file_id,
+                name=f"voice_{voice.file_unique_id}.ogg",
+                size=voice.file_size,
+                mime_type=voice.mime_type or "audio/ogg",
+            )
+        )
     for media, kind in (
         (message.audio, AttachmentKind.AUDIO),
-        (message.voice, AttachmentKind.AUDIO),
         (message.video, AttachmentKind.VIDEO),
     ):
         if media is not None:
@@ -219,9 +233,20 @@ def _attachments(message: Message) -> tuple[Attachment, ...]:
                 Attachment(
                     kind=kind,
                     file_id=media.file_id,
-                    name=getattr(media, "file_name", None),
+                    name=media.file_name,
                     size=media.file_size,
                     mime_type=media.mime_type,
                 )
             )
+    note = message.video_note
+    if note is not None:
+        found.append(
+            Attachment(
+                kind=AttachmentKind.VIDEO,
+                file_id=note.file_id,
+                name=f"video_note_{note.file_unique_id}.mp4",
+                size=note.file_size,
+                mime_type="video/mp4",
+            )
+        )
     return tuple(found)
