@@ -9,16 +9,19 @@ from __future__ import annotations
 import aiohttp
 
 from gateway.channels import AttachmentTooLarge, AttachmentUnavailable, FileSource, Outbox
-from gateway.messages import ChatRef
+from gateway.messages import Attachment, ChatRef
 
 
-async def fetch(outbox: Outbox, chat: ChatRef, file_id: str, max_bytes: int) -> bytes:
-    """The bytes behind `file_id` from `chat`'s platform; AttachmentError when they cannot
-    be had (too large, unknown, the platform offers no downloads)."""
+async def fetch(outbox: Outbox, chat: ChatRef, attachment: Attachment, max_bytes: int) -> bytes:
+    """The bytes of an attachment sent in `chat`, from its platform; AttachmentError when
+    they cannot be had (too large, unknown, the platform offers no downloads). The size the
+    platform declared is checked first, the bytes again while they arrive."""
+    if attachment.size is not None and attachment.size > max_bytes:
+        raise too_large(attachment.size, max_bytes)
     source = outbox.adapter(chat.platform) if outbox.has(chat.platform) else None
     if not isinstance(source, FileSource):
         raise AttachmentUnavailable(f"files sent on {chat.platform} cannot be fetched")
-    return await source.download(file_id, max_bytes)
+    return await source.download(attachment.file_id, max_bytes)
 
 
 def too_large(size: int, max_bytes: int) -> AttachmentTooLarge:

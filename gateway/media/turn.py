@@ -218,7 +218,7 @@ class TurnMedia:
     async def _fetch(self, inbound: Inbound, attachment: Attachment) -> bytes:
         try:
             return await fetch(
-                self._outbox, inbound.chat, attachment.file_id, self._media.max_download_bytes
+                self._outbox, inbound.chat, attachment, self._media.max_download_bytes
             )
         except AttachmentError:
             raise
