@@ -22,6 +22,8 @@ TOOLSETS: dict[str, str] = {
     "cron": "reminders and scheduled prompts",
     "skills": "bundled and installed skills",
     "subagent": "delegating work to sub-agents",
+    "media": "files and media into the chat: send_file, image_generate, text_to_speech, "
+    "vision_analyze",
 }
 
 # Groups made of other toolsets.
