@@ -7,7 +7,7 @@ import re
 # OpenAI's /audio/speech takes at most 4096 characters of input.
 MAX_SPEECH_CHARS = 4096
 
-_FENCED = re.compile(r"^\s*(```+|~~~+).*?^\s*\1\s*$", re.MULTILINE | re.DOTALL)
+_FENCED = re.compile(r"^[ \t]*(```+|~~~+).*?^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
 _LINK = re.compile(r"\[([^\]\n]+)\]\([^)\s]+\)")
 _URL = re.compile(r"https?://\S+")
 _MARKS = re.compile(r"(\*\*|__|~~|`+|^\s{0,3}#{1,6}\s+|^\s*>\s?|^\s*[-*+]\s+(?=\S))", re.M)
