@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import io
+import warnings
 from dataclasses import dataclass
 
 from PIL import Image, ImageOps
@@ -51,7 +52,11 @@ def prepare_image(data: bytes, max_px: int) -> PreparedImage:
             else "HEIC images are not supported; send it as a JPEG or PNG (or as a photo)"
         )
     try:
-        with Image.open(io.BytesIO(data)) as source:
+        with warnings.catch_warnings():
+            # Pillow warns above its own limit; ours, below, is checked before decoding.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            source = Image.open(io.BytesIO(data))
+        with source:
             width, height = source.size
             if width * height > MAX_PIXELS:
                 raise ImageError(
@@ -64,6 +69,8 @@ def prepare_image(data: bytes, max_px: int) -> PreparedImage:
             return _encode(image, lossless=mime in ("image/png", "image/gif"))
     except ImageError:
         raise
+    except Image.DecompressionBombError:
+        raise ImageError(f"it has more than {MAX_PIXELS:,} pixels") from None
     except Exception as exc:  # Pillow raises many types for broken files
         raise ImageError(f"the image could not be decoded ({type(exc).__name__})") from None
 
@@ -99,7 +106,10 @@ def _flatten(image: Image.Image) -> Image.Image:
 def image_size(data: bytes) -> tuple[int, int] | None:
     """Width and height from the header alone (no decoding); None when unreadable."""
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+        with image:
             return image.size
     except Exception:  # Pillow raises many types for broken files
         return None
