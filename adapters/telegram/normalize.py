@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from telegram import Chat, Message, MessageEntity, Update, User
 from telegram.constants import ChatType
 
-from gateway.media.sniff import declared_kind
+from gateway.media.sniff import declared_kind, extension_for
 from gateway.messages import (
     Attachment,
     AttachmentKind,
@@ -193,60 +194,48 @@ def _attachments(message: Message) -> tuple[Attachment, ...]:
     found: list[Attachment] = []
     if message.photo:
         photo = max(message.photo, key=lambda p: (p.width * p.height, p.file_size or 0))
-        found.append(
-            Attachment(
-                kind=AttachmentKind.IMAGE,
-                file_id=photo.file_id,
-                name=f"photo_{photo.file_unique_id}.jpg",
-                size=photo.file_size,
-                mime_type="image/jpeg",
-            )
-        )
+        found.append(_attachment(AttachmentKind.IMAGE, photo, "photo", "image/jpeg"))
     document = message.document
     if document is not None:
-        found.append(
-            Attachment(
-                kind=declared_kind(document.mime_type or "application/octet-stream"),
-                file_id=document.file_id,
-                name=document.file_name,
-                size=document.file_size,
-                mime_type=document.mime_type,
-            )
-        )
+        kind = declared_kind(document.mime_type or "application/octet-stream")
+        found.append(_attachment(kind, document, "document", document.mime_type))
     voice = message.voice
     if voice is not None:
         found.append(
-            Attachment(
-                kind=AttachmentKind.VOICE,
-                file_id=voice.file_id,
-                name=f"voice_{voice.file_unique_id}.ogg",
-                size=voice.file_size,
-                mime_type=voice.mime_type or "audio/ogg",
-            )
+            _attachment(AttachmentKind.VOICE, voice, "voice", voice.mime_type or "audio/ogg")
         )
-    for media, kind in (
-        (message.audio, AttachmentKind.AUDIO),
-        (message.video, AttachmentKind.VIDEO),
-    ):
-        if media is not None:
-            found.append(
-                Attachment(
-                    kind=kind,
-                    file_id=media.file_id,
-                    name=media.file_name,
-                    size=media.file_size,
-                    mime_type=media.mime_type,
-                )
-            )
-    note = message.video_note
-    if note is not None:
+    if message.audio is not None:
+        audio = message.audio
+        found.append(_attachment(AttachmentKind.AUDIO, audio, "audio", audio.mime_type))
+    if message.video is not None:
+        video = message.video
+        found.append(_attachment(AttachmentKind.VIDEO, video, "video", video.mime_type))
+    if message.video_note is not None:
         found.append(
-            Attachment(
-                kind=AttachmentKind.VIDEO,
-                file_id=note.file_id,
-                name=f"video_note_{note.file_unique_id}.mp4",
-                size=note.file_size,
-                mime_type="video/mp4",
-            )
+            _attachment(AttachmentKind.VIDEO, message.video_note, "video_note", "video/mp4")
         )
     return tuple(found)
+
+
+class _TelegramFile(Protocol):
+    @property
+    def file_id(self) -> str: ...
+
+    @property
+    def file_unique_id(self) -> str: ...
+
+    @property
+    def file_size(self) -> int | None: ...
+
+
+def _attachment(
+    kind: AttachmentKind, media: _TelegramFile, stem: str, mime: str | None
+) -> Attachment:
+    """Telegram's own file name where it has one, else `<stem>_<unique id><extension>`."""
+    name = (
+        getattr(media, "file_name", None)
+        or f"{stem}_{media.file_unique_id}{extension_for(mime or '')}"
+    )
+    return Attachment(
+        kind=kind, file_id=media.file_id, name=name, size=media.file_size, mime_type=mime
+    )

@@ -96,6 +96,7 @@ class TurnMedia:
         """The message with its files turned into what the model can use; never raises for
         a file (each failure is a notice and a note)."""
         lines = [user_text(inbound, context_lines)]
+        said = [inbound.text]  # the person's own words, transcripts included
         prepared = PreparedInput(text="")
         usable = bool(inbound.text.strip())
         for index, attachment in enumerate(inbound.attachments):
@@ -108,10 +109,12 @@ class TurnMedia:
                 heard = await self._speech(inbound, attachment, prepared)
                 if heard is not None:
                     lines.append(heard)
+                    said.append(heard)
                     usable = True
             else:
                 usable = True  # a document: the model can save and read it
-        if not prepared.images and self._refers_back(inbound):
+        sent_images = any(a.kind is AttachmentKind.IMAGE for a in inbound.attachments)
+        if not sent_images and self._refers_back("\n".join(said)):
             await self._earlier_images(inbound, history, prepared)
         prepared.text = "\n\n".join(line for line in lines if line.strip())
         if not usable and prepared.notices:
@@ -226,8 +229,9 @@ class TurnMedia:
             log.exception("attachment download crashed chat=%s", inbound.chat.address)
             raise AttachmentUnavailable(f"the download failed ({type(exc).__name__})") from None
 
-    def _refers_back(self, inbound: Inbound) -> bool:
-        return self._media.image_lookback_turns > 0 and bool(_REFERS.search(inbound.text))
+    def _refers_back(self, text: str) -> bool:
+        """Whether the message (a transcript included) points back at an image."""
+        return self._media.image_lookback_turns > 0 and bool(_REFERS.search(text))
 
     # -- speech -------------------------------------------------------------------------
 

@@ -14,16 +14,13 @@ import pytest
 
 from adapters.discord import DiscordAdapter
 from gateway.app import App
-from tests.fakes.discord import APP_ID, BOT_ID, GENERAL_ID, FakeDiscord, discord_section
+from tests.e2e.test_discord import FOLLOWUP, GENERAL, MENTION
+from tests.fakes.discord import GENERAL_ID, FakeDiscord, discord_section
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.harness import configured_gateway, gateway_settings
 from tests.media_samples import PDF, image_parts, jpeg, ogg_opus, png
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
-
-MENTION = f"<@{BOT_ID}>"
-GENERAL = rf"/channels/{GENERAL_ID}/messages"
-FOLLOWUP = rf"/webhooks/{APP_ID}/tok-\d+"
 
 
 @pytest.fixture

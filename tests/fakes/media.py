@@ -91,29 +91,26 @@ class MediaEndpoints:
         text = self.transcripts.popleft() if self.transcripts else self.default_transcript
         return web.json_response({"text": text})
 
-    async def _speech(self, request: web.Request) -> web.Response:
+    async def _json_call(self, path: str, request: web.Request) -> MediaCall:
         body = await request.json()
         call = MediaCall(
-            "/audio/speech",
+            path,
             {k: v for k, v in body.items() if isinstance(v, str)},
             body,
             authorization=request.headers.get("Authorization", ""),
         )
         self.calls.append(call)
+        return call
+
+    async def _speech(self, request: web.Request) -> web.Response:
+        call = await self._json_call("/audio/speech", request)
         failed = self._failure(call.path)
         if failed is not None:
             return failed
         return web.Response(body=self.speech, content_type="audio/ogg")
 
     async def _images(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        call = MediaCall(
-            "/images/generations",
-            {k: v for k, v in body.items() if isinstance(v, str)},
-            body,
-            authorization=request.headers.get("Authorization", ""),
-        )
-        self.calls.append(call)
+        call = await self._json_call("/images/generations", request)
         self._base = f"{request.scheme}://{request.host}{request.path.rsplit('/images/', 1)[0]}"
         failed = self._failure(call.path)
         if failed is not None:

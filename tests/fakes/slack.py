@@ -13,7 +13,6 @@ including 429 with Retry-After. The WebSocket at /link sends `hello`, takes enve
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import itertools
@@ -21,7 +20,6 @@ import json
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -30,9 +28,9 @@ import aiohttp
 from aiohttp import web
 
 from gateway.app import App
-from gateway.config import Settings
 from gateway.media.sniff import sniff
 from tests.fakes.server import LocalServer
+from tests.harness import configured_gateway
 
 SECRET = "test-signing-secret"
 BOT_TOKEN = "xoxb-test-token"
@@ -532,16 +530,8 @@ def payload_body(payload: dict[str, Any]) -> str:
 # -- a gateway with the Slack adapter ---------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def slack_gateway(settings: Settings) -> AsyncIterator[App]:
-    """The real App with the adapters its settings configure (Slack here), started."""
-    app = App(settings)
-    app.add_configured_adapters()
-    await app.start()
-    try:
-        yield app
-    finally:
-        await app.stop()
+# The real App with the adapters its settings configure (Slack here), started.
+slack_gateway = configured_gateway
 
 
 def events_url(app: App) -> str:
