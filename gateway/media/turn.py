@@ -44,7 +44,7 @@ _MAX_ATTACHMENTS = 10  # per message; more are noted but not fetched
 _REFERS = re.compile(
     r"\b(images?|pictures?|photos?|pics?|screenshots?|screen ?shots?|charts?|graphs?|"
     r"diagrams?|whiteboards?|drawings?|sketch(es)?|figures?|scans?|slides?|"
-    r"fotos?|bild(er)?|imagen(es)?|foto)\b",
+    r"fotos?|bild(er)?|imagen(es)?)\b",
     re.IGNORECASE,
 )
 
@@ -74,6 +74,8 @@ class PreparedInput:
 
 
 class TurnMedia:
+    """The turn's hooks: `prepare` before the model, `before_reply`, `after_reply`."""
+
     def __init__(
         self,
         *,
