@@ -24,6 +24,7 @@ from pydantic import (
     ValidationError,
     create_model,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -160,8 +161,70 @@ class ToolRule(Section):
     deny: list[str] = []
 
 
+class SandboxTerminalSettings(Section):
+    # When the gateway runs as root, sandboxed commands run as this unprivileged user.
+    user: str = "nobody"
+    # Extra host paths the sandbox sees read-only (a toolchain in /nix, /srv/data, ...).
+    ro_paths: list[Path] = []
+
+
+class LocalTerminalSettings(Section):
+    # When the gateway runs as root, commands run as this unprivileged user (required then:
+    # without it the local backend is not offered to a root gateway).
+    user: str = ""
+
+
+class SSHTerminalSettings(Section):
+    host: str = ""
+    user: str = ""  # empty: the gateway user's name
+    port: int = Field(default=22, ge=1, le=65535)
+    key_file: Path | None = None  # empty: ssh's default identities
+    remote_dir: str = ""  # commands run here (relative to the remote home when not absolute)
+    known_hosts: Path | None = None  # default ~/.ssh/known_hosts; unknown host keys are refused
+    connect_timeout: float = Field(default=10.0, gt=0)
+
+
+class DockerTerminalSettings(Section):
+    image: str = "python:3.12-slim"  # needs bash, coreutils' timeout, and python3 for code
+    cpus: float = Field(default=1.0, gt=0)
+    idle_seconds: float = Field(default=600.0, gt=0)  # a session's container is removed then
+    cli: str = "docker"  # the docker command (talks to the engine at DOCKER_HOST)
+
+
+class TerminalSettings(Section):
+    """Where shell commands and execute_code scripts run (tools/terminal/)."""
+
+    backend: Literal["sandbox", "local", "ssh", "docker"] = "sandbox"
+    network: bool = False  # sandbox and docker: off means no network at all, not even 127.0.0.1
+    # When the sandbox (or docker) cannot run here, fall back to the local backend instead of
+    # offering no shell at all.
+    allow_unsandboxed: bool = False
+    cpu_seconds: int = Field(default=120, ge=1)  # CPU time per process
+    memory_mb: int = Field(default=2048, ge=16)  # data segment per process (RLIMIT_DATA)
+    max_processes: int = Field(default=256, ge=8)  # processes of the user running commands
+    # Environment variables passed to commands besides PATH, HOME, LANG, LC_*, TERM, TZ, ...
+    env_passthrough: list[str] = []
+    # execute_code: wall time of a script (time spent in its tool calls is not counted).
+    code_timeout: float = Field(default=120.0, gt=0)
+    code_max_tool_calls: int = Field(default=50, ge=0)
+    # execute_code approval: auto asks unless the backend isolates (sandbox, docker).
+    code_approval: Literal["auto", "always", "never"] = "auto"
+    python: str = "python3"  # interpreter execute_code runs, found on the backend's PATH
+    sandbox: SandboxTerminalSettings = SandboxTerminalSettings()
+    local: LocalTerminalSettings = LocalTerminalSettings()
+    ssh: SSHTerminalSettings = SSHTerminalSettings()
+    docker: DockerTerminalSettings = DockerTerminalSettings()
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> TerminalSettings:
+        if self.backend == "ssh" and not self.ssh.host:
+            raise ValueError("backend 'ssh' needs tools.terminal.ssh.host")
+        return self
+
+
 class ToolsSettings(Section):
-    workspace: Path | None = None  # default {data_dir}/workspace
+    # Default: a sibling of data_dir ("~/.chatgate-workspace"), never inside it.
+    workspace: Path | None = None
     # Whose files the file tools see: "chat" gives each chat {workspace}/{platform}-{chat_id}/,
     # "user" each person in a chat {...}/u-{user_id}/, "shared" everybody the root itself.
     workspace_scope: Literal["shared", "chat", "user"] = "chat"
@@ -197,6 +260,7 @@ class ToolsSettings(Section):
     shell_extra_allow: list[str] = []
     shell_extra_ask: list[str] = []
     shell_extra_block: list[str] = []
+    terminal: TerminalSettings = TerminalSettings()
 
     @field_validator("shell_extra_allow", "shell_extra_ask", "shell_extra_block")
     @classmethod
@@ -219,6 +283,24 @@ class ToolsSettings(Section):
         return value
 
 
+class BrowserSettings(Section):
+    """Browser tools (tools/browser/): Chromium driven by Playwright, one context per session."""
+
+    enabled: bool = True  # false: the browser tools are never offered
+    # Empty: `chromium` (or chromium-browser, google-chrome) on PATH, else one Playwright installed.
+    executable_path: str = ""
+    headless: bool = True
+    extra_args: list[str] = []  # more Chromium switches, after the built-in ones
+    idle_seconds: float = Field(default=300.0, gt=0)  # a session's context closes after this
+    max_contexts: int = Field(default=4, ge=1)  # open at once; the least recently used goes first
+    # Ask a person before clicking or submitting something that looks like buy/pay/delete/send.
+    approve_actions: bool = True
+    navigation_timeout: float = Field(default=30.0, gt=0)  # seconds for a page to load
+    action_timeout: float = Field(default=10.0, gt=0)  # seconds for a click, typing, a select
+    max_snapshot_chars: int = Field(default=8000, ge=1000)  # page snapshot shown to the model
+    max_download_bytes: int = Field(default=50_000_000, ge=1)  # a larger download is deleted
+
+
 class AgentSettings(Section):
     system_prompt: str = ""  # extra instructions added to the built-in prompt
     max_iterations: int = Field(default=25, ge=1)
@@ -234,10 +316,14 @@ class RouterSettings(Section):
     busy_mode: Literal["queue", "interrupt"] = "queue"
     max_concurrent_turns: int = Field(default=512, ge=1)
     max_queued_per_session: int = Field(default=20, ge=1)
+    # Stored messages waiting across all sessions; past it new ones are refused with a reason.
+    max_pending_total: int = Field(default=100_000, ge=1)
     queue_notice: bool = True
     max_message_chars: int = Field(default=16_000, ge=100)
     dedupe_ttl: float = Field(default=3600.0, gt=0)
-    lease_ttl: float = Field(default=30.0, ge=3)
+    # A session's lease, renewed every third of it while its turn runs: a dead process's
+    # sessions are picked up by another within about this long.
+    lease_ttl: float = Field(default=5.0, ge=1, le=300)
     # Delay before the first typing indicator; fast answers need none.
     typing_delay: float = Field(default=0.8, ge=0)
 
@@ -324,6 +410,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     redis: RedisSettings = RedisSettings()
     tools: ToolsSettings = ToolsSettings()
+    browser: BrowserSettings = BrowserSettings()
     agent: AgentSettings = AgentSettings()
     router: RouterSettings = RouterSettings()
     sessions: SessionsSettings = SessionsSettings()
@@ -354,7 +441,12 @@ class Settings(BaseSettings):
 
     @property
     def workspace(self) -> Path:
-        return (self.tools.workspace or self.data_dir / "workspace").expanduser().resolve()
+        """`tools.workspace`, or `{data_dir}-workspace` beside the data directory: never inside
+        it, so a command in the workspace is not one `..` away from the store and secrets."""
+        if self.tools.workspace is not None:
+            return self.tools.workspace.expanduser().resolve()
+        data = self.data_dir.expanduser().resolve()
+        return data.with_name(f"{data.name}-workspace")
 
 
 class ConfigError(Exception):

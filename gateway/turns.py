@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -23,13 +24,14 @@ from gateway.llm.types import Message
 from gateway.media.content import user_content
 from gateway.media.turn import TurnMedia
 from gateway.memory import MemoryBook
-from gateway.messages import ChatRef, Inbound, Outbound, SentRef
+from gateway.messages import ChatRef, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.prompt import PromptSection, build_system_prompt
-from gateway.session_leases import LeaseHandle, TurnLease
+from gateway.session_leases import TurnLease
 from gateway.sessions import SessionKey
 from gateway.store.base import StoreUnavailable
+from gateway.store.inbox import Claimed
 from gateway.tasks import stop_task
 from gateway.tooling import ToolCatalog, ToolContext, ToolScope, ToolSpec
 
@@ -43,14 +45,23 @@ __all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator", "user_cont
 
 @dataclass(frozen=True)
 class TurnJob:
-    """One message that will run as a turn, as admission handed it to the session queue."""
+    """One stored message to run as a turn (gateway/store/inbox.py)."""
 
     inbound: Inbound
     key: SessionKey
-    turn_id: str
-    # The session's lease and stored history, when intake took them in its round trip.
-    lease: LeaseHandle | None = None
-    record: str | None = None
+    turn_id: str  # the stored message's id: the same on every run of this turn
+    attempt: int = 1  # above 1: an earlier run stopped with its process
+    reply: str | None = None  # that earlier run's reply record, when it was sent
+
+    @classmethod
+    def from_claimed(cls, claimed: Claimed) -> TurnJob:
+        return cls(
+            Inbound.model_validate_json(claimed.entry.payload),
+            SessionKey.parse(claimed.session),
+            claimed.entry.id,
+            claimed.attempt,
+            claimed.reply,
+        )
 
 
 # Platforms show "typing…" for about five seconds per call.
@@ -143,10 +154,7 @@ class TurnRunner:
         """
         inbound, key = job.inbound, job.key
         started = time.monotonic()
-        if lease.preloaded:
-            record = self._sessions.parse(lease.record)
-        else:
-            record = await self._sessions.load(key)
+        record = self._sessions.parse(lease.record)
         if record.is_new:
             notes = await self._memory.notes(inbound.chat, inbound.sender)
             record.system = build_system_prompt(
@@ -160,6 +168,8 @@ class TurnRunner:
         history = compact(
             [*record.messages, user_message], self._settings.agent.history_token_budget
         )
+        if job.reply is not None:
+            return await self._already_answered(job, lease, record, history)
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
         typing.start()
         outcome = TurnOutcome()
@@ -191,6 +201,8 @@ class TurnRunner:
                 f"{self._settings.agent.max_turn_seconds:.0f} s). Try a smaller request."
             )
         except asyncio.CancelledError:
+            if lease.handing_over:
+                raise  # the process is stopping: the message stays for another run
             outcome.cancelled = True
             history.append({"role": "assistant", "content": INTERRUPTED_NOTE})
             await asyncio.shield(self._save(key, record, history, lease))
@@ -203,7 +215,13 @@ class TurnRunner:
         if on_answering is not None:
             on_answering()
         await self._media.before_reply(inbound, prepared)
-        outcome.sent = await self._deliver(job, outcome.reply or outcome.error or "")
+        text = outcome.reply or outcome.error or ""
+        outcome.sent = await self._deliver(job, text)
+        if outcome.sent is not None:
+            try:
+                await lease.record_reply(outcome.sent, text)
+            except StoreUnavailable as exc:
+                log.error("reply not recorded session=%s error=%s", key, exc)
         if outcome.reply is not None and prepared.answer is None:
             await self._media.after_reply(inbound, prepared, outcome.reply)
         await self._save(key, record, history, lease)
@@ -229,6 +247,8 @@ class TurnRunner:
             turn_id=job.turn_id,
             message_id=inbound.message_id,
             attachments=inbound.attachments,
+            # A scheduled prompt was written by the model, not by a person this turn.
+            user_text=inbound.text if inbound.kind is InboundKind.USER else "",
             typing=typing,
         )
 
@@ -242,12 +262,27 @@ class TurnRunner:
             self._metrics.inc("deliveries_failed_total")
             return None
 
+    async def _already_answered(
+        self, job: TurnJob, lease: TurnLease, record: SessionRecord, history: list[Message]
+    ) -> TurnOutcome:
+        """A re-run of a turn whose reply went out before its process stopped: the reply is
+        not sent again; the conversation is saved with it and the turn marked done."""
+        assert job.reply is not None
+        sent = json.loads(job.reply)
+        text = str(sent.get("text", ""))
+        log.info("reply already sent; not sending again session=%s turn=%s", job.key, job.turn_id)
+        history.append({"role": "assistant", "content": text})
+        await self._save(job.key, record, history, lease)
+        message = SentRef(chat=job.inbound.chat, message_id=str(sent.get("message_id", "")))
+        return TurnOutcome(reply=text, sent=message)
+
     async def _save(
         self, key: SessionKey, record: SessionRecord, history: list[Message], lease: TurnLease
     ) -> None:
         record.messages = history
         record.turns += 1
+        encoded = self._sessions.encode(record)
         try:
-            await lease.commit(self._sessions.save_ops(key, record))
+            await lease.commit(self._sessions.save_ops(key, record, encoded), encoded)
         except StoreUnavailable as exc:
             log.error("history not saved session=%s error=%s", key, exc)
