@@ -19,7 +19,7 @@ from gateway.scheduler import Scheduler
 from gateway.secrets import secret_values
 from gateway.store.base import Store
 from gateway.tooling import ApprovalGate
-from tools.attachments import attachment_tools
+from tools.attachments import AttachmentFetcher, attachment_tools
 from tools.browser import browser_tool_specs
 from tools.clarify import ClarifyService
 from tools.code import code_tools
@@ -27,6 +27,7 @@ from tools.cron import cron_tools
 from tools.files import file_tools
 from tools.find import find_tools
 from tools.mcp.install import install_mcp_tools
+from tools.media import media_tools
 from tools.memory import memory_tools
 from tools.netguard import AddressGuard
 from tools.policy import ToolPolicy, check_policy
@@ -78,13 +79,14 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
         )
     )
     registry.extend(find_tools(workspace_for))
+    attachments = AttachmentFetcher(
+        services.outbox,
+        SessionStore(services.store),
+        max_bytes=min(cfg.attachment_max_bytes, settings.media.max_download_bytes),
+    )
+    registry.extend(attachment_tools(workspace_for, attachments))
     registry.extend(
-        attachment_tools(
-            workspace_for,
-            services.outbox,
-            SessionStore(services.store),
-            max_bytes=cfg.attachment_max_bytes,
-        )
+        media_tools(settings, services.outbox, workspace_for, attachments, services.closers)
     )
     terminal = build_backend(settings)
     services.closers.append(terminal.close)
