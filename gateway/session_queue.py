@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from gateway import keys
 from gateway.admission import Admission, Notifier, Status, Submission
 from gateway.config import RouterSettings
+from gateway.faults import crash_point
 from gateway.group_context import GroupContext
 from gateway.messages import UserRef
 from gateway.metrics import Metrics
@@ -253,6 +254,7 @@ class SessionQueue:
             result.claimed is not None,
         )
         future = self._waiters[admission.turn_id].future
+        crash_point("after_intake")
         if result.claimed is not None:
             self._started.add(result.claimed.owner)
             self._start(result.claimed)

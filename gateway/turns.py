@@ -18,6 +18,7 @@ from typing import Any
 from gateway.agent import Agent, TurnTimeout
 from gateway.channels import DeliveryError, Outbox
 from gateway.config import Settings
+from gateway.faults import crash_point
 from gateway.history import SessionRecord, SessionStore, compact
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
@@ -224,6 +225,7 @@ class TurnRunner:
                 log.error("reply not recorded session=%s error=%s", key, exc)
         if outcome.reply is not None and prepared.answer is None:
             await self._media.after_reply(inbound, prepared, outcome.reply)
+        crash_point("before_finish")
         await self._save(key, record, history, lease)
         self._metrics.observe("turn_seconds", time.monotonic() - started)
         self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
