@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -188,6 +189,19 @@ async def test_slacks_retry_after_a_kill_is_answered_once(
     survivor = await start_replica("survivor", tmp_path, env)
     doomed = await start_replica("doomed", tmp_path, env, crash_at="after_intake")
     try:
+        # `chatgate doctor` sees both replicas through their heartbeats.
+        await asyncio.sleep(1.0)
+        doctor = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "doctor",
+            env={**env, "CHATGATE_DATA_DIR": str(tmp_path / "doctor")},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        report = (await asyncio.wait_for(doctor.communicate(), 60))[0].decode()
+        assert "pass  replicas: 2 alive" in report, report
         event = {
             "type": "event_callback",
             "team_id": "T1",
