@@ -20,6 +20,8 @@ PLATFORMS = (
     "adapters.slack.plugin",
     "adapters.discord.plugin",
     "adapters.console.plugin",
+    "adapters.web.plugin",
+    "adapters.api.plugin",
 )
 
 

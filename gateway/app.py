@@ -56,7 +56,12 @@ from gateway.sessions import SessionKey, key_for
 from gateway.store import open_store
 from gateway.store.base import Store
 from gateway.turns import TurnRunner
+from gateway.web.console.site import AdminConsole
+from gateway.web.console.views import ConsoleParts
+from gateway.web.relay import ApprovalRelay
+from gateway.web.settings import WebSettings
 from tools.builtin import ToolServices, install_builtin_tools
+from tools.overview import tool_overview
 from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -154,7 +159,7 @@ class App:
             approvals=self.approvals,
             submit=self.admission.submit,
         )
-        install_builtin_tools(self.tools, self.tool_services)
+        self.tool_policy = install_builtin_tools(self.tools, self.tool_services)
         self.http = (
             HttpServer(settings.http.host, settings.http.port, self.metrics)
             if settings.http.enabled
@@ -163,7 +168,42 @@ class App:
         if self.http is not None:
             self.http.add_readiness_check("store", self._store_ready)
         self.adapters: list[Adapter] = []
+        # Approvals from API sessions go to the admins too (started when the API runs).
+        self.relay = ApprovalRelay(
+            store=self.store,
+            outbox=self.outbox,
+            approvals=self.approvals,
+            access=self.access,
+            admins=settings.access.admins,
+        )
+        self.relay.register(self.extensions)
+        self.console = self._console()
         self._started = False
+
+    def _console(self) -> AdminConsole | None:
+        """The operator console at /admin, when `[web]` has an operator token."""
+        web = getattr(self.settings, "web", None)
+        if not isinstance(web, WebSettings) or not web.console_enabled or self.http is None:
+            return None
+        parts = ConsoleParts(
+            settings=self.settings,
+            store=self.store,
+            instance_id=self.instance_id,
+            approvals=self.approvals,
+            scheduler=self.scheduler,
+            sessions=self.sessions,
+            metrics=self.metrics,
+            adapters=self.adapters,
+            info=tool_overview(
+                self.tools,
+                self.tool_policy,
+                self.settings,
+                lambda: [a.platform for a in self.adapters],
+            ),
+        )
+        console = AdminConsole(parts, web, queue=self.queue, memory=self.memory)
+        console.add_routes(self.http)
+        return console
 
     def _middlewares(self, context: GroupContext) -> list[Middleware]:
         """The admission chain, in order (ARCHITECTURE.md draws it)."""
@@ -235,6 +275,10 @@ class App:
             log.info("adapter started platform=%s", adapter.platform)
         if self.http is not None:
             await self.http.start()
+        if self.console is not None:
+            await self.console.start()
+        if self.outbox.has("api"):
+            self.relay.start()
         # After the adapters: expiring a request left by a dead process edits its message.
         await self.approvals.start()
         # Last: a job due at start is delivered through adapters that are already running.
@@ -249,6 +293,9 @@ class App:
             except Exception:
                 log.exception("adapter stop failed platform=%s", adapter.platform)
         await self.queue.stop()
+        await self.relay.stop()
+        if self.console is not None:
+            await self.console.stop()
         await self.approvals.stop()
         for close in self.tool_services.closers:
             try:

@@ -199,13 +199,43 @@ class ApprovalService:
         result = await self._decide(request_id.strip(), call.inbound.sender, chat, choice, reason)
         if result.error:
             return result.error
+        await self._edit_prompt(result)
+        return result.toast
+
+    async def decide_as_operator(
+        self, request_id: str, operator: UserRef, choice: Choice, reason: str = ""
+    ) -> tuple[bool, str]:
+        """A decision by someone the caller has already authorised from outside the request's
+        chat: an operator signed in to the web console (`web:<name>`), or an admin pressing a
+        prompt relayed to them. First decision wins as with a press; the prompt in the chat is
+        edited as after a button press. Returns (decided, the toast or why not)."""
+        if choice not in ("once", "session", "deny"):
+            return False, "This is not a valid decision."
+        request = await self._load(request_id)
+        if request is None:
+            return False, "This approval request is unknown or has expired."
+        result = await self._record(request, operator, choice, reason)
+        if result.error:
+            return False, result.error
+        await self._edit_prompt(result)
+        return True, result.toast
+
+    async def pending_requests(self) -> list[ApprovalRequest]:
+        """Requests waiting for a decision now (for the console), oldest first."""
+        found = []
+        for request_id in await self._store.hgetall(PENDING):
+            request = await self._load(request_id)
+            if request is not None:
+                found.append(request)
+        return sorted(found, key=lambda r: r.created)
+
+    async def _edit_prompt(self, result: _DecideResult) -> None:
         if result.request is not None and result.request.sent_ref is not None:
             with contextlib.suppress(Exception):
                 await self._outbox.edit(
                     result.request.sent_ref,
                     Outbound(chat=result.request.chat_ref, text=result.edit_text or ""),
                 )
-        return result.toast
 
     async def _decide(
         self, request_id: str, user: UserRef, chat: ChatRef, choice: Choice, reason: str
@@ -226,6 +256,12 @@ class ApprovalService:
             return _DecideResult(
                 error=f"Only {self._access.approvers_label(requester)} can decide on this."
             )
+        return await self._record(request, user, choice, reason)
+
+    async def _record(
+        self, request: ApprovalRequest, user: UserRef, choice: Choice, reason: str
+    ) -> _DecideResult:
+        """Write the one decision (a later one is refused) and close the request."""
         decision = Decision(choice, user.label, user.address, reason.strip())
         if not await self._answers.answer(request.id, decision.to_json()):
             current = await self._answers.current(request.id)

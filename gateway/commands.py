@@ -6,12 +6,40 @@ from gateway.access import AccessPolicy
 from gateway.extensions import Command, CommandCall, CommandReply, Extensions
 from gateway.history import SessionStore
 from gateway.memory import MemoryBook, MemoryScope
-from gateway.session_queue import SessionQueue
+from gateway.messages import ChatRef, UserRef
+from gateway.session_queue import SessionQueue, StopResult
+from gateway.sessions import SessionKey
 
 MODERATORS_ONLY = (
     "In a group, only an admin can use /{name}: it affects everyone's conversation here."
 )
 NOT_YOURS = "Only the person who asked, or an admin, can stop the request I am working on."
+
+
+async def new_conversation(
+    queue: SessionQueue, sessions: SessionStore, session: SessionKey
+) -> StopResult:
+    """/new: stop the session's running request, drop what waits, and clear its history."""
+    stopped = await queue.stop_session(session)
+    await sessions.clear(session)
+    return stopped
+
+
+async def forget_chat(
+    queue: SessionQueue,
+    sessions: SessionStore,
+    memory: MemoryBook,
+    session: SessionKey,
+    chat: ChatRef,
+    user: UserRef,
+) -> int:
+    """/forget: stop the session, delete every conversation of its chat and the chat's notes
+    (personal notes are kept); returns how many conversations were deleted."""
+    await queue.stop_session(session)
+    cleared = await sessions.clear_chat(session.chat_scope)
+    await sessions.clear(session)
+    await memory.forget_chat(chat, user)
+    return cleared
 
 
 def register_builtin_commands(
@@ -28,8 +56,7 @@ def register_builtin_commands(
         # A person's own session (isolation "user") is theirs to reset.
         if call.session.user_id is None and not moderates(call):
             return MODERATORS_ONLY.format(name=call.name)
-        stopped = await queue.stop_session(call.session)
-        await sessions.clear(call.session)
+        stopped = await new_conversation(queue, sessions, call.session)
         note = " (the running request was stopped)" if stopped.running_here else ""
         return f"Started a new conversation{note}. What can I do for you?"
 
@@ -79,10 +106,10 @@ def register_builtin_commands(
     async def forget(call: CommandCall) -> str | CommandReply:
         if not moderates(call):
             return MODERATORS_ONLY.format(name=call.name)
-        await queue.stop_session(call.session)
-        cleared = await sessions.clear_chat(call.session.chat_scope)
-        await sessions.clear(call.session)
-        await memory.forget_chat(call.inbound.chat, call.inbound.sender)
+        inbound = call.inbound
+        cleared = await forget_chat(
+            queue, sessions, memory, call.session, inbound.chat, inbound.sender
+        )
         offers = [offer for hook in extensions.forget_hooks if (offer := await hook(call))]
         return CommandReply(
             f"Forgot this chat: {max(cleared, 1)} conversation(s) and the chat's notes were "

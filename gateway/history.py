@@ -76,6 +76,7 @@ class SessionStore:
         batch = Batch().set(self._key(key), encoded)
         if record.turns <= 1:
             batch.hset(self._index(key.chat_scope), str(key), str(int(record.updated)))
+            batch.hset(keys.CHATS, key.chat_scope, str(int(record.updated)))
         return batch
 
     async def save(self, key: SessionKey, record: SessionRecord) -> None:
@@ -95,7 +96,17 @@ class SessionStore:
                 *(keys.session(k) for k in names), *(keys.approved_shapes(k) for k in names)
             )
         await self._store.delete(index)
+        await self._store.hdel(keys.CHATS, chat_scope)
         return len(names)
+
+    async def chats(self) -> dict[str, float]:
+        """Every chat with a saved session -> when its latest session began (the console)."""
+        return {scope: float(at) for scope, at in (await self._store.hgetall(keys.CHATS)).items()}
+
+    async def sessions_of(self, chat_scope: str) -> dict[str, float]:
+        """The chat's sessions (SessionKey text) -> when each began."""
+        index = await self._store.hgetall(self._index(chat_scope))
+        return {name: float(at) for name, at in index.items()}
 
 
 def estimate_tokens(messages: list[Message]) -> int:

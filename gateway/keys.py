@@ -40,6 +40,17 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     cron:fired:{job}:{slot}[:{what}]  value  a run slot (or its report) was claimed, once
     cron:running:{job}:{slot}         value  a run in progress
     {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
+    chats                             hash   chat scope -> when its first session began (console)
+    errors:recent                     list   recent warnings and errors of every replica (JSON)
+    web:session:{digest}              value  a signed-in browser (console or web chat; JSON)
+    web:signin:{client}:{minute}      value  sign-in attempts from one address this minute
+    web:link:{digest}                 value  a one-time web chat sign-in link -> user name
+    web:messages:{chat}               hash   message id -> a web chat or API message (JSON)
+    web:conversations:{user}          hash   conversation id -> title and times (JSON)
+    web:file:{id}                     value  a file uploaded to or sent in the web chat (JSON)
+    api:open:{session}                hash   message id -> API request: replies nobody has read
+    api:live:{request}                value  a client is waiting for this API request's answer
+    relayed:{approval id}             value  an API session's approval went to the admins
 
 Leases (`acquire_lease` names, their own namespace in the store):
 
@@ -47,7 +58,8 @@ Leases (`acquire_lease` names, their own namespace in the store):
     leader:{name}                     the one process that runs a singleton (polling, scheduler)
 
 Channels (`publish` / `listen`): `control` (stop a turn in another process),
-`{namespace}:answers` (a Rendezvous answer was written), `cron` (a job changed).
+`{namespace}:answers` (a Rendezvous answer was written), `cron` (a job changed),
+`web:events` / `api:events` (a web chat / API message was sent or edited).
 """
 
 from __future__ import annotations
@@ -60,6 +72,10 @@ APPROVALS_PENDING = "approvals:pending"
 APPROVALS_AUDIT = "approvals:audit"
 CRON_JOBS = "cron:jobs"
 CRON_STATE = "cron:state"
+CHATS = "chats"
+RECENT_ERRORS = "errors:recent"
+WEB_CHANNEL = "web:events"
+API_CHANNEL = "api:events"
 
 
 def session(key: SessionKey | str) -> str:
@@ -183,3 +199,42 @@ def session_lease(key: SessionKey | str) -> str:
 
 def leader(name: str) -> str:
     return f"leader:{name}"
+
+
+# -- the web console, web chat and API (gateway/web/, adapters/web/, adapters/api/) ---------
+
+
+def web_session(digest: str) -> str:
+    return f"web:session:{digest}"
+
+
+def web_signin(client: str, minute: int) -> str:
+    return f"web:signin:{client}:{minute}"
+
+
+def web_link(digest: str) -> str:
+    return f"web:link:{digest}"
+
+
+def web_messages(chat_address: str) -> str:
+    return f"web:messages:{chat_address}"
+
+
+def web_conversations(user_id: str) -> str:
+    return f"web:conversations:{user_id}"
+
+
+def web_file(file_id: str) -> str:
+    return f"web:file:{file_id}"
+
+
+def api_open(session: SessionKey | str) -> str:
+    return f"api:open:{session}"
+
+
+def api_live(request_id: str) -> str:
+    return f"api:live:{request_id}"
+
+
+def relayed(approval_id: str) -> str:
+    return f"relayed:{approval_id}"

@@ -239,6 +239,21 @@ class Scheduler:
         await self._changed(spec.id)
         return resumed
 
+    async def run_now(self, job_id: str, *, user: UserRef) -> JobSpec:
+        """Run a job once now, in this process, outside its schedule (the web console's "run
+        now"); its next scheduled run stays as it was. The run is logged like any other."""
+        spec = await self.book.get(job_id.strip())
+        if spec is None:
+            raise JobError(f"there is no job {job_id.strip()!r}")
+        if self._aps is None:
+            raise JobError("this process runs no jobs (scheduler.enabled = false)")
+        slot = utcnow()
+        if not await self.book.claim(spec.id, slot, self._instance, what="now"):
+            raise JobError(f"job {spec.id} was just started; wait for its run to finish")
+        log.info("job run now job=%s by=%s", spec.id, user.address)
+        self._spawn(spec, slot, RunAction.RUN, final=False)
+        return spec
+
     async def next_run_of(self, spec: JobSpec) -> datetime | None:
         return None if spec.paused else spec.due(await self.book.state(spec.id))
 

@@ -35,6 +35,8 @@ def _walk(node: object, key: str) -> Iterator[str]:
             yield from _walk(getattr(node, name), name)
     elif isinstance(node, Mapping):
         for name, value in node.items():
+            if isinstance(name, SecretStr):  # tables keyed by a secret (web.chat_tokens, api.keys)
+                yield name.get_secret_value()
             yield from _walk(value, str(name))
     elif isinstance(node, list | tuple):
         for value in node:

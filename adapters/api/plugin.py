@@ -1,0 +1,29 @@
+"""The OpenAI-compatible API as a platform plugin: `[api]` settings; on when a key is set."""
+
+from __future__ import annotations
+
+from adapters.api.adapter import PLATFORM, ApiAdapter
+from adapters.api.routes import ApiSite
+from adapters.api.settings import ApiSettings
+from gateway.channels import Adapter, AdapterContext
+from gateway.platforms import PlatformPlugin, PlatformUnavailable
+
+
+def _build(settings: ApiSettings, ctx: AdapterContext) -> Adapter:
+    if ctx.http is None:
+        raise PlatformUnavailable(
+            "the API needs the gateway's HTTP server; set http.enabled = true"
+        )
+    adapter = ApiAdapter(ctx.store)
+    ApiSite(adapter, settings, ctx).add_routes(ctx.http)
+    return adapter
+
+
+PLUGIN = PlatformPlugin(
+    name=PLATFORM,
+    title="OpenAI-compatible API",
+    settings=ApiSettings,
+    enabled=lambda s: bool(s.keys),
+    build=_build,
+    how_to_enable='CHATGATE_API__KEYS=\'{"sk-...": "name"}\' (the API at /v1)',
+)

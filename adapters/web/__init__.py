@@ -1,0 +1,1 @@
+"""The web chat: people talk to the agent in a browser at /chat (platform `web`)."""

@@ -1,0 +1,49 @@
+"""Files in the web chat, kept in the store so every replica can serve them and hand them to a
+turn: what people upload (the adapter's `FileSource`) and what the agent sends back."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from dataclasses import dataclass
+
+from gateway import keys
+from gateway.store.base import Store
+from gateway.web.transcript import KEEP_DAYS, FileRef
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    ref: FileRef
+    owner: str  # the web chat user who may fetch it
+    data: bytes
+
+
+class WebFiles:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def put(self, owner: str, name: str, mime_type: str, data: bytes) -> FileRef:
+        ref = FileRef(id=secrets.token_urlsafe(16), name=name, mime_type=mime_type, size=len(data))
+        record = {
+            "owner": owner,
+            "name": name,
+            "mime_type": mime_type,
+            "data": base64.b64encode(data).decode(),
+        }
+        await self._store.set(keys.web_file(ref.id), json.dumps(record), ttl=KEEP_DAYS * 86400)
+        return ref
+
+    async def get(self, file_id: str) -> StoredFile | None:
+        if not file_id or len(file_id) > 64:
+            return None
+        raw = await self._store.get(keys.web_file(file_id))
+        if raw is None:
+            return None
+        record = json.loads(raw)
+        data = base64.b64decode(record["data"])
+        ref = FileRef(
+            id=file_id, name=record["name"], mime_type=record["mime_type"], size=len(data)
+        )
+        return StoredFile(ref, record["owner"], data)

@@ -1,0 +1,1 @@
+"""The operator console at /admin: sign-in, live pages, approvals, jobs and conversations."""

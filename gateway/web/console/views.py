@@ -1,0 +1,252 @@
+"""What each console page shows, read from the store and the running parts: plain data for the
+templates (gateway/web/templates/parts/), gathered fresh for every render and live update."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gateway import keys
+from gateway.approvals import AUDIT, ApprovalService
+from gateway.channels import Adapter
+from gateway.config import Settings
+from gateway.history import SessionStore
+from gateway.llm.types import Message
+from gateway.metrics import Metrics
+from gateway.scheduler import Scheduler
+from gateway.scheduling.jobs import JobSpec
+from gateway.scheduling.times import local_time
+from gateway.sessions import SessionKey
+from gateway.store.base import Store
+from gateway.web.console.errors import RecentErrors
+from gateway.web.console.health import LLMHealth
+from gateway.web.info import InfoSource
+
+AUDIT_SHOWN = 100
+CHATS_SHOWN = 100
+TOOL_OUTPUT_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class ConsoleParts:
+    """The running gateway, as the console reads it (built by the composition root)."""
+
+    settings: Settings
+    store: Store
+    instance_id: str
+    approvals: ApprovalService
+    scheduler: Scheduler
+    sessions: SessionStore
+    metrics: Metrics
+    adapters: list[Adapter]
+    info: InfoSource
+
+
+class Views:
+    def __init__(self, parts: ConsoleParts, errors: RecentErrors, health: LLMHealth) -> None:
+        self._p = parts
+        self._errors = errors
+        self._health = health
+
+    async def data(self, page: str, query: Mapping[str, str]) -> dict[str, Any]:
+        loader = getattr(self, f"_{page}")
+        result: dict[str, Any] = await loader(query)
+        return result
+
+    # -- overview -----------------------------------------------------------------------------
+
+    async def _overview(self, query: Mapping[str, str]) -> dict[str, Any]:
+        p = self._p
+        now = time.time()
+        fresh = max(3 * p.settings.router.lease_ttl, 15)
+        replicas = []
+        for instance, raw in sorted((await p.store.hgetall(keys.REPLICAS)).items()):
+            beat = json.loads(raw)
+            age = now - float(beat.get("ts", 0))
+            replicas.append(
+                {
+                    "id": instance,
+                    "here": instance == p.instance_id,
+                    "alive": age <= fresh,
+                    "beat": float(beat.get("ts", 0)),
+                    "sessions": int(beat.get("sessions", 0)),
+                }
+            )
+        replicas.sort(key=lambda r: (not r["alive"], r["id"]))
+        pending, waited = await p.store.inbox_stats()
+        leader = await p.store.lease_owner(keys.leader("scheduler"))
+        m = p.metrics
+        return {
+            "replicas": replicas,
+            "adapters": [_adapter_row(a) for a in p.adapters],
+            "queue": {
+                "pending": pending,
+                "waited": waited,
+                "messages": sum(
+                    m.counter("messages_total", platform=a.platform) for a in p.adapters
+                ),
+                "turns_ok": m.counter("turns_total", status="ok"),
+                "turns_error": m.counter("turns_total", status="error"),
+                "refused": sum(
+                    m.counter("refused_total", reason=r)
+                    for r in ("access", "rate", "queue_full", "overloaded", "store")
+                ),
+                "scheduler_leader": (leader or "").split(":")[0] or "none",
+                "approvals_pending": len(await p.store.hgetall(keys.APPROVALS_PENDING)),
+            },
+            "llm": self._health.snapshot(),
+            "llm_where": f"{self._health.base_url} ({self._health.model})",
+            "errors": await self._errors.recent(30),
+        }
+
+    # -- approvals ------------------------------------------------------------------------------
+
+    async def _approvals(self, query: Mapping[str, str]) -> dict[str, Any]:
+        p = self._p
+        pending = await p.approvals.pending_requests()
+        outcome = query.get("outcome", "")
+        text = query.get("q", "").strip().lower()
+        entries = [json.loads(raw) for raw in await p.store.list_range(AUDIT)]
+        shown = []
+        for entry in reversed(entries):
+            if outcome and entry.get("outcome") != outcome:
+                continue
+            if text and text not in json.dumps(entry, ensure_ascii=False).lower():
+                continue
+            shown.append(entry)
+            if len(shown) >= AUDIT_SHOWN:
+                break
+        return {
+            "pending": pending,
+            "audit": shown,
+            "audit_total": len(entries),
+            "filters": {"outcome": outcome, "q": query.get("q", "")},
+        }
+
+    # -- scheduler ------------------------------------------------------------------------------
+
+    async def _scheduler(self, query: Mapping[str, str]) -> dict[str, Any]:
+        jobs = []
+        for spec, state in await self._p.scheduler.jobs(None):
+            due = None if spec.paused else spec.due(state)
+            jobs.append({"spec": spec, "next": due, "local": _local(due, spec)})
+        return {"jobs": jobs}
+
+    async def _job(self, query: Mapping[str, str]) -> dict[str, Any]:
+        job_id = query.get("key", "")
+        book = self._p.scheduler.book
+        spec: JobSpec | None = await book.get(job_id)
+        state = await book.state(job_id) if spec else None
+        runs = list(reversed(await book.runs(job_id)))
+        due = None if spec is None or spec.paused or state is None else spec.due(state)
+        return {
+            "job_id": job_id,
+            "spec": spec,
+            "next": due,
+            "local": _local(due, spec),
+            "runs": runs,
+        }
+
+    # -- conversations ----------------------------------------------------------------------------
+
+    async def _conversations(self, query: Mapping[str, str]) -> dict[str, Any]:
+        sessions = self._p.sessions
+        platform = query.get("platform", "")
+        text = query.get("q", "").strip().lower()
+        chats = sorted((await sessions.chats()).items(), key=lambda kv: -kv[1])
+        platforms = sorted({scope.split(":", 1)[0] for scope, _ in chats})
+        rows = []
+        for scope, _began in chats:
+            if platform and not scope.startswith(f"{platform}:"):
+                continue
+            if text and text not in scope.lower():
+                continue
+            found = []
+            for name, began in sorted((await sessions.sessions_of(scope)).items()):
+                record = await sessions.load(SessionKey.parse(name))
+                found.append(
+                    {
+                        "key": name,
+                        "began": began,
+                        "updated": record.updated if not record.is_new else None,
+                        "turns": record.turns,
+                        "messages": len(record.messages),
+                        "tokens": record.prompt_tokens + record.completion_tokens,
+                    }
+                )
+            if found:
+                rows.append({"scope": scope, "sessions": found})
+            if len(rows) >= CHATS_SHOWN:
+                break
+        return {
+            "chats": rows,
+            "platforms": platforms,
+            "filters": {"platform": platform, "q": query.get("q", "")},
+        }
+
+    async def _conversation(self, query: Mapping[str, str]) -> dict[str, Any]:
+        name = query.get("key", "")
+        key = SessionKey.parse(name) if name.count(":") >= 1 else None
+        record = await self._p.sessions.load(key) if key is not None else None
+        return {
+            "session": name,
+            "known": record is not None and not record.is_new,
+            "record": record,
+            "entries": [_entry(m) for m in record.messages] if record is not None else [],
+        }
+
+    # -- tools --------------------------------------------------------------------------------
+
+    async def _tools(self, query: Mapping[str, str]) -> dict[str, Any]:
+        return {"tables": self._p.info()}
+
+
+def _local(due: datetime | None, spec: JobSpec | None) -> str:
+    return "" if due is None or spec is None else local_time(due, spec.schedule.tz)
+
+
+def _adapter_row(adapter: Adapter) -> dict[str, Any]:
+    describe = getattr(adapter, "state", None)
+    state = describe() if callable(describe) else "running"
+    caps = adapter.capabilities
+    features = [
+        name
+        for name, on in (
+            ("edits", caps.can_edit),
+            ("buttons", caps.buttons),
+            ("threads", caps.threads),
+            ("files", caps.max_upload_bytes > 0),
+        )
+        if on
+    ]
+    return {"platform": adapter.platform, "state": str(state), "features": ", ".join(features)}
+
+
+def _entry(message: Message) -> dict[str, Any]:
+    """One history message for the conversation page: who, text, tool calls."""
+    content = message.get("content")
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            else:
+                parts.append(f"[{part.get('type', 'part') if isinstance(part, dict) else 'part'}]")
+        text = "\n".join(parts)
+    else:
+        text = str(content or "")
+    role = str(message.get("role", ""))
+    if role == "tool" and len(text) > TOOL_OUTPUT_CHARS:
+        text = text[:TOOL_OUTPUT_CHARS] + f"\n… ({len(text) - TOOL_OUTPUT_CHARS:,} more characters)"
+    calls = [
+        {
+            "name": call.get("function", {}).get("name", ""),
+            "arguments": call.get("function", {}).get("arguments", ""),
+        }
+        for call in message.get("tool_calls") or ()
+    ]
+    return {"role": role, "text": text, "calls": calls}

@@ -1,0 +1,121 @@
+"""A gateway with the web console, web chat and API on a real port, and a headless Chromium to
+drive them: for the web tests and the README's screenshots (docs/screenshots.py)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gateway.app import App
+from gateway.config import BrowserSettings, Settings
+from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
+from tests.harness import gateway_settings
+from tools.browser import find_chromium
+
+ADMIN_TOKEN = "admin-token-for-tests-0123456789"
+OPERATOR_TOKEN = "operator-token-for-tests-98765"
+ALICE_TOKEN = "alice-chat-token-for-tests-555"
+API_KEY = "sk-test-bob-0123456789abcdef"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def web_settings(tmp_path: Path, llm_url: str, **sections: Any) -> Settings:
+    """Settings with an HTTP port of its own, an admin and an operator, alice in the web chat,
+    bob on the API; sections merge in (as in tests.harness.gateway_settings)."""
+    base: dict[str, Any] = {
+        "http": {"enabled": True, "port": 0},
+        "web": {
+            "admin_token": ADMIN_TOKEN,
+            "operators": {"carol": OPERATOR_TOKEN},
+            "chat_tokens": {ALICE_TOKEN: "alice"},
+        },
+        "api": {"keys": {API_KEY: "bob"}},
+    }
+    for name, values in sections.items():
+        if isinstance(values, dict) and isinstance(base.get(name), dict):
+            base[name] = {**base[name], **values}
+        else:
+            base[name] = values
+    return gateway_settings(tmp_path, llm_url, **base)
+
+
+@contextlib.asynccontextmanager
+async def web_gateway(settings: Settings) -> AsyncIterator[App]:
+    """The real App with its configured platforms (web, api) on a free port."""
+    app = App(settings)
+    app.add_configured_adapters()
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
+def base_url(app: App) -> str:
+    assert app.http is not None
+    return f"http://127.0.0.1:{app.http.port}"
+
+
+def web_chat(user: str, conversation: str) -> ChatRef:
+    return ChatRef(platform="web", chat_id=user, thread_id=conversation, kind=ChatKind.DIRECT)
+
+
+def web_message(user: str, conversation: str, text: str, event: str) -> Inbound:
+    """A message as the web chat submits it (for tests that drive the console, not the chat)."""
+    return Inbound(
+        event_id=f"web:{user}:{event}",
+        chat=web_chat(user, conversation),
+        sender=UserRef(platform="web", user_id=user, display_name=user),
+        text=text,
+        mentioned=True,
+        session=f"web:{user}:t{conversation}",
+    )
+
+
+@dataclass
+class Browser:
+    """One Chromium for a test module; each test takes fresh contexts (cookies) from it."""
+
+    playwright: Any
+    chromium: Any
+
+    async def context(self, **options: Any) -> Any:
+        return await self.chromium.new_context(**options)
+
+
+@contextlib.asynccontextmanager
+async def chromium() -> AsyncIterator[Browser]:
+    from playwright.async_api import async_playwright
+
+    found = find_chromium(BrowserSettings())
+    playwright = await async_playwright().start()
+    try:
+        browser = await playwright.chromium.launch(
+            executable_path=found.path, headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            yield Browser(playwright, browser)
+        finally:
+            await browser.close()
+    finally:
+        await playwright.stop()
+
+
+async def sign_in(page: Any, url: str, token: str) -> None:
+    """Fill the one password field of a sign-in page and submit it."""
+    await page.goto(url)
+    await page.fill("input[name=token]", token)
+    await page.click("button[type=submit]")
+    await page.wait_for_load_state()
