@@ -19,6 +19,7 @@ from gateway.channels import Capabilities, DeliveryError
 from gateway.messages import ChatKind, ChatRef, Outbound, SentRef, UserRef
 from gateway.sessions import SessionKey
 from gateway.store.base import Store
+from gateway.web.pages import Streams
 from gateway.web.transcript import ChatMessage, LiveHub, MessageLog, new_id
 
 PLATFORM = "api"
@@ -69,11 +70,13 @@ class ApiAdapter:
         self.messages = MessageLog(store, keep=200)
         self.hub = LiveHub(store, keys.API_CHANNEL)
         self.waiting = 0  # requests waiting in this process now
+        self.streams = Streams()  # their handlers, ended when the gateway stops
 
     async def start(self) -> None:
         await self.hub.start()
 
     async def stop(self) -> None:
+        await self.streams.close()
         await self.hub.stop()
 
     def state(self) -> str:

@@ -21,7 +21,7 @@ from gateway.web.transcript import ChatMessage
 POLL = 0.5  # seconds between looks at the store while a turn runs
 LIVE_TTL = 30.0  # the "a client waits" mark lapses this long after its request stopped waiting
 
-Ended = Literal["done", "approval", "question", "timeout"]
+Ended = Literal["done", "approval", "question", "timeout", "gone"]
 
 
 def is_approval(message: ChatMessage) -> bool:
@@ -86,6 +86,7 @@ class TurnWatch:
     seen: Callable[[ChatMessage], Awaitable[None]]
     approval_wait: Literal["wait", "pending"]
     timeout: float
+    client_gone: Callable[[], bool] = lambda: False
     _states: dict[str, ChatMessage] = field(default_factory=dict)
 
     async def wait(self) -> Ended:
@@ -106,6 +107,8 @@ class TurnWatch:
                 stop = self._needs_person()
                 if stop is not None:
                     return stop
+                if self.client_gone():
+                    return "gone"
                 if now - checked >= POLL:
                     checked = now
                     if self.done.done() or not await self._stored():

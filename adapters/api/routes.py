@@ -36,6 +36,7 @@ from gateway.channels import AdapterContext
 from gateway.history import SessionStore
 from gateway.messages import Inbound
 from gateway.web.auth import same
+from gateway.web.pages import gone
 from gateway.web.transcript import ChatMessage
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,8 @@ class ApiSite:
     def _errors(self, handler: Any) -> Any:
         async def wrapped(request: web.Request) -> web.StreamResponse:
             try:
-                response: web.StreamResponse = await handler(request)
+                with self._adapter.streams.track():
+                    response: web.StreamResponse = await handler(request)
                 return response
             except ApiError as exc:
                 return exc.response()
@@ -151,7 +153,10 @@ class ApiSite:
             reply = _Reply(model, where, earlier, stream)
             if stream:
                 await reply.open(request, conversation)
-            ended = await self._follow(submission, where, reply)
+            ended = await self._follow(submission, where, reply, request)
+            if ended == "gone":  # nobody to answer: it all stays unread for the next reply
+                reply = None
+                raise ApiError(499, "The client closed the connection.", "client_closed")
             earlier_now = await take_unread(self._adapter, self._store, where)
             await reply.finish(ended, earlier_now)
             after = await self._sessions.load(where.session)
@@ -167,7 +172,9 @@ class ApiSite:
             self._adapter.waiting -= 1
             await self._let_go(where, reply)
 
-    async def _follow(self, submission: Submission, where: RequestChat, reply: _Reply) -> str:
+    async def _follow(
+        self, submission: Submission, where: RequestChat, reply: _Reply, request: web.Request
+    ) -> str:
         """Wait for what the submission started; returns how the wait ended."""
         if submission.status is Status.COMMAND:
             for message in await self._adapter.messages.all(where.chat.address):
@@ -186,6 +193,7 @@ class ApiSite:
             seen=reply.seen,
             approval_wait=self._settings.approval_wait,
             timeout=self._settings.timeout_seconds,
+            client_gone=lambda: gone(request),
         )
         return await watch.wait()
 

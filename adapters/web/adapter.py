@@ -19,6 +19,7 @@ from gateway.channels import AttachmentTooLarge, AttachmentUnavailable, Capabili
 from gateway.media.sniff import WEB_IMAGES
 from gateway.messages import Button, ChatKind, ChatRef, Outbound, SentRef, UserRef
 from gateway.store.base import Store
+from gateway.web.pages import Streams
 from gateway.web.transcript import ChatMessage, LiveHub, MessageLog, new_id
 
 PLATFORM = "web"
@@ -57,11 +58,13 @@ class WebAdapter:
         self.files = WebFiles(store)
         self.conversations = Conversations(store)
         self.watching = 0  # browsers connected to this process now
+        self.streams = Streams()  # their event streams, ended when the gateway stops
 
     async def start(self) -> None:
         await self.hub.start()
 
     async def stop(self) -> None:
+        await self.streams.close()
         await self.hub.stop()
 
     def state(self) -> str:

@@ -24,7 +24,14 @@ from gateway.messages import Attachment, ButtonPress, Inbound, SentRef
 from gateway.sessions import SessionKey
 from gateway.web import auth
 from gateway.web.auth import BrowserSession
-from gateway.web.pages import SECURITY_HEADERS, Templates, page, redirect, static_handler
+from gateway.web.pages import (
+    SECURITY_HEADERS,
+    Templates,
+    gone,
+    page,
+    redirect,
+    static_handler,
+)
 from gateway.web.settings import WebSettings
 from gateway.web.transcript import ChatMessage, new_id
 
@@ -34,6 +41,7 @@ ROOT = "/chat"
 COOKIE = "chatgate_chat"
 HERE = Path(__file__).parent
 KEEPALIVE = 15.0
+CHECK_EVERY = 1.0  # seconds between looks at whether the browser is still there
 MAX_FILES = 10
 
 
@@ -196,21 +204,25 @@ class WebChatSite:
         await response.prepare(request)
         self._adapter.watching += 1
         # Subscribe first, then read the store: nothing sent in between is missed.
-        with self._adapter.hub.subscribe(live_key(user)) as events:
+        with self._adapter.streams.track(), self._adapter.hub.subscribe(live_key(user)) as events:
             try:
                 messages: list[ChatMessage] = []
                 if conversation:
                     messages = await self._adapter.messages.all(chat_of(user, conversation).address)
                 snapshot = {"conversation": conversation, "messages": [view(m) for m in messages]}
                 await response.write(_sse("snapshot", snapshot))
-                while True:
+                quiet = 0.0
+                while not gone(request):
                     try:
-                        event = await asyncio.wait_for(events.get(), KEEPALIVE)
+                        event = await asyncio.wait_for(events.get(), CHECK_EVERY)
                     except TimeoutError:
-                        if await self._signed_in(request) is None:
-                            await response.write(_sse("signedout", {}))
-                            break
-                        await response.write(b": keepalive\n\n")
+                        quiet += CHECK_EVERY
+                        if quiet >= KEEPALIVE:
+                            quiet = 0.0
+                            if await self._signed_in(request) is None:
+                                await response.write(_sse("signedout", {}))
+                                break
+                            await response.write(b": keepalive\n\n")
                         continue
                     await response.write(_sse(str(event.get("type", "message")), event))
             except (ConnectionResetError, asyncio.CancelledError):

@@ -7,9 +7,11 @@ served by the gateway itself, and the Content-Security-Policy allows nothing els
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import mimetypes
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,37 @@ def static_handler(folders: Iterable[Path]) -> Any:
         return web.Response(body=path.read_bytes(), content_type=kind, headers=headers)
 
     return serve
+
+
+class Streams:
+    """The event streams open in this process, so stopping the gateway ends them at once
+    instead of waiting for each browser to go away."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @contextlib.contextmanager
+    def track(self) -> Iterator[None]:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            yield
+        finally:
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def close(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def gone(request: web.Request) -> bool:
+    """The browser closed the connection (aiohttp does not cancel the handler for it)."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 def ago(ts: float | None) -> str:

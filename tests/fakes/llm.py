@@ -123,6 +123,13 @@ class ScriptedLLM(LocalServer):
         """Script the next answers, consumed in order by successive completion requests."""
         self._script.extend(replies)
 
+    def reset(self, responder: Responder | None = None) -> None:
+        """Forget the script and what was asked (a server shared by several tests)."""
+        self._script.clear()
+        self.requests.clear()
+        self.request_headers.clear()
+        self.responder = responder or echo
+
     @property
     def pending(self) -> int:
         """Scripted replies not yet used."""

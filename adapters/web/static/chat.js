@@ -209,5 +209,6 @@
     event.preventDefault();
     switchTo(link.getAttribute("data-id"));
   });
+  if (current) history.replaceState(null, "", root + "?c=" + encodeURIComponent(current));
   connect();
 })();

@@ -30,7 +30,16 @@ from gateway.web.auth import BrowserSession
 from gateway.web.console.errors import RecentErrors
 from gateway.web.console.health import LLMHealth
 from gateway.web.console.views import ConsoleParts, Views
-from gateway.web.pages import SECURITY_HEADERS, Templates, leave, page, redirect, static_handler
+from gateway.web.pages import (
+    SECURITY_HEADERS,
+    Streams,
+    Templates,
+    gone,
+    leave,
+    page,
+    redirect,
+    static_handler,
+)
 from gateway.web.settings import WebSettings, check_name
 
 log = logging.getLogger(__name__)
@@ -87,6 +96,7 @@ class AdminConsole:
         self._errors = RecentErrors(parts.store, parts.instance_id, secret_values(parts.settings))
         self._health = LLMHealth(parts.settings.llm)
         self._views = Views(parts, self._errors, self._health)
+        self._streams = Streams()
 
     def add_routes(self, http: Any) -> None:
         """Register on the gateway's HttpServer (before it starts)."""
@@ -113,6 +123,7 @@ class AdminConsole:
         self._errors.start()
 
     async def stop(self) -> None:
+        await self._streams.close()
         await self._errors.stop()
         await self._health.close()
 
@@ -278,8 +289,11 @@ class AdminConsole:
         sent: dict[str, str] = {}
         quiet = 0.0
         here = query.pop("here", ROOT)
-        with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
-            while True:
+        with (
+            self._streams.track(),
+            contextlib.suppress(ConnectionResetError, asyncio.CancelledError),
+        ):
+            while not gone(request):
                 current = await self._sessions.get(cookie, "operator")
                 if current is None:
                     await response.write(_event("signedout", {}))
@@ -293,7 +307,7 @@ class AdminConsole:
                         await response.write(_event("part", {"name": part, "html": html}))
                         wrote = True
                 quiet = 0.0 if wrote else quiet + LIVE_EVERY
-                if quiet >= KEEPALIVE:  # finds a closed connection, keeps proxies from timing out
+                if quiet >= KEEPALIVE:  # keeps proxies from timing the stream out
                     await response.write(b": keepalive\n\n")
                     quiet = 0.0
                 await asyncio.sleep(LIVE_EVERY)

@@ -1,0 +1,318 @@
+"""The operator console in a real headless Chromium against a running gateway: sign-in, a
+wrong token, approving and denying real shell commands, pausing and resuming a job, forgetting
+a conversation, an expiring session, CSRF, and sign-in links for the web chat.
+
+One gateway, one scripted LLM and one browser serve the module; each test signs in afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from gateway.app import App
+from gateway.approvals import AUDIT
+from gateway.config import BrowserSettings
+from gateway.messages import UserRef
+from gateway.scheduling.jobs import JobKind
+from gateway.sessions import SessionKey
+from tests.fakes.llm import Reply, ScriptedLLM, tool_results
+from tests.web_kit import (
+    ADMIN_TOKEN,
+    OPERATOR_TOKEN,
+    Browser,
+    base_url,
+    chromium,
+    sign_in,
+    web_chat,
+    web_gateway,
+    web_message,
+    web_settings,
+)
+from tools.browser import ChromiumMissing, find_chromium
+from tools.workspaces import Workspaces
+
+try:
+    find_chromium(BrowserSettings())
+except ChromiumMissing as exc:  # tests/run.sh installs it; elsewhere say why nothing ran
+    pytest.skip(f"web console tests need Chromium and Playwright: {exc}", allow_module_level=True)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+
+@dataclass
+class Site:
+    app: App
+    llm: ScriptedLLM
+    url: str
+    browser: Browser
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
+    tmp = tmp_path_factory.mktemp("console")
+    async with ScriptedLLM() as llm:
+        settings = web_settings(tmp, llm.url, approvals={"timeout_seconds": 60})
+        async with web_gateway(settings) as app, chromium() as browser:
+            yield Site(app, llm, base_url(app), browser)
+
+
+@pytest.fixture(autouse=True)
+def fresh_llm(site: Site) -> None:
+    site.llm.reset()
+
+
+async def admin_page(site: Site, token: str = ADMIN_TOKEN) -> Any:
+    context = await site.browser.context()
+    page = await context.new_page()
+    await sign_in(page, f"{site.url}/admin/login", token)
+    return page
+
+
+def build_dir(app: App, user: str) -> Path:
+    """The workspace folder of a web chat user, where their shell commands run."""
+    settings = app.settings
+    folder = Workspaces(settings.workspace, settings.tools.workspace_scope).folder(
+        web_chat(user, "-")
+    )
+    path = settings.workspace.joinpath(*folder, "build")
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "out.o").write_text("object")
+    return path
+
+
+async def pending_id(app: App) -> str:
+    for _ in range(250):
+        requests = await app.approvals.pending_requests()
+        if requests:
+            return requests[-1].id
+        await asyncio.sleep(0.02)
+    raise AssertionError("no approval request was made")
+
+
+async def test_every_page_needs_sign_in_and_a_wrong_token_is_refused(site: Site) -> None:
+    context = await site.browser.context()
+    page = await context.new_page()
+    for path in ("/admin", "/admin/approvals", "/admin/scheduler/x", "/admin/conversations"):
+        await page.goto(site.url + path)
+        assert page.url == f"{site.url}/admin/login", path
+        assert await page.locator("input[type=password]").count() == 1
+    events = await page.request.get(f"{site.url}/admin/events?page=overview")
+    assert events.status == 401
+    await page.fill("input[name=token]", "not-the-token-at-all-000")
+    async with page.expect_response(f"{site.url}/admin/login") as answer:
+        await page.click("button[type=submit]")
+    assert (await answer.value).status == 403
+    assert "That token is not valid." in await page.inner_text(".error")
+    await page.fill("input[name=token]", ADMIN_TOKEN)
+    await page.click("button[type=submit]")
+    await page.wait_for_url(f"{site.url}/admin")
+    assert await page.inner_text("h1") == "Overview"
+    replicas = await page.inner_text("[data-part=replicas]")
+    assert site.app.instance_id in replicas and "alive" in replicas
+    platforms = await page.inner_text("[data-part=adapters]")
+    assert "web" in platforms and "api" in platforms
+    [cookie] = [c for c in await context.cookies() if c["name"] == "chatgate_admin"]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/admin"
+    assert 11.9 * 3600 < cookie["expires"] - time.time() <= 12 * 3600
+    # The token itself is nowhere on the page.
+    assert ADMIN_TOKEN not in await page.content()
+    await context.close()
+
+
+async def test_approve_a_shell_command_from_the_console(site: Site) -> None:
+    app, llm = site.app, site.llm
+    build = build_dir(app, "alice")
+    page = await admin_page(site)
+    await page.goto(f"{site.url}/admin/approvals")
+    assert "Nothing waits for approval." in await page.inner_text("[data-part=pending]")
+    llm.push(Reply.call("shell", command="rm -rf build"), Reply.text("Cleaned up."))
+    turn = await app.admission.submit(web_message("alice", "c1", "clean the build", "a1"))
+    request_id = await pending_id(app)
+    # The page shows the request without a reload (live update).
+    request = page.locator(f"#request-{request_id}")
+    await request.wait_for()
+    text = await request.inner_text()
+    assert "rm -rf build" in text and "web:alice" in text and "expires" in text
+    assert build.exists()
+    await request.get_by_role("button", name="Approve once").click()
+    await page.wait_for_selector(".flash")
+    assert f"{request_id}: Approved." in await page.inner_text(".flash")
+    outcome = await asyncio.wait_for(turn.done, 30)
+    assert outcome.reply == "Cleaned up."
+    assert not build.exists()  # the command ran
+    assert "[exit code 0]" in tool_results(llm.requests[-1])[0]
+    # The prompt in the chat was edited as after a button press: outcome shown, buttons gone.
+    web = app.outbox.adapter("web")
+    messages = await web.messages.all("web:alice/c1")  # type: ignore[attr-defined]
+    prompt = next(m for m in messages if "rm -rf build" in m.text)
+    assert prompt.text.startswith("Approved by admin.") and prompt.buttons == []
+    audit = json.loads((await app.store.list_range(AUDIT))[-1])
+    assert audit["id"] == request_id and audit["outcome"] == "once" and audit["by"] == "web:admin"
+    await page.goto(f"{site.url}/admin/approvals")
+    assert "web:admin" in await page.inner_text("[data-part=audit]")
+    await page.context.close()
+
+
+async def test_deny_with_a_reason(site: Site) -> None:
+    app, llm = site.app, site.llm
+    build = build_dir(app, "alice")
+    page = await admin_page(site, OPERATOR_TOKEN)  # an operator of their own: carol
+    llm.push(Reply.call("shell", command="rm -rf build"), Reply.text("I left it alone."))
+    turn = await app.admission.submit(web_message("alice", "c1", "delete build", "d1"))
+    request_id = await pending_id(app)
+    await page.goto(f"{site.url}/admin/approvals")
+    request = page.locator(f"#request-{request_id}")
+    await request.locator("input[name=reason]").fill("release in progress")
+    await request.get_by_role("button", name="Deny").click()
+    await page.wait_for_selector(".flash")
+    assert "Denied." in await page.inner_text(".flash")
+    outcome = await asyncio.wait_for(turn.done, 30)
+    assert outcome.reply == "I left it alone."
+    assert build.exists()
+    assert tool_results(llm.requests[-1]) == [
+        "error: not run: denied by carol: release in progress"
+    ]
+    # The audit log, filtered to denials, shows who and why.
+    await page.goto(f"{site.url}/admin/approvals?outcome=deny")
+    audit = await page.inner_text("[data-part=audit] table")
+    assert "web:carol" in audit and "release in progress" in audit and "once" not in audit
+    await page.context.close()
+
+
+async def test_pause_resume_and_run_a_job(site: Site) -> None:
+    app = site.app
+    alice = UserRef(platform="web", user_id="alice", display_name="alice")
+    chat = web_chat("alice", "jobs")
+    spec = await app.scheduler.create(
+        kind=JobKind.MESSAGE,
+        text="Water the plants",
+        when="every day at 09:00",
+        chat=chat,
+        user=alice,
+    )
+    page = await admin_page(site)
+    page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+    await page.goto(f"{site.url}/admin/scheduler")
+    row = page.locator(f"#job-{spec.id}")
+    assert "Water the plants" in await row.inner_text()
+    await row.get_by_role("button", name="Pause").click()
+    await page.wait_for_selector(".flash")
+    assert f"Job {spec.id} paused." in await page.inner_text(".flash")
+    assert "paused" in await page.locator(f"#job-{spec.id}").inner_text()
+    assert (await app.scheduler.book.get(spec.id)).paused  # type: ignore[union-attr]
+    await page.locator(f"#job-{spec.id}").get_by_role("button", name="Resume").click()
+    await page.wait_for_selector(".flash")
+    assert f"Job {spec.id} resumed." in await page.inner_text(".flash")
+    assert not (await app.scheduler.book.get(spec.id)).paused  # type: ignore[union-attr]
+    assert "in " in await page.locator(f"#job-{spec.id}").inner_text()  # its next run
+    # Run now: delivered to the chat at once, and in the job's run history.
+    await page.locator(f"#job-{spec.id}").get_by_role("button", name="Run now").click()
+    await page.wait_for_selector(".flash")
+    web = app.outbox.adapter("web")
+
+    async def delivered() -> bool:
+        messages = await web.messages.all("web:alice/jobs")  # type: ignore[attr-defined]
+        return any(m.text == "Water the plants" for m in messages)
+
+    for _ in range(200):
+        if await delivered():
+            break
+        await asyncio.sleep(0.02)
+    assert await delivered()
+    await page.goto(f"{site.url}/admin/scheduler/{spec.id}")
+    await page.wait_for_function("document.body.innerText.includes('delivered')")
+    await page.context.close()
+
+
+async def test_forget_a_conversation(site: Site) -> None:
+    app = site.app
+    site.llm.push(Reply.text("Noted."))
+    submission = await app.admission.submit(web_message("dave", "c9", "my code is 1234", "f1"))
+    await submission.done
+    key = SessionKey("web", "dave", "c9")
+    assert (await app.sessions.load(key)).turns == 1
+    page = await admin_page(site)
+    page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+    await page.goto(f"{site.url}/admin/conversations?platform=web")
+    await page.get_by_role("link", name="web:dave:tc9").click()
+    history = await page.inner_text("[data-part=history]")
+    assert "my code is 1234" in history and "Noted." in history
+    await page.get_by_role("button", name="/forget").click()
+    await page.wait_for_selector(".flash")
+    assert "Forgot web:dave" in await page.inner_text(".flash")
+    assert page.url.startswith(f"{site.url}/admin/conversations")
+    assert "web:dave" not in await page.inner_text("[data-part=chats]")
+    assert (await app.sessions.load(key)).is_new
+    assert "web:dave" not in await app.sessions.chats()
+    await page.context.close()
+
+
+async def test_a_post_without_the_csrf_token_is_refused(site: Site) -> None:
+    app = site.app
+    alice = UserRef(platform="web", user_id="alice", display_name="alice")
+    spec = await app.scheduler.create(
+        kind=JobKind.MESSAGE,
+        text="csrf check",
+        when="every day at 10:00",
+        chat=web_chat("alice", "j2"),
+        user=alice,
+    )
+    page = await admin_page(site)
+    url = f"{site.url}/admin/scheduler/{spec.id}"
+    plain = await page.request.post(url, form={"action": "pause"})
+    forged = await page.request.post(url, form={"action": "pause", "csrf": "guessed-value"})
+    assert plain.status == 403 and forged.status == 403
+    assert not (await app.scheduler.book.get(spec.id)).paused  # type: ignore[union-attr]
+    # The same form with the page's own token goes through.
+    await page.goto(f"{site.url}/admin/scheduler")
+    csrf = await page.locator("input[name=csrf]").first.get_attribute("value")
+    ok = await page.request.post(url, form={"action": "pause", "csrf": csrf or ""})
+    assert ok.ok and (await app.scheduler.book.get(spec.id)).paused  # type: ignore[union-attr]
+    await app.scheduler.remove(spec.id, user=alice, chat=spec.target)
+    await page.context.close()
+
+
+async def test_the_session_cookie_expires(site: Site, tmp_path: Path) -> None:
+    settings = web_settings(tmp_path, site.llm.url, web={"session_hours": 0.0005})  # 1.8 s
+    async with web_gateway(settings) as app:
+        url = base_url(app)
+        context = await site.browser.context()
+        page = await context.new_page()
+        await sign_in(page, f"{url}/admin/login", ADMIN_TOKEN)
+        assert page.url == f"{url}/admin"
+        [cookie] = [c for c in await context.cookies() if c["name"] == "chatgate_admin"]
+        assert cookie["expires"] - time.time() <= 2
+        await asyncio.sleep(2.2)
+        await page.goto(f"{url}/admin/approvals")
+        assert page.url == f"{url}/admin/login"
+        await context.close()
+
+
+async def test_a_one_time_sign_in_link_for_the_web_chat(site: Site) -> None:
+    page = await admin_page(site)
+    await page.goto(f"{site.url}/admin/conversations")
+    await page.fill("input[name=user]", "erin")
+    await page.get_by_role("button", name="Make link").click()
+    await page.wait_for_selector(".flash")
+    flash = await page.inner_text(".flash")
+    link = flash.split(": ", 1)[1].strip()
+    assert link.startswith(f"{site.url}/chat/link/")
+    guest = await (await site.browser.context()).new_page()
+    await guest.goto(link)
+    assert guest.url == f"{site.url}/chat"
+    assert "web:erin" in await guest.inner_text(".side-foot")
+    again = await (await site.browser.context()).new_page()
+    await again.goto(link)
+    assert "used already or has expired" in await again.inner_text(".error")
+    await page.context.close()
+    await guest.context.close()
+    await again.context.close()
