@@ -1,0 +1,260 @@
+"""The OpenAI-compatible API driven by the official `openai` client: a plain answer, a streamed
+one, a tool-using one, memory across requests that send only the new message, bad keys and
+models, approvals (pending and waiting, relayed to an admin) and a question answered later."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import openai
+import pytest
+import pytest_asyncio
+from openai import AsyncOpenAI
+
+from gateway.app import App
+from gateway.messages import ButtonPress, UserRef
+from gateway.sessions import SessionKey
+from tests.fakes.llm import Reply, ScriptedLLM, tool_results
+from tests.web_kit import API_KEY, base_url, web_chat, web_gateway, web_settings
+from tools.workspaces import Workspaces
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+
+@dataclass
+class Api:
+    app: App
+    llm: ScriptedLLM
+    client: AsyncOpenAI
+    url: str
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def api(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Api]:
+    tmp = tmp_path_factory.mktemp("api")
+    async with ScriptedLLM() as llm:
+        settings = web_settings(tmp, llm.url, api={"approval_wait": "pending"})
+        async with web_gateway(settings) as app:
+            url = base_url(app)
+            client = AsyncOpenAI(base_url=f"{url}/v1", api_key=API_KEY, max_retries=0)
+            yield Api(app, llm, client, url)
+            await client.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_llm(api: Api) -> None:
+    api.llm.reset()
+
+
+def build_dir(app: App) -> Path:
+    settings = app.settings
+    chat = web_chat("bob", "-").model_copy(update={"platform": "api"})
+    folder = Workspaces(settings.workspace, settings.tools.workspace_scope).folder(chat)
+    path = settings.workspace.joinpath(*folder, "build")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+async def pending_id(app: App) -> str:
+    for _ in range(250):
+        requests = await app.approvals.pending_requests()
+        if requests:
+            return requests[-1].id
+        await asyncio.sleep(0.02)
+    raise AssertionError("no approval request was made")
+
+
+async def test_models_and_a_plain_answer(api: Api) -> None:
+    models = await api.client.models.list()
+    assert [m.id for m in models.data] == ["chatgate"]
+    answer = await api.client.chat.completions.create(
+        model="chatgate", messages=[{"role": "user", "content": "hello"}], user="plain"
+    )
+    assert answer.choices[0].message.content == "echo: hello"
+    assert answer.choices[0].finish_reason == "stop"
+    assert answer.usage is not None and answer.usage.total_tokens == 15
+    # The turn ran as the key's user, in the agent's own prompt and tools.
+    sent = api.llm.requests[-1]
+    assert sent["model"] == "fake-model" and sent["messages"][0]["role"] == "system"
+    assert any(t["function"]["name"] == "shell" for t in sent["tools"])
+
+
+async def test_a_streamed_answer(api: Api) -> None:
+    stream = await api.client.chat.completions.create(
+        model="chatgate",
+        messages=[{"role": "user", "content": "stream this"}],
+        stream=True,
+        stream_options={"include_usage": True},
+        user="streamed",
+    )
+    chunks = [chunk async for chunk in stream]
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert deltas[0].role == "assistant"
+    assert "".join(d.content or "" for d in deltas) == "echo: stream this"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 5
+
+
+async def test_a_tool_using_answer(api: Api) -> None:
+    api.llm.push(
+        Reply.call("memory", action="add", target="user", text="prefers tea"),
+        Reply.text("Noted: you prefer tea."),
+    )
+    answer = await api.client.chat.completions.create(
+        model="chatgate", messages=[{"role": "user", "content": "I prefer tea"}], user="tools"
+    )
+    assert answer.choices[0].message.content == "Noted: you prefer tea."
+    assert "prefers tea" in tool_results(api.llm.requests[-1])[0]
+    notes = await api.app.memory.notes(web_chat("bob", "-"), UserRef(platform="api", user_id="bob"))
+    assert notes.user == ["prefers tea"]
+
+
+async def test_memory_across_requests_that_send_only_the_new_message(api: Api) -> None:
+    headers = {"X-Chatgate-Session": "ada"}
+    first = await api.client.chat.completions.create(
+        model="chatgate",
+        messages=[{"role": "user", "content": "My name is Ada."}],
+        extra_headers=headers,
+    )
+    assert first.choices[0].message.content == "echo: My name is Ada."
+    api.llm.push(Reply.text("Your name is Ada."))
+    second = await api.client.chat.completions.create(
+        model="chatgate",
+        messages=[{"role": "user", "content": "What is my name?"}],
+        extra_headers=headers,
+    )
+    assert second.choices[0].message.content == "Your name is Ada."
+    history = [(m["role"], m["content"]) for m in api.llm.requests[-1]["messages"][1:]]
+    assert history == [
+        ("user", "My name is Ada."),
+        ("assistant", "echo: My name is Ada."),
+        ("user", "What is my name?"),
+    ]
+    # Another conversation of the same key starts empty.
+    await api.client.chat.completions.create(
+        model="chatgate",
+        messages=[{"role": "user", "content": "Who am I?"}],
+        extra_headers={"X-Chatgate-Session": "other"},
+    )
+    assert len(api.llm.requests[-1]["messages"]) == 2
+    record = await api.app.sessions.load(SessionKey("api", "bob", "ada"))
+    assert record.turns == 2
+
+
+async def test_a_bad_key_and_an_unknown_model_are_refused(api: Api) -> None:
+    wrong = AsyncOpenAI(base_url=f"{api.url}/v1", api_key="sk-not-a-key-000000000", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as refused:
+        await wrong.chat.completions.create(
+            model="chatgate", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert refused.value.code == "invalid_api_key"
+    with pytest.raises(openai.AuthenticationError):
+        await wrong.models.list()
+    await wrong.close()
+    with pytest.raises(openai.NotFoundError, match="serves 'chatgate'"):
+        await api.client.chat.completions.create(
+            model="gpt-9", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert api.llm.requests == []  # nothing reached the model
+
+
+async def test_an_approval_pending_then_its_outcome_with_the_next_reply(api: Api) -> None:
+    app = api.app
+    build = build_dir(app)
+    api.llm.push(Reply.call("shell", command="rm -rf build"), Reply.text("Removed it."))
+    answer = await api.client.chat.completions.create(
+        model="chatgate", messages=[{"role": "user", "content": "remove build"}], user="ops"
+    )
+    text = answer.choices[0].message.content or ""
+    assert "Approval needed" in text and "rm -rf build" in text
+    assert "needs an operator's approval" in text
+    assert build.exists()
+    # An operator decides in the console; the turn goes on without anyone waiting.
+    operator = UserRef(platform="web", user_id="admin", display_name="admin")
+    decided, _ = await app.approvals.decide_as_operator(await pending_id(app), operator, "once")
+    assert decided
+    for _ in range(250):
+        if not build.exists() and not await app.store.pending("api:bob:tops"):
+            break
+        await asyncio.sleep(0.02)
+    assert not build.exists()
+    later = await api.client.chat.completions.create(
+        model="chatgate", messages=[{"role": "user", "content": "and?"}], user="ops"
+    )
+    text = later.choices[0].message.content or ""
+    assert text.startswith("Earlier replies in this conversation:")
+    assert "Approved by admin." in text and "Removed it." in text
+    assert text.endswith("echo: and?")
+
+
+async def test_a_question_answered_by_the_next_request(api: Api) -> None:
+    api.llm.push(
+        Reply.call("clarify", question="Which colour?", choices=["red", "blue"]),
+        Reply.text("Blue it is."),
+    )
+    asked = await api.client.chat.completions.create(
+        model="chatgate", messages=[{"role": "user", "content": "paint it"}], user="colours"
+    )
+    text = asked.choices[0].message.content or ""
+    assert "Which colour?" in text and "1. red\n2. blue" in text
+    answered = await api.client.chat.completions.create(
+        model="chatgate", messages=[{"role": "user", "content": "2"}], user="colours"
+    )
+    assert "Blue it is." in (answered.choices[0].message.content or "")
+    assert tool_results(api.llm.requests[-1]) == ["bob answered: blue"]
+
+
+async def test_waiting_for_an_approval_relayed_to_an_admin(tmp_path: Path, api: Api) -> None:
+    """approval_wait = "wait": the streamed response shows the prompt and waits; the request
+    goes to the admins (here a web chat admin), whose press decides it."""
+    settings = web_settings(tmp_path, api.llm.url, access={"admins": ["web:ops"]})
+    async with web_gateway(settings) as app:
+        client = AsyncOpenAI(base_url=f"{base_url(app)}/v1", api_key=API_KEY, max_retries=0)
+        build = build_dir(app)
+        api.llm.push(Reply.call("shell", command="rm -rf build"), Reply.text("All clean."))
+        stream = await client.chat.completions.create(
+            model="chatgate",
+            messages=[{"role": "user", "content": "clean up"}],
+            stream=True,
+        )
+        received: list[str] = []
+
+        async def read() -> None:
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    received.append(chunk.choices[0].delta.content)
+
+        reading = asyncio.create_task(read())
+        request_id = await pending_id(app)
+        web = app.outbox.adapter("web")
+        relayed = []
+        deadline = time.monotonic() + 10
+        while not relayed and time.monotonic() < deadline:
+            relayed = [
+                m
+                for m in await web.messages.all("web:ops/notices")  # type: ignore[attr-defined]
+                if request_id in m.text
+            ]
+            await asyncio.sleep(0.05)
+        assert relayed, "the admin got the request"
+        assert "Approval needed" in "".join(received)  # the stream shows the prompt meanwhile
+        assert not reading.done()
+        approve = next(b for row in relayed[0].buttons for b in row if b.label == "Approve once")
+        reply = await app.extensions.press(
+            ButtonPress(
+                event_id="relay-press",
+                chat=web_chat("ops", "notices"),
+                user=UserRef(platform="web", user_id="ops", display_name="ops"),
+                data=approve.data,
+            )
+        )
+        assert reply.toast == "Approved."
+        await asyncio.wait_for(reading, 20)
+        text = "".join(received)
+        assert "Approved by ops." in text and text.endswith("All clean.")
+        assert not build.exists()
+        await client.close()

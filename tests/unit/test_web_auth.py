@@ -1,0 +1,71 @@
+"""Signing in to the web pages: tokens, browser sessions, the sign-in rate limit, one-time
+links (on the embedded store and on a real Redis, which replicas share)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.store.base import Store
+from gateway.web.auth import BrowserSessions, Credentials, SignInLimiter, SignInLinks, same
+from gateway.web.settings import WebSettings
+
+ADMIN = "admin-token-0123456789abcdef"
+CAROL = "carol-token-0123456789abcdef"
+ALICE = "alice-token-0123456789abcdef"
+
+
+@pytest.fixture(params=["embedded", "redis"])
+def store(request: pytest.FixtureRequest) -> Store:
+    name = "embedded_store" if request.param == "embedded" else "redis_store"
+    found: Store = request.getfixturevalue(name)
+    return found
+
+
+def test_tokens_sign_in_their_owners_only() -> None:
+    credentials = Credentials(
+        WebSettings(admin_token=ADMIN, operators={"carol": CAROL}, chat_tokens={ALICE: "alice"})
+    )
+    assert credentials.operator(ADMIN) == "admin"
+    assert credentials.operator(CAROL) == "carol"
+    assert credentials.operator(ALICE) is None  # a chat token opens no console
+    assert credentials.chat_user(ALICE) == "alice"
+    assert credentials.chat_user(CAROL) == "carol"  # operators may chat too
+    for wrong in ("", ADMIN[:-1], ADMIN + "x", ADMIN.upper(), " " + ADMIN):
+        assert credentials.operator(wrong) is None
+        assert credentials.chat_user(wrong) is None
+    assert same("a", "a") and not same("a", "b") and not same("a", "aa")
+
+
+async def test_a_session_lasts_its_hours_and_only_for_its_kind(store: Store) -> None:
+    sessions = BrowserSessions(store, hours=1 / 3600)  # one second
+    cookie, session = await sessions.create("operator", "carol")
+    found = await sessions.get(cookie, "operator")
+    assert found is not None and found.name == "carol" and found.csrf == session.csrf
+    assert await sessions.get(cookie, "chat") is None  # a console cookie is no chat cookie
+    assert await sessions.get(cookie + "x", "operator") is None
+    assert await sessions.get(None, "operator") is None
+    await sessions.flash(cookie, session, "Saved.")
+    assert await sessions.take_flash(cookie, session) == "Saved."
+    assert await sessions.take_flash(cookie, session) == ""
+    await asyncio.sleep(1.1)
+    assert await sessions.get(cookie, "operator") is None
+    other, _ = await BrowserSessions(store, hours=1).create("chat", "alice")
+    await BrowserSessions(store, hours=1).end(other)
+    assert await BrowserSessions(store, hours=1).get(other, "chat") is None
+
+
+async def test_sign_in_attempts_are_limited_per_address(store: Store) -> None:
+    limiter = SignInLimiter(store, per_minute=3)
+    assert [await limiter.allow("10.0.0.1") for _ in range(4)] == [True, True, True, False]
+    assert await limiter.allow("10.0.0.2")
+
+
+async def test_a_sign_in_link_works_once(store: Store) -> None:
+    links = SignInLinks(store, hours=1)
+    code = await links.create("erin")
+    first, second = await asyncio.gather(links.redeem(code), links.redeem(code))
+    assert {first, second} == {"erin", None}
+    assert await links.redeem("made-up-code") is None
+    assert await links.redeem("") is None
