@@ -31,7 +31,9 @@ CHROMIUM_FLAGS = [
 ]
 
 
-def web_settings(tmp_path: Path, llm_url: str, **sections: Any) -> Settings:
+def web_settings(
+    tmp_path: Path, llm_url: str, *, redis_url: str = "", key_prefix: str = "", **sections: Any
+) -> Settings:
     """Settings with an HTTP port of its own, an admin and an operator, alice in the web chat,
     bob on the API; sections merge in (as in tests.harness.gateway_settings)."""
     base: dict[str, Any] = {
@@ -48,7 +50,7 @@ def web_settings(tmp_path: Path, llm_url: str, **sections: Any) -> Settings:
             base[name] = {**base[name], **values}
         else:
             base[name] = values
-    return gateway_settings(tmp_path, llm_url, **base)
+    return gateway_settings(tmp_path, llm_url, redis_url=redis_url, key_prefix=key_prefix, **base)
 
 
 @contextlib.asynccontextmanager

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -18,7 +20,7 @@ from openai import AsyncOpenAI
 from gateway.app import App
 from gateway.messages import ButtonPress, UserRef
 from gateway.sessions import SessionKey
-from tests.fakes.llm import Reply, ScriptedLLM, tool_results
+from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.web_kit import API_KEY, base_url, web_chat, web_gateway, web_settings
 from tools.workspaces import Workspaces
 
@@ -257,4 +259,41 @@ async def test_waiting_for_an_approval_relayed_to_an_admin(tmp_path: Path, api: 
         text = "".join(received)
         assert "Approved by ops." in text and text.endswith("All clean.")
         assert not build.exists()
+        await client.close()
+
+
+@pytest.mark.redis
+async def test_a_request_whose_turn_runs_on_another_replica(
+    tmp_path: Path, redis_url: str, api: Api
+) -> None:
+    """Replica A takes the request but has no free slot, so replica B runs the turn; A still
+    answers, from what B stored."""
+
+    def responder(request: dict[str, Any]) -> Reply:
+        text = last_user_text(request)
+        return Reply.text(f"done: {text}", delay=2.0 if text == "slow" else 0.0)
+
+    api.llm.reset(responder)
+    prefix = f"replicas-{uuid.uuid4().hex[:8]}"
+    one_slot = {"max_concurrent_turns": 1}
+    a = web_settings(
+        tmp_path / "a", api.llm.url, redis_url=redis_url, key_prefix=prefix, router=one_slot
+    )
+    b = web_settings(tmp_path / "b", api.llm.url, redis_url=redis_url, key_prefix=prefix)
+    async with web_gateway(a) as first, web_gateway(b) as second:
+        client = AsyncOpenAI(base_url=f"{base_url(first)}/v1", api_key=API_KEY, max_retries=0)
+
+        async def ask(text: str, conversation: str) -> str:
+            answer = await client.chat.completions.create(
+                model="chatgate", messages=[{"role": "user", "content": text}], user=conversation
+            )
+            return answer.choices[0].message.content or ""
+
+        slow = asyncio.create_task(ask("slow", "one"))
+        await asyncio.sleep(0.5)  # A's only slot is taken by the slow turn
+        assert await ask("quick", "two") == "done: quick"
+        assert await slow == "done: slow"
+        # Each replica ran one turn: A the slow one, B the quick one A answered.
+        assert first.metrics.counter("turns_total", status="ok") == 1
+        assert second.metrics.counter("turns_total", status="ok") == 1
         await client.close()

@@ -316,3 +316,15 @@ async def test_a_one_time_sign_in_link_for_the_web_chat(site: Site) -> None:
     await page.context.close()
     await guest.context.close()
     await again.context.close()
+
+
+async def test_the_console_is_off_without_an_operator_token(site: Site, tmp_path: Path) -> None:
+    settings = web_settings(tmp_path, site.llm.url, web={"admin_token": "", "operators": {}})
+    async with web_gateway(settings) as app:
+        assert app.console is None
+        url = base_url(app)
+        context = await site.browser.context()
+        for path in ("/admin", "/admin/login", "/admin/events?page=overview"):
+            assert (await context.request.get(url + path)).status == 404, path
+        assert (await context.request.get(f"{url}/chat/login")).ok  # the chat token still works
+        await context.close()
