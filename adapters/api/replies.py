@@ -8,7 +8,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from adapters.api.adapter import ApiAdapter, RequestChat
 from gateway import keys
@@ -94,27 +94,35 @@ class TurnWatch:
         deadline = loop.time() + self.timeout
         checked = renewed = 0.0
         with self.adapter.hub.subscribe(self.where.chat.address) as events:
-            while True:
-                try:
-                    event = await asyncio.wait_for(events.get(), POLL)
-                    await self._take(ChatMessage.model_validate(event["message"]))
-                except TimeoutError:
-                    pass
-                now = loop.time()
-                if now - renewed >= LIVE_TTL / 3:
-                    renewed = now
-                    await self.store.set(keys.api_live(self.where.request_id), "1", ttl=LIVE_TTL)
-                stop = self._needs_person()
-                if stop is not None:
-                    return stop
-                if self.client_gone():
-                    return "gone"
-                if now - checked >= POLL:
-                    checked = now
-                    if self.done.done() or not await self._stored():
+            getting: asyncio.Future[dict[str, Any]] = asyncio.ensure_future(events.get())
+            try:
+                while True:
+                    # Wake for a message, for the end of a turn run here, or to look again.
+                    wake: set[asyncio.Future[Any]] = {getting, self.done}
+                    await asyncio.wait(wake, timeout=POLL, return_when="FIRST_COMPLETED")
+                    if getting.done():
+                        await self._take(ChatMessage.model_validate(getting.result()["message"]))
+                        getting = asyncio.ensure_future(events.get())
+                    now = loop.time()
+                    if now - renewed >= LIVE_TTL / 3:
+                        renewed = now
+                        live = keys.api_live(self.where.request_id)
+                        await self.store.set(live, "1", ttl=LIVE_TTL)
+                    stop = self._needs_person()
+                    if stop is not None:
+                        return stop
+                    if self.client_gone():
+                        return "gone"
+                    if self.done.done():
                         break
-                if now >= deadline:
-                    return "timeout"
+                    if now - checked >= POLL:
+                        checked = now
+                        if not await self._stored():
+                            break
+                    if now >= deadline:
+                        return "timeout"
+            finally:
+                getting.cancel()
         # The store is the truth: a hint may have been lost or come late.
         for message in await self.adapter.messages.all(self.where.chat.address):
             await self._take(message)

@@ -155,8 +155,8 @@ class ApiSite:
                 await reply.open(request, conversation)
             ended = await self._follow(submission, where, reply, request)
             if ended == "gone":  # nobody to answer: it all stays unread for the next reply
-                reply = None
-                raise ApiError(499, "The client closed the connection.", "client_closed")
+                answer, reply = reply, None
+                return answer.abandoned()
             earlier_now = await take_unread(self._adapter, self._store, where)
             await reply.finish(ended, earlier_now)
             after = await self._sessions.load(where.session)
@@ -242,6 +242,10 @@ class _Reply:
 
     def showed(self, message: ChatMessage) -> bool:
         return self._text.showed(message)
+
+    def abandoned(self) -> web.StreamResponse:
+        """The response to a client that went away: nothing more is written to it."""
+        return self._response or web.Response(status=499)
 
     async def seen(self, message: ChatMessage) -> None:
         delta = self._text.feed(message)

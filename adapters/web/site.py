@@ -43,6 +43,7 @@ HERE = Path(__file__).parent
 KEEPALIVE = 15.0
 CHECK_EVERY = 1.0  # seconds between looks at whether the browser is still there
 MAX_FILES = 10
+MAX_TEXT_BYTES = 1_000_000
 
 
 class WebChatSite:
@@ -289,7 +290,7 @@ class WebChatSite:
                 continue
             if part.filename is None:
                 if part.name in ("text", "conversation", "nonce"):
-                    fields[part.name] = (await part.read(decode=True)).decode("utf-8", "replace")
+                    fields[part.name] = await _text_field(part)
                 continue
             if len(uploads) >= MAX_FILES:
                 raise web.HTTPRequestEntityTooLarge(
@@ -360,6 +361,19 @@ class WebChatSite:
         }
         kind = stored.ref.mime_type if inline else "application/octet-stream"
         return web.Response(body=stored.data, content_type=kind, headers=headers)
+
+
+async def _text_field(part: BodyPartReader) -> str:
+    """A form field's text, refused past MAX_TEXT_BYTES (the text limit itself is checked
+    with a clear answer in the chat, by the gateway's admission)."""
+    data = bytearray()
+    while chunk := await part.read_chunk(64 * 1024):
+        data.extend(chunk)
+        if len(data) > MAX_TEXT_BYTES:
+            raise web.HTTPRequestEntityTooLarge(
+                max_size=MAX_TEXT_BYTES, actual_size=len(data), text="The message is too long."
+            )
+    return bytes(data).decode("utf-8", "replace")
 
 
 def _sse(name: str, data: dict[str, Any]) -> bytes:

@@ -55,6 +55,7 @@ class Page:
     title: str
     parts: tuple[str, ...]
     nav: str  # the menu entry it belongs to
+    live: bool = True  # updated while open (re-read every LIVE_EVERY seconds)
 
 
 PAGES = {
@@ -64,7 +65,7 @@ PAGES = {
     "job": Page("Job", ("job",), "scheduler"),
     "conversations": Page("Conversations", ("chats",), "conversations"),
     "conversation": Page("Conversation", ("history",), "conversations"),
-    "tools": Page("Skills and tools", ("tables",), "tools"),
+    "tools": Page("Skills and tools", ("tables",), "tools", live=False),
 }
 NAV = (
     ("overview", "Overview", ROOT),
@@ -246,7 +247,7 @@ class AdminConsole:
             "console.html",
             parts=parts,
             flash=await self._sessions.take_flash(cookie, session),
-            events=f"{ROOT}/events?{live}",
+            events=f"{ROOT}/events?{live}" if PAGES[name].live else "",
             **context,
         )
         return page(html)

@@ -28,6 +28,7 @@ from gateway.web.info import InfoSource
 
 AUDIT_SHOWN = 100
 CHATS_SHOWN = 100
+SESSIONS_SHOWN = 20  # per chat
 TOOL_OUTPUT_CHARS = 2000
 
 
@@ -110,12 +111,14 @@ class Views:
         pending = await p.approvals.pending_requests()
         outcome = query.get("outcome", "")
         text = query.get("q", "").strip().lower()
-        entries = [json.loads(raw) for raw in await p.store.list_range(AUDIT)]
+        # Unfiltered, only the newest entries are read; a filter searches the whole log.
+        start = 0 if (outcome or text) else -AUDIT_SHOWN
         shown = []
-        for entry in reversed(entries):
+        for raw in reversed(await p.store.list_range(AUDIT, start, -1)):
+            entry = json.loads(raw)
             if outcome and entry.get("outcome") != outcome:
                 continue
-            if text and text not in json.dumps(entry, ensure_ascii=False).lower():
+            if text and text not in raw.lower():
                 continue
             shown.append(entry)
             if len(shown) >= AUDIT_SHOWN:
@@ -123,7 +126,6 @@ class Views:
         return {
             "pending": pending,
             "audit": shown,
-            "audit_total": len(entries),
             "filters": {"outcome": outcome, "q": query.get("q", "")},
         }
 
@@ -165,19 +167,12 @@ class Views:
                 continue
             if text and text not in scope.lower():
                 continue
-            found = []
-            for name, began in sorted((await sessions.sessions_of(scope)).items()):
-                record = await sessions.load(SessionKey.parse(name))
-                found.append(
-                    {
-                        "key": name,
-                        "began": began,
-                        "updated": record.updated if not record.is_new else None,
-                        "turns": record.turns,
-                        "messages": len(record.messages),
-                        "tokens": record.prompt_tokens + record.completion_tokens,
-                    }
-                )
+            found = [
+                {"key": name, "began": began}
+                for name, began in sorted(
+                    (await sessions.sessions_of(scope)).items(), key=lambda kv: -kv[1]
+                )[:SESSIONS_SHOWN]
+            ]
             if found:
                 rows.append({"scope": scope, "sessions": found})
             if len(rows) >= CHATS_SHOWN:
