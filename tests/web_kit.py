@@ -3,6 +3,7 @@ drive them: for the web tests and the README's screenshots (docs/screenshots.py)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -12,23 +13,17 @@ from typing import Any
 from gateway.app import App
 from gateway.config import BrowserSettings, Settings
 from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
-from tests.harness import gateway_settings
+from tests.fakes.llm import ScriptedLLM
+from tests.harness import configured_gateway, gateway_settings
 from tools.browser import find_chromium
+from tools.browser.chromium import LAUNCH_ARGS
+from tools.workspaces import Workspaces
 
 ADMIN_TOKEN = "admin-token-for-tests-0123456789"
 OPERATOR_TOKEN = "operator-token-for-tests-98765"
 ALICE_TOKEN = "alice-chat-token-for-tests-555"
 API_KEY = "sk-test-bob-0123456789abcdef"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", *LAUNCH_ARGS]
 
 
 def web_settings(
@@ -53,16 +48,8 @@ def web_settings(
     return gateway_settings(tmp_path, llm_url, redis_url=redis_url, key_prefix=key_prefix, **base)
 
 
-@contextlib.asynccontextmanager
-async def web_gateway(settings: Settings) -> AsyncIterator[App]:
-    """The real App with its configured platforms (web, api) on a free port."""
-    app = App(settings)
-    app.add_configured_adapters()
-    await app.start()
-    try:
-        yield app
-    finally:
-        await app.stop()
+# The real App with its configured platforms (web, api) on a free port.
+web_gateway = configured_gateway
 
 
 def base_url(app: App) -> str:
@@ -121,3 +108,49 @@ async def sign_in(page: Any, url: str, token: str) -> None:
     await page.fill("input[name=token]", token)
     await page.click("button[type=submit]")
     await page.wait_for_load_state()
+
+
+@dataclass
+class Site:
+    """A test module's gateway, the scripted LLM behind it, and (for browser tests) Chromium."""
+
+    app: App
+    llm: ScriptedLLM
+    url: str
+    browser: Browser | None = None
+
+    @property
+    def chromium(self) -> Browser:
+        assert self.browser is not None
+        return self.browser
+
+
+@contextlib.asynccontextmanager
+async def running_site(tmp_path: Path, *, browser: bool, **sections: Any) -> AsyncIterator[Site]:
+    async with contextlib.AsyncExitStack() as stack:
+        llm = await stack.enter_async_context(ScriptedLLM())
+        app = await stack.enter_async_context(
+            web_gateway(web_settings(tmp_path, llm.url, **sections))
+        )
+        found = await stack.enter_async_context(chromium()) if browser else None
+        yield Site(app, llm, base_url(app), found)
+
+
+def build_dir(app: App, chat: ChatRef) -> Path:
+    """A `build` folder with a file in it, in the workspace where the chat's commands run."""
+    settings = app.settings
+    folder = Workspaces(settings.workspace, settings.tools.workspace_scope).folder(chat)
+    path = settings.workspace.joinpath(*folder, "build")
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "out.o").write_text("object")
+    return path
+
+
+async def pending_id(app: App) -> str:
+    """The id of the newest approval request, once one is made."""
+    for _ in range(250):
+        requests = await app.approvals.pending_requests()
+        if requests:
+            return requests[-1].id
+        await asyncio.sleep(0.02)
+    raise AssertionError("no approval request was made")

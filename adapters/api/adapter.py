@@ -11,7 +11,6 @@ unread list and comes with the next reply there.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from gateway import keys
@@ -20,7 +19,7 @@ from gateway.messages import ChatKind, ChatRef, Outbound, SentRef, UserRef
 from gateway.sessions import SessionKey
 from gateway.store.base import Store
 from gateway.web.pages import Streams
-from gateway.web.transcript import ChatMessage, LiveHub, MessageLog, new_id
+from gateway.web.transcript import ChatMessage, LiveHub, MessageLog, deleted, edited, sent
 
 PLATFORM = "api"
 SEPARATOR = "~"
@@ -83,38 +82,23 @@ class ApiAdapter:
         return f"running, {self.waiting} request(s) waiting here"
 
     async def send(self, out: Outbound) -> SentRef:
-        message = ChatMessage(
-            id=new_id(),
-            role="bot",
-            text=out.text,
-            markdown=out.markdown,
-            buttons=[list(row) for row in out.buttons],
-            reply_to=out.reply_to,
-            ts=time.time(),
-        )
+        message = sent(out)
         await self.record(RequestChat.of(out.chat), message)
         return SentRef(chat=out.chat, message_id=message.id)
 
     async def edit(self, ref: SentRef, out: Outbound) -> None:
         where = RequestChat.of(ref.chat)
-        message = await self.messages.get(where.chat.address, ref.message_id)
-        if message is None:
-            raise DeliveryError(f"message {ref.message_id} is gone", permanent=True)
-        changed = message.model_copy(
-            update={
-                "text": out.text,
-                "markdown": out.markdown,
-                "buttons": [list(row) for row in out.buttons],
-                "edited": time.time(),
-            }
-        )
-        await self.record(where, changed)
+        await self.record(where, edited(await self._kept(where, ref), out))
 
     async def delete(self, ref: SentRef) -> None:
         where = RequestChat.of(ref.chat)
+        await self.record(where, deleted(await self._kept(where, ref)))
+
+    async def _kept(self, where: RequestChat, ref: SentRef) -> ChatMessage:
         message = await self.messages.get(where.chat.address, ref.message_id)
-        if message is not None:
-            await self.record(where, message.model_copy(update={"deleted": True, "text": ""}))
+        if message is None:
+            raise DeliveryError(f"message {ref.message_id} is gone", permanent=True)
+        return message
 
     async def typing(self, chat: ChatRef) -> None:
         return None

@@ -8,7 +8,6 @@ the stored message and go out the same way, so any replica can send to any brows
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from adapters.web.conversations import Conversations
@@ -20,7 +19,7 @@ from gateway.media.sniff import WEB_IMAGES
 from gateway.messages import Button, ChatKind, ChatRef, Outbound, SentRef, UserRef
 from gateway.store.base import Store
 from gateway.web.pages import Streams
-from gateway.web.transcript import ChatMessage, LiveHub, MessageLog, new_id
+from gateway.web.transcript import ChatMessage, LiveHub, MessageLog, deleted, edited, sent
 
 PLATFORM = "web"
 MAX_LEN = 100_000  # no platform limit: one message per reply
@@ -75,40 +74,24 @@ class WebAdapter:
     async def send(self, out: Outbound) -> SentRef:
         user, conversation = _where(out.chat)
         files = [await self.files.put(user, f.name, f.mime_type, f.data) for f in out.attachments]
-        message = ChatMessage(
-            id=new_id(),
-            role="bot",
-            text=out.text,
-            markdown=out.markdown,
-            buttons=[list(row) for row in out.buttons],
-            files=files,
-            reply_to=out.reply_to,
-            ts=time.time(),
-        )
+        message = sent(out, files)
         await self.record(user, conversation, message)
         return SentRef(chat=out.chat, message_id=message.id)
 
     async def edit(self, ref: SentRef, out: Outbound) -> None:
         user, conversation = _where(ref.chat)
-        message = await self.messages.get(chat_of(user, conversation).address, ref.message_id)
-        if message is None:
-            raise DeliveryError(f"message {ref.message_id} is gone", permanent=True)
-        changed = message.model_copy(
-            update={
-                "text": out.text,
-                "markdown": out.markdown,
-                "buttons": [list(row) for row in out.buttons],
-                "edited": time.time(),
-            }
-        )
-        await self.record(user, conversation, changed)
+        await self.record(user, conversation, edited(await self._kept(ref), out))
 
     async def delete(self, ref: SentRef) -> None:
         user, conversation = _where(ref.chat)
+        await self.record(user, conversation, deleted(await self._kept(ref)))
+
+    async def _kept(self, ref: SentRef) -> ChatMessage:
+        user, conversation = _where(ref.chat)
         message = await self.messages.get(chat_of(user, conversation).address, ref.message_id)
-        if message is not None:
-            gone = message.model_copy(update={"deleted": True, "text": "", "buttons": []})
-            await self.record(user, conversation, gone)
+        if message is None:
+            raise DeliveryError(f"message {ref.message_id} is gone", permanent=True)
+        return message
 
     async def typing(self, chat: ChatRef) -> None:
         user, conversation = _where(chat)

@@ -33,6 +33,7 @@ from gateway.web.pages import (
     static_handler,
 )
 from gateway.web.settings import WebSettings
+from gateway.web.signin import TOO_MANY, SignIn
 from gateway.web.transcript import ChatMessage, new_id
 
 log = logging.getLogger(__name__)
@@ -52,9 +53,16 @@ class WebChatSite:
         self._settings = settings
         self._ctx = ctx
         self._templates = Templates(HERE / "templates")
-        self._credentials = auth.Credentials(settings)
-        self._limiter = auth.SignInLimiter(ctx.store, settings.signin_attempts_per_minute)
-        self._sessions = auth.BrowserSessions(ctx.store, settings.session_hours)
+        self._signin = SignIn(
+            root=ROOT,
+            kind="chat",
+            cookie=COOKIE,
+            heading="chatgate",
+            owner=auth.Credentials(settings).chat_user,
+            store=ctx.store,
+            settings=settings,
+            templates=self._templates,
+        )
         self._links = auth.SignInLinks(ctx.store, settings.link_hours)
         self._max_upload = int(settings.max_upload_mb * 1_000_000)
 
@@ -62,8 +70,8 @@ class WebChatSite:
         add = http.add_route
         add("GET", ROOT, self._page)
         add("GET", f"{ROOT}/", self._page)
-        add("GET", f"{ROOT}/login", self._login_form)
-        add("POST", f"{ROOT}/login", self._login)
+        add("GET", f"{ROOT}/login", self._signin.form)
+        add("POST", f"{ROOT}/login", self._signin.submit)
         add("GET", f"{ROOT}/link/{{code}}", self._link)
         add("POST", f"{ROOT}/logout", self._logout)
         add("GET", f"{ROOT}/events", self._events)
@@ -75,79 +83,20 @@ class WebChatSite:
     # -- signing in -----------------------------------------------------------------------------
 
     async def _signed_in(self, request: web.Request) -> BrowserSession | None:
-        return await self._sessions.get(request.cookies.get(COOKIE, ""), "chat")
-
-    async def _login_form(self, request: web.Request) -> web.StreamResponse:
-        if await self._signed_in(request) is not None:
-            return redirect(ROOT)
-        return self._login_page("")
-
-    def _login_page(self, error: str, status: int = 200) -> web.Response:
-        presign = auth.new_presign()
-        html = self._templates.render(
-            "login.html",
-            title="Sign in",
-            heading="chatgate",
-            action=f"{ROOT}/login",
-            presign=presign,
-            error=error,
-            static=f"{ROOT}/static",
-        )
-        response = page(html, status)
-        auth.set_cookie(
-            response,
-            auth.PRESIGN_COOKIE,
-            presign,
-            path=f"{ROOT}/login",
-            seconds=3600,
-            secure=self._settings.secure_cookies,
-        )
-        return response
-
-    async def _login(self, request: web.Request) -> web.StreamResponse:
-        data = await request.post()
-        form = {k: v for k, v in data.items() if isinstance(v, str)}
-        client = auth.client_address(request)
-        if not await self._limiter.allow(client):
-            log.warning("web chat sign-in rate limited client=%s", client)
-            return self._login_page("Too many sign-in attempts; wait a minute and try again.", 429)
-        if not auth.presign_ok(request, form):
-            return self._login_page("The sign-in form expired; please try again.", 400)
-        user = self._credentials.chat_user(form.get("token", "").strip())
-        if user is None:
-            log.warning("web chat sign-in refused client=%s", client)
-            return self._login_page("That token is not valid.", 403)
-        return await self._signed_in_as(user, client)
+        return await self._signin.session(request)
 
     async def _link(self, request: web.Request) -> web.StreamResponse:
         client = auth.client_address(request)
-        if not await self._limiter.allow(client):
-            return self._login_page("Too many sign-in attempts; wait a minute and try again.", 429)
+        if not await self._signin.limiter.allow(client):
+            return self._signin.page(TOO_MANY, 429)
         user = await self._links.redeem(request.match_info["code"])
         if user is None:
-            return self._login_page("This sign-in link was used already or has expired.", 403)
-        return await self._signed_in_as(user, client)
-
-    async def _signed_in_as(self, user: str, client: str) -> web.Response:
-        cookie, _ = await self._sessions.create("chat", user)
-        log.info("web chat sign-in user=%s client=%s", user, client)
-        response = redirect(ROOT)
-        auth.set_cookie(
-            response,
-            COOKIE,
-            cookie,
-            path=ROOT,
-            seconds=self._sessions.seconds,
-            secure=self._settings.secure_cookies,
-        )
-        return response
+            return self._signin.page("This sign-in link was used already or has expired.", 403)
+        return await self._signin.start(user, client)
 
     async def _logout(self, request: web.Request) -> web.StreamResponse:
         await self._checked(request)
-        await self._sessions.end(request.cookies.get(COOKIE, ""))
-        response = redirect(f"{ROOT}/login")
-        response.del_cookie(COOKIE, path=ROOT)
-        return response
+        return await self._signin.end(request)
 
     async def _checked(self, request: web.Request, form: dict[str, str] | None = None) -> str:
         """The signed-in user of a call that changes something (CSRF checked); raises else."""

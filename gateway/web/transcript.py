@@ -16,13 +16,13 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway import keys
-from gateway.messages import Button
+from gateway.messages import Button, Outbound
 from gateway.store.base import Store
 from gateway.tasks import stop_task
 
@@ -59,6 +59,36 @@ class ChatMessage(BaseModel):
 def new_id() -> str:
     """Sortable by time across replicas (nanoseconds, then random bits)."""
     return f"{time.time_ns():016x}{secrets.token_hex(3)}"
+
+
+def sent(out: Outbound, files: Sequence[FileRef] = ()) -> ChatMessage:
+    """A message the gateway sends, as kept."""
+    return ChatMessage(
+        id=new_id(),
+        role="bot",
+        text=out.text,
+        markdown=out.markdown,
+        buttons=[list(row) for row in out.buttons],
+        files=list(files),
+        reply_to=out.reply_to,
+        ts=time.time(),
+    )
+
+
+def edited(message: ChatMessage, out: Outbound) -> ChatMessage:
+    """The message after the gateway edits it (text and buttons replaced; files stay)."""
+    return message.model_copy(
+        update={
+            "text": out.text,
+            "markdown": out.markdown,
+            "buttons": [list(row) for row in out.buttons],
+            "edited": time.time(),
+        }
+    )
+
+
+def deleted(message: ChatMessage) -> ChatMessage:
+    return message.model_copy(update={"deleted": True, "text": "", "buttons": []})
 
 
 class MessageLog:

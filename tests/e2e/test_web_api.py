@@ -18,33 +18,49 @@ import pytest_asyncio
 from openai import AsyncOpenAI
 
 from gateway.app import App
-from gateway.messages import ButtonPress, UserRef
+from gateway.messages import ButtonPress, ChatRef, UserRef
 from gateway.sessions import SessionKey
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
-from tests.web_kit import API_KEY, base_url, web_chat, web_gateway, web_settings
-from tools.workspaces import Workspaces
+from tests.web_kit import (
+    API_KEY,
+    Site,
+    base_url,
+    build_dir,
+    pending_id,
+    running_site,
+    web_chat,
+    web_gateway,
+    web_settings,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 
 @dataclass
 class Api:
-    app: App
-    llm: ScriptedLLM
+    site: Site
     client: AsyncOpenAI
-    url: str
+
+    @property
+    def app(self) -> App:
+        return self.site.app
+
+    @property
+    def llm(self) -> ScriptedLLM:
+        return self.site.llm
+
+    @property
+    def url(self) -> str:
+        return self.site.url
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def api(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Api]:
     tmp = tmp_path_factory.mktemp("api")
-    async with ScriptedLLM() as llm:
-        settings = web_settings(tmp, llm.url, api={"approval_wait": "pending"})
-        async with web_gateway(settings) as app:
-            url = base_url(app)
-            client = AsyncOpenAI(base_url=f"{url}/v1", api_key=API_KEY, max_retries=0)
-            yield Api(app, llm, client, url)
-            await client.close()
+    async with running_site(tmp, browser=False, api={"approval_wait": "pending"}) as site:
+        client = AsyncOpenAI(base_url=f"{site.url}/v1", api_key=API_KEY, max_retries=0)
+        yield Api(site, client)
+        await client.close()
 
 
 @pytest.fixture(autouse=True)
@@ -52,22 +68,8 @@ def fresh_llm(api: Api) -> None:
     api.llm.reset()
 
 
-def build_dir(app: App) -> Path:
-    settings = app.settings
-    chat = web_chat("bob", "-").model_copy(update={"platform": "api"})
-    folder = Workspaces(settings.workspace, settings.tools.workspace_scope).folder(chat)
-    path = settings.workspace.joinpath(*folder, "build")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-async def pending_id(app: App) -> str:
-    for _ in range(250):
-        requests = await app.approvals.pending_requests()
-        if requests:
-            return requests[-1].id
-        await asyncio.sleep(0.02)
-    raise AssertionError("no approval request was made")
+def api_chat() -> ChatRef:
+    return ChatRef(platform="api", chat_id="bob")
 
 
 async def test_models_and_a_plain_answer(api: Api) -> None:
@@ -111,7 +113,7 @@ async def test_a_tool_using_answer(api: Api) -> None:
     )
     assert answer.choices[0].message.content == "Noted: you prefer tea."
     assert "prefers tea" in tool_results(api.llm.requests[-1])[0]
-    notes = await api.app.memory.notes(web_chat("bob", "-"), UserRef(platform="api", user_id="bob"))
+    notes = await api.app.memory.notes(api_chat(), UserRef(platform="api", user_id="bob"))
     assert notes.user == ["prefers tea"]
 
 
@@ -166,7 +168,7 @@ async def test_a_bad_key_and_an_unknown_model_are_refused(api: Api) -> None:
 
 async def test_an_approval_pending_then_its_outcome_with_the_next_reply(api: Api) -> None:
     app = api.app
-    build = build_dir(app)
+    build = build_dir(app, api_chat())
     api.llm.push(Reply.call("shell", command="rm -rf build"), Reply.text("Removed it."))
     answer = await api.client.chat.completions.create(
         model="chatgate", messages=[{"role": "user", "content": "remove build"}], user="ops"
@@ -216,7 +218,7 @@ async def test_waiting_for_an_approval_relayed_to_an_admin(tmp_path: Path, api: 
     settings = web_settings(tmp_path, api.llm.url, access={"admins": ["web:ops"]})
     async with web_gateway(settings) as app:
         client = AsyncOpenAI(base_url=f"{base_url(app)}/v1", api_key=API_KEY, max_retries=0)
-        build = build_dir(app)
+        build = build_dir(app, api_chat())
         api.llm.push(Reply.call("shell", command="rm -rf build"), Reply.text("All clean."))
         stream = await client.chat.completions.create(
             model="chatgate",

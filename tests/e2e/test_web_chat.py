@@ -7,29 +7,17 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from gateway.app import App
 from gateway.config import BrowserSettings
 from gateway.messages import Outbound
-from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
-from tests.web_kit import (
-    ALICE_TOKEN,
-    Browser,
-    base_url,
-    chromium,
-    sign_in,
-    web_chat,
-    web_gateway,
-    web_settings,
-)
+from tests.fakes.llm import Reply, last_user_text, tool_results
+from tests.web_kit import ALICE_TOKEN, Site, build_dir, running_site, sign_in, web_chat
 from tools.browser import ChromiumMissing, find_chromium
-from tools.workspaces import Workspaces
 
 try:
     find_chromium(BrowserSettings())
@@ -39,21 +27,10 @@ except ChromiumMissing as exc:  # tests/run.sh installs it; elsewhere say why no
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 
-@dataclass
-class Site:
-    app: App
-    llm: ScriptedLLM
-    url: str
-    browser: Browser
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
-    tmp = tmp_path_factory.mktemp("chat")
-    async with ScriptedLLM() as llm:
-        settings = web_settings(tmp, llm.url)
-        async with web_gateway(settings) as app, chromium() as browser:
-            yield Site(app, llm, base_url(app), browser)
+    async with running_site(tmp_path_factory.mktemp("chat"), browser=True) as found:
+        yield found
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +39,7 @@ def fresh_llm(site: Site) -> None:
 
 
 async def chat_page(site: Site) -> Any:
-    page = await (await site.browser.context()).new_page()
+    page = await (await site.chromium.context()).new_page()
     await sign_in(page, f"{site.url}/chat/login", ALICE_TOKEN)
     assert page.url.startswith(f"{site.url}/chat")
     return page
@@ -80,12 +57,7 @@ async def test_a_reply_arrives_live_and_an_approval_button_decides(site: Site) -
     await page.locator(".msg.bot", has_text="echo: hello there").wait_for()
     assert await page.locator(".msg.user").inner_text() == "hello there"
     # A real shell command that needs approval: the prompt comes with its buttons.
-    settings = app.settings
-    folder = Workspaces(settings.workspace, settings.tools.workspace_scope).folder(
-        web_chat("alice", "-")
-    )
-    build = settings.workspace.joinpath(*folder, "build")
-    build.mkdir(parents=True)
+    build = build_dir(app, web_chat("alice", "-"))
     llm.push(Reply.call("shell", command="rm -rf build"), Reply.text("Build folder removed."))
     await say(page, "remove the build folder")
     prompt = page.locator(".msg.bot", has_text="Approval needed")
@@ -170,7 +142,7 @@ async def test_a_file_goes_up_and_comes_back(site: Site, tmp_path: Path) -> None
     assert "attachment" in response.headers["content-disposition"]
     await page.locator(".msg.bot", has_text="Sent.").wait_for()
     # Another person cannot fetch alice's file.
-    other = await (await site.browser.context()).new_page()
+    other = await (await site.chromium.context()).new_page()
     refused = await other.request.get(f"{site.url}{href}")
     assert refused.status == 401
     await page.context.close()
@@ -178,7 +150,7 @@ async def test_a_file_goes_up_and_comes_back(site: Site, tmp_path: Path) -> None
 
 
 async def test_sign_in_wrong_token_and_calls_without_the_csrf_token(site: Site) -> None:
-    page = await (await site.browser.context()).new_page()
+    page = await (await site.chromium.context()).new_page()
     await page.goto(f"{site.url}/chat")
     assert page.url == f"{site.url}/chat/login"
     await page.fill("input[name=token]", "wrong-token-0000000000")

@@ -11,26 +11,26 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from gateway.app import App
 from gateway.approvals import AUDIT
 from gateway.config import BrowserSettings
 from gateway.messages import UserRef
 from gateway.scheduling.jobs import JobKind
 from gateway.sessions import SessionKey
-from tests.fakes.llm import Reply, ScriptedLLM, tool_results
+from tests.fakes.llm import Reply, tool_results
 from tests.web_kit import (
     ADMIN_TOKEN,
     OPERATOR_TOKEN,
-    Browser,
+    Site,
     base_url,
-    chromium,
+    build_dir,
+    pending_id,
+    running_site,
     sign_in,
     web_chat,
     web_gateway,
@@ -38,7 +38,6 @@ from tests.web_kit import (
     web_settings,
 )
 from tools.browser import ChromiumMissing, find_chromium
-from tools.workspaces import Workspaces
 
 try:
     find_chromium(BrowserSettings())
@@ -48,21 +47,11 @@ except ChromiumMissing as exc:  # tests/run.sh installs it; elsewhere say why no
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 
-@dataclass
-class Site:
-    app: App
-    llm: ScriptedLLM
-    url: str
-    browser: Browser
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
     tmp = tmp_path_factory.mktemp("console")
-    async with ScriptedLLM() as llm:
-        settings = web_settings(tmp, llm.url, approvals={"timeout_seconds": 60})
-        async with web_gateway(settings) as app, chromium() as browser:
-            yield Site(app, llm, base_url(app), browser)
+    async with running_site(tmp, browser=True, approvals={"timeout_seconds": 60}) as found:
+        yield found
 
 
 @pytest.fixture(autouse=True)
@@ -71,35 +60,14 @@ def fresh_llm(site: Site) -> None:
 
 
 async def admin_page(site: Site, token: str = ADMIN_TOKEN) -> Any:
-    context = await site.browser.context()
+    context = await site.chromium.context()
     page = await context.new_page()
     await sign_in(page, f"{site.url}/admin/login", token)
     return page
 
 
-def build_dir(app: App, user: str) -> Path:
-    """The workspace folder of a web chat user, where their shell commands run."""
-    settings = app.settings
-    folder = Workspaces(settings.workspace, settings.tools.workspace_scope).folder(
-        web_chat(user, "-")
-    )
-    path = settings.workspace.joinpath(*folder, "build")
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "out.o").write_text("object")
-    return path
-
-
-async def pending_id(app: App) -> str:
-    for _ in range(250):
-        requests = await app.approvals.pending_requests()
-        if requests:
-            return requests[-1].id
-        await asyncio.sleep(0.02)
-    raise AssertionError("no approval request was made")
-
-
 async def test_every_page_needs_sign_in_and_a_wrong_token_is_refused(site: Site) -> None:
-    context = await site.browser.context()
+    context = await site.chromium.context()
     page = await context.new_page()
     for path in ("/admin", "/admin/approvals", "/admin/scheduler/x", "/admin/conversations"):
         await page.goto(site.url + path)
@@ -130,7 +98,7 @@ async def test_every_page_needs_sign_in_and_a_wrong_token_is_refused(site: Site)
 
 async def test_approve_a_shell_command_from_the_console(site: Site) -> None:
     app, llm = site.app, site.llm
-    build = build_dir(app, "alice")
+    build = build_dir(app, web_chat("alice", "-"))
     page = await admin_page(site)
     await page.goto(f"{site.url}/admin/approvals")
     assert "Nothing waits for approval." in await page.inner_text("[data-part=pending]")
@@ -164,7 +132,7 @@ async def test_approve_a_shell_command_from_the_console(site: Site) -> None:
 
 async def test_deny_with_a_reason(site: Site) -> None:
     app, llm = site.app, site.llm
-    build = build_dir(app, "alice")
+    build = build_dir(app, web_chat("alice", "-"))
     page = await admin_page(site, OPERATOR_TOKEN)  # an operator of their own: carol
     llm.push(Reply.call("shell", command="rm -rf build"), Reply.text("I left it alone."))
     turn = await app.admission.submit(web_message("alice", "c1", "delete build", "d1"))
@@ -285,7 +253,7 @@ async def test_the_session_cookie_expires(site: Site, tmp_path: Path) -> None:
     settings = web_settings(tmp_path, site.llm.url, web={"session_hours": 0.0005})  # 1.8 s
     async with web_gateway(settings) as app:
         url = base_url(app)
-        context = await site.browser.context()
+        context = await site.chromium.context()
         page = await context.new_page()
         await sign_in(page, f"{url}/admin/login", ADMIN_TOKEN)
         assert page.url == f"{url}/admin"
@@ -306,11 +274,11 @@ async def test_a_one_time_sign_in_link_for_the_web_chat(site: Site) -> None:
     flash = await page.inner_text(".flash")
     link = flash.split(": ", 1)[1].strip()
     assert link.startswith(f"{site.url}/chat/link/")
-    guest = await (await site.browser.context()).new_page()
+    guest = await (await site.chromium.context()).new_page()
     await guest.goto(link)
     assert guest.url == f"{site.url}/chat"
     assert "web:erin" in await guest.inner_text(".side-foot")
-    again = await (await site.browser.context()).new_page()
+    again = await (await site.chromium.context()).new_page()
     await again.goto(link)
     assert "used already or has expired" in await again.inner_text(".error")
     await page.context.close()
@@ -323,7 +291,7 @@ async def test_the_console_is_off_without_an_operator_token(site: Site, tmp_path
     async with web_gateway(settings) as app:
         assert app.console is None
         url = base_url(app)
-        context = await site.browser.context()
+        context = await site.chromium.context()
         for path in ("/admin", "/admin/login", "/admin/events?page=overview"):
             assert (await context.request.get(url + path)).status == 404, path
         assert (await context.request.get(f"{url}/chat/login")).ok  # the chat token still works

@@ -41,6 +41,7 @@ from gateway.web.pages import (
     static_handler,
 )
 from gateway.web.settings import WebSettings, check_name
+from gateway.web.signin import SignIn
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,17 @@ class AdminConsole:
         self._queue = queue
         self._memory = memory
         self._templates = Templates()
-        self._credentials = auth.Credentials(web_settings)
-        self._limiter = auth.SignInLimiter(parts.store, web_settings.signin_attempts_per_minute)
-        self._sessions = auth.BrowserSessions(parts.store, web_settings.session_hours)
+        self._signin = SignIn(
+            root=ROOT,
+            kind="operator",
+            cookie=COOKIE,
+            heading="chatgate operator console",
+            owner=auth.Credentials(web_settings).operator,
+            store=parts.store,
+            settings=web_settings,
+            templates=self._templates,
+        )
+        self._sessions = self._signin.sessions
         self._links = auth.SignInLinks(parts.store, web_settings.link_hours)
         self._errors = RecentErrors(parts.store, parts.instance_id, secret_values(parts.settings))
         self._health = LLMHealth(parts.settings.llm)
@@ -104,8 +113,8 @@ class AdminConsole:
         add = http.add_route
         add("GET", ROOT, self._overview)
         add("GET", f"{ROOT}/", self._overview)
-        add("GET", f"{ROOT}/login", self._login_form)
-        add("POST", f"{ROOT}/login", self._login)
+        add("GET", f"{ROOT}/login", self._signin.form)
+        add("POST", f"{ROOT}/login", self._signin.submit)
         add("POST", f"{ROOT}/logout", self._logout)
         add("GET", f"{ROOT}/approvals", self._simple("approvals"))
         add("POST", f"{ROOT}/approvals/{{id}}", self._decide)
@@ -131,69 +140,11 @@ class AdminConsole:
     # -- signing in -------------------------------------------------------------------------
 
     async def _signed_in(self, request: web.Request) -> tuple[BrowserSession | None, str]:
-        cookie = request.cookies.get(COOKIE, "")
-        return await self._sessions.get(cookie, "operator"), cookie
-
-    async def _login_form(self, request: web.Request) -> web.StreamResponse:
-        session, _ = await self._signed_in(request)
-        if session is not None:
-            return redirect(ROOT)
-        return self._login_page("")
-
-    def _login_page(self, error: str, status: int = 200) -> web.Response:
-        presign = auth.new_presign()
-        html = self._templates.render(
-            "login.html",
-            title="Sign in",
-            heading="chatgate operator console",
-            action=f"{ROOT}/login",
-            presign=presign,
-            error=error,
-            static=f"{ROOT}/static",
-        )
-        response = page(html, status)
-        auth.set_cookie(
-            response,
-            auth.PRESIGN_COOKIE,
-            presign,
-            path=f"{ROOT}/login",
-            seconds=3600,
-            secure=self._web.secure_cookies,
-        )
-        return response
-
-    async def _login(self, request: web.Request) -> web.StreamResponse:
-        form = await _form(request)
-        client = auth.client_address(request)
-        if not await self._limiter.allow(client):
-            log.warning("console sign-in rate limited client=%s", client)
-            return self._login_page("Too many sign-in attempts; wait a minute and try again.", 429)
-        if not auth.presign_ok(request, form):
-            return self._login_page("The sign-in form expired; please try again.", 400)
-        name = self._credentials.operator(form.get("token", "").strip())
-        if name is None:
-            log.warning("console sign-in refused client=%s", client)
-            return self._login_page("That token is not valid.", 403)
-        cookie, _ = await self._sessions.create("operator", name)
-        log.info("console sign-in operator=%s client=%s", name, client)
-        response = redirect(ROOT)
-        auth.set_cookie(
-            response,
-            COOKIE,
-            cookie,
-            path=ROOT,
-            seconds=self._sessions.seconds,
-            secure=self._web.secure_cookies,
-        )
-        response.del_cookie(auth.PRESIGN_COOKIE, path=f"{ROOT}/login")
-        return response
+        return await self._signin.session(request), self._signin.cookie_of(request)
 
     async def _logout(self, request: web.Request) -> web.StreamResponse:
-        _, cookie, _ = await self._change(request)
-        await self._sessions.end(cookie)
-        response = redirect(f"{ROOT}/login")
-        response.del_cookie(COOKIE, path=ROOT)
-        return response
+        await self._change(request)
+        return await self._signin.end(request)
 
     async def _change(self, request: web.Request) -> tuple[BrowserSession, str, dict[str, str]]:
         """A form that changes something: signed in, and the session's CSRF token with it."""
