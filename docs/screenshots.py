@@ -12,6 +12,7 @@ import asyncio
 import logging
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from gateway.messages import ChatKind, ChatRef, UserRef  # noqa: E402
 from gateway.scheduling.jobs import JobKind  # noqa: E402
+from gateway.web.transcript import ChatMessage, new_id  # noqa: E402
 from tests.fakes.llm import Reply, ScriptedLLM  # noqa: E402
 from tests.web_kit import (  # noqa: E402
     ADMIN_TOKEN,
@@ -77,7 +79,21 @@ async def _populate(app: object, llm: ScriptedLLM) -> None:
     assert isinstance(app, App)
     web = app.outbox.adapter("web")
     conversations = web.conversations  # type: ignore[attr-defined]
+    await conversations.ensure("alice", "ops", "Clean-ups")
     await conversations.ensure("alice", "demo", "Disk space on the build box")
+    operator = UserRef(platform="web", user_id="admin", display_name="admin")
+    for command, then, choice, reason in (
+        ("rm -rf cache", "Removed `cache/`.", "once", ""),
+        ("git push --force origin main", "OK, I did not push.", "deny", "never force-push main"),
+    ):
+        llm.push(Reply.call("shell", command=command), Reply.text(then))
+        turn = await app.admission.submit(web_message("alice", "ops", f"please {command}", command))
+        for _ in range(100):
+            if requests := await app.approvals.pending_requests():
+                await app.approvals.decide_as_operator(requests[0].id, operator, choice, reason)  # type: ignore[arg-type]
+                break
+            await asyncio.sleep(0.05)
+        await turn.done
     llm.push(
         Reply.text(
             "The build box has **12 GB** free. The biggest folder is `build/` (9.1 GB):\n\n"
@@ -85,11 +101,15 @@ async def _populate(app: object, llm: ScriptedLLM) -> None:
         ),
         Reply.call("shell", command="rm -rf build"),
     )
-    first = await app.admission.submit(
-        web_message("alice", "demo", "How much disk space is left?", "s1")
-    )
-    await first.done
-    await app.admission.submit(web_message("alice", "demo", "Delete the build folder", "s2"))
+
+    async def say(text: str) -> object:
+        # As the chat page does: the person's message is shown, then handed to the gateway.
+        mine = ChatMessage(id=new_id(), role="user", text=text, markdown=False, ts=time.time())
+        await web.record("alice", "demo", mine)  # type: ignore[attr-defined]
+        return (await app.admission.submit(web_message("alice", "demo", text, text))).done
+
+    await (await say("How much disk space is left?"))  # type: ignore[misc]
+    await say("Delete the build folder")
     for _ in range(100):
         if await app.approvals.pending_requests():
             break

@@ -113,7 +113,9 @@ class WebAdapter:
         """Store a message (new or changed) and tell the user's browsers."""
         await self.messages.put(chat_of(user, conversation).address, message)
         if not await self.conversations.touch(user, conversation):
-            await self.conversations.ensure(user, conversation, "Notices")
+            # The notices, or a conversation someone else started (a scheduled prompt's).
+            title = "Notices" if conversation == NOTICES else f"Conversation {conversation}"
+            await self.conversations.ensure(user, conversation, title)
         event = {"type": "message", "conversation": conversation, "message": view(message)}
         await self.hub.publish(live_key(user), event)
 

@@ -60,7 +60,7 @@ class Page:
 
 
 PAGES = {
-    "overview": Page("Overview", ("replicas", "adapters", "queue", "llm", "errors"), "overview"),
+    "overview": Page("Overview", ("replicas", "adapters", "llm", "queue", "errors"), "overview"),
     "approvals": Page("Approvals", ("pending", "audit"), "approvals"),
     "scheduler": Page("Scheduler", ("jobs",), "scheduler"),
     "job": Page("Job", ("job",), "scheduler"),
