@@ -95,7 +95,8 @@ class WebChatSite:
         return await self._signin.start(user, client)
 
     async def _logout(self, request: web.Request) -> web.StreamResponse:
-        await self._checked(request)
+        data = await request.post()
+        await self._checked(request, {k: v for k, v in data.items() if isinstance(v, str)})
         return await self._signin.end(request)
 
     async def _checked(self, request: web.Request, form: dict[str, str] | None = None) -> str:

@@ -164,4 +164,26 @@ async def test_sign_in_wrong_token_and_calls_without_the_csrf_token(site: Site) 
     assert sent.status == 403 and pressed.status == 403
     await asyncio.sleep(0.2)
     assert all(r.get("messages", [{}])[-1].get("content") != "sneaky" for r in site.llm.requests)
+    # Signing out ends the session: the page sends the user back to sign in.
+    await page.goto(f"{site.url}/chat")
+    await page.get_by_role("button", name="Sign out").click()
+    await page.wait_for_url(f"{site.url}/chat/login")
+    await page.goto(f"{site.url}/chat")
+    assert page.url == f"{site.url}/chat/login"
+    await page.context.close()
+
+
+async def test_a_question_with_choices_is_answered_by_a_press(site: Site) -> None:
+    site.llm.push(
+        Reply.call("clarify", question="Which colour?", choices=["red", "blue"]),
+        Reply.text("Blue it is."),
+    )
+    page = await chat_page(site)
+    await page.get_by_role("button", name="New conversation").click()
+    await say(page, "paint the fence")
+    question = page.locator(".msg.bot", has_text="Which colour?")
+    await question.wait_for()
+    await question.get_by_role("button", name="blue").click()
+    await page.locator(".msg.bot", has_text="Blue it is.").wait_for()
+    assert tool_results(site.llm.requests[-1]) == ["alice answered: blue"]
     await page.context.close()

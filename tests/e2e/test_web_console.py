@@ -93,6 +93,10 @@ async def test_every_page_needs_sign_in_and_a_wrong_token_is_refused(site: Site)
     assert 11.9 * 3600 < cookie["expires"] - time.time() <= 12 * 3600
     # The token itself is nowhere on the page.
     assert ADMIN_TOKEN not in await page.content()
+    await page.get_by_role("button", name="Sign out").click()
+    await page.wait_for_url(f"{site.url}/admin/login")
+    await page.goto(f"{site.url}/admin")
+    assert page.url == f"{site.url}/admin/login"
     await context.close()
 
 
@@ -295,4 +299,23 @@ async def test_the_console_is_off_without_an_operator_token(site: Site, tmp_path
         for path in ("/admin", "/admin/login", "/admin/events?page=overview"):
             assert (await context.request.get(url + path)).status == 404, path
         assert (await context.request.get(f"{url}/chat/login")).ok  # the chat token still works
+        await context.close()
+
+
+async def test_sign_in_attempts_are_limited(site: Site, tmp_path: Path) -> None:
+    settings = web_settings(tmp_path, site.llm.url, web={"signin_attempts_per_minute": 2})
+    async with web_gateway(settings) as app:
+        url = base_url(app)
+        context = await site.chromium.context()
+        page = await context.new_page()
+        for _ in range(2):
+            await sign_in(page, f"{url}/admin/login", "wrong-token-000000000000")
+            assert "That token is not valid." in await page.inner_text(".error")
+        # Past the limit even the right token waits for the next minute.
+        await page.fill("input[name=token]", ADMIN_TOKEN)
+        async with page.expect_response(f"{url}/admin/login") as answer:
+            await page.click("button[type=submit]")
+        assert (await answer.value).status == 429
+        assert "Too many sign-in attempts" in await page.inner_text(".error")
+        assert not [c for c in await context.cookies() if c["name"] == "chatgate_admin"]
         await context.close()
