@@ -7,7 +7,7 @@ Adapters implement `Adapter`; the core only ever talks to them through
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gateway.messages import ButtonPress, ChatRef, Inbound, Outbound, PressReply, SentRef
@@ -20,6 +20,18 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class StreamSupport:
+    """How a platform shows a reply while it is written (gateway/streaming/ drives it)."""
+
+    interval: float  # default seconds between two updates of one message (rate limits)
+    # The core's generic way, where the adapter has no `open_stream` of its own (or it
+    # declines): post the first words, then edit that message.
+    edits: bool = True
+    # Size of a Markdown text as the platform counts it against `max_len` (after rendering).
+    measure: Callable[[str], int] = field(default=len)
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a platform can do; the core adapts its behaviour (buttons, edits) to it."""
 
@@ -28,6 +40,7 @@ class Capabilities:
     buttons: bool = True
     threads: bool = False
     typing: bool = True
+    streaming: StreamSupport | None = None  # None: replies arrive whole
 
 
 class DeliveryError(Exception):
@@ -37,6 +50,17 @@ class DeliveryError(Exception):
         super().__init__(message)
         # Permanent: blocked, kicked, chat gone. Retrying will not help.
         self.permanent = permanent
+
+
+class MessageGone(DeliveryError):
+    """The message to edit no longer exists (someone deleted it)."""
+
+
+@runtime_checkable
+class MessageDeleter(Protocol):
+    """An adapter that can delete a message it sent (a streamed message taken back)."""
+
+    async def delete(self, ref: SentRef) -> None: ...
 
 
 @runtime_checkable

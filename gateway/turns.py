@@ -28,8 +28,9 @@ from gateway.prompt import PromptSection, build_system_prompt
 from gateway.session_leases import LeaseHandle, TurnLease
 from gateway.sessions import SessionKey
 from gateway.store.base import StoreUnavailable
+from gateway.streaming.reply import ReplyStream, ReplyStreams
 from gateway.tasks import stop_task
-from gateway.tooling import ToolCatalog, ToolContext, ToolScope, ToolSpec
+from gateway.tooling import NO_STREAM, ToolCatalog, ToolContext, ToolScope, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ class TurnJob:
 
 # Platforms show "typing…" for about five seconds per call.
 TYPING_EVERY = 4.0
+# A stopped turn's streamed message gets this long to show "(stopped)".
+STOP_SECONDS = 10.0
 
 
 class TypingIndicator:
@@ -123,6 +126,7 @@ class TurnRunner:
         self._metrics = metrics
         # Read at each new session, so a section registered after this runner was built counts.
         self._sections = prompt_sections
+        self._streams = ReplyStreams(settings, outbox)
 
     async def run(
         self,
@@ -157,15 +161,18 @@ class TurnRunner:
             [*record.messages, user_message], self._settings.agent.history_token_budget
         )
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
+        tools = self._tools(inbound)
+        stream = self._streams.open(inbound, tools, typing)
         typing.start()
         outcome = TurnOutcome()
         try:
             result = await self._agent.run(
                 record.system,
                 history,
-                self._tools(inbound),
-                self._context(job, typing),
+                tools,
+                self._context(job, typing, stream),
                 catalog=self._catalog,
+                events=stream,
             )
             history.extend(result.new_messages)
             record.prompt_tokens += result.usage.prompt_tokens
@@ -182,8 +189,14 @@ class TurnRunner:
             )
         except asyncio.CancelledError:
             outcome.cancelled = True
-            history.append({"role": "assistant", "content": INTERRUPTED_NOTE})
+            written = await asyncio.shield(self._stop_stream(stream))
+            note = f"{written}\n\n{INTERRUPTED_NOTE}" if written else INTERRUPTED_NOTE
+            history.append({"role": "assistant", "content": note})
             await asyncio.shield(self._save(key, record, history, lease))
+            raise
+        except BaseException:
+            if stream is not None:
+                await asyncio.shield(stream.aclose())  # no half answer stays on show
             raise
         finally:
             await typing.stop()
@@ -192,7 +205,8 @@ class TurnRunner:
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
         if on_answering is not None:
             on_answering()
-        outcome.sent = await self._deliver(job, outcome.reply or outcome.error or "")
+        # A failed turn's line replaces whatever part of an answer was streamed.
+        outcome.sent = await self._deliver(job, outcome.reply or outcome.error or "", stream)
         await self._save(key, record, history, lease)
         self._metrics.observe("turn_seconds", time.monotonic() - started)
         self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
@@ -207,7 +221,9 @@ class TurnRunner:
         )
         return self._catalog.for_scope(scope)
 
-    def _context(self, job: TurnJob, typing: TypingIndicator) -> ToolContext:
+    def _context(
+        self, job: TurnJob, typing: TypingIndicator, stream: ReplyStream | None
+    ) -> ToolContext:
         inbound = job.inbound
         return ToolContext(
             session=job.key,
@@ -217,17 +233,32 @@ class TurnRunner:
             message_id=inbound.message_id,
             attachments=inbound.attachments,
             typing=typing,
+            stream=stream or NO_STREAM,
         )
 
-    async def _deliver(self, job: TurnJob, text: str) -> SentRef | None:
+    async def _deliver(self, job: TurnJob, text: str, stream: ReplyStream | None) -> SentRef | None:
+        """The one final message of the turn: the streamed message becomes it, or it is sent."""
         inbound = job.inbound
         out = Outbound(chat=inbound.chat, text=text, reply_to=inbound.message_id)
         try:
+            if stream is not None:
+                return await stream.finish(text)
             return await self._outbox.send(out)
         except DeliveryError as exc:
             log.warning("reply not delivered session=%s error=%s", job.key, exc)
             self._metrics.inc("deliveries_failed_total")
             return None
+
+    async def _stop_stream(self, stream: ReplyStream | None) -> str:
+        """End a stopped turn's streamed message with "(stopped)"; returns what was written."""
+        if stream is None:
+            return ""
+        try:
+            async with asyncio.timeout(STOP_SECONDS):
+                return await stream.stop()
+        except TimeoutError:
+            log.warning("stopped reply not shown in time chat=%s", stream.chat.address)
+            return ""
 
     async def _save(
         self, key: SessionKey, record: SessionRecord, history: list[Message], lease: TurnLease
