@@ -24,7 +24,7 @@ _MAIN_KEYS = ("command", "path", "url", "query", "pattern", "name", "task", "que
 
 _ASSIGNED = re.compile(
     r"(?i)\b([\w.-]*(?:token|secret|passw(?:or)?d|pwd|api[_-]?key|apikey|authorization|cookie)"
-    r"[\w.-]*)(\s*[=:]\s*|\s+)(\"[^\"]*\"|'[^']*'|[^\s&;,]+)"
+    r"[\w.-]*)(\s*[=:]\s*|\s+)(\"[^\"]*\"|'[^']*'|[^\s&;,`'\"]+)"
 )
 _SCHEMES = re.compile(r"(?i)\b(bearer|basic|token|bot)(\s+)[A-Za-z0-9._~+/=:-]{8,}")
 _URL_PASSWORD = re.compile(r"(\b[a-z][\w+.-]*://[^/\s:@]*):[^@\s/]+@", re.IGNORECASE)
