@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -42,7 +43,7 @@ def visible(call: Call) -> str:
 
 
 def growing(texts: list[str]) -> bool:
-    return all(b.startswith(a.rstrip("…").rstrip()) for a, b in zip(texts, texts[1:], strict=False))
+    return all(b.startswith(a.rstrip("…").rstrip()) for a, b in itertools.pairwise(texts))
 
 
 # -- private chats: drafts, then one message ---------------------------------------------------
@@ -255,7 +256,7 @@ async def test_progress_lines_while_tools_run_then_the_answer(
     assert len(tg.sent()) == 1  # the progress line became the answer
 
 
-# -- /stop and approvals ----------------------------------------------------------------------------
+# -- /stop and approvals --------------------------------------------------------------------
 
 
 async def test_stop_ends_the_stream_with_what_was_written(
