@@ -35,7 +35,7 @@ from adapters.discord.presses import answer_press, show
 from adapters.discord.sending import MAX_LEN, DiscordSender
 from adapters.discord.settings import DiscordSettings
 from gateway.admission import Status, Submission
-from gateway.channels import AdapterContext, Capabilities, DeliveryError
+from gateway.channels import AdapterContext, Capabilities, DeliveryError, StreamSupport
 from gateway.leader import LeaderElection
 from gateway.messages import ChatKind, ChatRef, Outbound, PressReply, SentRef
 from gateway.turns import TurnOutcome
@@ -52,7 +52,14 @@ INTENT_HELP = (
 
 class DiscordAdapter:
     platform = PLATFORM
-    capabilities = Capabilities(max_len=MAX_LEN, can_edit=True, buttons=True, threads=True)
+    capabilities = Capabilities(
+        max_len=MAX_LEN,
+        can_edit=True,
+        buttons=True,
+        threads=True,
+        # Post, then edit (followups for slash commands): about one edit a second.
+        streaming=StreamSupport(interval=1.0, measure=lambda text: len(text.strip())),
+    )
 
     def __init__(self, settings: DiscordSettings, ctx: AdapterContext) -> None:
         if settings.token is None or not settings.token.get_secret_value():
@@ -116,6 +123,9 @@ class DiscordAdapter:
 
     async def edit(self, ref: SentRef, out: Outbound) -> None:
         await self._sender.edit(ref, out)
+
+    async def delete(self, ref: SentRef) -> None:
+        await self._sender.delete(ref)
 
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)
