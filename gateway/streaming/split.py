@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from gateway.textsplit import best_cut, open_fence
 
 _FENCE_ROOM = 8  # "\n```" closing a fence at the cut, with a margin
-_MIN_BUDGET = 200
 
 
 @dataclass(frozen=True)
@@ -27,17 +26,19 @@ def cut(text: str, limit: int, measure: Callable[[str], int] = len) -> Cut | Non
     """The first part of `text` when it does not fit in one message; None when it fits."""
     if measure(text) <= limit:
         return None
-    budget = max(_MIN_BUDGET, min(limit, len(text)) - _FENCE_ROOM)
+    # A tenth of the limit fits even when rendering makes text several times longer.
+    smallest = max(20, limit // 10)
+    budget = max(smallest, min(limit, len(text)) - _FENCE_ROOM)
     while True:
         at = best_cut(text, budget, 0)
         head = text[:at]
         fence = open_fence(head)
         shown = head.rstrip("\n") + "\n```" if fence is not None else head.rstrip()
         size = measure(shown)
-        if size <= limit or budget <= _MIN_BUDGET:
+        if size <= limit or budget <= smallest:
             break
         # Rendering made it longer (escapes, tags): shrink the budget in proportion.
-        budget = max(_MIN_BUDGET, int(budget * limit / size * 0.95))
+        budget = max(smallest, int(budget * limit / size * 0.95))
     rest = text[at:]
     skipped = len(rest) - len(rest.lstrip("\n" if fence is not None else None))
     reopen = fence + "\n" if fence is not None else ""
