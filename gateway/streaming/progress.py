@@ -107,6 +107,12 @@ def _all_arguments(args: dict[str, Any], scrub: SecretScrubber) -> str:
     return ", ".join(parts)
 
 
+def inline_code(value: str) -> str:
+    """A value for a progress line: inline code on one line, shortened, so whatever the
+    model wrote (Markdown, newlines) shows as written. Tools use it in `ToolSpec.progress`."""
+    return _code(value)
+
+
 def _code(value: str) -> str:
     """A value as inline code on one line; backticks inside would end the code early."""
     one_line = " ".join(value.replace("`", "'").split())

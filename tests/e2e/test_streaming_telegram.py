@@ -224,7 +224,7 @@ async def test_text_mode_tool_calls_never_flash(
         assert any("Let me look" in text for text in seen)  # the prose did stream
         assert not any("tool_call" in t or "{" in t or "arguments" in t for t in seen)
         # Once the call was read, its line replaced the prose; the answer replaced both.
-        assert any("Running read_file: <code>notes.md</code>" in t for t in seen)
+        assert any("Reading <code>notes.md</code>" in t for t in seen)
 
 
 @contextlib.asynccontextmanager
