@@ -120,6 +120,8 @@ class ScriptedLLM(LocalServer):
         self.models = models
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
+        # time.monotonic() at which each streamed reply wrote its first words (benchmarks).
+        self.first_tokens: list[float] = []
         self._script: deque[Reply] = deque()
         self._ids = itertools.count(1)
         self._arrived = asyncio.Condition()
@@ -234,6 +236,8 @@ class ScriptedLLM(LocalServer):
             for number, piece in enumerate(pieces):
                 if number and reply.chunk_delay:
                     await asyncio.sleep(reply.chunk_delay)
+                elif not number:
+                    self.first_tokens.append(time.monotonic())
                 await send({"content": piece})
         for call in calls:
             function = call["function"]
