@@ -189,10 +189,15 @@ class TurnRunner:
             )
         except asyncio.CancelledError:
             outcome.cancelled = True
-            written = await asyncio.shield(self._stop_stream(stream))
+            written = stream.written if stream is not None else ""
             note = f"{written}\n\n{INTERRUPTED_NOTE}" if written else INTERRUPTED_NOTE
             history.append({"role": "assistant", "content": note})
-            await asyncio.shield(self._save(key, record, history, lease))
+            try:
+                # History first: /stop waits for it, so a /new right after is not undone.
+                await asyncio.shield(self._save(key, record, history, lease))
+            finally:
+                if stream is not None:
+                    await asyncio.shield(self._stop_stream(stream))
             raise
         except BaseException:
             if stream is not None:
@@ -207,6 +212,8 @@ class TurnRunner:
             on_answering()
         # A failed turn's line replaces whatever part of an answer was streamed.
         outcome.sent = await self._deliver(job, outcome.reply or outcome.error or "", stream)
+        if stream is not None and stream.updates:
+            self._metrics.inc("stream_updates_total", stream.updates)
         await self._save(key, record, history, lease)
         self._metrics.observe("turn_seconds", time.monotonic() - started)
         self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
@@ -249,16 +256,14 @@ class TurnRunner:
             self._metrics.inc("deliveries_failed_total")
             return None
 
-    async def _stop_stream(self, stream: ReplyStream | None) -> str:
-        """End a stopped turn's streamed message with "(stopped)"; returns what was written."""
-        if stream is None:
-            return ""
+    async def _stop_stream(self, stream: ReplyStream) -> None:
+        """End a stopped turn's streamed message with what was written and "(stopped)"."""
         try:
             async with asyncio.timeout(STOP_SECONDS):
-                return await stream.stop()
+                await stream.stop()
         except TimeoutError:
             log.warning("stopped reply not shown in time chat=%s", stream.chat.address)
-            return ""
+            await stream.aclose()
 
     async def _save(
         self, key: SessionKey, record: SessionRecord, history: list[Message], lease: TurnLease

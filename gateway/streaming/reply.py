@@ -153,6 +153,11 @@ class ReplyStream:
     def chat(self) -> ChatRef:
         return self._chat
 
+    @property
+    def written(self) -> str:
+        """The answer text written so far (what a stopped turn leaves in its history)."""
+        return self._answer.strip()
+
     # -- what the agent reports (gateway.agent.AgentEvents) -------------------------------
 
     async def text(self, delta: str) -> None:
@@ -216,9 +221,8 @@ class ReplyStream:
             finally:
                 await self._close()
 
-    async def stop(self) -> str:
-        """End a cancelled turn's reply with what was written and "(stopped)"; returns the
-        answer text written so far."""
+    async def stop(self) -> None:
+        """End a cancelled turn's reply with what was written and "(stopped)"."""
         await self._halt()
         async with self._lock:
             try:
@@ -232,7 +236,6 @@ class ReplyStream:
                 log.info("stopped reply not shown chat=%s error=%s", self._chat.address, exc)
             finally:
                 await self._close()
-        return self._answer.strip()
 
     async def aclose(self) -> None:
         """After a turn that neither finished nor stopped (it crashed): take back what shows."""

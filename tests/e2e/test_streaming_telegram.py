@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gateway.app import App
+from gateway.turns import INTERRUPTED_NOTE
 from tests.e2e.test_telegram import GROUP, telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM
 from tests.fakes.telegram import Call, FakeBotAPI, parse_html
@@ -63,6 +64,12 @@ async def test_dm_streams_drafts_then_sends_one_message(
     assert growing(texts) and ANSWER.startswith(texts[0]) and texts[0]
     assert tg.calls_of("editMessageText") == []
     assert len(tg.calls_of("sendMessage")) == 1
+    # The history holds the answer once, whole.
+    llm.push(Reply.text("ok"))
+    tg.push_message("thanks")
+    await tg.wait_sent(2)
+    answers = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "assistant"]
+    assert answers == [ANSWER]
 
 
 async def test_dm_defaults_a_fast_reply_goes_out_whole(
@@ -273,6 +280,12 @@ async def test_stop_ends_the_stream_with_what_was_written(
     await tg.wait_for(lambda: "Stopped." in tg.texts())
     await asyncio.sleep(0.5)
     assert ANSWER not in tg.texts()  # the rest of the answer never came
+    # The next turn's model sees what was written, marked as interrupted.
+    llm.push(Reply.text("ok"))
+    tg.push_message("go on")
+    await tg.wait_for(lambda: "ok" in tg.texts())
+    answers = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "assistant"]
+    assert answers[-1].startswith(written) and INTERRUPTED_NOTE in answers[-1]
 
 
 async def test_an_approval_in_the_middle_finishes_first_and_the_reply_goes_on_below(

@@ -258,8 +258,8 @@ async def test_stop_ends_with_what_was_written() -> None:
     stream = stream_for(platform)
     await write(stream, "Here is\n```py\nx = 1")
     await platform.until(lambda: bool(platform.shown()))
-    written = await stream.stop()
-    assert written == "Here is\n```py\nx = 1"
+    await stream.stop()
+    assert stream.written == "Here is\n```py\nx = 1"
     assert platform.shown() == ["Here is\n```py\nx = 1\n```\n\n(stopped)"]
 
 
@@ -267,7 +267,8 @@ async def test_stop_before_anything_showed_sends_nothing() -> None:
     platform = MemoryPlatform()
     stream = stream_for(platform, first_delay=10.0)
     await write(stream, "Some words")
-    assert await stream.stop() == "Some words"
+    await stream.stop()
+    assert stream.written == "Some words"
     assert platform.shown() == []
 
 

@@ -10,6 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from gateway.config import LLMSettings
+from gateway.llm.client import LLMClient
 from gateway.llm.stream import VisibleText
 from gateway.llm.types import ToolCall
 from gateway.streaming.holdback import CallHoldback
@@ -17,6 +19,7 @@ from gateway.streaming.progress import SecretScrubber, describe_call
 from gateway.streaming.split import close_fences, cut
 from gateway.textsplit import open_fence
 from gateway.tooling import ToolSpec
+from tests.fakes.llm import Reply, ScriptedLLM
 
 CALL_JSON = '{"name": "read_file", "arguments": {"path": "notes.md"}}'
 
@@ -185,3 +188,23 @@ def test_visible_text_hands_think_blocks_to_reasoning() -> None:
     assert out == "Hello"
     assert visible.take_thoughts() == "plan the answer"
     assert visible.take_thoughts() == ""
+
+
+async def test_client_streams_reasoning_and_text_to_separate_listeners() -> None:
+    async with ScriptedLLM() as server:
+        settings = LLMSettings(base_url=server.url, model="fake-model", max_retries=0)
+        async with LLMClient(settings) as client:
+            server.push(Reply(content="<think>weigh it</think>Hello there", reasoning="first, "))
+            text: list[str] = []
+            thoughts: list[str] = []
+
+            async def on_text(delta: str) -> None:
+                text.append(delta)
+
+            async def on_reasoning(delta: str) -> None:
+                thoughts.append(delta)
+
+            messages = [{"role": "user", "content": "hi"}]
+            completion = await client.complete(messages, on_text=on_text, on_reasoning=on_reasoning)
+    assert "".join(text) == completion.content == "Hello there"
+    assert "".join(thoughts) == "first, weigh it"
