@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -41,6 +38,7 @@ from tests.fakes.slack import (  # noqa: E402
     events_url,
     mention,
 )
+from tests.fakes.slack import slack_gateway as configured_gateway  # noqa: E402
 from tests.fakes.telegram import FakeBotAPI  # noqa: E402
 from tests.harness import gateway_settings  # noqa: E402
 
@@ -193,17 +191,6 @@ async def measure(platform: Platform, llm: ScriptedLLM, replies: int) -> list[Sa
     return samples
 
 
-@contextlib.asynccontextmanager
-async def started(settings: Any) -> AsyncIterator[App]:
-    app = App(settings)
-    app.add_configured_adapters()
-    await app.start()
-    try:
-        yield app
-    finally:
-        await app.stop()
-
-
 async def telegram(llm: ScriptedLLM, tmp: Path, replies: int) -> list[tuple[str, list[Sample]]]:
     rows = []
     for group in (False, True):
@@ -212,7 +199,7 @@ async def telegram(llm: ScriptedLLM, tmp: Path, replies: int) -> list[tuple[str,
             settings = gateway_settings(
                 tmp / f"tg{group}", llm.url, telegram=section, router={"typing_delay": 0.8}
             )
-            async with started(settings):
+            async with configured_gateway(settings):
                 platform = TelegramChat(tg, group=group)
                 rows.append((platform.name, await measure(platform, llm, replies)))
     return rows
@@ -230,7 +217,7 @@ async def slack(llm: ScriptedLLM, tmp: Path, replies: int) -> list[tuple[str, li
                 http={"enabled": True, "port": 0},
                 scheduler={"enabled": False},
             )
-            async with started(settings) as app:
+            async with configured_gateway(settings) as app:
                 platform = SlackThread(fake, app, refused=refused)
                 rows.append((platform.name, await measure(platform, llm, replies)))
     return rows
@@ -239,7 +226,7 @@ async def slack(llm: ScriptedLLM, tmp: Path, replies: int) -> list[tuple[str, li
 async def discord(llm: ScriptedLLM, tmp: Path, replies: int) -> list[tuple[str, list[Sample]]]:
     async with FakeDiscord() as fake:
         settings = gateway_settings(tmp / "discord", llm.url, discord=discord_section(fake))
-        async with started(settings) as app:
+        async with configured_gateway(settings) as app:
             adapter = app.outbox.adapter("discord")
             assert isinstance(adapter, DiscordAdapter)
             await asyncio.wait_for(adapter.ready.wait(), 5)

@@ -210,27 +210,18 @@ class Agent:
         catalog: ToolCatalog | None,
         budget: _TurnBudget,
     ) -> list[Message]:
+        async def run(call: ToolCall) -> str:
+            output = await self._run_one(call, by_name, ctx, catalog, budget)
+            if budget.events is not None:
+                await budget.events.tool_result(call, output)
+            return output
+
         # Parallel calls run concurrently; results keep the model's order.
-        outputs = await asyncio.gather(
-            *(self._run_reported(call, by_name, ctx, catalog, budget) for call in calls)
-        )
+        outputs = await asyncio.gather(*(run(call) for call in calls))
         return [
             {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
             for call, output in zip(calls, outputs, strict=True)
         ]
-
-    async def _run_reported(
-        self,
-        call: ToolCall,
-        by_name: dict[str, ToolSpec[Any]],
-        ctx: ToolContext,
-        catalog: ToolCatalog | None,
-        budget: _TurnBudget,
-    ) -> str:
-        output = await self._run_one(call, by_name, ctx, catalog, budget)
-        if budget.events is not None:
-            await budget.events.tool_result(call, output)
-        return output
 
     async def _run_one(
         self,

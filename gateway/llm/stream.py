@@ -212,7 +212,8 @@ def _str(value: Any) -> str:
 
 _THINK_OPEN = {"<think>": "</think>", "<thinking>": "</thinking>"}
 _THINK_STRAY = ("</think>", "</thinking>")
-_CALL_MARKERS = (
+# Markup that opens a tool call written as text (the streaming hold-back watches it too).
+CALL_MARKERS = (
     "<tool_call>",
     "<|tool_call>",
     "<|tool_call|>",
@@ -235,7 +236,7 @@ class VisibleText:
 
     def __init__(self, *, hide_calls: bool) -> None:
         self._hide_calls = hide_calls
-        markers = [*_THINK_OPEN, *_THINK_STRAY, *(_CALL_MARKERS if hide_calls else ())]
+        markers = [*_THINK_OPEN, *_THINK_STRAY, *(CALL_MARKERS if hide_calls else ())]
         self._markers = tuple(markers)
         self._pattern = re.compile("|".join(re.escape(m) for m in markers))
         self._pending = ""

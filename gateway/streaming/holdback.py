@@ -13,19 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
+from gateway.llm.stream import CALL_MARKERS
 from gateway.llm.textcalls import parse
 
 # Markup that only ever opens a call (a mention in inline code, `<tool_call>`, is not one).
-MARKERS = (
-    "<tool_call>",
-    "<|tool_call>",
-    "<|tool_call|>",
-    "<start_function_call>",
-    "<function=",
-    "[TOOL_CALLS]",
-    "<|python_tag|>",
-    "<|python_start|>",
-)
+MARKERS = (*CALL_MARKERS, "<|python_start|>")
 FENCE = "```"
 _WATCHED = (*MARKERS, FENCE)
 _LONGEST = max(len(m) for m in _WATCHED)

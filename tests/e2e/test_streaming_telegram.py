@@ -6,7 +6,6 @@ tool calls that must never show, progress lines, /stop and an approval in the mi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from gateway.app import App
 from gateway.turns import INTERRUPTED_NOTE
 from tests.e2e.test_telegram import GROUP, telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM
+from tests.fakes.slack import slack_gateway as configured_gateway
 from tests.fakes.telegram import Call, FakeBotAPI, parse_html
 from tests.harness import gateway_settings
 
@@ -234,20 +234,14 @@ async def test_text_mode_tool_calls_never_flash(
         assert any("Reading <code>notes.md</code>" in t for t in seen)
 
 
-@contextlib.asynccontextmanager
-async def text_calls_gateway(
+def text_calls_gateway(
     tmp_path: Path, llm: ScriptedLLM, tg: FakeBotAPI
-) -> AsyncIterator[App]:
+) -> contextlib.AbstractAsyncContextManager[App]:
+    """A Telegram gateway whose model writes its tool calls as text."""
     telegram = {"token": tg.token, "api_url": tg.url, "poll_timeout": 1}
     settings = gateway_settings(tmp_path, llm.url, telegram=telegram, streaming=FAST)
     settings.llm.tool_call_format = "text"
-    app = App(settings)
-    app.add_configured_adapters()
-    await app.start()
-    try:
-        yield app
-    finally:
-        await app.stop()
+    return configured_gateway(settings)
 
 
 async def test_progress_lines_while_tools_run_then_the_answer(
