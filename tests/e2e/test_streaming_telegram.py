@@ -6,6 +6,7 @@ tool calls that must never show, progress lines, /stop and an approval in the mi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
