@@ -175,6 +175,7 @@ class ReplyStream:
     async def tool_calls(self, calls: Sequence[ToolCall]) -> None:
         # The text of a completion that asks for tools was not the answer: it goes.
         self._answer = self._answer[: self._base]
+        self._reopen = ""  # the next text starts afresh, not inside an earlier code block
         self._reasoning = ""
         if self._holdback is not None:
             self._holdback.reset()

@@ -307,3 +307,26 @@ async def test_an_approval_in_the_middle_finishes_first_and_the_reply_goes_on_be
         await tg.wait_for(lambda: last_shown(tg) == "Cleaned it up.", within=8)
         answer = tg.sent()[-1]
         assert answer.result["message_id"] > prompt.result["message_id"]
+
+
+async def test_a_question_in_the_middle_comes_on_its_own_and_the_reply_streams_after(
+    gw: App, tg: FakeBotAPI, llm: ScriptedLLM
+) -> None:
+    asking = Reply(
+        content="Let me ask you something first.",
+        chunks=8,
+        chunk_delay=0.06,
+        tool_calls=[("clarify", {"question": "Which colour?", "choices": ["red", "blue"]})],
+    )
+    llm.push(asking, streamed("Painting it red."))
+    tg.push_message("paint the shed")
+    [question] = await tg.wait_sent(1)
+    assert question.text.startswith("Which colour?")
+    before = {c.params["draft_id"] for c in drafts(tg)}
+    keyboard = question.params["reply_markup"]["inline_keyboard"]
+    red = next(b["callback_data"] for row in keyboard for b in row if b["text"] == "red")
+    tg.push_press(red, on=question.result)
+    sent = await tg.wait_sent(2)
+    assert sent[-1].text == "Painting it red."
+    after = [c for c in drafts(tg) if c.at > question.at]
+    assert after and {c.params["draft_id"] for c in after}.isdisjoint(before)
