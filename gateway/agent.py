@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,6 +23,7 @@ from gateway.llm.client import LLMClient
 from gateway.llm.types import Completion, Message, ToolCall, Usage
 from gateway.tooling import (
     ApprovalGate,
+    ApprovalNeed,
     ToolCatalog,
     ToolContext,
     ToolError,
@@ -244,49 +245,76 @@ class Agent:
                 return f"error: the tool '{call.name}' is not allowed in this chat. Do not call it."
             available = ", ".join(sorted(by_name)) or "none"
             return f"error: there is no tool named '{call.name}'. Available tools: {available}."
-        try:
-            args = spec.args.model_validate(parse_arguments(call.arguments))
-        except (ValueError, ValidationError) as exc:
-            log.warning("bad tool arguments session=%s tool=%s", ctx.session, call.name)
-            return f"error: invalid arguments for {call.name}: {describe_invalid(exc)}"
-        try:
-            if spec.approval is not None:
-                need = await spec.approval(args, ctx)
-                if need is not None:
-                    refusal = await self._ask_approval(need, spec.name, ctx)
-                    if refusal is not None:
-                        return refusal
-        except ToolError as exc:
-            return f"error: {exc}"
-        except Exception:
-            # Fail closed: when we cannot tell whether approval is needed, nothing runs.
-            log.exception("approval check failed session=%s tool=%s", ctx.session, call.name)
-            return f"error: {call.name} was not run: its approval check failed. Tell the user."
-        limit = min(spec.timeout or self._settings.tool_timeout, max(budget.remaining_seconds, 1))
-        try:
-            async with asyncio.timeout(limit):
-                return await spec.handler(args, ctx)
-        except ToolError as exc:
-            return f"error: {exc}"
-        except TimeoutError:
-            log.warning("tool timed out session=%s tool=%s", ctx.session, call.name)
-            return f"error: {call.name} did not finish within {limit:g} s and was stopped."
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("tool crashed session=%s tool=%s", ctx.session, call.name)
-            return f"error: {call.name} failed unexpectedly ({type(exc).__name__}: {exc})."
 
-    async def _ask_approval(self, need: Any, tool: str, ctx: ToolContext) -> str | None:
-        if self._approvals is None:
-            return (
-                f"error: {tool} needs a person's approval here ({need.reason}), and approvals "
-                "are not available. Tell the user what you wanted to run instead."
+        def limit() -> float:  # after any approval wait, which uses up turn time
+            return min(
+                spec.timeout or self._settings.tool_timeout, max(budget.remaining_seconds, 1)
             )
-        outcome = await self._approvals.decide(need, tool, ctx)
-        if outcome.approved:
-            return None
-        return f"error: not run: {outcome.message}"
+
+        return await execute_tool(
+            spec, call.arguments, ctx, approvals=self._approvals, timeout=limit
+        )
+
+
+async def execute_tool(
+    spec: ToolSpec[Any],
+    arguments: str | Mapping[str, Any],
+    ctx: ToolContext,
+    *,
+    approvals: ApprovalGate | None,
+    timeout: float | Callable[[], float],  # noqa: ASYNC109 - a callable is read after approval
+) -> str:
+    """Validate, ask for approval if the tool wants it, run: the one path every tool call
+    takes (the agent's, and execute_code's calls from a script). Never raises for anything
+    the tool does; the result is the text the model reads ("error: ..." on failure)."""
+    name = spec.name
+    try:
+        raw = arguments if isinstance(arguments, Mapping) else parse_arguments(arguments)
+        args = spec.args.model_validate(raw)
+    except (ValueError, ValidationError) as exc:
+        log.warning("bad tool arguments session=%s tool=%s", ctx.session, name)
+        return f"error: invalid arguments for {name}: {describe_invalid(exc)}"
+    try:
+        if spec.approval is not None:
+            need = await spec.approval(args, ctx)
+            if need is not None:
+                refusal = await _ask_approval(approvals, need, name, ctx)
+                if refusal is not None:
+                    return refusal
+    except ToolError as exc:
+        return f"error: {exc}"
+    except Exception:
+        # Fail closed: when we cannot tell whether approval is needed, nothing runs.
+        log.exception("approval check failed session=%s tool=%s", ctx.session, name)
+        return f"error: {name} was not run: its approval check failed. Tell the user."
+    limit = timeout() if callable(timeout) else timeout
+    try:
+        async with asyncio.timeout(limit):
+            return await spec.handler(args, ctx)
+    except ToolError as exc:
+        return f"error: {exc}"
+    except TimeoutError:
+        log.warning("tool timed out session=%s tool=%s", ctx.session, name)
+        return f"error: {name} did not finish within {limit:g} s and was stopped."
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("tool crashed session=%s tool=%s", ctx.session, name)
+        return f"error: {name} failed unexpectedly ({type(exc).__name__}: {exc})."
+
+
+async def _ask_approval(
+    approvals: ApprovalGate | None, need: ApprovalNeed, tool: str, ctx: ToolContext
+) -> str | None:
+    if approvals is None:
+        return (
+            f"error: {tool} needs a person's approval here ({need.reason}), and approvals "
+            "are not available. Tell the user what you wanted to run instead."
+        )
+    outcome = await approvals.decide(need, tool, ctx)
+    if outcome.approved:
+        return None
+    return f"error: not run: {outcome.message}"
 
 
 def parse_arguments(raw: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import httpx
 from pydantic import BaseModel
 
 from adapters.console import ConsoleAdapter
-from adapters.registry import plugin, plugins
+from adapters.registry import plugin, plugins, settings_sections
 from gateway import config
 from gateway.access import AccessPolicy
 from gateway.admission import Admission, AdmissionPipeline, Middleware, Notifier
@@ -34,6 +34,7 @@ from gateway.group_context import GroupContext
 from gateway.history import SessionStore
 from gateway.http import HttpServer
 from gateway.llm.client import LLMClient
+from gateway.media.turn import turn_media
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
 from gateway.metrics import Metrics
@@ -92,6 +93,7 @@ class App:
         self.approvals.register(self.extensions)
         self.agent = Agent(self.llm, settings.agent, approvals=self.approvals)
         self.tools = ToolRegistry()
+        self.media = turn_media(settings, self.outbox, self.llm.vision)
         self.runner = TurnRunner(
             settings=settings,
             agent=self.agent,
@@ -100,10 +102,13 @@ class App:
             catalog=self.tools,
             outbox=self.outbox,
             metrics=self.metrics,
+            media=self.media,
             prompt_sections=self.extensions.prompt_sections,
         )
         context = GroupContext(self.store, size=20)
-        self.leases = SessionLeases(self.store, self.instance_id, settings.router.lease_ttl)
+        self.leases = SessionLeases(
+            self.store, self.instance_id, settings.router.lease_ttl, self.metrics
+        )
         self.queue = SessionQueue(
             store=self.store,
             runner=self.runner,
@@ -113,6 +118,8 @@ class App:
             settings=settings.router,
             metrics=self.metrics,
             instance_id=self.instance_id,
+            turn_timeout=settings.agent.max_turn_seconds + 60,
+            rate_limit=settings.access.rate_limit_per_minute,
         )
         self.admission = AdmissionPipeline(
             start=self._admission_of,
@@ -145,6 +152,7 @@ class App:
             scheduler=self.scheduler,
             llm=self.llm,
             approvals=self.approvals,
+            submit=self.admission.submit,
         )
         install_builtin_tools(self.tools, self.tool_services)
         self.http = (
@@ -163,17 +171,16 @@ class App:
         return [
             Observe(self.access, self.store, context, router.dedupe_ttl),
             AccessCheck(self.access, self.notifier, self.metrics),
+            Validate(router, self.notifier),
+            RateLimit(self.access, self.notifier, self.metrics),
             IntakeRoundTrip(
                 store=self.store,
                 access=self.access,
-                leases=self.leases,
+                queue=self.queue,
+                notifier=self.notifier,
                 dedupe_ttl=router.dedupe_ttl,
-                idle_here=self.queue.idle_here,
-                questions_pending=lambda: bool(self.extensions.middlewares("questions")),
                 metrics=self.metrics,
             ),
-            RateLimit(self.access, self.notifier, self.metrics),
-            Validate(router, self.notifier),
             Commands(self.extensions, self.notifier, self.metrics),
             SlotMiddlewares(self.extensions, "questions", running_here=self.queue.is_running),
             SlotMiddlewares(self.extensions, "fallback"),
@@ -220,6 +227,8 @@ class App:
 
     async def start(self) -> None:
         await self.queue.start()
+        for start in self.tool_services.starters:  # background work (MCP servers); never blocks
+            await start()
         # Adapters register webhook routes before the server starts listening.
         for adapter in self.adapters:
             await adapter.start()
@@ -248,6 +257,7 @@ class App:
                 log.exception("tool service close failed")
         if self.http is not None:
             await self.http.stop()
+        await self.media.aclose()
         await self.llm.aclose()
         await self.store.close()
         self._started = False
@@ -267,13 +277,9 @@ class App:
         return None
 
 
-def platform_sections() -> dict[str, type[BaseModel]]:
-    return {plugin.name: plugin.settings for plugin in plugins()}
-
-
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Settings with every platform's section (`[telegram]`, `CHATGATE_TELEGRAM__TOKEN` ...)."""
-    return config.load_settings(path, sections=platform_sections(), **overrides)
+    return config.load_settings(path, sections=settings_sections(), **overrides)
 
 
 def configured_platforms(settings: Settings) -> list[PlatformPlugin[Any]]:

@@ -16,9 +16,8 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from adapters.registry import plugins
-from gateway.app import load_settings
-from gateway.config import ConfigError, Settings, masked
+from adapters.registry import plugins, settings_sections
+from gateway.config import ConfigError, Settings, load_settings, masked
 from gateway.logs import RedactingFilter, setup_logging
 from gateway.platforms import PlatformUnavailable
 from gateway.store.base import StoreUnavailable
@@ -42,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_CONFIG
     try:
-        settings = load_settings(args.config, **_overrides(args))
+        settings = load_settings(args.config, sections=settings_sections(), **_overrides(args))
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)
@@ -104,10 +103,12 @@ def _parser() -> argparse.ArgumentParser:
 
     # Lazy: the gateway package never imports tools at import time.
     from tools.cli import register as register_tools
+    from tools.mcp.cli import register as register_mcp
     from tools.skills import register_cli as register_skills
 
     register_tools(sub)
     register_skills(sub)
+    register_mcp(sub)
     approvals = sub.add_parser("approvals", help="approval requests")
     approvals_sub = approvals.add_subparsers(dest="approvals_command", required=True)
     log_cmd = approvals_sub.add_parser("log", help="the audit log of decisions, newest last")
@@ -142,7 +143,16 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 # -- run -----------------------------------------------------------------------------------
 
 
+def _harden() -> None:
+    """Before anything else runs: commands the agent starts must not read this process's
+    memory or /proc/<pid>/environ, where the tokens and keys are."""
+    from tools.terminal.privileges import make_non_dumpable
+
+    make_non_dumpable()
+
+
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    _harden()
     redactor = setup_logging(settings)
     return _run(_serve(settings, redactor))
 
@@ -185,6 +195,7 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
 
 
 def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
+    _harden()
     # Problems reach the person as replies; log lines would only clutter the conversation.
     setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
     return _run(_chat(settings))
@@ -218,6 +229,7 @@ async def _chat(settings: Settings) -> int:
 
 
 def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
+    _harden()
     setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
     return _run(_ask(settings, args.text))
 
@@ -247,9 +259,14 @@ async def _ask(settings: Settings, text: str) -> int:
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from gateway.app import platform_checks
     from gateway.doctor import run_checks
+    from tools.browser import doctor_check as browser_check
+    from tools.mcp.install import doctor_checks as mcp_doctor_checks
+    from tools.terminal.doctor import terminal_checks
 
     setup_logging(settings.model_copy(update={"log_level": "CRITICAL"}))
-    results = _run_checks(run_checks(settings, platform_checks(settings)))
+    checks = [*platform_checks(settings), browser_check(settings)]
+    results = _run_checks(run_checks(settings, checks, extra=[terminal_checks]))
+    results += _run_checks(mcp_doctor_checks(settings))
     failed = False
     for check in results:
         print(f"{'pass' if check.ok else 'FAIL'}  {check.name}: {check.detail}")

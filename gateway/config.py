@@ -24,6 +24,7 @@ from pydantic import (
     ValidationError,
     create_model,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -60,17 +61,85 @@ class LLMSettings(Section):
     retry_max_delay: float = Field(default=30.0, ge=0)
     max_connections: int = Field(default=512, ge=1)
     extra_headers: dict[str, str] = {}
+    # Images to the model as image parts: "auto" tries and, when the server refuses,
+    # remembers it for the model (in memory) and falls back to vision_model or a note.
+    vision: Literal["auto", "on", "off"] = "auto"
+    vision_model: str = ""  # set: the vision_analyze tool asks this model (same server)
 
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
+        return _http_url(value)
 
     @property
     def provider_name(self) -> str:
         return self.provider or (urlsplit(self.base_url).hostname or "")
+
+
+def _http_url(value: str, *, empty_ok: bool = False) -> str:
+    if empty_ok and not value:
+        return value
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return value.rstrip("/")
+
+
+class MediaSettings(Section):
+    """Files in and out of the chat (gateway/media/)."""
+
+    max_image_px: int = Field(default=1568, ge=64)  # long side of images sent to the model
+    max_images: int = Field(default=4, ge=1)  # image parts in one request
+    # Earlier images are sent again when the person refers to them within this many turns.
+    image_lookback_turns: int = Field(default=3, ge=0)
+    max_download_mb: float = Field(default=20.0, gt=0)  # any file fetched from a platform
+    max_upload_mb: float = Field(default=50.0, gt=0)  # any file sent (platforms cap it lower)
+
+    @property
+    def max_download_bytes(self) -> int:
+        return int(self.max_download_mb * 1_000_000)
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 1_000_000)
+
+
+class MediaEndpoint(Section):
+    """An OpenAI-compatible media endpoint; an empty api_key borrows llm.api_key only when the
+    endpoint is on the LLM's own server (a key is never sent to another host)."""
+
+    base_url: str = ""
+    api_key: SecretStr = SecretStr("")
+    timeout: float = Field(default=120.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return _http_url(value, empty_ok=True)
+
+
+class STTSettings(MediaEndpoint):
+    """Speech to text: POST {base_url}/audio/transcriptions (empty base_url: llm.base_url)."""
+
+    enabled: bool = True
+    model: str = "whisper-1"
+    language: str = ""  # ISO-639-1 hint, e.g. "de"; empty: the server detects it
+    echo_transcript: bool = False  # show the person what was understood
+
+
+class TTSSettings(MediaEndpoint):
+    """Text to speech: POST {base_url}/audio/speech; empty base_url: no text_to_speech."""
+
+    model: str = "tts-1"
+    voice: str = "alloy"
+    # Answer with a voice note too: never, when the person sent one, or always.
+    reply_with_voice: Literal["off", "when_voice", "always"] = "off"
+
+
+class ImagesSettings(MediaEndpoint):
+    """Image generation: POST {base_url}/images/generations; empty base_url: no image_generate."""
+
+    model: str = "gpt-image-1"
+    size: str = Field(default="1024x1024", pattern=r"^(auto|\d{2,5}x\d{2,5})$")
 
 
 class RedisSettings(Section):
@@ -93,8 +162,70 @@ class ToolRule(Section):
     deny: list[str] = []
 
 
+class SandboxTerminalSettings(Section):
+    # When the gateway runs as root, sandboxed commands run as this unprivileged user.
+    user: str = "nobody"
+    # Extra host paths the sandbox sees read-only (a toolchain in /nix, /srv/data, ...).
+    ro_paths: list[Path] = []
+
+
+class LocalTerminalSettings(Section):
+    # When the gateway runs as root, commands run as this unprivileged user (required then:
+    # without it the local backend is not offered to a root gateway).
+    user: str = ""
+
+
+class SSHTerminalSettings(Section):
+    host: str = ""
+    user: str = ""  # empty: the gateway user's name
+    port: int = Field(default=22, ge=1, le=65535)
+    key_file: Path | None = None  # empty: ssh's default identities
+    remote_dir: str = ""  # commands run here (relative to the remote home when not absolute)
+    known_hosts: Path | None = None  # default ~/.ssh/known_hosts; unknown host keys are refused
+    connect_timeout: float = Field(default=10.0, gt=0)
+
+
+class DockerTerminalSettings(Section):
+    image: str = "python:3.12-slim"  # needs bash, coreutils' timeout, and python3 for code
+    cpus: float = Field(default=1.0, gt=0)
+    idle_seconds: float = Field(default=600.0, gt=0)  # a session's container is removed then
+    cli: str = "docker"  # the docker command (talks to the engine at DOCKER_HOST)
+
+
+class TerminalSettings(Section):
+    """Where shell commands and execute_code scripts run (tools/terminal/)."""
+
+    backend: Literal["sandbox", "local", "ssh", "docker"] = "sandbox"
+    network: bool = False  # sandbox and docker: off means no network at all, not even 127.0.0.1
+    # When the sandbox (or docker) cannot run here, fall back to the local backend instead of
+    # offering no shell at all.
+    allow_unsandboxed: bool = False
+    cpu_seconds: int = Field(default=120, ge=1)  # CPU time per process
+    memory_mb: int = Field(default=2048, ge=16)  # data segment per process (RLIMIT_DATA)
+    max_processes: int = Field(default=256, ge=8)  # processes of the user running commands
+    # Environment variables passed to commands besides PATH, HOME, LANG, LC_*, TERM, TZ, ...
+    env_passthrough: list[str] = []
+    # execute_code: wall time of a script (time spent in its tool calls is not counted).
+    code_timeout: float = Field(default=120.0, gt=0)
+    code_max_tool_calls: int = Field(default=50, ge=0)
+    # execute_code approval: auto asks unless the backend isolates (sandbox, docker).
+    code_approval: Literal["auto", "always", "never"] = "auto"
+    python: str = "python3"  # interpreter execute_code runs, found on the backend's PATH
+    sandbox: SandboxTerminalSettings = SandboxTerminalSettings()
+    local: LocalTerminalSettings = LocalTerminalSettings()
+    ssh: SSHTerminalSettings = SSHTerminalSettings()
+    docker: DockerTerminalSettings = DockerTerminalSettings()
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> TerminalSettings:
+        if self.backend == "ssh" and not self.ssh.host:
+            raise ValueError("backend 'ssh' needs tools.terminal.ssh.host")
+        return self
+
+
 class ToolsSettings(Section):
-    workspace: Path | None = None  # default {data_dir}/workspace
+    # Default: a sibling of data_dir ("~/.chatgate-workspace"), never inside it.
+    workspace: Path | None = None
     # Whose files the file tools see: "chat" gives each chat {workspace}/{platform}-{chat_id}/,
     # "user" each person in a chat {...}/u-{user_id}/, "shared" everybody the root itself.
     workspace_scope: Literal["shared", "chat", "user"] = "chat"
@@ -130,6 +261,7 @@ class ToolsSettings(Section):
     shell_extra_allow: list[str] = []
     shell_extra_ask: list[str] = []
     shell_extra_block: list[str] = []
+    terminal: TerminalSettings = TerminalSettings()
 
     @field_validator("shell_extra_allow", "shell_extra_ask", "shell_extra_block")
     @classmethod
@@ -152,6 +284,24 @@ class ToolsSettings(Section):
         return value
 
 
+class BrowserSettings(Section):
+    """Browser tools (tools/browser/): Chromium driven by Playwright, one context per session."""
+
+    enabled: bool = True  # false: the browser tools are never offered
+    # Empty: `chromium` (or chromium-browser, google-chrome) on PATH, else one Playwright installed.
+    executable_path: str = ""
+    headless: bool = True
+    extra_args: list[str] = []  # more Chromium switches, after the built-in ones
+    idle_seconds: float = Field(default=300.0, gt=0)  # a session's context closes after this
+    max_contexts: int = Field(default=4, ge=1)  # open at once; the least recently used goes first
+    # Ask a person before clicking or submitting something that looks like buy/pay/delete/send.
+    approve_actions: bool = True
+    navigation_timeout: float = Field(default=30.0, gt=0)  # seconds for a page to load
+    action_timeout: float = Field(default=10.0, gt=0)  # seconds for a click, typing, a select
+    max_snapshot_chars: int = Field(default=8000, ge=1000)  # page snapshot shown to the model
+    max_download_bytes: int = Field(default=50_000_000, ge=1)  # a larger download is deleted
+
+
 class AgentSettings(Section):
     system_prompt: str = ""  # extra instructions added to the built-in prompt
     max_iterations: int = Field(default=25, ge=1)
@@ -167,10 +317,14 @@ class RouterSettings(Section):
     busy_mode: Literal["queue", "interrupt"] = "queue"
     max_concurrent_turns: int = Field(default=512, ge=1)
     max_queued_per_session: int = Field(default=20, ge=1)
+    # Stored messages waiting across all sessions; past it new ones are refused with a reason.
+    max_pending_total: int = Field(default=100_000, ge=1)
     queue_notice: bool = True
     max_message_chars: int = Field(default=16_000, ge=100)
     dedupe_ttl: float = Field(default=3600.0, gt=0)
-    lease_ttl: float = Field(default=30.0, ge=3)
+    # A session's lease, renewed every third of it while its turn runs: a dead process's
+    # sessions are picked up by another within about this long.
+    lease_ttl: float = Field(default=5.0, ge=1, le=300)
     # Delay before the first typing indicator; fast answers need none.
     typing_delay: float = Field(default=0.8, ge=0)
 
@@ -270,6 +424,62 @@ class HTTPSettings(Section):
     enabled: bool = True
 
 
+_MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+
+
+class MCPServerSettings(Section):
+    """One MCP server (tools/mcp/): a command run over stdio, or a URL (streamable HTTP; legacy
+    SSE when the path ends in /sse). Every value in `env` and `headers` counts as a secret."""
+
+    enabled: bool = True
+    command: str = ""  # stdio: the program, its args, extra env (merged over a minimal one), cwd
+    args: list[str] = []
+    env: dict[str, SecretStr] = {}
+    cwd: Path | None = None
+    url: str = ""
+    headers: dict[str, SecretStr] = {}
+    # Server tool names (shell-style wildcards allowed); include empty: all, exclude wins.
+    include_tools: list[str] = []
+    exclude_tools: list[str] = []
+    timeout_seconds: float = Field(default=60.0, gt=0)  # one tool call
+    startup_timeout_seconds: float = Field(default=30.0, gt=0)  # start, handshake, tool list
+    # destructive: ask unless the tool says readOnlyHint (and not destructiveHint).
+    approval: Literal["destructive", "always", "never"] = "destructive"
+    prompt_commands: list[str] = []  # server prompts offered as slash commands
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPServerSettings:
+        if self.command and self.url:
+            raise ValueError("set either command (stdio) or url (HTTP) for a server, not both")
+        if not self.command and not self.url:
+            raise ValueError("set command (a stdio server) or url (an HTTP server)")
+        return self
+
+
+class MCPSettings(Section):
+    servers: dict[str, MCPServerSettings] = {}
+    # A server that fails or drops is retried after this delay, doubling up to the maximum.
+    reconnect_min_seconds: float = Field(default=1.0, gt=0)
+    reconnect_max_seconds: float = Field(default=60.0, gt=0)
+
+    @field_validator("servers")
+    @classmethod
+    def _server_names(cls, value: dict[str, MCPServerSettings]) -> dict[str, MCPServerSettings]:
+        for name in value:
+            if not _MCP_SERVER_NAME.match(name):
+                raise ValueError(
+                    f"server name {name!r}: use letters, digits, '-' and '_' (at most 32)"
+                )
+        return value
+
+
 _config_path: ContextVar[Path | None] = ContextVar("chatgate_config_path", default=None)
 
 
@@ -287,6 +497,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     redis: RedisSettings = RedisSettings()
     tools: ToolsSettings = ToolsSettings()
+    browser: BrowserSettings = BrowserSettings()
     agent: AgentSettings = AgentSettings()
     router: RouterSettings = RouterSettings()
     sessions: SessionsSettings = SessionsSettings()
@@ -295,6 +506,11 @@ class Settings(BaseSettings):
     approvals: ApprovalSettings = ApprovalSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     http: HTTPSettings = HTTPSettings()
+    mcp: MCPSettings = MCPSettings()
+    media: MediaSettings = MediaSettings()
+    stt: STTSettings = STTSettings()
+    tts: TTSSettings = TTSSettings()
+    images: ImagesSettings = ImagesSettings()
     streaming: StreamingSettings = StreamingSettings()
 
     @classmethod
@@ -314,7 +530,12 @@ class Settings(BaseSettings):
 
     @property
     def workspace(self) -> Path:
-        return (self.tools.workspace or self.data_dir / "workspace").expanduser().resolve()
+        """`tools.workspace`, or `{data_dir}-workspace` beside the data directory: never inside
+        it, so a command in the workspace is not one `..` away from the store and secrets."""
+        if self.tools.workspace is not None:
+            return self.tools.workspace.expanduser().resolve()
+        data = self.data_dir.expanduser().resolve()
+        return data.with_name(f"{data.name}-workspace")
 
 
 class ConfigError(Exception):
@@ -397,6 +618,10 @@ def _problem_line(err: Any) -> str:
 def masked(settings: Settings) -> dict[str, Any]:
     """The effective settings as plain data with every secret masked, for `config show`."""
     data: dict[str, Any] = _mask(settings.model_dump(mode="json"))
+    # MCP servers take their secrets under any name (GITHUB_TOKEN, X-Api-Key, ...).
+    for server in data["mcp"]["servers"].values():
+        for table in ("env", "headers"):
+            server[table] = dict.fromkeys(server[table], "********")
     return data
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -20,14 +21,17 @@ from gateway.config import Settings
 from gateway.history import SessionRecord, SessionStore, compact
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
+from gateway.media.content import user_content
+from gateway.media.turn import TurnMedia
 from gateway.memory import MemoryBook
-from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef
+from gateway.messages import ChatRef, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.prompt import PromptSection, build_system_prompt
-from gateway.session_leases import LeaseHandle, TurnLease
+from gateway.session_leases import TurnLease
 from gateway.sessions import SessionKey
 from gateway.store.base import StoreUnavailable
+from gateway.store.inbox import Claimed
 from gateway.streaming.reply import ReplyStream, ReplyStreams
 from gateway.tasks import stop_task
 from gateway.tooling import NO_STREAM, ToolCatalog, ToolContext, ToolScope, ToolSpec
@@ -37,19 +41,28 @@ log = logging.getLogger(__name__)
 INTERRUPTED_NOTE = "[This request was interrupted before an answer was given.]"
 EMPTY_ANSWER = "I have no answer to that. Try asking in another way."
 
-__all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator"]
+__all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator", "user_content"]
 
 
 @dataclass(frozen=True)
 class TurnJob:
-    """One message that will run as a turn, as admission handed it to the session queue."""
+    """One stored message to run as a turn (gateway/store/inbox.py)."""
 
     inbound: Inbound
     key: SessionKey
-    turn_id: str
-    # The session's lease and stored history, when intake took them in its round trip.
-    lease: LeaseHandle | None = None
-    record: str | None = None
+    turn_id: str  # the stored message's id: the same on every run of this turn
+    attempt: int = 1  # above 1: an earlier run stopped with its process
+    reply: str | None = None  # that earlier run's reply record, when it was sent
+
+    @classmethod
+    def from_claimed(cls, claimed: Claimed) -> TurnJob:
+        return cls(
+            Inbound.model_validate_json(claimed.entry.payload),
+            SessionKey.parse(claimed.session),
+            claimed.entry.id,
+            claimed.attempt,
+            claimed.reply,
+        )
 
 
 # Platforms show "typing…" for about five seconds per call.
@@ -115,9 +128,11 @@ class TurnRunner:
         catalog: ToolCatalog,
         outbox: Outbox,
         metrics: Metrics,
+        media: TurnMedia,
         prompt_sections: Sequence[PromptSection] = (),
     ) -> None:
         self._settings = settings
+        self._media = media  # the person's files: fetched, transcribed, shown to the model
         self._agent = agent
         self._sessions = sessions
         self._memory = memory
@@ -143,10 +158,7 @@ class TurnRunner:
         """
         inbound, key = job.inbound, job.key
         started = time.monotonic()
-        if lease.preloaded:
-            record = self._sessions.parse(lease.record)
-        else:
-            record = await self._sessions.load(key)
+        record = self._sessions.parse(lease.record)
         if record.is_new:
             notes = await self._memory.notes(inbound.chat, inbound.sender)
             record.system = build_system_prompt(
@@ -160,25 +172,33 @@ class TurnRunner:
         history = compact(
             [*record.messages, user_message], self._settings.agent.history_token_budget
         )
+        if job.reply is not None:
+            return await self._already_answered(job, lease, record, history)
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
         tools = self._tools(inbound)
         stream = self._streams.open(inbound, tools, typing)
         typing.start()
         outcome = TurnOutcome()
         try:
-            result = await self._agent.run(
-                record.system,
-                history,
-                tools,
-                self._context(job, typing, stream),
-                catalog=self._catalog,
-                events=stream,
-            )
-            history.extend(result.new_messages)
-            record.prompt_tokens += result.usage.prompt_tokens
-            record.completion_tokens += result.usage.completion_tokens
-            outcome.reply = result.text.strip() or EMPTY_ANSWER
-            self._metrics.inc("tool_calls_total", result.tool_calls)
+            prepared = await self._media.prepare(inbound, context_lines, record.messages)
+            history[-1] = {"role": "user", "content": prepared.text}
+            if prepared.answer is not None:  # nothing in the message the model could use
+                outcome.reply = prepared.answer
+                history.append({"role": "assistant", "content": prepared.answer})
+            else:
+                result = await self._agent.run(
+                    record.system,
+                    prepared.request(history),
+                    tools,
+                    self._context(job, typing, stream),
+                    catalog=self._catalog,
+                    events=stream,
+                )
+                history.extend(result.new_messages)
+                record.prompt_tokens += result.usage.prompt_tokens
+                record.completion_tokens += result.usage.completion_tokens
+                outcome.reply = result.text.strip() or EMPTY_ANSWER
+                self._metrics.inc("tool_calls_total", result.tool_calls)
         except LLMError as exc:
             log.warning("llm error session=%s error=%s", key, type(exc).__name__)
             outcome.error = exc.user_message
@@ -188,6 +208,12 @@ class TurnRunner:
                 f"{self._settings.agent.max_turn_seconds:.0f} s). Try a smaller request."
             )
         except asyncio.CancelledError:
+            if lease.handing_over:
+                # The process is stopping: the message stays for another run, which answers
+                # it afresh, so what this one showed is taken back.
+                if stream is not None:
+                    await asyncio.shield(stream.aclose())
+                raise
             outcome.cancelled = True
             written = stream.written if stream is not None else ""
             note = f"{written}\n\n{INTERRUPTED_NOTE}" if written else INTERRUPTED_NOTE
@@ -210,10 +236,19 @@ class TurnRunner:
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
         if on_answering is not None:
             on_answering()
+        await self._media.before_reply(inbound, prepared)
+        text = outcome.reply or outcome.error or ""
         # A failed turn's line replaces whatever part of an answer was streamed.
-        outcome.sent = await self._deliver(job, outcome.reply or outcome.error or "", stream)
+        outcome.sent = await self._deliver(job, text, stream)
         if stream is not None and stream.updates:
             self._metrics.inc("stream_updates_total", stream.updates)
+        if outcome.sent is not None:
+            try:
+                await lease.record_reply(outcome.sent, text)
+            except StoreUnavailable as exc:
+                log.error("reply not recorded session=%s error=%s", key, exc)
+        if outcome.reply is not None and prepared.answer is None:
+            await self._media.after_reply(inbound, prepared, outcome.reply)
         await self._save(key, record, history, lease)
         self._metrics.observe("turn_seconds", time.monotonic() - started)
         self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
@@ -239,6 +274,8 @@ class TurnRunner:
             turn_id=job.turn_id,
             message_id=inbound.message_id,
             attachments=inbound.attachments,
+            # A scheduled prompt was written by the model, not by a person this turn.
+            user_text=inbound.text if inbound.kind is InboundKind.USER else "",
             typing=typing,
             stream=stream or NO_STREAM,
         )
@@ -265,30 +302,27 @@ class TurnRunner:
             log.warning("stopped reply not shown in time chat=%s", stream.chat.address)
             await stream.aclose()
 
+    async def _already_answered(
+        self, job: TurnJob, lease: TurnLease, record: SessionRecord, history: list[Message]
+    ) -> TurnOutcome:
+        """A re-run of a turn whose reply went out before its process stopped: the reply is
+        not sent again; the conversation is saved with it and the turn marked done."""
+        assert job.reply is not None
+        sent = json.loads(job.reply)
+        text = str(sent.get("text", ""))
+        log.info("reply already sent; not sending again session=%s turn=%s", job.key, job.turn_id)
+        history.append({"role": "assistant", "content": text})
+        await self._save(job.key, record, history, lease)
+        message = SentRef(chat=job.inbound.chat, message_id=str(sent.get("message_id", "")))
+        return TurnOutcome(reply=text, sent=message)
+
     async def _save(
         self, key: SessionKey, record: SessionRecord, history: list[Message], lease: TurnLease
     ) -> None:
         record.messages = history
         record.turns += 1
+        encoded = self._sessions.encode(record)
         try:
-            await lease.commit(self._sessions.save_ops(key, record))
+            await lease.commit(self._sessions.save_ops(key, record, encoded), encoded)
         except StoreUnavailable as exc:
             log.error("history not saved session=%s error=%s", key, exc)
-
-
-def user_content(inbound: Inbound, context_lines: Sequence[str] = ()) -> str:
-    """The user's message as the model sees it: text, attachments, recent group context."""
-    parts: list[str] = []
-    if context_lines:
-        parts.append("[Recent messages in this chat, for context]\n" + "\n".join(context_lines))
-    text = inbound.text
-    if inbound.chat.kind is not ChatKind.DIRECT:
-        text = f"{inbound.sender.label}: {text}"
-    parts.append(text)
-    for att in inbound.attachments:
-        size = f", {att.size} bytes" if att.size else ""
-        parts.append(
-            f"[attachment: {att.kind.value} {att.name or ''} ({att.mime_type or 'unknown type'}"
-            f"{size}) file_id={att.file_id}]"
-        )
-    return "\n\n".join(parts)

@@ -6,9 +6,10 @@ async with ScriptedLLM() as llm, running_gateway(gateway_settings(tmp_path, llm.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,15 @@ def gateway_settings(
     return load_settings(None, **base)
 
 
+async def eventually(condition: Callable[[], bool], within: float = 10.0, what: str = "") -> None:
+    """Wait until `condition()` holds (checked every 20 ms); fail after `within` seconds."""
+    deadline = asyncio.get_running_loop().time() + within
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not within {within} s: {what or condition}")
+        await asyncio.sleep(0.02)
+
+
 class Harness:
     def __init__(self, app: App, console: ConsoleAdapter) -> None:
         self.app = app
@@ -78,5 +88,17 @@ async def running_gateway(
     await app.start()
     try:
         yield Harness(app, console)
+    finally:
+        await app.stop()
+
+
+@contextlib.asynccontextmanager
+async def configured_gateway(settings: Settings) -> AsyncIterator[App]:
+    """The real App with the platforms its settings configure, started (as `chatgate run`)."""
+    app = App(settings)
+    app.add_configured_adapters()
+    await app.start()
+    try:
+        yield app
     finally:
         await app.stop()

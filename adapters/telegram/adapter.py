@@ -28,6 +28,7 @@ from adapters.telegram.sending import TelegramSender
 from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.streaming import DraftStream
 from adapters.telegram.transport import AiohttpRequest
+from adapters.telegram.uploads import MAX_UPLOAD_BYTES, TelegramUploads
 from adapters.telegram.webhook import WEBHOOK_PATH, webhook_handler
 from gateway import keys
 from gateway.channels import AdapterContext, Capabilities, StreamSupport
@@ -70,6 +71,7 @@ class TelegramAdapter:
         can_edit=True,
         buttons=True,
         threads=True,
+        max_upload_bytes=MAX_UPLOAD_BYTES,
         # About one edit a second per chat keeps clear of Telegram's flood limits.
         streaming=StreamSupport(interval=1.0, measure=streamed_size),
     )
@@ -91,6 +93,7 @@ class TelegramAdapter:
         )
         self._app: PTBApp = _build_application(settings, *self._requests)
         self._sender = TelegramSender(self._app.bot, settings)
+        self._uploads = TelegramUploads(self._app.bot, self._sender)
         self._access = TelegramAccess(settings, PLATFORM)
         self._lanes = Lanes()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -163,6 +166,8 @@ class TelegramAdapter:
     # -- the Adapter protocol --------------------------------------------------------------
 
     async def send(self, out: Outbound) -> SentRef:
+        if out.attachments:
+            return await self._uploads.send(out)
         return await self._sender.send(out)
 
     async def edit(self, ref: SentRef, out: Outbound) -> None:
@@ -185,11 +190,12 @@ class TelegramAdapter:
         return DraftStream(self._sender, chat, on_refused=self._no_drafts.add)
 
     async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
-        """The bytes of an attachment (Attachment.file_id); raises AttachmentTooLarge."""
+        """The bytes of an attachment (Attachment.file_id), through getFile and the file URL
+        with the bot's token; raises AttachmentTooLarge or AttachmentUnavailable."""
         limit = min(
             max_bytes or self._settings.download_max_bytes, self._settings.download_max_bytes
         )
-        return await download(self._app.bot, file_id, limit)
+        return await download(self._app.bot, self._requests[0], file_id, limit)
 
     # -- receiving -------------------------------------------------------------------------
 

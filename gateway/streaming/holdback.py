@@ -13,18 +13,20 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from gateway.llm.stream import CALL_MARKERS
-from gateway.llm.textcalls import parse
+from gateway.llm.textcalls import CALL_MARKERS, parse
 
 # Markup that only ever opens a call (a mention in inline code, `<tool_call>`, is not one).
-MARKERS = (*CALL_MARKERS, "<|python_start|>")
+MARKERS = CALL_MARKERS
 FENCE = "```"
 _WATCHED = (*MARKERS, FENCE)
 _LONGEST = max(len(m) for m in _WATCHED)
 _FIND = re.compile("|".join(re.escape(m) for m in _WATCHED))
 
-# Fence languages the parser may read as a call (see textcalls._fence).
-_JSON_LANGS = frozenset({"", "json", "json5", "jsonc", "tool_call", "tool_calls", "function_call"})
+# Fence languages the parser may read as a call (as textcalls.markup._fence does).
+_JSON_LANGS = frozenset(
+    {"", "json", "json5", "jsonc", "xml", "tool_call", "tool_calls", "function_call"}
+    | {"function_calls"}
+)
 _CODE_LANGS = frozenset({"tool_code", "python", "py"})
 _PYTHONIC = re.compile(r"\[?\s*([A-Za-z_][\w.]*)\s*\(")
 
