@@ -6,7 +6,7 @@ settings): the time from the person's message to the model's first token, to the
 visible text and to the final message, the first text's lag behind the first token, and
 the platform calls that updated the reply. Prints a table; not a test.
 
-    .venv/bin/python bench/streaming_latency.py [--replies 5]
+    .venv/bin/python bench/streaming_latency.py [--replies 5] [--first-delay-ms 400]
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -44,6 +45,7 @@ from tests.harness import gateway_settings  # noqa: E402
 
 CHUNKS, CHUNK_DELAY = 40, 0.1
 GROUP = -1001234567890
+STREAMING: dict[str, Any] = {}  # streaming settings for every gateway (from the command line)
 
 
 def pieces(n: int) -> list[str]:
@@ -197,7 +199,11 @@ async def telegram(llm: ScriptedLLM, tmp: Path, replies: int) -> list[tuple[str,
         async with FakeBotAPI() as tg:
             section = {"token": tg.token, "api_url": tg.url, "poll_timeout": 1}
             settings = gateway_settings(
-                tmp / f"tg{group}", llm.url, telegram=section, router={"typing_delay": 0.8}
+                tmp / f"tg{group}",
+                llm.url,
+                telegram=section,
+                router={"typing_delay": 0.8},
+                streaming=STREAMING,
             )
             async with configured_gateway(settings):
                 platform = TelegramChat(tg, group=group)
@@ -216,6 +222,7 @@ async def slack(llm: ScriptedLLM, tmp: Path, replies: int) -> list[tuple[str, li
                 slack=section,
                 http={"enabled": True, "port": 0},
                 scheduler={"enabled": False},
+                streaming=STREAMING,
             )
             async with configured_gateway(settings) as app:
                 platform = SlackThread(fake, app, refused=refused)
@@ -225,7 +232,9 @@ async def slack(llm: ScriptedLLM, tmp: Path, replies: int) -> list[tuple[str, li
 
 async def discord(llm: ScriptedLLM, tmp: Path, replies: int) -> list[tuple[str, list[Sample]]]:
     async with FakeDiscord() as fake:
-        settings = gateway_settings(tmp / "discord", llm.url, discord=discord_section(fake))
+        settings = gateway_settings(
+            tmp / "discord", llm.url, discord=discord_section(fake), streaming=STREAMING
+        )
         async with configured_gateway(settings) as app:
             adapter = app.outbox.adapter("discord")
             assert isinstance(adapter, DiscordAdapter)
@@ -241,7 +250,12 @@ def median(values: list[float]) -> float:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replies", type=int, default=5, help="replies measured per platform")
-    replies = parser.parse_args().replies
+    parser.add_argument(
+        "--first-delay-ms", type=int, default=400, help="streaming.first_delay_ms (default 400)"
+    )
+    args = parser.parse_args()
+    replies = args.replies
+    STREAMING["first_delay_ms"] = args.first_delay_ms
     rows: list[tuple[str, list[Sample]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         async with ScriptedLLM(record=False) as llm:
@@ -249,7 +263,7 @@ async def main() -> None:
                 rows += await runner(llm, Path(tmp), replies)
     print(
         f"reply: {CHUNKS} chunks {CHUNK_DELAY * 1000:.0f} ms apart; medians of {replies} "
-        "replies; seconds after the person's message"
+        f"replies; first_delay_ms={args.first_delay_ms}; seconds after the person's message"
     )
     header = (
         f"{'platform':36} {'1st token':>9} {'1st text':>9} {'lag':>6} {'final':>7} {'updates':>8}"
