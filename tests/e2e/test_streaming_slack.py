@@ -126,3 +126,16 @@ async def test_text_before_a_tool_call_is_replaced_by_updating(
     assert "Let me think" not in shown.text
     assert slack.calls_to("chat.startStream")  # it began as a stream
     assert slack.calls_to("chat.update")  # and went on by updating
+
+
+async def test_429_in_the_middle_of_a_stream_slows_it_and_keeps_the_answer(
+    gw: App, slack: FakeSlack, llm: ScriptedLLM
+) -> None:
+    slack.fail("chat.appendStream", "ratelimited", status=429, headers={"Retry-After": "1"})
+    llm.push(streamed())
+    await post(gw, mention("plan it", ts="1000.000100"))
+    await slack.wait_for("chat.stopStream", seconds=10)
+    [shown] = slack.bot_messages("C1")
+    assert shown.text == ANSWER
+    appends = [c.result.get("error") for c in slack.calls if c.method == "chat.appendStream"]
+    assert appends[0] == "ratelimited" and len(appends) >= 2  # retried after Retry-After

@@ -330,3 +330,17 @@ async def test_a_question_in_the_middle_comes_on_its_own_and_the_reply_streams_a
     assert sent[-1].text == "Painting it red."
     after = [c for c in drafts(tg) if c.at > question.at]
     assert after and {c.params["draft_id"] for c in after}.isdisjoint(before)
+
+
+async def test_a_dm_reply_passing_4096_is_sent_in_two_messages_with_a_draft_each(
+    gw: App, tg: FakeBotAPI, llm: ScriptedLLM
+) -> None:
+    text = long_reply()
+    llm.push(streamed(text, chunks=40, delay=0.03))
+    tg.push_message("the long one")
+    await tg.wait_for(lambda: any("That is all." in t for t in tg.texts()))
+    parts = [parse_html(t) for t in tg.texts()]
+    assert len(parts) == 2 and all(len(p) <= 4096 for p in parts)
+    assert len({c.params["draft_id"] for c in drafts(tg)}) == 2  # one draft per message
+    joined = "\n".join(parts)
+    assert all(f"print({n} < {n + 1} & True)" in joined for n in range(120))
