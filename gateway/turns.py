@@ -32,7 +32,8 @@ from gateway.session_leases import TurnLease
 from gateway.sessions import SessionKey
 from gateway.store.base import StoreUnavailable
 from gateway.store.inbox import Claimed
-from gateway.streaming.reply import ReplyStream, ReplyStreams
+from gateway.streaming.factory import ReplyStreams
+from gateway.streaming.reply import ReplyStream
 from gateway.tasks import stop_task
 from gateway.tooling import NO_STREAM, ToolCatalog, ToolContext, ToolScope, ToolSpec
 

@@ -19,11 +19,9 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from gateway.channels import Adapter, DeliveryError, Outbox, StreamSupport
-from gateway.config import Settings
+from gateway.channels import Adapter, DeliveryError, StreamSupport
 from gateway.llm.types import ToolCall
 from gateway.messages import ChatRef, Inbound, Outbound, SentRef
-from gateway.secrets import secret_values
 from gateway.streaming.edits import EditStream
 from gateway.streaming.holdback import CallHoldback
 from gateway.streaming.progress import SecretScrubber, describe_call
@@ -53,49 +51,6 @@ class StreamPolicy:
     first_delay: float  # a reply done within this long of its first words is sent whole
     progress: Literal["off", "tools", "verbose"]
     show_reasoning: bool
-
-
-class ReplyStreams:
-    """Builds each turn's ReplyStream from the settings; None where replies arrive whole."""
-
-    def __init__(self, settings: Settings, outbox: Outbox) -> None:
-        self._settings = settings
-        self._outbox = outbox
-        self._scrub = SecretScrubber(secret_values(settings))
-
-    def open(
-        self, inbound: Inbound, tools: Sequence[ToolSpec[Any]], typing: TypingControl
-    ) -> ReplyStream | None:
-        settings = self._settings
-        platform = inbound.chat.platform
-        if not settings.llm.stream or not self._outbox.has(platform):
-            return None
-        adapter = self._outbox.adapter(platform)
-        support = adapter.capabilities.streaming
-        enabled, interval = settings.streaming.for_platform(platform)
-        if support is None or not enabled:
-            return None
-        if not support.edits and not isinstance(adapter, StreamingAdapter):
-            return None
-        policy = StreamPolicy(
-            interval=interval or support.interval,
-            first_delay=settings.streaming.first_delay_ms / 1000,
-            progress=settings.streaming.progress,
-            show_reasoning=settings.streaming.show_reasoning,
-        )
-        holdback = None
-        if tools and settings.llm.tool_call_format != "native":
-            holdback = CallHoldback([spec.name for spec in tools])
-        return ReplyStream(
-            adapter,
-            support,
-            inbound,
-            policy,
-            tools={spec.name: spec for spec in tools},
-            scrub=self._scrub,
-            typing=typing,
-            holdback=holdback,
-        )
 
 
 class ReplyStream:
