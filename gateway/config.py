@@ -50,7 +50,8 @@ class LLMSettings(Section):
     # Provider name for the tool policy; empty means derived from the base_url host.
     provider: str = ""
     tool_call_format: Literal["native", "text", "auto"] = "auto"
-    stream: bool = False
+    # Stream completions (SSE); a server that ignores it answers whole and still works.
+    stream: bool = True
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, gt=0)  # per completion
     timeout: float = Field(default=120.0, gt=0)  # seconds for one request (read)
@@ -387,6 +388,36 @@ class SchedulerSettings(Section):
         return value
 
 
+class StreamingOverride(Section):
+    """`[streaming.platforms.<name>]`: one platform's exceptions to the streaming defaults."""
+
+    enabled: bool | None = None
+    interval_ms: int | None = Field(default=None, ge=100)
+
+
+class StreamingSettings(Section):
+    """Replies shown while the model writes them (gateway/streaming/), when the server streams."""
+
+    enabled: bool = True
+    # Least time between two updates of one streamed message; 0: the platform's own default
+    # (1000 ms on Telegram and Discord, 500 on Slack).
+    interval_ms: int = Field(default=0, ge=0)
+    # A reply that is over within this long after its first words is sent whole, without a
+    # draft or edits first (no flicker and one notification for short, fast answers).
+    first_delay_ms: int = Field(default=400, ge=0)
+    # Lines shown while tools run: none, one short line per call, or with arguments and results.
+    progress: Literal["off", "tools", "verbose"] = "tools"
+    show_reasoning: bool = False  # stream the model's reasoning until the answer starts
+    platforms: dict[str, StreamingOverride] = {}
+
+    def for_platform(self, platform: str) -> tuple[bool, float | None]:
+        """(enabled, interval in seconds or None for the platform's default) for a platform."""
+        override = self.platforms.get(platform, StreamingOverride())
+        enabled = self.enabled if override.enabled is None else override.enabled
+        interval_ms = override.interval_ms or self.interval_ms
+        return enabled, (interval_ms / 1000 if interval_ms else None)
+
+
 class HTTPSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
@@ -480,6 +511,7 @@ class Settings(BaseSettings):
     stt: STTSettings = STTSettings()
     tts: TTSSettings = TTSSettings()
     images: ImagesSettings = ImagesSettings()
+    streaming: StreamingSettings = StreamingSettings()
 
     @classmethod
     def settings_customise_sources(
