@@ -11,6 +11,7 @@ import asyncio
 import hmac
 import json
 import logging
+from typing import Any
 
 from aiohttp import web
 from telegram import Bot, Update
@@ -31,9 +32,8 @@ def webhook_handler(secret: str, bot: Bot, queue: asyncio.Queue[object]) -> Hand
         if not hmac.compare_digest(given, expected):
             log.warning("telegram webhook call with a wrong or missing secret refused")
             return web.Response(status=403)
-        try:
-            update = Update.de_json(json.loads(await request.read()), bot)
-        except (ValueError, TypeError, KeyError):
+        update = parse_update(await request.read(), bot)
+        if update is None:
             return web.Response(status=400, text="not a Telegram update")
         await queue.put(update)
         # Answer at once: Telegram retries a webhook call that takes long, and the router
@@ -41,3 +41,22 @@ def webhook_handler(secret: str, bot: Bot, queue: asyncio.Queue[object]) -> Hand
         return web.Response(status=200)
 
     return handle
+
+
+def parse_update(body: bytes, bot: Bot) -> Update | None:
+    """The update in a webhook body, or None when the body is not one (not JSON, not an
+    object with an integer `update_id`, or fields of the wrong shape): only such a body is
+    refused, so nothing malformed reaches the processing path."""
+    try:
+        data: Any = json.loads(body)
+    except ValueError:  # also invalid UTF-8
+        return None
+    update_id = data.get("update_id") if isinstance(data, dict) else None
+    if not isinstance(update_id, int) or isinstance(update_id, bool):
+        return None
+    try:
+        # python-telegram-bot trusts the shape it is given: a string where an object belongs
+        # raises whatever the first attribute access on it raises.
+        return Update.de_json(data, bot)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
