@@ -35,6 +35,7 @@ from gateway.llm.stream import SSEDecoder, StreamAccumulator, StreamErrorEvent, 
 from gateway.llm.transport import AiohttpTransport
 from gateway.llm.types import Completion, Message
 from gateway.llm.wire import RawReply, reply_from_body, to_completion
+from gateway.unicode import valid_unicode
 
 log = logging.getLogger(__name__)
 
@@ -229,8 +230,12 @@ class LLMClient:
                 encoded = json.dumps(tools, ensure_ascii=False)
                 self._tools_json = (tuple(tools), encoded)
             text = f'{text[:-1]}, "tools": {encoded}}}'
-        # Lone surrogates cannot be encoded; replacing them beats failing the turn.
-        return text.encode("utf-8", errors="replace")
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            # Lone surrogates cannot be encoded; replacing them (with U+FFFD, as history
+            # stores them) beats failing the turn.
+            return valid_unicode(text).encode("utf-8")
 
     # --- sending, with retries ----------------------------------------------------------
 
