@@ -13,10 +13,11 @@ import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -30,9 +31,11 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
+from gateway.config_env import EnvProblem, env_problems, explained
 from gateway.secrets import is_secret_name
 from gateway.sessions import Isolation
 
@@ -41,6 +44,34 @@ class Section(BaseModel):
     """A settings section: unknown keys are errors, so a misspelt one is never ignored."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+def check_url(value: str, schemes: tuple[str, ...]) -> str:
+    """`value` (empty allowed) if it is a URL with one of `schemes`, a host and a valid port:
+    a typo found here is one config error line, not a traceback when the gateway starts."""
+    if not value:
+        return value
+    port_problem = ValueError("the port must be a number from 1 to 65535")
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # "http://[::1"
+        raise ValueError("not a valid URL") from None
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or above 65535
+        raise port_problem from None
+    if parts.scheme not in schemes:
+        raise ValueError("must start with " + " or ".join(f"{s}://" for s in schemes))
+    if not parts.hostname:
+        raise ValueError("needs a host name after the ://")
+    if port == 0:
+        raise port_problem
+    return value
+
+
+# URL settings checked as above; an empty one means "not set".
+HttpURL = Annotated[str, AfterValidator(lambda value: check_url(value, ("http", "https")))]
+WebSocketURL = Annotated[str, AfterValidator(lambda value: check_url(value, ("ws", "wss")))]
 
 
 class LLMSettings(Section):
@@ -59,14 +90,16 @@ class LLMSettings(Section):
     retry_base_delay: float = Field(default=0.5, ge=0)
     retry_max_delay: float = Field(default=30.0, ge=0)
     max_connections: int = Field(default=512, ge=1)
-    extra_headers: dict[str, str] = {}
+    # Sent with every request; each value counts as a secret (an API key under any header
+    # name), as in an MCP server's headers: masked by `config show`, redacted from logs.
+    extra_headers: dict[str, SecretStr] = {}
 
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
+        if not value:
             raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
+        return check_url(value, ("http", "https")).rstrip("/")
 
     @property
     def provider_name(self) -> str:
@@ -83,7 +116,29 @@ class RedisSettings(Section):
     def _redis_url(cls, value: str) -> str:
         if value and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix:// (or be empty)")
+        if value:
+            check_redis_url(value)
         return value
+
+
+def check_redis_url(url: str) -> None:
+    """Refuse now what would stop the gateway at its first store call (or silently pick
+    another server: redis-py reads port 0 and a non-numeric db as the defaults)."""
+    from redis.connection import parse_url  # only when a URL is set: the CLI starts light
+
+    if url.startswith("unix://"):
+        if not urlsplit(url).path:
+            raise ValueError("unix:// needs the socket's path, e.g. unix:///run/redis.sock")
+    else:
+        check_url(url, ("redis", "rediss"))
+        db = urlsplit(url).path.strip("/")
+        if db and not db.isdigit():
+            raise ValueError("the path is the database number, e.g. redis://host:6379/0")
+    try:
+        # redis-py's own reading: query options such as socket_timeout.
+        parse_url(url)  # type: ignore[no-untyped-call]
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
 
 
 class ToolRule(Section):
@@ -179,7 +234,7 @@ class ToolsSettings(Section):
     web_timeout: float = Field(default=20.0, gt=0)
     web_max_bytes: int = Field(default=1_000_000, ge=10_000)  # body read at most; the rest is cut
     # web_search: url is the SearXNG base URL, or for Brave an override of its API URL.
-    web_search_url: str = ""
+    web_search_url: HttpURL = ""
     web_search_api_key: SecretStr = SecretStr("")
     # Declared after url and key so its validator can see them.
     web_search_provider: Literal["", "searxng", "brave"] = ""
@@ -351,9 +406,7 @@ class MCPServerSettings(Section):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if value and not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value
+        return check_url(value, ("http", "https"))
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerSettings:
@@ -490,13 +543,31 @@ def load_settings(
             tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError([f"config file {toml_path}: invalid TOML: {exc}"]) from None
+    # Names are checked against the whole model only: without the platforms' sections a
+    # CHATGATE_TELEGRAM__TOKEN would look misspelt.
+    env = env_problems(model, os.environ, check_names=sections is not None)
+    problems = [problem.line for problem in env]
     token = _config_path.set(toml_path)
     try:
-        return model(**overrides)
+        settings = model(**overrides)
     except ValidationError as exc:
-        raise ConfigError([_problem_line(err) for err in exc.errors()]) from None
+        raise ConfigError(problems + _problem_lines(exc, model, env)) from None
+    except SettingsError as exc:  # a value that is not JSON stops pydantic-settings at once
+        raise ConfigError(problems or [f"environment: {exc}"]) from None
     finally:
         _config_path.reset(token)
+    if problems:
+        raise ConfigError(problems)
+    return settings
+
+
+def _problem_lines(exc: ValidationError, model: type[Settings], env: list[EnvProblem]) -> list[str]:
+    """One line per error, minus those a misspelt variable already explains."""
+    return [
+        _problem_line(err)
+        for err in exc.errors()
+        if not explained(model, tuple(str(part).lower() for part in err["loc"]), env)
+    ]
 
 
 def _problem_line(err: Any) -> str:
@@ -506,18 +577,25 @@ def _problem_line(err: Any) -> str:
         msg = "unknown setting (check the spelling)"
     value = err.get("input")
     shown = "" if isinstance(value, dict | list) or value is None else f" (got {value!r})"
+    if isinstance(value, str) and "://" in value:
+        try:
+            shown = f" (got {mask_url(value)!r})"
+        except ValueError:  # too malformed to find a password in: show nothing
+            shown = ""
     if is_secret_name(key):
         shown = ""
     return f"{key}: {msg}{shown}"
 
 
+MASK = "********"
+_DUMPED_SECRET = str(SecretStr("x"))  # how pydantic dumps any non-empty SecretStr
+
+
 def masked(settings: Settings) -> dict[str, Any]:
-    """The effective settings as plain data with every secret masked, for `config show`."""
+    """The effective settings as plain data with every secret masked, for `config show`:
+    what gateway/secrets.py finds for the logs. `SecretStr` values (tokens, API keys, the
+    values of llm.extra_headers and of MCP servers' env and headers) dump masked already."""
     data: dict[str, Any] = _mask(settings.model_dump(mode="json"))
-    # MCP servers take their secrets under any name (GITHUB_TOKEN, X-Api-Key, ...).
-    for server in data["mcp"]["servers"].values():
-        for table in ("env", "headers"):
-            server[table] = dict.fromkeys(server[table], "********")
     return data
 
 
@@ -526,8 +604,8 @@ def _mask(node: Any, key: str = "") -> Any:
         return {k: _mask(v, k) for k, v in node.items()}
     if isinstance(node, list):
         return [_mask(v, key) for v in node]
-    if isinstance(node, str) and node and is_secret_name(key):
-        return "********"
+    if isinstance(node, str) and node and (node == _DUMPED_SECRET or is_secret_name(key)):
+        return MASK
     if key == "url" and isinstance(node, str) and "@" in node:
         return mask_url(node)
     return node

@@ -6,13 +6,13 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.config import Section
+from gateway.config import HttpURL, Section, WebSocketURL
 
 
 class DiscordSettings(Section):
     token: SecretStr | None = None
-    api_url: str = "https://discord.com/api/v10"
-    gateway_url: str = "wss://gateway.discord.gg/"
+    api_url: HttpURL = "https://discord.com/api/v10"
+    gateway_url: WebSocketURL = "wss://gateway.discord.gg/"
     allow_dms: bool = True
     free_response_channels: list[str] = []  # channel ids answered without a mention
     auto_thread: bool = False  # a mention in a channel opens a thread for the answer

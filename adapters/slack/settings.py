@@ -6,14 +6,14 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.config import Section
+from gateway.config import HttpURL, Section
 
 
 class SlackSettings(Section):
     bot_token: SecretStr | None = None
     signing_secret: SecretStr | None = None
     app_token: SecretStr | None = Field(default=None, validate_default=True)  # set: Socket Mode
-    api_url: str = "https://slack.com/api/"
+    api_url: HttpURL = "https://slack.com/api/"
     slash_command: str = Field(default="/chatgate", pattern=r"^/[\w-]{1,31}$")
     # In a thread the bot answered, later messages are answered without a new mention.
     thread_followups: bool = False

@@ -6,15 +6,15 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from gateway.config import Section
+from gateway.config import HttpURL, Section
 
 
 class TelegramSettings(Section):
     token: SecretStr | None = None
-    api_url: str = "https://api.telegram.org"
+    api_url: HttpURL = "https://api.telegram.org"
     mode: Literal["polling", "webhook"] = "polling"
     webhook_secret: SecretStr | None = None
-    webhook_url: str = ""
+    webhook_url: HttpURL = ""
     # A message passes when its sender is in allowed_users (ids or @usernames) or its chat is
     # in allowed_chats (ids; supergroups are negative); both empty: everyone.
     allowed_users: list[str] = []

@@ -65,11 +65,12 @@ class LLMClient:
     ) -> None:
         self._settings = settings
         api_key = settings.api_key.get_secret_value()
-        headers = {"User-Agent": "chatgate", **settings.extra_headers}
+        extra = {name: value.get_secret_value() for name, value in settings.extra_headers.items()}
+        headers = {"User-Agent": "chatgate", **extra}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         # Header values may be credentials too (x-api-key and the like).
-        self._redact = Redactor([api_key, *settings.extra_headers.values()])
+        self._redact = Redactor([api_key, *extra.values()])
         # httpx's API over aiohttp's connection pool (see transport.py for the measurements);
         # tests may pass their own transport.
         wire = transport or AiohttpTransport(
