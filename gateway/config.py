@@ -39,6 +39,15 @@ from gateway.config_env import EnvProblem, env_problems, explained
 from gateway.secrets import is_secret_name
 from gateway.sessions import Isolation
 
+# Upper bounds of durations (seconds) and sizes (bytes). Every number in the settings has
+# one, far above what a real deployment needs (approvals wait at most a week, one LLM
+# request at most an hour ...), so a typo such as 1e12 is refused instead of meaning "never".
+MINUTE = 60.0
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
+WEEK = 7 * DAY
+GB = 1_000_000_000
+
 
 class Section(BaseModel):
     """A settings section: unknown keys are errors, so a misspelt one is never ignored."""
@@ -82,14 +91,14 @@ class LLMSettings(Section):
     provider: str = ""
     tool_call_format: Literal["native", "text", "auto"] = "auto"
     stream: bool = False
-    temperature: float | None = None
-    max_tokens: int | None = Field(default=None, gt=0)  # per completion
-    timeout: float = Field(default=120.0, gt=0)  # seconds for one request (read)
-    connect_timeout: float = Field(default=10.0, gt=0)
-    max_retries: int = Field(default=4, ge=0)
-    retry_base_delay: float = Field(default=0.5, ge=0)
-    retry_max_delay: float = Field(default=30.0, ge=0)
-    max_connections: int = Field(default=512, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)  # the OpenAI API range
+    max_tokens: int | None = Field(default=None, gt=0, le=1_000_000)  # per completion
+    timeout: float = Field(default=120.0, gt=0, le=HOUR)  # seconds for one request (read)
+    connect_timeout: float = Field(default=10.0, gt=0, le=5 * MINUTE)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    retry_base_delay: float = Field(default=0.5, ge=0, le=MINUTE)
+    retry_max_delay: float = Field(default=30.0, ge=0, le=HOUR)
+    max_connections: int = Field(default=512, ge=1, le=100_000)
     # Sent with every request; each value counts as a secret (an API key under any header
     # name), as in an MCP server's headers: masked by `config show`, redacted from logs.
     extra_headers: dict[str, SecretStr] = {}
@@ -109,7 +118,7 @@ class LLMSettings(Section):
 class RedisSettings(Section):
     url: str = ""  # empty: the embedded store under data_dir
     key_prefix: str = "chatgate"
-    max_connections: int = Field(default=64, ge=1)
+    max_connections: int = Field(default=64, ge=1, le=100_000)
 
     @field_validator("url")
     @classmethod
@@ -168,13 +177,13 @@ class SSHTerminalSettings(Section):
     key_file: Path | None = None  # empty: ssh's default identities
     remote_dir: str = ""  # commands run here (relative to the remote home when not absolute)
     known_hosts: Path | None = None  # default ~/.ssh/known_hosts; unknown host keys are refused
-    connect_timeout: float = Field(default=10.0, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0, le=5 * MINUTE)
 
 
 class DockerTerminalSettings(Section):
     image: str = "python:3.12-slim"  # needs bash, coreutils' timeout, and python3 for code
-    cpus: float = Field(default=1.0, gt=0)
-    idle_seconds: float = Field(default=600.0, gt=0)  # a session's container is removed then
+    cpus: float = Field(default=1.0, gt=0, le=1024)
+    idle_seconds: float = Field(default=600.0, gt=0, le=WEEK)  # a session's container goes then
     cli: str = "docker"  # the docker command (talks to the engine at DOCKER_HOST)
 
 
@@ -186,14 +195,14 @@ class TerminalSettings(Section):
     # When the sandbox (or docker) cannot run here, fall back to the local backend instead of
     # offering no shell at all.
     allow_unsandboxed: bool = False
-    cpu_seconds: int = Field(default=120, ge=1)  # CPU time per process
-    memory_mb: int = Field(default=2048, ge=16)  # data segment per process (RLIMIT_DATA)
-    max_processes: int = Field(default=256, ge=8)  # processes of the user running commands
+    cpu_seconds: int = Field(default=120, ge=1, le=int(DAY))  # CPU time per process
+    memory_mb: int = Field(default=2048, ge=16, le=1 << 20)  # per process (RLIMIT_DATA), 1 TiB
+    max_processes: int = Field(default=256, ge=8, le=100_000)  # of the user running commands
     # Environment variables passed to commands besides PATH, HOME, LANG, LC_*, TERM, TZ, ...
     env_passthrough: list[str] = []
     # execute_code: wall time of a script (time spent in its tool calls is not counted).
-    code_timeout: float = Field(default=120.0, gt=0)
-    code_max_tool_calls: int = Field(default=50, ge=0)
+    code_timeout: float = Field(default=120.0, gt=0, le=DAY)
+    code_max_tool_calls: int = Field(default=50, ge=0, le=10_000)
     # execute_code approval: auto asks unless the backend isolates (sandbox, docker).
     code_approval: Literal["auto", "always", "never"] = "auto"
     python: str = "python3"  # interpreter execute_code runs, found on the backend's PATH
@@ -217,7 +226,7 @@ class ToolsSettings(Section):
     workspace_scope: Literal["shared", "chat", "user"] = "chat"
     # Ask a person before write_file replaces an existing file.
     confirm_overwrite: bool = False
-    attachment_max_bytes: int = Field(default=20_000_000, ge=1)  # save_attachment's limit
+    attachment_max_bytes: int = Field(default=20_000_000, ge=1, le=2 * GB)  # save_attachment
     # Tool policy (tools/policy.py), narrowed layer by layer: allow/deny here, then
     # `providers` ("openrouter", then "openrouter/<model>"), then the chat's profile (or else
     # its platform's), then `subagent` in sub-agents. Deny wins over allow in every layer.
@@ -231,17 +240,18 @@ class ToolsSettings(Section):
     # web_fetch: hosts listed here may be fetched even at private addresses (e.g. "wiki.lan").
     web_allow_hosts: list[str] = []
     # Seconds per fetch (redirects included) or search.
-    web_timeout: float = Field(default=20.0, gt=0)
-    web_max_bytes: int = Field(default=1_000_000, ge=10_000)  # body read at most; the rest is cut
+    web_timeout: float = Field(default=20.0, gt=0, le=10 * MINUTE)
+    # Body read at most; the rest is cut.
+    web_max_bytes: int = Field(default=1_000_000, ge=10_000, le=GB)
     # web_search: url is the SearXNG base URL, or for Brave an override of its API URL.
     web_search_url: HttpURL = ""
     web_search_api_key: SecretStr = SecretStr("")
     # Declared after url and key so its validator can see them.
     web_search_provider: Literal["", "searxng", "brave"] = ""
-    clarify_timeout: float = Field(default=300.0, gt=0)  # seconds the clarify tool waits
+    clarify_timeout: float = Field(default=300.0, gt=0, le=WEEK)  # seconds clarify waits
     clarify_answer_by: Literal["asker", "chat"] = "asker"  # who may answer a question
-    shell_timeout: float = Field(default=30.0, gt=0)
-    max_output_chars: int = Field(default=16000, ge=1000)
+    shell_timeout: float = Field(default=30.0, gt=0, le=DAY)
+    max_output_chars: int = Field(default=16000, ge=1000, le=10_000_000)
     # Regexes searched in each simple command of a shell call ("rm -rf build"): block wins,
     # then ask; allow lifts a built-in ask (never a built-in block).
     shell_extra_allow: list[str] = []
@@ -278,41 +288,42 @@ class BrowserSettings(Section):
     executable_path: str = ""
     headless: bool = True
     extra_args: list[str] = []  # more Chromium switches, after the built-in ones
-    idle_seconds: float = Field(default=300.0, gt=0)  # a session's context closes after this
-    max_contexts: int = Field(default=4, ge=1)  # open at once; the least recently used goes first
+    idle_seconds: float = Field(default=300.0, gt=0, le=WEEK)  # a session's context closes then
+    # Open at once; the least recently used goes first.
+    max_contexts: int = Field(default=4, ge=1, le=1000)
     # Ask a person before clicking or submitting something that looks like buy/pay/delete/send.
     approve_actions: bool = True
-    navigation_timeout: float = Field(default=30.0, gt=0)  # seconds for a page to load
-    action_timeout: float = Field(default=10.0, gt=0)  # seconds for a click, typing, a select
-    max_snapshot_chars: int = Field(default=8000, ge=1000)  # page snapshot shown to the model
-    max_download_bytes: int = Field(default=50_000_000, ge=1)  # a larger download is deleted
+    navigation_timeout: float = Field(default=30.0, gt=0, le=HOUR)  # seconds for a page to load
+    action_timeout: float = Field(default=10.0, gt=0, le=HOUR)  # a click, typing, a select
+    max_snapshot_chars: int = Field(default=8000, ge=1000, le=10_000_000)  # shown to the model
+    max_download_bytes: int = Field(default=50_000_000, ge=1, le=10 * GB)  # larger: deleted
 
 
 class AgentSettings(Section):
     system_prompt: str = ""  # extra instructions added to the built-in prompt
-    max_iterations: int = Field(default=25, ge=1)
-    max_turn_seconds: float = Field(default=600.0, gt=0)
-    tool_timeout: float = Field(default=120.0, gt=0)
-    max_tokens_per_turn: int = Field(default=400_000, ge=1000)
-    history_token_budget: int = Field(default=24_000, ge=1000)
-    subagent_max_iterations: int = Field(default=15, ge=1)
-    subagent_max_seconds: float = Field(default=300.0, gt=0)
+    max_iterations: int = Field(default=25, ge=1, le=10_000)
+    max_turn_seconds: float = Field(default=600.0, gt=0, le=DAY)
+    tool_timeout: float = Field(default=120.0, gt=0, le=DAY)
+    max_tokens_per_turn: int = Field(default=400_000, ge=1000, le=1_000_000_000)
+    history_token_budget: int = Field(default=24_000, ge=1000, le=100_000_000)
+    subagent_max_iterations: int = Field(default=15, ge=1, le=10_000)
+    subagent_max_seconds: float = Field(default=300.0, gt=0, le=DAY)
 
 
 class RouterSettings(Section):
     busy_mode: Literal["queue", "interrupt"] = "queue"
-    max_concurrent_turns: int = Field(default=512, ge=1)
-    max_queued_per_session: int = Field(default=20, ge=1)
+    max_concurrent_turns: int = Field(default=512, ge=1, le=1_000_000)
+    max_queued_per_session: int = Field(default=20, ge=1, le=100_000)
     # Stored messages waiting across all sessions; past it new ones are refused with a reason.
-    max_pending_total: int = Field(default=100_000, ge=1)
+    max_pending_total: int = Field(default=100_000, ge=1, le=1_000_000_000)
     queue_notice: bool = True
-    max_message_chars: int = Field(default=16_000, ge=100)
-    dedupe_ttl: float = Field(default=3600.0, gt=0)
+    max_message_chars: int = Field(default=16_000, ge=100, le=10_000_000)
+    dedupe_ttl: float = Field(default=3600.0, gt=0, le=30 * DAY)
     # A session's lease, renewed every third of it while its turn runs: a dead process's
     # sessions are picked up by another within about this long.
     lease_ttl: float = Field(default=5.0, ge=1, le=300)
     # Delay before the first typing indicator; fast answers need none.
-    typing_delay: float = Field(default=0.8, ge=0)
+    typing_delay: float = Field(default=0.8, ge=0, le=MINUTE)
 
 
 class SessionsSettings(Section):
@@ -324,8 +335,8 @@ class SessionsSettings(Section):
 
 
 class MemorySettings(Section):
-    chat_chars: int = Field(default=2000, ge=100)
-    user_chars: int = Field(default=1200, ge=100)
+    chat_chars: int = Field(default=2000, ge=100, le=1_000_000)
+    user_chars: int = Field(default=1200, ge=100, le=1_000_000)
 
 
 class AccessSettings(Section):
@@ -333,15 +344,15 @@ class AccessSettings(Section):
     allowed_users: list[str] = []  # empty: everyone; otherwise "platform:user_id"
     blocked_users: list[str] = []
     # Per-user message budget across all chats; 0 disables.
-    rate_limit_per_minute: int = Field(default=30, ge=0)
+    rate_limit_per_minute: int = Field(default=30, ge=0, le=1_000_000)
     approvers: Literal["requester_and_admins", "admins"] = "requester_and_admins"
     # Platform roles (Discord role ids) that may use /new and /forget in groups, like admins.
     moderator_roles: list[str] = []
 
 
 class ApprovalSettings(Section):
-    timeout_seconds: float = Field(default=300.0, gt=0)  # no decision by then means deny
-    audit_max_entries: int = Field(default=10_000, ge=100)
+    timeout_seconds: float = Field(default=300.0, gt=0, le=WEEK)  # no decision by then: deny
+    audit_max_entries: int = Field(default=10_000, ge=100, le=100_000_000)
 
 
 class SchedulerSettings(Section):
@@ -351,16 +362,17 @@ class SchedulerSettings(Section):
     default_timezone: str = "UTC"  # IANA name for times given without one
     # A run late by up to this many seconds (gateway down, overloaded) still fires, once;
     # later than that it is reported to its chat as missed.
-    misfire_grace_seconds: float = Field(default=300.0, ge=0)
-    max_jobs_per_chat: int = Field(default=25, ge=1)
-    min_interval_seconds: float = Field(default=60.0, gt=0)
+    misfire_grace_seconds: float = Field(default=300.0, ge=0, le=WEEK)
+    max_jobs_per_chat: int = Field(default=25, ge=1, le=100_000)
+    min_interval_seconds: float = Field(default=60.0, gt=0, le=WEEK)
     # The lease of the one process that runs jobs; another takes over within about 4/3 of it.
-    leader_ttl: float = Field(default=7.0, ge=1)
-    resync_seconds: float = Field(default=30.0, gt=0)  # the leader re-reads every job this often
-    delivery_attempts: int = Field(default=4, ge=1)
-    retry_base_delay: float = Field(default=2.0, ge=0)
-    retry_max_delay: float = Field(default=60.0, ge=0)
-    run_log_size: int = Field(default=50, ge=1)  # runs kept per job
+    leader_ttl: float = Field(default=7.0, ge=1, le=5 * MINUTE)
+    # The leader re-reads every job this often.
+    resync_seconds: float = Field(default=30.0, gt=0, le=DAY)
+    delivery_attempts: int = Field(default=4, ge=1, le=100)
+    retry_base_delay: float = Field(default=2.0, ge=0, le=HOUR)
+    retry_max_delay: float = Field(default=60.0, ge=0, le=DAY)
+    run_log_size: int = Field(default=50, ge=1, le=100_000)  # runs kept per job
 
     @field_validator("default_timezone")
     @classmethod
@@ -397,8 +409,9 @@ class MCPServerSettings(Section):
     # Server tool names (shell-style wildcards allowed); include empty: all, exclude wins.
     include_tools: list[str] = []
     exclude_tools: list[str] = []
-    timeout_seconds: float = Field(default=60.0, gt=0)  # one tool call
-    startup_timeout_seconds: float = Field(default=30.0, gt=0)  # start, handshake, tool list
+    timeout_seconds: float = Field(default=60.0, gt=0, le=DAY)  # one tool call
+    # Start, handshake, tool list.
+    startup_timeout_seconds: float = Field(default=30.0, gt=0, le=HOUR)
     # destructive: ask unless the tool says readOnlyHint (and not destructiveHint).
     approval: Literal["destructive", "always", "never"] = "destructive"
     prompt_commands: list[str] = []  # server prompts offered as slash commands
@@ -420,8 +433,8 @@ class MCPServerSettings(Section):
 class MCPSettings(Section):
     servers: dict[str, MCPServerSettings] = {}
     # A server that fails or drops is retried after this delay, doubling up to the maximum.
-    reconnect_min_seconds: float = Field(default=1.0, gt=0)
-    reconnect_max_seconds: float = Field(default=60.0, gt=0)
+    reconnect_min_seconds: float = Field(default=1.0, gt=0, le=HOUR)
+    reconnect_max_seconds: float = Field(default=60.0, gt=0, le=DAY)
 
     @field_validator("servers")
     @classmethod

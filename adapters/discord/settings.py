@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.config import HttpURL, Section, WebSocketURL
+from gateway.config import MINUTE, HttpURL, Section, WebSocketURL
 
 
 class DiscordSettings(Section):
@@ -23,9 +23,10 @@ class DiscordSettings(Section):
     sync_guilds: list[str] = []  # slash commands go to these guilds only; empty: globally
     # Set both to split the bot over processes (each its own shards, no leader election).
     shard_ids: list[int] | None = None
-    shard_count: int | None = Field(default=None, ge=1, validate_default=True)
-    guild_ready_timeout: float = Field(default=2.0, ge=0)  # seconds discord.py waits for guilds
-    leader_ttl: float = Field(default=9.0, ge=1)  # gateway leader lease; takeover within it
+    shard_count: int | None = Field(default=None, ge=1, le=100_000, validate_default=True)
+    guild_ready_timeout: float = Field(default=2.0, ge=0, le=5 * MINUTE)  # waited for guilds
+    # The gateway leader lease; another process takes over within it.
+    leader_ttl: float = Field(default=9.0, ge=1, le=5 * MINUTE)
 
     @field_validator("shard_count")
     @classmethod

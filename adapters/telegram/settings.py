@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from gateway.config import HttpURL, Section
+from gateway.config import GB, HOUR, MINUTE, HttpURL, Section
 
 
 class TelegramSettings(Section):
@@ -22,8 +22,10 @@ class TelegramSettings(Section):
     # Unaddressed group messages are kept as context for the next answer (needs the bot's
     # privacy mode off in BotFather to see them at all); false: they are dropped.
     group_context: bool = True
-    poll_timeout: int = Field(default=25, ge=1)  # seconds one getUpdates long-poll waits
-    leader_ttl: float = Field(default=6.0, ge=1)  # polling lease; takeover within ~1.4x this
-    send_retries: int = Field(default=3, ge=0)  # retries after 429 or a network error
-    max_retry_after: float = Field(default=60.0, ge=0)  # a longer 429 wait fails the send
-    download_max_bytes: int = Field(default=20_000_000, ge=1)  # Bot API getFile limit: 20 MB
+    poll_timeout: int = Field(default=25, ge=1, le=300)  # seconds one getUpdates waits
+    # The polling lease; another process takes over within about 1.4 times this.
+    leader_ttl: float = Field(default=6.0, ge=1, le=5 * MINUTE)
+    send_retries: int = Field(default=3, ge=0, le=20)  # retries after 429 or a network error
+    max_retry_after: float = Field(default=60.0, ge=0, le=HOUR)  # a longer 429 wait fails
+    # The Bot API's getFile limit is 20 MB; a local Bot API server allows 2 GB.
+    download_max_bytes: int = Field(default=20_000_000, ge=1, le=2 * GB)
