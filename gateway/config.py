@@ -13,11 +13,10 @@ import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -36,6 +35,7 @@ from pydantic_settings import (
 )
 
 from gateway.config_env import EnvProblem, env_problems, explained
+from gateway.config_urls import HttpURL, check_redis_url, check_url
 from gateway.secrets import is_secret_name
 from gateway.sessions import Isolation
 
@@ -53,34 +53,6 @@ class Section(BaseModel):
     """A settings section: unknown keys are errors, so a misspelt one is never ignored."""
 
     model_config = ConfigDict(extra="forbid")
-
-
-def check_url(value: str, schemes: tuple[str, ...]) -> str:
-    """`value` (empty allowed) if it is a URL with one of `schemes`, a host and a valid port:
-    a typo found here is one config error line, not a traceback when the gateway starts."""
-    if not value:
-        return value
-    port_problem = ValueError("the port must be a number from 1 to 65535")
-    try:
-        parts = urlsplit(value)
-    except ValueError:  # "http://[::1"
-        raise ValueError("not a valid URL") from None
-    try:
-        port = parts.port
-    except ValueError:  # not a number, or above 65535
-        raise port_problem from None
-    if parts.scheme not in schemes:
-        raise ValueError("must start with " + " or ".join(f"{s}://" for s in schemes))
-    if not parts.hostname:
-        raise ValueError("needs a host name after the ://")
-    if port == 0:
-        raise port_problem
-    return value
-
-
-# URL settings checked as above; an empty one means "not set".
-HttpURL = Annotated[str, AfterValidator(lambda value: check_url(value, ("http", "https")))]
-WebSocketURL = Annotated[str, AfterValidator(lambda value: check_url(value, ("ws", "wss")))]
 
 
 class LLMSettings(Section):
@@ -128,26 +100,6 @@ class RedisSettings(Section):
         if value:
             check_redis_url(value)
         return value
-
-
-def check_redis_url(url: str) -> None:
-    """Refuse now what would stop the gateway at its first store call (or silently pick
-    another server: redis-py reads port 0 and a non-numeric db as the defaults)."""
-    from redis.connection import parse_url  # only when a URL is set: the CLI starts light
-
-    if url.startswith("unix://"):
-        if not urlsplit(url).path:
-            raise ValueError("unix:// needs the socket's path, e.g. unix:///run/redis.sock")
-    else:
-        check_url(url, ("redis", "rediss"))
-        db = urlsplit(url).path.strip("/")
-        if db and not db.isdigit():
-            raise ValueError("the path is the database number, e.g. redis://host:6379/0")
-    try:
-        # redis-py's own reading: query options such as socket_timeout.
-        parse_url(url)  # type: ignore[no-untyped-call]
-    except ValueError as exc:
-        raise ValueError(str(exc)) from None
 
 
 class ToolRule(Section):

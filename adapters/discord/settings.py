@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.config import MINUTE, HttpURL, Section, WebSocketURL
+from gateway.config import MINUTE, Section
+from gateway.config_urls import HttpURL, WebSocketURL
 
 
 class DiscordSettings(Section):

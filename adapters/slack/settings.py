@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.config import DAY, HOUR, WEEK, HttpURL, Section
+from gateway.config import DAY, HOUR, WEEK, Section
+from gateway.config_urls import HttpURL
 
 
 class SlackSettings(Section):

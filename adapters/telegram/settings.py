@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from gateway.config import GB, HOUR, MINUTE, HttpURL, Section
+from gateway.config import GB, HOUR, MINUTE, Section
+from gateway.config_urls import HttpURL
 
 
 class TelegramSettings(Section):
