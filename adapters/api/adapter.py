@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway import keys
-from gateway.channels import Capabilities, DeliveryError
+from gateway.channels import Capabilities, DeliveryError, MessageGone, StreamSupport
 from gateway.messages import ChatKind, ChatRef, Outbound, SentRef, UserRef
 from gateway.sessions import SessionKey
 from gateway.store.base import Store
@@ -26,6 +26,7 @@ SEPARATOR = "~"
 NOTICES = "notices"  # the request id of messages to the user's chat itself (reports)
 DEFAULT_CONVERSATION = "default"
 OPEN_DAYS = 7.0  # unread replies are kept this long
+STREAM_INTERVAL = 0.2  # seconds between two states of a streamed reply
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,15 @@ class RequestChat:
 
 class ApiAdapter:
     platform = PLATFORM
-    # Buttons are kept with the message: the API shows approvals and questions as text.
+    # Buttons are kept with the message: the API shows approvals and questions as text. A
+    # streamed reply (the core posts, then edits) becomes `chat.completion.chunk` deltas.
     capabilities = Capabilities(
-        max_len=1_000_000, can_edit=True, buttons=True, threads=False, typing=False
+        max_len=1_000_000,
+        can_edit=True,
+        buttons=True,
+        threads=False,
+        typing=False,
+        streaming=StreamSupport(interval=STREAM_INTERVAL),
     )
 
     def __init__(self, store: Store) -> None:
@@ -97,7 +104,7 @@ class ApiAdapter:
     async def _kept(self, where: RequestChat, ref: SentRef) -> ChatMessage:
         message = await self.messages.get(where.chat.address, ref.message_id)
         if message is None:
-            raise DeliveryError(f"message {ref.message_id} is gone", permanent=True)
+            raise MessageGone(f"message {ref.message_id} is gone", permanent=True)
         return message
 
     async def typing(self, chat: ChatRef) -> None:

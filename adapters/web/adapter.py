@@ -14,7 +14,14 @@ from adapters.web.conversations import Conversations
 from adapters.web.files import WebFiles
 from adapters.web.render import to_html
 from gateway import keys
-from gateway.channels import AttachmentTooLarge, AttachmentUnavailable, Capabilities, DeliveryError
+from gateway.channels import (
+    AttachmentTooLarge,
+    AttachmentUnavailable,
+    Capabilities,
+    DeliveryError,
+    MessageGone,
+    StreamSupport,
+)
 from gateway.media.sniff import WEB_IMAGES
 from gateway.messages import Button, ChatKind, ChatRef, Outbound, SentRef, UserRef
 from gateway.store.base import Store
@@ -26,6 +33,7 @@ MAX_LEN = 100_000  # no platform limit: one message per reply
 # Messages to the chat itself rather than a conversation (reports to an admin, relayed
 # approvals) go to this conversation of the user.
 NOTICES = "notices"
+STREAM_INTERVAL = 0.25  # seconds between two states of a streamed reply
 
 
 def chat_of(user: str, conversation: str) -> ChatRef:
@@ -51,6 +59,9 @@ class WebAdapter:
             threads=False,
             typing=True,
             max_upload_bytes=max_upload_bytes,
+            # Streamed replies: the core posts the first words and edits the message; each
+            # state reaches the browser as a live event, so updates can come often.
+            streaming=StreamSupport(interval=STREAM_INTERVAL),
         )
         self.messages = MessageLog(store)
         self.hub = LiveHub(store, keys.WEB_CHANNEL)
@@ -90,7 +101,7 @@ class WebAdapter:
         user, conversation = _where(ref.chat)
         message = await self.messages.get(chat_of(user, conversation).address, ref.message_id)
         if message is None:
-            raise DeliveryError(f"message {ref.message_id} is gone", permanent=True)
+            raise MessageGone(f"message {ref.message_id} is gone", permanent=True)
         return message
 
     async def typing(self, chat: ChatRef) -> None:

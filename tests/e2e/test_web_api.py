@@ -57,7 +57,8 @@ class Api:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def api(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Api]:
     tmp = tmp_path_factory.mktemp("api")
-    async with running_site(tmp, browser=False, api={"approval_wait": "pending"}) as site:
+    sections = {"api": {"approval_wait": "pending"}, "llm": {"stream": True}}
+    async with running_site(tmp, browser=False, **sections) as site:
         client = AsyncOpenAI(base_url=f"{site.url}/v1", api_key=API_KEY, max_retries=0)
         yield Api(site, client)
         await client.close()
@@ -88,6 +89,7 @@ async def test_models_and_a_plain_answer(api: Api) -> None:
 
 
 async def test_a_streamed_answer(api: Api) -> None:
+    api.llm.push(Reply.streamed("one two three four five", chunks=4, delay=0.5))
     stream = await api.client.chat.completions.create(
         model="chatgate",
         messages=[{"role": "user", "content": "stream this"}],
@@ -98,7 +100,9 @@ async def test_a_streamed_answer(api: Api) -> None:
     chunks = [chunk async for chunk in stream]
     deltas = [c.choices[0].delta for c in chunks if c.choices]
     assert deltas[0].role == "assistant"
-    assert "".join(d.content or "" for d in deltas) == "echo: stream this"
+    assert "".join(d.content or "" for d in deltas) == "one two three four five"
+    # The reply came in pieces as the model wrote it, not in one piece at the end.
+    assert len([d for d in deltas if d.content]) >= 3
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 5
 

@@ -14,7 +14,6 @@ import pytest
 import pytest_asyncio
 
 from gateway.config import BrowserSettings
-from gateway.messages import Outbound
 from tests.fakes.llm import Reply, last_user_text, tool_results
 from tests.web_kit import ALICE_TOKEN, Site, build_dir, running_site, sign_in, web_chat
 from tools.browser import ChromiumMissing, find_chromium
@@ -29,7 +28,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
-    async with running_site(tmp_path_factory.mktemp("chat"), browser=True) as found:
+    tmp = tmp_path_factory.mktemp("chat")
+    async with running_site(tmp, browser=True, llm={"stream": True}) as found:
         yield found
 
 
@@ -83,32 +83,36 @@ async def test_a_reply_arrives_live_and_an_approval_button_decides(site: Site) -
 
 
 async def test_a_streamed_reply_grows_in_place(site: Site) -> None:
-    """The core streams a reply by posting its first words and editing that message (for a
-    platform that can edit, as the web chat declares); each state shows without a reload."""
+    """The model's reply streams: the core posts its first words and edits that message as it
+    grows (the web chat declares edits); the browser shows each state as it comes."""
+    site.llm.push(
+        Reply.streamed("Once upon a time there was a **gateway** that talked.", chunks=4, delay=0.6)
+    )
     page = await chat_page(site)
     await page.get_by_role("button", name="New conversation").click()
+    await page.evaluate(
+        """() => {
+            window.states = [];
+            new MutationObserver(() => {
+                const bot = document.querySelector('.msg.bot');
+                if (bot && bot.innerText !== window.states[window.states.length - 1])
+                    window.states.push(bot.innerText);
+            }).observe(document.getElementById('messages'),
+                       {childList: true, subtree: true, characterData: true});
+        }"""
+    )
     await say(page, "tell me a story")
-    await page.locator(".msg.bot", has_text="echo: tell me a story").wait_for()
-    conversation = page.url.split("c=")[1]
-    assert await page.locator(".msg").count() == 2  # a new conversation: only these two
-    web = site.app.outbox.adapter("web")
-    chat = web_chat("alice", conversation)
-    ref = await web.send(Outbound(chat=chat, text="Once upon"))
-    message = page.locator(f"#m-{ref.message_id}")
-    await message.wait_for()
-    seen = [await message.inner_text()]
-    for text in ("Once upon a time", "Once upon a time there was a **gateway**."):
-        await web.edit(ref, Outbound(chat=chat, text=text))
-        await page.wait_for_function(
-            "([id, n]) => document.getElementById('m-' + id).innerText.length >= n",
-            arg=[ref.message_id, len(text) - 4],
-        )
-        seen.append(await message.inner_text())
-    assert seen[0] == "Once upon"
-    assert seen[1].startswith("Once upon a time")
-    assert seen[2].startswith("Once upon a time there was a gateway.")
-    assert await message.locator("strong").inner_text() == "gateway"  # Markdown rendered
-    assert await page.locator(".msg.bot").count() == 2  # edited, not sent again
+    final = page.locator(".msg.bot", has_text="that talked.")
+    await final.wait_for()
+    states = [s for s in await page.evaluate("window.states") if s]
+    assert len(states) >= 3, states  # it grew in place, more than once
+    assert all(state.startswith("Once upon a") for state in states)
+    assert [len(s) for s in states] == sorted({len(s) for s in states})  # only ever grew
+    assert states[-1].startswith("Once upon a time there was a gateway that talked.")
+    assert await final.locator("strong").inner_text() == "gateway"  # Markdown rendered
+    assert await page.locator(".msg.bot").count() == 1  # edited, never sent twice
+    record = site.llm.requests[-1]
+    assert record["stream"] is True
     await page.context.close()
 
 

@@ -18,14 +18,13 @@ KEY = "sk-team-1-0123456789abcdef"
 
 def test_from_toml_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "chatgate.toml"
-    config.write_text(
-        f'[web]\nadmin_token = "{ADMIN}"\nsession_hours = 2\n'
-        f'[web.chat_tokens]\n"{ALICE}" = "alice"\n'
-    )
+    config.write_text(f'[web]\nsession_hours = 2\n[web.chat_tokens]\n"{ALICE}" = "alice"\n')
+    monkeypatch.setenv("CHATGATE_WEB__ADMIN_TOKEN", ADMIN)
     monkeypatch.setenv("CHATGATE_API__KEYS", json.dumps({KEY: "alice"}))
     monkeypatch.setenv("CHATGATE_API__APPROVAL_WAIT", "pending")
     settings = load_settings(config)
     web, api = settings.web, settings.api  # type: ignore[attr-defined]
+    assert web.admin_token.get_secret_value() == ADMIN
     assert web.console_enabled and web.chat_enabled and web.session_hours == 2
     assert {t.get_secret_value(): n for t, n in web.chat_tokens.items()} == {ALICE: "alice"}
     assert {k.get_secret_value(): n for k, n in api.keys.items()} == {KEY: "alice"}

@@ -74,7 +74,6 @@
       });
       node.appendChild(row);
     }
-    if (message.edited && !message.deleted) node.appendChild(el("div", "edited", "edited"));
     if (fresh) list.appendChild(node);
     if (message.role === "bot") typing.hidden = true;
     if (fresh && (stick || message.role === "user")) list.scrollTop = list.scrollHeight;
