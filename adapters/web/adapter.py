@@ -123,7 +123,8 @@ class WebAdapter:
     async def record(self, user: str, conversation: str, message: ChatMessage) -> None:
         """Store a message (new or changed) and tell the user's browsers."""
         await self.messages.put(chat_of(user, conversation).address, message)
-        if not await self.conversations.touch(user, conversation):
+        # New messages move the conversation up the list; edits (a streamed reply) need not.
+        if message.edited is None and not await self.conversations.touch(user, conversation):
             # The notices, or a conversation someone else started (a scheduled prompt's).
             title = "Notices" if conversation == NOTICES else f"Conversation {conversation}"
             await self.conversations.ensure(user, conversation, title)
