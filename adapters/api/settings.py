@@ -22,7 +22,7 @@ class ApiSettings(Section):
     # decides; "pending" answers at once with a notice (the outcome comes with the next reply).
     approval_wait: Literal["wait", "pending"] = "wait"
     # A response waits at most this long for its turn; then it says the answer comes later.
-    timeout_seconds: float = Field(default=900.0, gt=0)
+    timeout_seconds: float = Field(default=900.0, gt=0, le=86400)
 
     @field_validator("keys")
     @classmethod

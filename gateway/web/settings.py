@@ -36,13 +36,17 @@ class WebSettings(Section):
     operators: dict[str, SecretStr] = {}
     # Web chat people: token -> user name (their address is `web:<name>`).
     chat_tokens: dict[SecretStr, str] = {}
-    session_hours: float = Field(default=12.0, gt=0)  # a browser stays signed in this long
+    session_hours: float = Field(
+        default=12.0, gt=0, le=24 * 90
+    )  # a browser stays signed in this long
     # The address people reach the gateway at, e.g. https://bot.example.com: sign-in links
     # use it, and with https cookies are marked Secure.
     public_url: str = ""
-    signin_attempts_per_minute: int = Field(default=10, ge=1)  # per client address
-    link_hours: float = Field(default=24.0, gt=0)  # a one-time sign-in link lasts this long
-    max_upload_mb: float = Field(default=10.0, gt=0)  # a file sent in the web chat
+    signin_attempts_per_minute: int = Field(default=10, ge=1, le=10_000)  # per client address
+    link_hours: float = Field(
+        default=24.0, gt=0, le=24 * 30
+    )  # a one-time sign-in link lasts this long
+    max_upload_mb: float = Field(default=10.0, gt=0, le=1000)  # a file sent in the web chat
     chat: bool = True  # false: only the console; the web chat stays off
 
     @field_validator("operators")
