@@ -19,8 +19,8 @@ from pydantic import ValidationError
 
 from gateway.config import AgentSettings
 from gateway.llm import lenient_json
-from gateway.llm.client import LLMClient
-from gateway.llm.types import Completion, Message, ToolCall, Usage
+from gateway.llm.types import Completer, Completion, Message, ToolCall, Usage
+from gateway.telemetry import Telemetry
 from gateway.tooling import (
     ApprovalGate,
     ToolCatalog,
@@ -50,6 +50,7 @@ class AgentResult:
 @dataclass
 class _TurnBudget:
     settings: AgentSettings
+    llm: Completer  # the model (or chain of models) this run calls
     started: float = field(default_factory=time.monotonic)
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -78,17 +79,19 @@ class TurnTimeout(Exception):
 class Agent:
     def __init__(
         self,
-        llm: LLMClient,
+        llm: Completer,
         settings: AgentSettings,
         *,
         approvals: ApprovalGate | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._llm = llm
         self._settings = settings
         self._approvals = approvals
+        self._telemetry = telemetry
 
     @property
-    def llm(self) -> LLMClient:
+    def llm(self) -> Completer:
         return self._llm
 
     async def run(
@@ -99,9 +102,15 @@ class Agent:
         ctx: ToolContext,
         *,
         catalog: ToolCatalog | None = None,
+        llm: Completer | None = None,
+        limits: AgentSettings | None = None,
     ) -> AgentResult:
-        """Run one turn. `history` ends with the user's message; it is not modified."""
-        budget = _TurnBudget(self._settings)
+        """Run one turn. `history` ends with the user's message; it is not modified.
+
+        `llm` and `limits` replace the agent's own for this run (a profile's models and
+        limits)."""
+        settings = limits or self._settings
+        budget = _TurnBudget(settings, llm or self._llm)
         by_name = {spec.name: spec for spec in tools}
         schemas = [spec.schema() for spec in tools] or None
         added: list[Message] = []
@@ -110,7 +119,7 @@ class Agent:
         def transcript() -> list[Message]:
             return [{"role": "system", "content": system_prompt}, *history, *added]
 
-        for iteration in range(1, self._settings.max_iterations + 1):
+        for iteration in range(1, settings.max_iterations + 1):
             completion = await self._complete(transcript(), schemas, budget)
             added.append(completion.assistant_message())
             if not completion.tool_calls:
@@ -127,7 +136,7 @@ class Agent:
             if budget.remaining_seconds <= 0:
                 return self._out_of_time(added, budget, iteration, calls_made)
         return await self._final_answer(
-            transcript(), added, budget, self._settings.max_iterations, calls_made, "iterations"
+            transcript(), added, budget, settings.max_iterations, calls_made, "iterations"
         )
 
     async def _complete(
@@ -138,7 +147,7 @@ class Agent:
             raise TurnTimeout
         try:
             async with asyncio.timeout(remaining):
-                completion = await self._llm.complete(messages, tools=schemas)
+                completion = await budget.llm.complete(messages, tools=schemas)
         except TimeoutError:
             raise TurnTimeout from None
         budget.add(completion.usage)
@@ -168,7 +177,7 @@ class Agent:
         self, added: list[Message], budget: _TurnBudget, iterations: int, calls_made: int
     ) -> AgentResult:
         text = (
-            f"I ran out of time on this request (limit {self._settings.max_turn_seconds:.0f} s) "
+            f"I ran out of time on this request (limit {budget.settings.max_turn_seconds:.0f} s) "
             "before finishing. Ask me to continue, or break it into smaller steps."
         )
         added.append({"role": "assistant", "content": text})
@@ -199,6 +208,28 @@ class Agent:
         catalog: ToolCatalog | None,
         budget: _TurnBudget,
     ) -> str:
+        telemetry = self._telemetry
+        if telemetry is None:
+            return (await self._tool_result(call, by_name, ctx, catalog, budget))[0]
+        started = time.monotonic()
+        with telemetry.span("tool.call", **{"tool.name": call.name}) as span:
+            output, outcome = await self._tool_result(call, by_name, ctx, catalog, budget)
+            span.set("tool.outcome", outcome)
+            if outcome != "ok":
+                span.fail(outcome)
+        telemetry.tool_call(call.name, outcome, time.monotonic() - started)
+        return output
+
+    async def _tool_result(
+        self,
+        call: ToolCall,
+        by_name: dict[str, ToolSpec[Any]],
+        ctx: ToolContext,
+        catalog: ToolCatalog | None,
+        budget: _TurnBudget,
+    ) -> tuple[str, str]:
+        """The call's result for the model, and its outcome for metrics: ok, error,
+        invalid, refused, denied, timeout."""
         spec = by_name.get(call.name)
         if spec is None:
             known = catalog.get(call.name) if catalog else None
@@ -209,41 +240,54 @@ class Agent:
                 known is not None,
             )
             if known is not None:
-                return f"error: the tool '{call.name}' is not allowed in this chat. Do not call it."
+                return (
+                    f"error: the tool '{call.name}' is not allowed in this chat. Do not call it.",
+                    "refused",
+                )
             available = ", ".join(sorted(by_name)) or "none"
-            return f"error: there is no tool named '{call.name}'. Available tools: {available}."
+            return (
+                f"error: there is no tool named '{call.name}'. Available tools: {available}.",
+                "refused",
+            )
         try:
             args = spec.args.model_validate(parse_arguments(call.arguments))
         except (ValueError, ValidationError) as exc:
             log.warning("bad tool arguments session=%s tool=%s", ctx.session, call.name)
-            return f"error: invalid arguments for {call.name}: {describe_invalid(exc)}"
+            return f"error: invalid arguments for {call.name}: {describe_invalid(exc)}", "invalid"
         try:
             if spec.approval is not None:
                 need = await spec.approval(args, ctx)
                 if need is not None:
                     refusal = await self._ask_approval(need, spec.name, ctx)
                     if refusal is not None:
-                        return refusal
+                        return refusal, "denied"
         except ToolError as exc:
-            return f"error: {exc}"
+            return f"error: {exc}", "error"
         except Exception:
             # Fail closed: when we cannot tell whether approval is needed, nothing runs.
             log.exception("approval check failed session=%s tool=%s", ctx.session, call.name)
-            return f"error: {call.name} was not run: its approval check failed. Tell the user."
-        limit = min(spec.timeout or self._settings.tool_timeout, max(budget.remaining_seconds, 1))
+            return (
+                f"error: {call.name} was not run: its approval check failed. Tell the user.",
+                "error",
+            )
+        limit = min(spec.timeout or budget.settings.tool_timeout, max(budget.remaining_seconds, 1))
         try:
             async with asyncio.timeout(limit):
-                return await spec.handler(args, ctx)
+                return await spec.handler(args, ctx), "ok"
         except ToolError as exc:
-            return f"error: {exc}"
+            return f"error: {exc}", "error"
         except TimeoutError:
             log.warning("tool timed out session=%s tool=%s", ctx.session, call.name)
-            return f"error: {call.name} did not finish within {limit:g} s and was stopped."
+            stopped = f"error: {call.name} did not finish within {limit:g} s and was stopped."
+            return stopped, "timeout"
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("tool crashed session=%s tool=%s", ctx.session, call.name)
-            return f"error: {call.name} failed unexpectedly ({type(exc).__name__}: {exc})."
+            return (
+                f"error: {call.name} failed unexpectedly ({type(exc).__name__}: {exc}).",
+                "error",
+            )
 
     async def _ask_approval(self, need: Any, tool: str, ctx: ToolContext) -> str | None:
         if self._approvals is None:

@@ -34,6 +34,7 @@ from gateway.group_context import GroupContext
 from gateway.history import SessionStore
 from gateway.http import HttpServer
 from gateway.llm.client import LLMClient
+from gateway.llm.providers import ProviderPool
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
 from gateway.metrics import Metrics
@@ -46,7 +47,10 @@ from gateway.middlewares import (
     SlotMiddlewares,
     Validate,
 )
+from gateway.otel import Tracing
 from gateway.platforms import PlatformPlugin
+from gateway.profiles.commands import register_profile_commands
+from gateway.profiles.wiring import build_planner
 from gateway.scheduler import Scheduler
 from gateway.scheduling.commands import register_schedule_commands
 from gateway.session_leases import SessionLeases
@@ -54,6 +58,7 @@ from gateway.session_queue import SessionQueue
 from gateway.sessions import SessionKey, key_for
 from gateway.store import open_store
 from gateway.store.base import Store
+from gateway.telemetry import MeteredOutbox, Telemetry
 from gateway.turns import TurnRunner
 from tools.builtin import ToolServices, install_builtin_tools
 from tools.registry import ToolRegistry
@@ -70,27 +75,44 @@ class App:
         *,
         store: Store | None = None,
         llm_transport: httpx.AsyncBaseTransport | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.settings = settings
         self.instance_id = uuid.uuid4().hex[:10]
         self.metrics = Metrics()
+        self.tracing = tracing or Tracing.from_settings(settings.otel)
+        self.telemetry = Telemetry(self.metrics, self.tracing.tracer)
         self.store = store or open_store(settings)
-        self.outbox = Outbox()
+        self.outbox: Outbox = MeteredOutbox(self.metrics)
         self.extensions = Extensions()
         self.notifier = Notifier(self.outbox.send)
         self.access = AccessPolicy(settings.access, self.store, self.extensions.access_rules)
         self.sessions = SessionStore(self.store)
         self.memory = MemoryBook(self.store, settings.memory)
         self.llm = LLMClient(settings.llm, transport=llm_transport)
+        self.providers = ProviderPool(
+            settings.llm, transport=llm_transport, default_client=self.llm
+        )
+        self.planner = build_planner(
+            settings,
+            store=self.store,
+            pool=self.providers,
+            telemetry=self.telemetry,
+            say=self.notifier.say,
+            is_admin=self.access.is_admin,
+        )
         self.approvals = ApprovalService(
             store=self.store,
             outbox=self.outbox,
             access=self.access,
             settings=settings.approvals,
             instance_id=self.instance_id,
+            metrics=self.metrics,
         )
         self.approvals.register(self.extensions)
-        self.agent = Agent(self.llm, settings.agent, approvals=self.approvals)
+        self.agent = Agent(
+            self.llm, settings.agent, approvals=self.approvals, telemetry=self.telemetry
+        )
         self.tools = ToolRegistry()
         self.runner = TurnRunner(
             settings=settings,
@@ -100,6 +122,8 @@ class App:
             catalog=self.tools,
             outbox=self.outbox,
             metrics=self.metrics,
+            planner=self.planner,
+            telemetry=self.telemetry,
             prompt_sections=self.extensions.prompt_sections,
         )
         context = GroupContext(self.store, size=20)
@@ -124,6 +148,8 @@ class App:
         register_builtin_commands(
             self.extensions, self.queue, self.sessions, self.memory, self.access
         )
+        register_profile_commands(self.extensions, self.planner, self.access)
+        self.metrics.add_collector(lambda m: m.gauge("queue_depth", self.queue.waiting()))
         self.scheduler = Scheduler(
             settings.scheduler,
             store=self.store,
@@ -134,6 +160,7 @@ class App:
             admins=settings.access.admins,
             instance_id=self.instance_id,
             turn_timeout=settings.agent.max_turn_seconds + 30,
+            metrics=self.metrics,
         )
         register_schedule_commands(self.extensions, self.scheduler)
         self.tool_services = ToolServices(
@@ -248,8 +275,9 @@ class App:
                 log.exception("tool service close failed")
         if self.http is not None:
             await self.http.stop()
-        await self.llm.aclose()
+        await self.providers.aclose()
         await self.store.close()
+        self.tracing.shutdown()
         self._started = False
 
     async def __aenter__(self) -> App:

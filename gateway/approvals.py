@@ -29,6 +29,7 @@ from gateway.channels import Outbox
 from gateway.config import ApprovalSettings
 from gateway.extensions import Command, CommandCall, Extensions
 from gateway.messages import Button, ButtonPress, ChatRef, Outbound, PressReply, SentRef, UserRef
+from gateway.metrics import Metrics
 from gateway.rendezvous import Rendezvous
 from gateway.store.base import Store, StoreUnavailable
 from gateway.tasks import stop_tasks
@@ -109,8 +110,11 @@ class ApprovalService:
         access: AccessPolicy,
         settings: ApprovalSettings,
         instance_id: str,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
+        self._metrics = metrics or Metrics()
+        self._waiting = 0  # requests turns in this process are waiting on
         self._outbox = outbox
         self._access = access
         self._settings = settings
@@ -162,6 +166,7 @@ class ApprovalService:
         request.message = await self._show(request)
         await self._save(request)
         log.info("approval requested id=%s session=%s tool=%s", request.id, ctx.session, tool)
+        self._pending(+1)
         try:
             async with ctx.typing.paused():
                 raw = await self._answers.wait(request.id, self._settings.timeout_seconds)
@@ -169,6 +174,8 @@ class ApprovalService:
             # The turn was stopped: close the request so a late press cannot look approved.
             await asyncio.shield(self._expire(request, "the request was stopped"))
             raise
+        finally:
+            self._pending(-1)
         if raw is None:
             raw = await self._expire(request, "no decision in time")
         decision = Decision.from_json(raw)
@@ -259,7 +266,13 @@ class ApprovalService:
         except Exception as exc:
             log.warning("approval outcome not delivered id=%s error=%s", request.id, exc)
 
+    def _pending(self, change: int) -> None:
+        self._waiting += change
+        self._metrics.gauge("approvals_pending", self._waiting)
+
     async def _finish(self, request: ApprovalRequest, decision: Decision) -> None:
+        self._metrics.inc("approvals_decided_total", outcome=decision.choice)
+        self._metrics.observe("approval_decision_seconds", max(time.time() - request.created, 0))
         await self._store.hdel(PENDING, request.id)
         entry = {
             "ts": time.time(),

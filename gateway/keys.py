@@ -31,6 +31,13 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     cron:fired:{job}:{slot}[:{what}]  value  a run slot (or its report) was claimed, once
     cron:running:{job}:{slot}         value  a run in progress
     {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
+    model_choice:{session}            value  the model /model chose for a session ("provider/model")
+    usage:{period}:{dim}:{id}:{unit}  value  what turns used in a period: `in` / `out` tokens, `usd`
+                                             in micro-dollars. period `d2025-01-31` or `m2025-01`;
+                                             dim user | chat | job | profile | model | all
+    usage_index:{period}              hash   "{dim}:{id}" -> "1": who has usage in the period
+    budget_notice:{period}:{dim}:{id}:{level}
+                                      value  a budget warning (level `warn`, `limit`) was given
 
 Leases (`acquire_lease` names, their own namespace in the store):
 
@@ -137,6 +144,22 @@ def cron_running(job_id: str, slot: str) -> str:
 
 def platform_thread(platform: str, chat_id: str, thread_id: str) -> str:
     return f"{platform}:thread:{chat_id}:{thread_id}"
+
+
+def model_choice(key: SessionKey | str) -> str:
+    return f"model_choice:{key}"
+
+
+def usage(period: str, dimension: str, ident: str, unit: str) -> str:
+    return f"usage:{period}:{dimension}:{ident}:{unit}"
+
+
+def usage_index(period: str) -> str:
+    return f"usage_index:{period}"
+
+
+def budget_notice(period: str, dimension: str, ident: str, level: str) -> str:
+    return f"budget_notice:{period}:{dimension}:{ident}:{level}"
 
 
 # -- lease names ---------------------------------------------------------------------------

@@ -106,6 +106,10 @@ class SessionQueue:
         session = self._sessions.get(key)
         return len(session.queue) if session else 0
 
+    def waiting(self) -> int:
+        """Messages waiting behind a running turn in this process (all sessions)."""
+        return sum(len(session.queue) for session in self._sessions.values())
+
     def requester(self, key: SessionKey) -> UserRef | None:
         """Who asked for the turn running here, if one is."""
         session = self._sessions.get(key)

@@ -15,6 +15,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from gateway.llm.types import Completer
 from gateway.messages import Attachment, ChatRef, UserRef
 from gateway.sessions import SessionKey
 
@@ -57,6 +58,9 @@ class ToolContext:
     # The attachments on that message (earlier ones are noted in the stored history).
     attachments: tuple[Attachment, ...] = ()
     typing: TypingControl = NO_TYPING
+    # The turn's tool scope and models (its profile's chain), for sub-agents to share.
+    scope: ToolScope | None = None
+    llm: Completer | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class ToolScope:
     provider: str
     model: str
     is_subagent: bool = False
+    profile: str = ""  # the agent profile ([profiles.<name>]) the turn runs under
 
 
 class ToolCatalog(Protocol):

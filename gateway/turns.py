@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from gateway.agent import Agent, TurnTimeout
 from gateway.channels import DeliveryError, Outbox
@@ -24,12 +23,14 @@ from gateway.memory import MemoryBook
 from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
+from gateway.profiles.plan import TurnPlan, TurnPlanner, TurnRefused
 from gateway.prompt import PromptSection, build_system_prompt
 from gateway.session_leases import LeaseHandle, TurnLease
 from gateway.sessions import SessionKey
-from gateway.store.base import StoreUnavailable
+from gateway.store.base import Batch, StoreUnavailable
 from gateway.tasks import stop_task
-from gateway.tooling import ToolCatalog, ToolContext, ToolScope, ToolSpec
+from gateway.telemetry import SpanRecorder, Telemetry
+from gateway.tooling import ToolCatalog, ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,8 @@ class TurnRunner:
         catalog: ToolCatalog,
         outbox: Outbox,
         metrics: Metrics,
+        planner: TurnPlanner,
+        telemetry: Telemetry,
         prompt_sections: Sequence[PromptSection] = (),
     ) -> None:
         self._settings = settings
@@ -121,6 +124,8 @@ class TurnRunner:
         self._catalog = catalog
         self._outbox = outbox
         self._metrics = metrics
+        self._planner = planner
+        self._telemetry = telemetry
         # Read at each new session, so a section registered after this runner was built counts.
         self._sections = prompt_sections
 
@@ -137,8 +142,29 @@ class TurnRunner:
         `context_lines` are recent unaddressed group messages, oldest first;
         `on_answering` is called when the final reply is about to be delivered.
         """
+        inbound = job.inbound
+        self._metrics.observe("queue_wait_seconds", max(time.time() - inbound.received_at, 0.0))
+        with self._telemetry.span(
+            "turn",
+            **{"chat.platform": inbound.chat.platform, "session": str(job.key)},
+        ) as span:
+            return await self._run(job, lease, context_lines, on_answering, span)
+
+    async def _run(
+        self,
+        job: TurnJob,
+        lease: TurnLease,
+        context_lines: Sequence[str],
+        on_answering: Callable[[], None] | None,
+        span: SpanRecorder,
+    ) -> TurnOutcome:
         inbound, key = job.inbound, job.key
         started = time.monotonic()
+        try:
+            plan = await self._planner.plan(inbound, key)
+        except TurnRefused as exc:
+            return await self._refuse(job, lease, exc, on_answering, span)
+        span.set("profile", plan.profile)
         if lease.preloaded:
             record = self._sessions.parse(lease.record)
         else:
@@ -149,7 +175,7 @@ class TurnRunner:
                 inbound.chat,
                 inbound.sender,
                 notes=notes.render(),
-                extra=self._settings.agent.system_prompt,
+                extra=plan.instructions,
                 sections=self._sections,
             )
         user_message: Message = {"role": "user", "content": user_content(inbound, context_lines)}
@@ -159,22 +185,26 @@ class TurnRunner:
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
         typing.start()
         outcome = TurnOutcome()
+        iterations: int | None = None
         try:
             result = await self._agent.run(
                 record.system,
                 history,
-                self._tools(inbound),
-                self._context(job, typing),
+                self._catalog.for_scope(plan.scope),
+                self._context(job, typing, plan),
                 catalog=self._catalog,
+                llm=plan.route,
+                limits=plan.limits,
             )
             history.extend(result.new_messages)
             record.prompt_tokens += result.usage.prompt_tokens
             record.completion_tokens += result.usage.completion_tokens
             outcome.reply = result.text.strip() or EMPTY_ANSWER
-            self._metrics.inc("tool_calls_total", result.tool_calls)
+            iterations = result.iterations
         except LLMError as exc:
             log.warning("llm error session=%s error=%s", key, type(exc).__name__)
             outcome.error = exc.user_message
+            span.fail(exc.kind, exc.detail)
         except TurnTimeout:
             outcome.error = (
                 f"I ran out of time on this request (limit "
@@ -184,6 +214,7 @@ class TurnRunner:
             outcome.cancelled = True
             history.append({"role": "assistant", "content": INTERRUPTED_NOTE})
             await asyncio.shield(self._save(key, record, history, lease))
+            await asyncio.shield(plan.settle())
             raise
         finally:
             await typing.stop()
@@ -192,22 +223,37 @@ class TurnRunner:
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
         if on_answering is not None:
             on_answering()
-        outcome.sent = await self._deliver(job, outcome.reply or outcome.error or "")
+        text = outcome.reply or outcome.error or ""
+        outcome.sent = await self._deliver(job, text, reply=plan.reply_to_message)
         await self._save(key, record, history, lease)
-        self._metrics.observe("turn_seconds", time.monotonic() - started)
-        self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
+        await plan.settle()
+        status = "ok" if outcome.ok else "error"
+        self._telemetry.turn(plan.profile, status, time.monotonic() - started, iterations)
         return outcome
 
-    def _tools(self, inbound: Inbound) -> Sequence[ToolSpec[Any]]:
-        scope = ToolScope(
-            platform=inbound.chat.platform,
-            chat_id=inbound.chat.chat_id,
-            provider=self._settings.llm.provider_name,
-            model=self._settings.llm.model,
-        )
-        return self._catalog.for_scope(scope)
+    async def _refuse(
+        self,
+        job: TurnJob,
+        lease: TurnLease,
+        refused: TurnRefused,
+        on_answering: Callable[[], None] | None,
+        span: SpanRecorder,
+    ) -> TurnOutcome:
+        """A turn that may not run: say why; the message is not taken into history."""
+        text = refused.user_message
+        span.fail("refused", text)
+        if on_answering is not None:
+            on_answering()
+        outcome = TurnOutcome(error=text)
+        outcome.sent = await self._deliver(job, text)
+        try:
+            await lease.commit(Batch())  # releases the lease; nothing to save
+        except StoreUnavailable as exc:
+            log.error("lease not released session=%s error=%s", job.key, exc)
+        self._metrics.inc("turns_total", status="refused", profile=refused.profile)
+        return outcome
 
-    def _context(self, job: TurnJob, typing: TypingIndicator) -> ToolContext:
+    def _context(self, job: TurnJob, typing: TypingIndicator, plan: TurnPlan) -> ToolContext:
         inbound = job.inbound
         return ToolContext(
             session=job.key,
@@ -217,11 +263,13 @@ class TurnRunner:
             message_id=inbound.message_id,
             attachments=inbound.attachments,
             typing=typing,
+            scope=plan.scope,
+            llm=plan.route,
         )
 
-    async def _deliver(self, job: TurnJob, text: str) -> SentRef | None:
+    async def _deliver(self, job: TurnJob, text: str, *, reply: bool = True) -> SentRef | None:
         inbound = job.inbound
-        out = Outbound(chat=inbound.chat, text=text, reply_to=inbound.message_id)
+        out = Outbound(chat=inbound.chat, text=text, reply_to=inbound.message_id if reply else None)
         try:
             return await self._outbox.send(out)
         except DeliveryError as exc:

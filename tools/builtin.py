@@ -106,6 +106,6 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     )
 
     check_policy(settings, registry)
-    policy = ToolPolicy(cfg)
+    policy = ToolPolicy(cfg, settings.profiles)
     registry.set_filter(policy)
     return policy

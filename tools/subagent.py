@@ -55,13 +55,16 @@ def subagent_tools(
     async def delegate(args: DelegateArgs, ctx: ToolContext) -> str:
         if ctx.is_subagent:
             raise ToolError("a sub-agent cannot delegate; do the task yourself.")
-        scope = ToolScope(
-            platform=ctx.chat.platform,
-            chat_id=ctx.chat.chat_id,
-            provider=settings.llm.provider_name,
-            model=settings.llm.model,
-            is_subagent=True,
-        )
+        if ctx.scope is not None:  # the turn's profile and models
+            scope = dataclasses.replace(ctx.scope, is_subagent=True)
+        else:
+            scope = ToolScope(
+                platform=ctx.chat.platform,
+                chat_id=ctx.chat.chat_id,
+                provider=settings.llm.provider_name,
+                model=settings.llm.model,
+                is_subagent=True,
+            )
         tools = [t for t in catalog.for_scope(scope) if t.name not in _NEVER]
         brief = args.task.strip()
         if args.context.strip():
@@ -71,8 +74,9 @@ def subagent_tools(
                 SUBAGENT_PROMPT,
                 [{"role": "user", "content": brief}],
                 tools,
-                dataclasses.replace(ctx, is_subagent=True),
+                dataclasses.replace(ctx, is_subagent=True, scope=scope),
                 catalog=catalog,
+                llm=ctx.llm,
             )
         except LLMError as exc:
             raise ToolError(f"the sub-agent could not run: {exc.user_message}") from None

@@ -13,12 +13,12 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Literal, NoReturn
 
 import httpx
 
-from gateway.config import LLMSettings
+from gateway.config import ProviderSettings
 from gateway.llm.errors import (
     RETRYABLE_STATUSES,
     LLMBadResponse,
@@ -33,12 +33,11 @@ from gateway.llm.formats import FormatName, prepare
 from gateway.llm.retry import backoff_delay, retry_after_seconds
 from gateway.llm.stream import SSEDecoder, StreamAccumulator, StreamErrorEvent, VisibleText
 from gateway.llm.transport import AiohttpTransport
-from gateway.llm.types import Completion, Message
+from gateway.llm.types import Completion, Message, OnText
 from gateway.llm.wire import RawReply, reply_from_body, to_completion
 
 log = logging.getLogger(__name__)
 
-OnText = Callable[[str], Awaitable[None]]
 _Finalize = Callable[[RawReply], Completion]
 
 _ENDPOINT = "/chat/completions"
@@ -60,7 +59,7 @@ class LLMClient:
     """Shared by every session; safe for concurrent use."""
 
     def __init__(
-        self, settings: LLMSettings, *, transport: httpx.AsyncBaseTransport | None = None
+        self, settings: ProviderSettings, *, transport: httpx.AsyncBaseTransport | None = None
     ) -> None:
         self._settings = settings
         api_key = settings.api_key.get_secret_value()
@@ -94,6 +93,10 @@ class LLMClient:
         self._tools_json: tuple[tuple[Any, ...], str] = ((), "")
         self._stream_usage = True  # cleared if the server refuses stream_options
 
+    @property
+    def settings(self) -> ProviderSettings:
+        return self._settings
+
     def _http(self) -> httpx.AsyncClient:
         return self._client
 
@@ -113,14 +116,15 @@ class LLMClient:
         stream: bool | None = None,
         max_tokens: int | None = None,
         on_text: OnText | None = None,
+        temperature: float | None = None,
     ) -> Completion:
         """One chat completion. History in and the result out are always native-shaped.
 
         `on_text` receives the visible reply text as it streams (no reasoning, no tool-call
-        markup). Raises an LLMError subclass on failure.
+        markup); `temperature` overrides the provider's. Raises an LLMError subclass on failure.
         """
         use_stream = self._settings.stream if stream is None else stream
-        call = (messages, tools, tool_choice, use_stream, max_tokens, on_text)
+        call = (messages, tools, tool_choice, use_stream, max_tokens, on_text, temperature)
         if self.format == "native":
             try:
                 return await self._complete("native", *call)
@@ -174,6 +178,7 @@ class LLMClient:
         stream: bool,
         max_tokens: int | None,
         on_text: OnText | None,
+        temperature: float | None,
     ) -> Completion:
         call = prepare(
             format_name,
@@ -182,7 +187,7 @@ class LLMClient:
             tool_choice,
             lenient=self._settings.tool_call_format == "auto",
         )
-        body = {**self._body(call.messages, stream, max_tokens), **call.body}
+        body = {**self._body(call.messages, stream, max_tokens, temperature), **call.body}
 
         def finalize(raw: RawReply) -> Completion:
             return to_completion(raw, text_calls=call.text_calls, names=call.names)
@@ -199,11 +204,17 @@ class LLMClient:
         return not _ONE_BAD_TOOL.search(error.detail)
 
     def _body(
-        self, messages: list[Message], stream: bool, max_tokens: int | None
+        self,
+        messages: list[Message],
+        stream: bool,
+        max_tokens: int | None,
+        temperature: float | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self._settings.model, "messages": messages}
-        if self._settings.temperature is not None:
-            body["temperature"] = self._settings.temperature
+        if temperature is None:
+            temperature = self._settings.temperature
+        if temperature is not None:
+            body["temperature"] = temperature
         limit = max_tokens or self._settings.max_tokens
         if limit:
             body["max_tokens"] = limit
@@ -273,10 +284,10 @@ class LLMClient:
 
     def _delay(self, attempt: int, retry_after: float | None) -> float | None:
         """Seconds before the next attempt; None when the server asks for more than we'd wait."""
-        cap = self._settings.retry_max_delay
+        settings = self._settings
         if retry_after is not None:
-            return retry_after if retry_after <= cap else None
-        return backoff_delay(attempt, self._settings.retry_base_delay, cap)
+            return retry_after if retry_after <= settings.wait_cap else None
+        return backoff_delay(attempt, settings.retry_base_delay, settings.retry_max_delay)
 
     async def _post_once(self, payload: bytes) -> RawReply:
         request = httpx.Request(
@@ -438,9 +449,13 @@ class LLMClient:
         return self._redact(text)
 
     def _transport_error(self, exc: httpx.RequestError) -> LLMUnavailable:
-        what = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
+        timed_out = isinstance(exc, httpx.TimeoutException)
+        what = "timed out" if timed_out else "failed"
         reason = self._redact(str(exc)) or type(exc).__name__
-        return LLMUnavailable(f"request to {self._where} {what}: {reason}")
+        return LLMUnavailable(
+            f"request to {self._where} {what}: {reason}",
+            kind="timeout" if timed_out else "unreachable",
+        )
 
 
 def _model_ids(response: httpx.Response) -> list[str] | None:

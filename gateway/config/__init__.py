@@ -11,19 +11,18 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
     create_model,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -32,17 +31,34 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+# Sections live in small modules beside this one; `gateway.config.X` keeps working for all.
+from gateway.config.base import Section as Section
+from gateway.config.base import ToolRule as ToolRule
+from gateway.config.base import config_file
+from gateway.config.budgets import BudgetSettings as BudgetSettings
+from gateway.config.budgets import OtelSettings as OtelSettings
+from gateway.config.profiles import ProfileBinding as ProfileBinding
+from gateway.config.profiles import ProfileSettings as ProfileSettings
+from gateway.config.profiles import ProfilesSettings as ProfilesSettings
+from gateway.config.profiles import profile_problems
 from gateway.secrets import is_secret_name
 from gateway.sessions import Isolation
 
 
-class Section(BaseModel):
-    """A settings section: unknown keys are errors, so a misspelt one is never ignored."""
+class ModelSettings(Section):
+    """What differs for one model of a provider (`[llm.providers.<name>.models."<model>"]`);
+    unset keys take the provider's value."""
 
-    model_config = ConfigDict(extra="forbid")
+    tool_call_format: Literal["native", "text", "auto"] | None = None
+    vision: bool | None = None
+    price_in_per_mtok: float | None = Field(default=None, ge=0)
+    price_out_per_mtok: float | None = Field(default=None, ge=0)
 
 
-class LLMSettings(Section):
+class ProviderSettings(Section):
+    """One OpenAI-compatible server: `[llm]` is the provider "default", `[llm.providers.<name>]`
+    the others (which take [llm]'s timeouts and retries unless they set their own)."""
+
     base_url: str = "http://localhost:11434/v1"
     api_key: SecretStr = SecretStr("")
     model: str = "qwen3:8b"
@@ -59,6 +75,13 @@ class LLMSettings(Section):
     retry_max_delay: float = Field(default=30.0, ge=0)
     max_connections: int = Field(default=512, ge=1)
     extra_headers: dict[str, str] = {}
+    # The longest Retry-After of a 429 that is waited out; a longer one moves the turn to the
+    # next model of its fallback chain at once. None: retry_max_delay.
+    max_wait_seconds: float | None = Field(default=None, ge=0)
+    vision: bool = False  # the model reads images; without it image parts become a note
+    price_in_per_mtok: float = Field(default=0.0, ge=0)  # USD per million prompt tokens
+    price_out_per_mtok: float = Field(default=0.0, ge=0)  # USD per million completion tokens
+    models: dict[str, ModelSettings] = {}  # per-model prices, vision, tool-call format
 
     @field_validator("base_url")
     @classmethod
@@ -70,6 +93,77 @@ class LLMSettings(Section):
     @property
     def provider_name(self) -> str:
         return self.provider or (urlsplit(self.base_url).hostname or "")
+
+    @property
+    def wait_cap(self) -> float:
+        """The longest Retry-After worth waiting for."""
+        return self.retry_max_delay if self.max_wait_seconds is None else self.max_wait_seconds
+
+    def for_model(self, model: str) -> ProviderSettings:
+        """These settings for another model of the same server, its own overrides applied."""
+        update: dict[str, Any] = {"model": model}
+        extra = self.models.get(model)
+        if extra is not None:
+            update |= {k: v for k, v in extra.model_dump().items() if v is not None}
+        return self.model_copy(update=update)
+
+
+# Settings a named provider takes from [llm] unless it sets them itself.
+_INHERITED = (
+    "stream",
+    "timeout",
+    "connect_timeout",
+    "max_retries",
+    "retry_base_delay",
+    "retry_max_delay",
+    "max_connections",
+    "max_wait_seconds",
+)
+DEFAULT_PROVIDER = "default"
+
+
+class LLMSettings(ProviderSettings):
+    """`[llm]`: the provider "default", the other providers, and the circuit breaker."""
+
+    providers: dict[str, ProviderSettings] = {}
+    # A provider (or one of its models) whose calls fail after retries in a way retrying will
+    # not fix soon is left out for this long, then probed with the next real request; each
+    # failed probe doubles the pause, up to the maximum.
+    breaker_failures: int = Field(default=1, ge=1)  # failures in a row that open the breaker
+    breaker_cooldown_seconds: float = Field(default=60.0, gt=0)
+    breaker_max_cooldown_seconds: float = Field(default=900.0, gt=0)
+
+    @field_validator("providers")
+    @classmethod
+    def _provider_names(cls, value: dict[str, ProviderSettings]) -> dict[str, ProviderSettings]:
+        for name in value:
+            if name == DEFAULT_PROVIDER:
+                raise ValueError("'default' is the [llm] section itself; use another name")
+            if not name or "/" in name:
+                raise ValueError(f"provider name {name!r}: use letters, digits, - and _")
+        return value
+
+    @model_validator(mode="after")
+    def _inherit(self) -> LLMSettings:
+        for name, provider in list(self.providers.items()):
+            update = {
+                key: getattr(self, key)
+                for key in _INHERITED
+                if key not in provider.model_fields_set and key in self.model_fields_set
+            }
+            if update:
+                self.providers[name] = provider.model_copy(update=update)
+        return self
+
+    def provider_settings(self, name: str) -> ProviderSettings:
+        """A provider's settings by name; KeyError when there is none of that name."""
+        if name == DEFAULT_PROVIDER:
+            return self
+        return self.providers[name]
+
+    @property
+    def provider_names(self) -> list[str]:
+        return [DEFAULT_PROVIDER, *self.providers]
 
 
 class RedisSettings(Section):
@@ -83,13 +177,6 @@ class RedisSettings(Section):
         if value and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix:// (or be empty)")
         return value
-
-
-class ToolRule(Section):
-    """One allow/deny pair of the tool policy; names are tools, `group:<name>` or `*`."""
-
-    allow: list[str] = []  # empty: whatever the earlier layers left
-    deny: list[str] = []
 
 
 class ToolsSettings(Section):
@@ -239,7 +326,7 @@ class HTTPSettings(Section):
     enabled: bool = True
 
 
-_config_path: ContextVar[Path | None] = ContextVar("chatgate_config_path", default=None)
+_config_path = config_file
 
 
 class Settings(BaseSettings):
@@ -264,6 +351,9 @@ class Settings(BaseSettings):
     approvals: ApprovalSettings = ApprovalSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     http: HTTPSettings = HTTPSettings()
+    profiles: ProfilesSettings = ProfilesSettings()
+    budgets: BudgetSettings = BudgetSettings()
+    otel: OtelSettings = OtelSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -279,6 +369,15 @@ class Settings(BaseSettings):
         if path is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)
+
+    @model_validator(mode="after")
+    def _references(self) -> Settings:
+        problems = profile_problems(
+            self.profiles, self.llm.provider_names, list(self.tools.profiles)
+        )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
 
     @property
     def workspace(self) -> Path:
@@ -345,13 +444,23 @@ def load_settings(
     try:
         return model(**overrides)
     except ValidationError as exc:
-        raise ConfigError([_problem_line(err) for err in exc.errors()]) from None
+        raise ConfigError([line for err in exc.errors() for line in _problem_lines(err)]) from None
     finally:
         _config_path.reset(token)
 
 
+def _problem_lines(err: Any) -> list[str]:
+    if not err["loc"] and err["type"] == "value_error":
+        # Checks across sections (gateway/config/profiles.py) name their own keys.
+        return str(err["ctx"]["error"]).splitlines()
+    return [_problem_line(err)]
+
+
 def _problem_line(err: Any) -> str:
-    key = ".".join(str(part) for part in err["loc"]) or "(root)"
+    loc = [str(part) for part in err["loc"]]
+    if loc[:2] == ["profiles", "named"]:  # [profiles.coding] is stored under `named`
+        del loc[1]
+    key = ".".join(loc) or "(root)"
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unknown setting (check the spelling)"

@@ -1,0 +1,36 @@
+"""What every settings section is built from: `Section` (unknown keys are errors) and the
+allow/deny `ToolRule` that the tool policy and the agent profiles share."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+# The TOML file being read while settings are validated, so relative paths in it can be
+# resolved against its folder.
+config_file: ContextVar[Path | None] = ContextVar("chatgate_config_path", default=None)
+
+
+def relative_to_config(path: Path) -> Path:
+    """`path` as written in the config file: a relative one is relative to the file's folder
+    (to the working directory when there is no file)."""
+    path = path.expanduser()
+    if path.is_absolute():
+        return path
+    source = config_file.get()
+    return (source.parent / path) if source is not None else path.resolve()
+
+
+class Section(BaseModel):
+    """A settings section: unknown keys are errors, so a misspelt one is never ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolRule(Section):
+    """One allow/deny pair of the tool policy; names are tools, `group:<name>` or `*`."""
+
+    allow: list[str] = []  # empty: whatever the earlier layers left
+    deny: list[str] = []
