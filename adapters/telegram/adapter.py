@@ -72,7 +72,13 @@ class TelegramAdapter:
             AiohttpRequest(pool_size=1),
         )
         self._app: PTBApp = _build_application(settings, *self._requests)
-        self._sender = TelegramSender(self._app.bot, settings)
+        self._sender = TelegramSender(
+            self._app.bot,
+            settings,
+            on_rate_limited=lambda: ctx.metrics.inc(
+                "platform_rate_limited_total", platform=PLATFORM
+            ),
+        )
         self._access = TelegramAccess(settings, PLATFORM)
         self._lanes = Lanes()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -85,6 +91,9 @@ class TelegramAdapter:
         ctx.extensions.add_middleware("fallback", unknown_command_answer(PLATFORM, self.send))
 
     # -- lifecycle -------------------------------------------------------------------------
+
+    def _rate_limited(self) -> None:
+        self._ctx.metrics.inc("platform_rate_limited_total", platform=PLATFORM)
 
     async def start(self) -> None:
         await self._initialize()
