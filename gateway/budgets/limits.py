@@ -176,8 +176,8 @@ class BudgetGate:
 
 def _share(limit: Limit, spend: Spend) -> float:
     shares = []
-    if limit.usd:
-        shares.append(spend.usd / limit.usd)
+    if limit.usd:  # in whole micro-dollars, so $0.08 of $0.10 is exactly 80%
+        shares.append(spend.micro_usd / round(limit.usd * 1_000_000))
     if limit.tokens:
         shares.append(spend.tokens / limit.tokens)
     return max(shares, default=0.0)
@@ -190,7 +190,13 @@ def _their(limit: Limit) -> str:
 def _amount(limit: Limit, spend: Spend) -> str:
     parts = []
     if limit.usd:
-        parts.append(f"${spend.usd:,.2f} of ${limit.usd:,.2f}")
+        parts.append(f"{usd(spend.usd)} of {usd(limit.usd)}")
     if limit.tokens:
         parts.append(f"{spend.tokens:,} of {limit.tokens:,} tokens")
     return ", ".join(parts)
+
+
+def usd(amount: float) -> str:
+    """Dollars with cents, and up to four decimals for small sums: $3.50, $0.0246."""
+    whole, _, cents = f"{amount:,.4f}".partition(".")
+    return f"${whole}.{cents.rstrip('0').ljust(2, '0')}"

@@ -56,4 +56,6 @@ class Periods:
         left = period.seconds_left(now or self.now())
         hours, rest = divmod(int(left + 59) // 60, 60)
         span = f"{hours} h {rest} min" if hours else f"{rest} min"
+        if hours >= 48:
+            span = f"{hours // 24} days"
         return f"{period.ends:%Y-%m-%d %H:%M} {self.timezone} (in {span})"
