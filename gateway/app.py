@@ -277,7 +277,7 @@ class App:
             await self.http.stop()
         await self.providers.aclose()
         await self.store.close()
-        self.tracing.shutdown()
+        await self.tracing.shutdown()
         self._started = False
 
     async def __aenter__(self) -> App:

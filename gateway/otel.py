@@ -6,6 +6,7 @@ Without the package nothing breaks: one warning at start, and metrics work as al
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -28,10 +29,11 @@ class Tracing:
     def from_settings(cls, settings: OtelSettings) -> Tracing:
         return cls(_exporting_provider(settings), owned=True)
 
-    def shutdown(self) -> None:
+    async def shutdown(self) -> None:
         if self._provider is not None and self._owned:
             try:
-                self._provider.shutdown()  # flushes the spans still queued
+                # Flushes the spans still queued: a blocking HTTP export, so not on the loop.
+                await asyncio.to_thread(self._provider.shutdown)
             except Exception:
                 log.exception("tracing shutdown failed")
 

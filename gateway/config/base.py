@@ -20,7 +20,7 @@ def relative_to_config(path: Path) -> Path:
     if path.is_absolute():
         return path
     source = config_file.get()
-    return (source.parent / path) if source is not None else path.resolve()
+    return (source.parent / path).resolve() if source is not None else path.resolve()
 
 
 class Section(BaseModel):

@@ -7,7 +7,7 @@ import time
 
 from gateway.access import AccessPolicy
 from gateway.budgets.ledger import Spend
-from gateway.budgets.limits import Limit, Who
+from gateway.budgets.limits import Limit, Who, usd
 from gateway.extensions import Command, CommandCall, Extensions
 from gateway.llm.providers import ModelTarget, UnknownModel
 from gateway.profiles.book import Resolution
@@ -156,11 +156,11 @@ class ProfileCommands:
 
 def _line(spend: Spend, limit: Limit | None) -> str:
     text = f"{spend.tokens:,} tokens ({spend.tokens_in:,} in, {spend.tokens_out:,} out), "
-    text += f"${spend.usd:,.4f}"
+    text += usd(spend.usd)
     if limit is not None:
         caps = []
         if limit.usd:
-            caps.append(f"${limit.usd:,.2f}")
+            caps.append(usd(limit.usd))
         if limit.tokens:
             caps.append(f"{limit.tokens:,} tokens")
         text += f" of {' / '.join(caps)} a {'day' if limit.period == 'day' else 'month'}"
