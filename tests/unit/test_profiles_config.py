@@ -166,3 +166,23 @@ def test_budgets_and_otel_defaults_and_checks() -> None:
     problems = "\n".join(info.value.problems)
     assert "budgets.timezone: Value error, unknown timezone" in problems
     assert "otel.endpoint: Value error, must start with http://" in problems
+
+
+def test_the_readme_example_is_a_valid_config(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    marker = "A coding channel and a family chat on different models:\n\n```toml\n"
+    example = readme.split(marker, 1)[1].split("```", 1)[0]
+    settings = load_settings(write_config(tmp_path, example))
+    from gateway.messages import ChatRef, UserRef
+    from gateway.profiles.book import ProfileBook
+
+    book = ProfileBook(settings)
+    slack = book.resolve(
+        ChatRef(platform="slack", chat_id="C0123"), UserRef(platform="slack", user_id="U1")
+    )
+    family = book.resolve(
+        ChatRef(platform="telegram", chat_id="-1001234567890"),
+        UserRef(platform="telegram", user_id="7"),
+    )
+    assert (slack.name, family.name) == ("coding", "family")
+    assert family.profile.toolsets == [] and settings.budgets.per_job_daily_usd == 0.5
