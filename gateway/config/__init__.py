@@ -34,7 +34,7 @@ from pydantic_settings import (
 # Sections live in small modules beside this one; `gateway.config.X` keeps working for all.
 from gateway.config.base import Section as Section
 from gateway.config.base import ToolRule as ToolRule
-from gateway.config.base import config_file
+from gateway.config.base import config_file, known_timezone
 from gateway.config.budgets import BudgetSettings as BudgetSettings
 from gateway.config.budgets import OtelSettings as OtelSettings
 from gateway.config.profiles import ProfileBinding as ProfileBinding
@@ -311,13 +311,7 @@ class SchedulerSettings(Section):
     @field_validator("default_timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        from zoneinfo import ZoneInfo
-
-        try:
-            ZoneInfo(value)
-        except (KeyError, ValueError):
-            raise ValueError("unknown timezone; use an IANA name such as Europe/Berlin") from None
-        return value
+        return known_timezone(value)
 
 
 class HTTPSettings(Section):

@@ -34,3 +34,14 @@ class ToolRule(Section):
 
     allow: list[str] = []  # empty: whatever the earlier layers left
     deny: list[str] = []
+
+
+def known_timezone(value: str) -> str:
+    """A validator body: `value` must be an IANA zone name."""
+    from zoneinfo import ZoneInfo
+
+    try:
+        ZoneInfo(value)
+    except (KeyError, ValueError):
+        raise ValueError("unknown timezone; use an IANA name such as Europe/Berlin") from None
+    return value

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from gateway.config.base import Section
+from gateway.config.base import Section, known_timezone
 
 
 class BudgetSettings(Section):
@@ -30,13 +30,7 @@ class BudgetSettings(Section):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        from zoneinfo import ZoneInfo
-
-        try:
-            ZoneInfo(value)
-        except (KeyError, ValueError):
-            raise ValueError("unknown timezone; use an IANA name such as Europe/Berlin") from None
-        return value
+        return known_timezone(value)
 
 
 class OtelSettings(Section):
