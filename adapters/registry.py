@@ -11,6 +11,8 @@ import importlib
 from functools import cache
 from typing import Any
 
+from pydantic import BaseModel
+
 from gateway.platforms import PlatformPlugin
 
 PLATFORMS = (
@@ -29,6 +31,11 @@ def plugins() -> tuple[PlatformPlugin[Any], ...]:
         assert isinstance(plugin, PlatformPlugin), f"{module}.PLUGIN is not a PlatformPlugin"
         found.append(plugin)
     return tuple(found)
+
+
+def settings_sections() -> dict[str, type[BaseModel]]:
+    """Each platform's settings section (`[telegram]`, `CHATGATE_TELEGRAM__*` ...)."""
+    return {found.name: found.settings for found in plugins()}
 
 
 def plugin(name: str) -> PlatformPlugin[Any]:

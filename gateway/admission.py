@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -19,12 +20,13 @@ from enum import StrEnum
 from gateway.messages import Inbound, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
-from gateway.session_leases import LeaseHandle
 from gateway.sessions import SessionKey
 from gateway.store.base import StoreUnavailable
+from gateway.store.inbox import IntakeResult
 
 log = logging.getLogger(__name__)
 
+STORE_DOWN_EVERY = 300.0  # seconds between "storage unreachable" notices in one chat
 STORE_DOWN = (
     "My storage is unreachable right now, so I could not take your message. "
     "Please send it again in a minute."
@@ -37,6 +39,7 @@ class Status(StrEnum):
     COMMAND = "command"  # answered by a command
     DUPLICATE = "duplicate"  # this platform event was already handled
     REFUSED = "refused"  # access, size or queue limits; the person was told why
+    UNAVAILABLE = "unavailable"  # the store is down: not taken, the platform may redeliver
     OBSERVED = "observed"  # a group message not addressed to the bot, kept as context
     ANSWERED = "answered"  # consumed as the answer to a question a running turn asked
 
@@ -46,11 +49,14 @@ class Intake:
     """What the intake round trip to the store found out, handed down the chain."""
 
     rate_count: int | None = None  # messages of this person this minute (shared stores)
-    # The session's lease, taken because the session looked idle, and its stored history
-    # read in the same round trip; the turn that starts now runs under it.
-    lease: LeaseHandle | None = None
-    record: str | None = None
-    busy_elsewhere: bool = False  # another process holds the session's lease
+    # The message as stored in its session's inbox (None: a command, answered before
+    # storing); when the session was idle here with room, it carries the turn to run now.
+    stored: IntakeResult | None = None
+
+    @property
+    def turn_in_progress(self) -> bool:
+        """A turn of this session runs now, here or in another process."""
+        return self.stored is not None and self.stored.holder is not None
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,7 @@ class AdmissionPipeline:
         self._chain = chain(middlewares, end)
         self._notifier = notifier
         self._metrics = metrics
+        self._store_down_told: dict[str, float] = {}
 
     async def submit(self, inbound: Inbound) -> Submission:
         """Accept a message from an adapter; returns at once with what happened to it."""
@@ -129,7 +136,16 @@ class AdmissionPipeline:
             return await self._chain(self._start(inbound))
         except StoreUnavailable as exc:
             log.error("store unavailable on submit chat=%s error=%s", inbound.chat.address, exc)
-            return await self._notifier.refuse(inbound, STORE_DOWN)
+            self._metrics.inc("refused_total", reason="store")
+            # Told once in a while per chat: the platform may redeliver the message, and the
+            # store cannot remember that it was said.
+            now = time.monotonic()
+            told = self._store_down_told.get(inbound.chat.address, -STORE_DOWN_EVERY)
+            outcome = TurnOutcome(error=STORE_DOWN)
+            if now - told >= STORE_DOWN_EVERY:
+                self._store_down_told[inbound.chat.address] = now
+                outcome.sent = await self._notifier.say(inbound, STORE_DOWN)
+            return finished(Status.UNAVAILABLE, outcome)
 
 
 def chain(middlewares: Sequence[Middleware], end: Next) -> Next:

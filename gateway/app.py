@@ -19,8 +19,8 @@ import httpx
 from pydantic import BaseModel
 
 from adapters.console import ConsoleAdapter
-from adapters.registry import plugin, plugins
-from gateway import config
+from adapters.registry import plugin, plugins, settings_sections
+from gateway import config, keys
 from gateway.access import AccessPolicy
 from gateway.admission import Admission, AdmissionPipeline, Middleware, Notifier
 from gateway.agent import Agent
@@ -127,7 +127,9 @@ class App:
             prompt_sections=self.extensions.prompt_sections,
         )
         context = GroupContext(self.store, size=20)
-        self.leases = SessionLeases(self.store, self.instance_id, settings.router.lease_ttl)
+        self.leases = SessionLeases(
+            self.store, self.instance_id, settings.router.lease_ttl, self.metrics
+        )
         self.queue = SessionQueue(
             store=self.store,
             runner=self.runner,
@@ -137,6 +139,8 @@ class App:
             settings=settings.router,
             metrics=self.metrics,
             instance_id=self.instance_id,
+            turn_timeout=settings.agent.max_turn_seconds + 60,
+            rate_limit=settings.access.rate_limit_per_minute,
         )
         self.admission = AdmissionPipeline(
             start=self._admission_of,
@@ -149,7 +153,7 @@ class App:
             self.extensions, self.queue, self.sessions, self.memory, self.access
         )
         register_profile_commands(self.extensions, self.planner, self.access)
-        self.metrics.add_collector(lambda m: m.gauge("queue_depth", self.queue.waiting()))
+        self.metrics.add_async_collector(self._queue_depth)
         self.scheduler = Scheduler(
             settings.scheduler,
             store=self.store,
@@ -190,17 +194,16 @@ class App:
         return [
             Observe(self.access, self.store, context, router.dedupe_ttl),
             AccessCheck(self.access, self.notifier, self.metrics),
+            Validate(router, self.notifier),
+            RateLimit(self.access, self.notifier, self.metrics),
             IntakeRoundTrip(
                 store=self.store,
                 access=self.access,
-                leases=self.leases,
+                queue=self.queue,
+                notifier=self.notifier,
                 dedupe_ttl=router.dedupe_ttl,
-                idle_here=self.queue.idle_here,
-                questions_pending=lambda: bool(self.extensions.middlewares("questions")),
                 metrics=self.metrics,
             ),
-            RateLimit(self.access, self.notifier, self.metrics),
-            Validate(router, self.notifier),
             Commands(self.extensions, self.notifier, self.metrics),
             SlotMiddlewares(self.extensions, "questions", running_here=self.queue.is_running),
             SlotMiddlewares(self.extensions, "fallback"),
@@ -287,6 +290,11 @@ class App:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    async def _queue_depth(self, metrics: Metrics) -> None:
+        async with asyncio.timeout(2):
+            pending = await self.store.get(keys.PENDING_TOTAL)
+        metrics.gauge("queue_depth", int(pending or 0))
+
     async def _store_ready(self) -> str | None:
         try:
             await asyncio.wait_for(self.store.ping(), timeout=2)
@@ -295,13 +303,9 @@ class App:
         return None
 
 
-def platform_sections() -> dict[str, type[BaseModel]]:
-    return {plugin.name: plugin.settings for plugin in plugins()}
-
-
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Settings with every platform's section (`[telegram]`, `CHATGATE_TELEGRAM__TOKEN` ...)."""
-    return config.load_settings(path, sections=platform_sections(), **overrides)
+    return config.load_settings(path, sections=settings_sections(), **overrides)
 
 
 def configured_platforms(settings: Settings) -> list[PlatformPlugin[Any]]:

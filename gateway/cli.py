@@ -16,9 +16,8 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from adapters.registry import plugins
-from gateway.app import load_settings
-from gateway.config import ConfigError, Settings, masked
+from adapters.registry import plugins, settings_sections
+from gateway.config import ConfigError, Settings, load_settings, masked
 from gateway.logs import RedactingFilter, setup_logging
 from gateway.platforms import PlatformUnavailable
 from gateway.store.base import StoreUnavailable
@@ -42,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_CONFIG
     try:
-        settings = load_settings(args.config, **_overrides(args))
+        settings = load_settings(args.config, sections=settings_sections(), **_overrides(args))
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)

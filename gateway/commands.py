@@ -61,7 +61,7 @@ def register_builtin_commands(
             f"Messages in history: {len(record.messages)}; turns: {record.turns}.\n"
             f"Tokens used: {record.prompt_tokens + record.completion_tokens:,} "
             f"({record.prompt_tokens:,} prompt, {record.completion_tokens:,} completion).\n"
-            f"Waiting messages: {queue.queue_length(call.session)}."
+            f"Waiting messages: {await queue.waiting(call.session)}."
         )
 
     async def show_memory(call: CommandCall) -> str:

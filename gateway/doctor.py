@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 import httpx
 
+from gateway.checks import CheckResult, probe_api
 from gateway.config import DEFAULT_PROVIDER, ConfigError, Settings, mask_url
 from gateway.llm.client import LLMClient
 from gateway.llm.errors import LLMError
@@ -15,15 +15,6 @@ from gateway.llm.providers import ModelTarget, ProviderPool
 from gateway.profiles.book import ProfileBook, Resolution
 from gateway.store import open_store
 from gateway.store.base import StoreUnavailable
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-
 
 # One platform's check, bound to its settings by the composition root.
 PlatformCheck = Callable[[httpx.AsyncClient], Awaitable[CheckResult]]
@@ -130,25 +121,4 @@ def check_profiles(settings: Settings) -> list[CheckResult]:
     return results
 
 
-async def probe_api(
-    http: httpx.AsyncClient,
-    name: str,
-    method: str,
-    url: str,
-    headers: dict[str, str],
-    field: str,
-    fix: str,
-) -> CheckResult:
-    """Call a platform's "who am I" endpoint with its token: pass when it answers 200 (and,
-    for APIs that wrap results, `ok`), naming the bot from `field` of the reply."""
-    try:
-        response = await http.request(method, url, headers=headers)
-        data = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        # The URL may hold the token (Telegram), so only the error type is shown.
-        return CheckResult(name, False, f"API unreachable ({type(exc).__name__})", fix)
-    payload = data.get("result", data) if isinstance(data, dict) else {}
-    ok = response.status_code == 200 and isinstance(payload, dict) and data.get("ok", True)
-    if not ok:
-        return CheckResult(name, False, f"token rejected (HTTP {response.status_code})", fix)
-    return CheckResult(name, True, f"token valid, bot {payload.get(field, '?')}")
+__all__ = ["CheckResult", "PlatformCheck", "probe_api", "run_checks"]

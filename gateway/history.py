@@ -61,13 +61,19 @@ class SessionStore:
         """A record from its stored JSON (None: a new session)."""
         return SessionRecord.from_json(json.loads(raw)) if raw else SessionRecord()
 
-    def save_ops(self, key: SessionKey, record: SessionRecord) -> Batch:
-        """The writes that save a record, for the caller to run with its own (the lease's
-        release: gateway/session_leases.py) in one round trip."""
+    @staticmethod
+    def encode(record: SessionRecord) -> str:
         record.updated = time.time()
         # vars(), not asdict(): the fields are JSON-ready already, and asdict deep-copies the
         # whole history on every turn (~0.2 ms at 40 messages).
-        batch = Batch().set(self._key(key), json.dumps(vars(record), ensure_ascii=False))
+        return json.dumps(vars(record), ensure_ascii=False)
+
+    def save_ops(self, key: SessionKey, record: SessionRecord, encoded: str | None = None) -> Batch:
+        """The writes that save a record, for the caller to run with its own (the end of a
+        turn: gateway/session_leases.py) in one round trip."""
+        if encoded is None:
+            encoded = self.encode(record)
+        batch = Batch().set(self._key(key), encoded)
         if record.turns <= 1:
             batch.hset(self._index(key.chat_scope), str(key), str(int(record.updated)))
         return batch

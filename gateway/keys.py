@@ -19,6 +19,14 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     memory:chat:{platform}:{chat_id}  value  the chat's notes (JSON list)
     memory:user:{platform}:{user_id}  value  a person's notes (JSON list)
     todo:{session}                    value  the session's todo list (JSON)
+    pending:{session}                 list   messages stored at intake, waiting for their turn
+                                             (`{entry_id}\n{json}`, oldest first)
+    sessions:ready                    zset/hash  sessions with pending messages -> first queued
+    sessions:started                  hash   entry id -> attempts (a second one is a re-run)
+    pending:total                     value  pending messages across all sessions
+    reply:{turn_id}                   value  the reply a turn sent (at most once per turn)
+    noticed:{lease owner}             value  the "answer after this" notice was sent for a turn
+    replicas                          hash   instance id -> last heartbeat (unix time)
     approval:{id}                     value  an approval request (JSON)
     approvals:pending                 hash   pending request id -> expiry
     approvals:audit                   list   decisions, newest last
@@ -61,7 +69,7 @@ CRON_STATE = "cron:state"
 
 
 def session(key: SessionKey | str) -> str:
-    return f"session:{key}"
+    return f"{SESSION_PREFIX}{key}"
 
 
 def chat_sessions(chat_scope: str) -> str:
@@ -103,6 +111,28 @@ def user_memory(platform: str, user_id: str) -> str:
 
 def todo(key: SessionKey | str) -> str:
     return f"todo:{key}"
+
+
+PENDING_PREFIX = "pending:"
+SESSIONS_READY = "sessions:ready"
+SESSIONS_STARTED = "sessions:started"
+PENDING_TOTAL = "pending:total"
+REPLICAS = "replicas"
+SESSION_PREFIX = "session:"
+SESSION_LEASE_PREFIX = "lease:session:"
+REPLY_PREFIX = "reply:"
+
+
+def pending(key: SessionKey | str) -> str:
+    return f"{PENDING_PREFIX}{key}"
+
+
+def reply(turn_id: str) -> str:
+    return f"{REPLY_PREFIX}{turn_id}"
+
+
+def noticed(lease_owner: str) -> str:
+    return f"noticed:{lease_owner}"
 
 
 def approval(request_id: str) -> str:
@@ -166,7 +196,7 @@ def budget_notice(period: str, dimension: str, ident: str, level: str) -> str:
 
 
 def session_lease(key: SessionKey | str) -> str:
-    return f"lease:session:{key}"
+    return f"{SESSION_LEASE_PREFIX}{key}"
 
 
 def leader(name: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,8 +43,8 @@ FAMILIES: dict[str, Family] = {
         Family("refused_total", "counter", "Messages refused, by reason."),
         Family("duplicates_total", "counter", "Platform events dropped as repeats."),
         Family("commands_total", "counter", "Chat commands answered, by command."),
-        Family("sessions_active", "gauge", "Sessions with a worker in this process."),
-        Family("queue_depth", "gauge", "Messages waiting behind a running turn here."),
+        Family("messages_queued_total", "counter", "Messages that waited behind a turn."),
+        Family("queue_depth", "gauge", "Messages stored and not yet answered (all replicas)."),
         Family(
             "queue_wait_seconds",
             "histogram",
@@ -53,6 +53,9 @@ FAMILIES: dict[str, Family] = {
         ),
         # turns
         Family("turns_total", "counter", "Turns finished, by status and profile."),
+        Family("turns_rerun_total", "counter", "Turns run again after their process stopped."),
+        Family("sessions_recovered_total", "counter", "Sessions claimed from a dead process."),
+        Family("session_leases_expired_total", "counter", "Session leases lost mid-turn."),
         Family("turn_seconds", "histogram", "Turn duration, by profile."),
         Family("turn_iterations", "histogram", "Model calls per turn, by profile.", _STEPS),
         Family("tool_calls_total", "counter", "Tool calls, by tool and outcome."),
@@ -89,6 +92,7 @@ FAMILIES: dict[str, Family] = {
 }
 
 Collector = Callable[["Metrics"], None]
+AsyncCollector = Callable[["Metrics"], Awaitable[None]]
 
 
 class Metrics:
@@ -97,6 +101,7 @@ class Metrics:
         self._histograms: dict[tuple[str, _Labels], list[int]] = {}
         self._sums: dict[tuple[str, _Labels], float] = defaultdict(float)
         self._collectors: list[Collector] = []
+        self._async_collectors: list[AsyncCollector] = []
 
     # -- recording -----------------------------------------------------------------------
 
@@ -118,6 +123,18 @@ class Metrics:
     def add_collector(self, collector: Collector) -> None:
         """`collector(metrics)` runs before each render, to set gauges read at scrape time."""
         self._collectors.append(collector)
+
+    def add_async_collector(self, collector: AsyncCollector) -> None:
+        """Like `add_collector`, for values read from the store; run by `refresh()`."""
+        self._async_collectors.append(collector)
+
+    async def refresh(self) -> None:
+        """Run the async collectors (the /metrics handler does, before `render`)."""
+        for collect in self._async_collectors:
+            try:
+                await collect(self)
+            except Exception as exc:  # a store hiccup must not take /metrics down
+                log.warning("metrics collector failed error=%s", exc)
 
     # -- reading (tests, /usage) -----------------------------------------------------------
 

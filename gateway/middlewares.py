@@ -1,8 +1,13 @@
 """The core's admission middlewares, in the order the composition root chains them.
 
-observe -> access -> intake -> rate limit -> validate -> commands -> [questions] ->
-[fallback] -> session queue. Slots in brackets hold what features registered through
-`Extensions.add_middleware`.
+observe -> access -> validate -> rate limit (counted here) -> intake -> commands ->
+[questions] -> [fallback] -> session queue. Slots in brackets hold what features
+registered through `Extensions.add_middleware`.
+
+Intake stores every message meant for a turn in its session's inbox before anything
+else happens to it, so the platform is acknowledged only for what is stored (the adapter
+acknowledges when `submit` returns). Commands are answered at once instead and only
+claim their event id.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from gateway.group_context import GroupContext
 from gateway.messages import ChatKind, Inbound, InboundKind
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
-from gateway.session_leases import SessionLeases
+from gateway.session_queue import SessionQueue
 from gateway.sessions import SessionKey
 from gateway.store.base import Batch, Store
 
@@ -38,6 +43,11 @@ log = logging.getLogger(__name__)
 
 _COMMAND = re.compile(r"^/([A-Za-z][\w-]{0,31})(?:@(\S+))?(?:\s+(.*))?$", re.DOTALL)
 EMPTY = "Your message was empty. Send some text."
+QUEUE_FULL = (
+    "Too many of your messages are already waiting in this conversation; wait for my "
+    "answers, or send /stop to cancel them."
+)
+OVERLOADED = "I have too much to answer right now; please send this again in a few minutes."
 
 
 def addressed(inbound: Inbound) -> bool:
@@ -102,63 +112,106 @@ class AccessCheck:
 
 class IntakeRoundTrip:
     """One store round trip per message: claim the platform event id (a repeat is dropped),
-    count the rate limit, and take the session's lease with its history when the session
-    looks idle (or, while a question may be pending, read who holds it)."""
+    count the rate limit where replicas share it, and store the message in its session's
+    inbox; when the session is idle here and a slot is free, take its lease too, so the
+    turn starts without another round trip. Commands only claim and count."""
 
     def __init__(
         self,
         *,
         store: Store,
         access: AccessPolicy,
-        leases: SessionLeases,
+        queue: SessionQueue,
+        notifier: Notifier,
         dedupe_ttl: float,
-        idle_here: Callable[[SessionKey], bool],
-        questions_pending: Callable[[], bool],
         metrics: Metrics,
     ) -> None:
         self._store = store
         self._access = access
-        self._leases = leases
+        self._queue = queue
+        self._notifier = notifier
         self._dedupe_ttl = dedupe_ttl
-        self._idle_here = idle_here
-        self._questions_pending = questions_pending
         self._metrics = metrics
 
     async def __call__(self, admission: Admission, call_next: Next) -> Submission:
-        inbound, key = admission.inbound, admission.session
-        batch = Batch().set(
-            keys.seen(inbound.chat.platform, inbound.event_id),
-            "1",
-            ttl=self._dedupe_ttl,
-            only_if_absent=True,
-        )
+        inbound = admission.inbound
+        seen = keys.seen(inbound.chat.platform, inbound.event_id)
         counter = self._access.rate_counter(inbound)
+        if answered_inline(inbound):
+            return await self._claim_only(admission, call_next, seen, counter)
+        owner = self._queue.reserve(admission.session)
+        claimed = None
+        queued = False
+        try:
+            result = await self._queue.store(admission, seen=seen, rate_key=counter, owner=owner)
+            claimed = result.claimed
+            refusal = await self._refusal(admission, result.status)
+            if refusal is not None:
+                return refusal
+            submission = await call_next(
+                dataclasses.replace(
+                    admission, intake=Intake(rate_count=result.rate_count, stored=result)
+                )
+            )
+            queued = submission.status in (Status.STARTED, Status.QUEUED)
+            if not queued:
+                # Answered some other way after it was stored (a question's answer, ...).
+                await self._store.remove_pending(str(admission.session), admission.turn_id)
+            return submission
+        finally:
+            await self._queue.settle(admission.turn_id, owner, claimed, queued=queued)
+
+    async def _claim_only(
+        self, admission: Admission, call_next: Next, seen: str, counter: str | None
+    ) -> Submission:
+        batch = Batch().set(seen, "1", ttl=self._dedupe_ttl, only_if_absent=True)
         if counter is not None:
             batch.incr(counter, ttl=120)
-        probe = self._leases.probe(
-            key,
-            admission.turn_id,
-            idle_here=self._idle_here(key),
-            want_holder=self._questions_pending(),
-        )
-        if probe is not None:
-            batch.ops.extend(probe.ops.ops)
         results = await self._store.run(batch)
-        first, rest = results[0], results[1:]
-        count = rest.pop(0) if counter is not None else None
-        lease, record, busy = probe.read(rest) if probe is not None else (None, None, False)
-        try:
-            if not first:
-                self._metrics.inc("duplicates_total")
-                log.info("duplicate event dropped event=%s", inbound.event_id)
-                return finished(Status.DUPLICATE)
-            intake = Intake(rate_count=count, lease=lease, record=record, busy_elsewhere=busy)
-            return await call_next(dataclasses.replace(admission, intake=intake))
-        finally:
-            await self._leases.release_unadopted(lease)
+        if not results[0]:
+            return self._duplicate(admission)
+        count = results[1] if counter is not None else None
+        if count is not None and self._access.over_limit(admission.inbound, count):
+            return await self._rate_refusal(admission)
+        return await call_next(dataclasses.replace(admission, intake=Intake(rate_count=count)))
+
+    async def _refusal(self, admission: Admission, status: str) -> Submission | None:
+        inbound = admission.inbound
+        if status == "duplicate":
+            return self._duplicate(admission)
+        if status == "rate_limited":
+            return await self._rate_refusal(admission)
+        if status == "queue_full":
+            self._metrics.inc("refused_total", reason="queue_full")
+            return await self._notifier.refuse(inbound, QUEUE_FULL, admission.session)
+        if status == "overloaded":
+            self._metrics.inc("refused_total", reason="overloaded")
+            return await self._notifier.refuse(inbound, OVERLOADED, admission.session)
+        return None
+
+    def _duplicate(self, admission: Admission) -> Submission:
+        self._metrics.inc("duplicates_total")
+        log.info("duplicate event dropped event=%s", admission.inbound.event_id)
+        return finished(Status.DUPLICATE)
+
+    async def _rate_refusal(self, admission: Admission) -> Submission:
+        self._metrics.inc("refused_total", reason="rate")
+        notify = await self._access.tell_rate_limit(admission.inbound)
+        return await self._notifier.refuse(admission.inbound, RATE_LIMITED if notify else None)
+
+
+def answered_inline(inbound: Inbound) -> bool:
+    """Command-shaped messages are answered during admission, never stored for a turn."""
+    return (
+        inbound.kind is InboundKind.USER
+        and not inbound.attachments
+        and parse_command(inbound.text) is not None
+    )
 
 
 class RateLimit:
+    """Counts in this process when it alone uses the store (replicas count during intake)."""
+
     def __init__(self, access: AccessPolicy, notifier: Notifier, metrics: Metrics) -> None:
         self._access = access
         self._notifier = notifier
@@ -166,7 +219,8 @@ class RateLimit:
 
     async def __call__(self, admission: Admission, call_next: Next) -> Submission:
         inbound = admission.inbound
-        if not self._access.over_limit(inbound, admission.intake.rate_count):
+        shared = self._access.rate_counter(inbound) is not None
+        if shared or not self._access.over_limit(inbound, None):
             return await call_next(admission)
         self._metrics.inc("refused_total", reason="rate")
         notify = await self._access.tell_rate_limit(inbound)
@@ -246,4 +300,4 @@ class SlotMiddlewares:
     def _wanted(self, admission: Admission) -> bool:
         if self._running_here is None:
             return True
-        return admission.intake.busy_elsewhere or self._running_here(admission.session)
+        return admission.intake.turn_in_progress or self._running_here(admission.session)

@@ -19,7 +19,7 @@ import httpx
 from pydantic import BaseModel
 
 from gateway.channels import Adapter, AdapterContext
-from gateway.doctor import CheckResult
+from gateway.checks import CheckResult
 
 S = TypeVar("S", bound=BaseModel)
 

@@ -1,156 +1,133 @@
 """Session leases: one turn at a time per session across every process sharing the store.
 
-This module is the lease's one owner: it takes it (during intake, in the same round trip
-as the dedupe check, or later in the session's worker), renews it while the turn runs,
-and releases it, in the same round trip as the turn's history writes (`TurnLease.commit`).
-With a store no other process shares, the session queue already serialises turns and no
-lease is taken at all.
+This module is the lease's one owner. Leases are taken by the store's inbox operations
+(intake, claim, finish: gateway/store/inbox.py), kept alive here by one heartbeat that
+renews every lease this process holds in a single round trip, and ended by the turn's
+`TurnLease.commit` (its history writes, dropping its message and releasing or passing on
+the lease, in one round trip). Leases are short (`router.lease_ttl`, 5 s by default), so a
+dead process's sessions are claimed by another within seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import json
 import logging
-import random
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
+import time
+import uuid
 
 from gateway import keys
-from gateway.sessions import SessionKey
+from gateway.messages import SentRef
+from gateway.metrics import Metrics
 from gateway.store.base import Batch, Store, StoreUnavailable
+from gateway.store.inbox import Claimed, FinishResult
+from gateway.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class LeaseHandle:
-    """A session lease this process holds (owner token `instance:turn_id`)."""
-
-    name: str
-    owner: str
-    adopted: bool = False  # a turn runs under it; whoever took it must not release it
-    released: bool = False
-
-
-@dataclass(frozen=True)
-class LeaseProbe:
-    """Lease operations to run in the intake round trip, and how to read their results.
-
-    A session idle here is probably idle everywhere, so its lease is taken (and its
-    history read) right away: a message that starts a turn then needs no round trip of
-    its own for them. A session busy here only has its lease holder read, to know whether
-    a turn (perhaps waiting for an answer) runs in another process.
-    """
-
-    ops: Batch
-    lease: LeaseHandle | None  # set when trying to take the lease
-
-    def read(self, results: list[Any]) -> tuple[LeaseHandle | None, str | None, bool]:
-        """(lease taken, the session's stored record, busy in another process)."""
-        if self.lease is None:
-            return None, None, results[0] is not None
-        if results[0]:
-            return self.lease, results[1], False
-        return None, None, True
+REPLY_TTL = 2 * 86400.0  # a re-run within this long finds the reply already sent
 
 
 class TurnLease:
-    """What a turn runs under: the lease (if any), the history read with it, and the one
-    round trip that ends the turn: its writes plus the release."""
+    """What one turn runs under: the claimed message, the history read with it, and the
+    one round trip that ends the turn."""
 
-    def __init__(
-        self, store: Store, handle: LeaseHandle | None, record: str | None, preloaded: bool
-    ) -> None:
+    def __init__(self, store: Store, claimed: Claimed, ttl: float) -> None:
         self._store = store
-        self._handle = handle
-        self.record = record
-        self.preloaded = preloaded  # `record` is the stored history (None: a new session)
+        self.claimed = claimed
+        self._ttl = ttl
+        self.record = claimed.record
+        self.preloaded = True  # `record` is the stored history (None: a new session)
+        self.handing_over = False  # the process is stopping: leave the message for another
+        self.result: FinishResult | None = None
 
-    async def commit(self, writes: Batch) -> None:
-        """Run the turn's writes and release the lease in one round trip."""
-        if self._handle is not None and not self._handle.released:
-            writes.release_lease(self._handle.name, self._handle.owner)
-            await self._store.run(writes)
-            self._handle.released = True
-        elif writes.ops:
-            await self._store.run(writes)
+    @property
+    def session(self) -> str:
+        return self.claimed.session
+
+    async def record_reply(self, sent: SentRef, text: str) -> None:
+        """Remember that this turn's reply went out, before the turn is marked done, so a
+        re-run after a crash never sends it twice."""
+        value = json.dumps({"message_id": sent.message_id, "text": text}, ensure_ascii=False)
+        await self._store.set(keys.reply(self.claimed.entry.id), value, ttl=REPLY_TTL)
+
+    async def commit(self, writes: Batch, record: str | None) -> None:
+        """Write the turn's history, drop its message and keep the lease for the session's
+        next message (or release it), in one round trip."""
+        self.result = await self._store.finish(
+            self.claimed.session,
+            self.claimed.entry.id,
+            self.claimed.owner,
+            writes,
+            keep=True,
+            lease_ttl=self._ttl,
+            record=record,
+        )
+        if self.result.status == "lost":
+            log.warning(
+                "session lease lost before the turn was saved session=%s entry=%s",
+                self.claimed.session,
+                self.claimed.entry.id,
+            )
 
 
 class SessionLeases:
-    def __init__(self, store: Store, instance: str, ttl: float) -> None:
+    def __init__(self, store: Store, instance: str, ttl: float, metrics: Metrics) -> None:
         self._store = store
         self._instance = instance
-        self._ttl = ttl
+        self.ttl = ttl
+        self._metrics = metrics
+        self._held: dict[str, str] = {}  # session -> owner token
+        self._task: asyncio.Task[None] | None = None
 
-    def probe(
-        self, key: SessionKey, turn_id: str, *, idle_here: bool, want_holder: bool
-    ) -> LeaseProbe | None:
-        if not self._store.shared:
-            return None
-        if idle_here:
-            lease = self._handle(key, turn_id)
-            ops = Batch().acquire_lease(lease.name, lease.owner, self._ttl).get(keys.session(key))
-            return LeaseProbe(ops, lease)
-        if want_holder:
-            return LeaseProbe(Batch().lease_owner(keys.session_lease(key)), None)
-        return None
+    def new_owner(self) -> str:
+        return f"{self._instance}:{uuid.uuid4().hex[:8]}"
 
-    @staticmethod
-    def adopt(lease: LeaseHandle) -> None:
-        """The turn about to start runs under this lease (taken during intake)."""
-        lease.adopted = True
+    def turn(self, claimed: Claimed) -> TurnLease:
+        """Start holding the lease `claimed` came with; the heartbeat renews it from now on."""
+        self._held[claimed.session] = claimed.owner
+        return TurnLease(self._store, claimed, self.ttl)
 
-    async def release_unadopted(self, lease: LeaseHandle | None) -> None:
-        """Release a lease intake took for a message that started no turn (a command, ...)."""
-        if lease is not None and not lease.adopted and not lease.released:
-            with contextlib.suppress(StoreUnavailable):
-                await self._store.release_lease(lease.name, lease.owner)
-            lease.released = True
+    def holds(self, session: str) -> bool:
+        return session in self._held
 
-    @contextlib.asynccontextmanager
-    async def hold(
-        self, key: SessionKey, turn_id: str, lease: LeaseHandle | None, record: str | None
-    ) -> AsyncIterator[TurnLease]:
-        """Hold the session's lease for a turn, waiting while another process has it."""
-        if not self._store.shared:
-            yield TurnLease(self._store, None, None, preloaded=False)
+    async def let_go(self, lease: TurnLease) -> None:
+        """This process is done with the session: stop renewing. When the turn never
+        committed (a shutdown handing it over, a turn that crashed), its message is still
+        pending under our lease: release it so another worker can claim it at once."""
+        owner = self._held.pop(lease.session, None)
+        if owner is None or lease.result is not None:
             return
-        if lease is None:
-            lease, record = await self._acquire(key, turn_id)
-        renew = asyncio.create_task(self._renew(lease))
         try:
-            yield TurnLease(self._store, lease, record, preloaded=True)
-        finally:
-            renew.cancel()  # it only sleeps between renewals; no need to wait for it
-            if not lease.released:
-                with contextlib.suppress(Exception):
-                    await self._store.release_lease(lease.name, lease.owner)
-                lease.released = True
+            await self._store.finish(
+                lease.session, "", owner, Batch(), keep=False, lease_ttl=self.ttl
+            )
+        except StoreUnavailable as exc:  # it expires on its own within the TTL
+            log.warning("lease not handed over session=%s error=%s", lease.session, exc)
 
-    def _handle(self, key: SessionKey, turn_id: str) -> LeaseHandle:
-        return LeaseHandle(keys.session_lease(key), f"{self._instance}:{turn_id}")
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._heartbeat(), name="session leases")
 
-    async def _acquire(self, key: SessionKey, turn_id: str) -> tuple[LeaseHandle, str | None]:
-        lease = self._handle(key, turn_id)
-        batch = Batch().acquire_lease(lease.name, lease.owner, self._ttl).get(keys.session(key))
-        delay = 0.02
+    async def stop(self) -> None:
+        await stop_task(self._task)
+
+    async def _heartbeat(self) -> None:
+        # A third of the TTL: one late renewal does not lose a lease.
         while True:
+            await asyncio.sleep(self.ttl / 3)
+            held = list(self._held.items())
             try:
-                acquired, record = await self._store.run(batch)
-                if acquired:
-                    return lease, record
+                renewed = await self._store.renew_sessions(held, self.ttl)
+                await self._store.hset(
+                    keys.REPLICAS,
+                    self._instance,
+                    json.dumps({"ts": time.time(), "sessions": len(held)}),
+                )
             except StoreUnavailable as exc:
-                log.warning("lease unavailable session=%s error=%s", key, exc)
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 1.0)
-
-    async def _renew(self, lease: LeaseHandle) -> None:
-        while True:
-            await asyncio.sleep(self._ttl / 3)
-            try:
-                if not await self._store.renew_lease(lease.name, lease.owner, self._ttl):
-                    log.warning("session lease lost lease=%s", lease.name)
-            except StoreUnavailable as exc:
-                log.warning("lease renewal failed lease=%s error=%s", lease.name, exc)
+                log.warning("session leases not renewed count=%d error=%s", len(held), exc)
+                continue
+            for (session, owner), ok in zip(held, renewed, strict=True):
+                if not ok and self._held.get(session) == owner:
+                    del self._held[session]
+                    self._metrics.inc("session_leases_expired_total")
+                    log.warning("session lease expired while held session=%s", session)

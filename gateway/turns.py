@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -25,9 +26,10 @@ from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.profiles.plan import TurnPlan, TurnPlanner, TurnRefused
 from gateway.prompt import PromptSection, build_system_prompt
-from gateway.session_leases import LeaseHandle, TurnLease
+from gateway.session_leases import TurnLease
 from gateway.sessions import SessionKey
 from gateway.store.base import Batch, StoreUnavailable
+from gateway.store.inbox import Claimed
 from gateway.tasks import stop_task
 from gateway.telemetry import SpanRecorder, Telemetry
 from gateway.tooling import ToolCatalog, ToolContext
@@ -42,14 +44,23 @@ __all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator"]
 
 @dataclass(frozen=True)
 class TurnJob:
-    """One message that will run as a turn, as admission handed it to the session queue."""
+    """One stored message to run as a turn (gateway/store/inbox.py)."""
 
     inbound: Inbound
     key: SessionKey
-    turn_id: str
-    # The session's lease and stored history, when intake took them in its round trip.
-    lease: LeaseHandle | None = None
-    record: str | None = None
+    turn_id: str  # the stored message's id: the same on every run of this turn
+    attempt: int = 1  # above 1: an earlier run stopped with its process
+    reply: str | None = None  # that earlier run's reply record, when it was sent
+
+    @classmethod
+    def from_claimed(cls, claimed: Claimed) -> TurnJob:
+        return cls(
+            Inbound.model_validate_json(claimed.entry.payload),
+            SessionKey.parse(claimed.session),
+            claimed.entry.id,
+            claimed.attempt,
+            claimed.reply,
+        )
 
 
 # Platforms show "typing…" for about five seconds per call.
@@ -160,28 +171,29 @@ class TurnRunner:
     ) -> TurnOutcome:
         inbound, key = job.inbound, job.key
         started = time.monotonic()
-        try:
-            plan = await self._planner.plan(inbound, key)
-        except TurnRefused as exc:
-            return await self._refuse(job, lease, exc, on_answering, span)
-        span.set("profile", plan.profile)
-        if lease.preloaded:
-            record = self._sessions.parse(lease.record)
-        else:
-            record = await self._sessions.load(key)
+        plan: TurnPlan | None = None
+        if job.reply is None:  # a re-run whose reply went out is not planned (nor refused)
+            try:
+                plan = await self._planner.plan(inbound, key)
+            except TurnRefused as exc:
+                return await self._refuse(job, lease, exc, on_answering, span)
+            span.set("profile", plan.profile)
+        record = self._sessions.parse(lease.record)
         if record.is_new:
             notes = await self._memory.notes(inbound.chat, inbound.sender)
             record.system = build_system_prompt(
                 inbound.chat,
                 inbound.sender,
                 notes=notes.render(),
-                extra=plan.instructions,
+                extra=plan.instructions if plan else self._planner.instructions(inbound),
                 sections=self._sections,
             )
         user_message: Message = {"role": "user", "content": user_content(inbound, context_lines)}
         history = compact(
             [*record.messages, user_message], self._settings.agent.history_token_budget
         )
+        if plan is None:
+            return await self._already_answered(job, lease, record, history)
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
         typing.start()
         outcome = TurnOutcome()
@@ -211,10 +223,12 @@ class TurnRunner:
                 f"{self._settings.agent.max_turn_seconds:.0f} s). Try a smaller request."
             )
         except asyncio.CancelledError:
+            await asyncio.shield(plan.settle())  # what was used is spent, either way
+            if lease.handing_over:
+                raise  # the process is stopping: the message stays for another run
             outcome.cancelled = True
             history.append({"role": "assistant", "content": INTERRUPTED_NOTE})
             await asyncio.shield(self._save(key, record, history, lease))
-            await asyncio.shield(plan.settle())
             raise
         finally:
             await typing.stop()
@@ -225,6 +239,11 @@ class TurnRunner:
             on_answering()
         text = outcome.reply or outcome.error or ""
         outcome.sent = await self._deliver(job, text, reply=plan.reply_to_message)
+        if outcome.sent is not None:
+            try:
+                await lease.record_reply(outcome.sent, text)
+            except StoreUnavailable as exc:
+                log.error("reply not recorded session=%s error=%s", key, exc)
         await self._save(key, record, history, lease)
         await plan.settle()
         status = "ok" if outcome.ok else "error"
@@ -247,9 +266,9 @@ class TurnRunner:
         outcome = TurnOutcome(error=text)
         outcome.sent = await self._deliver(job, text)
         try:
-            await lease.commit(Batch())  # releases the lease; nothing to save
+            await lease.commit(Batch(), lease.record)  # drops the message; history unchanged
         except StoreUnavailable as exc:
-            log.error("lease not released session=%s error=%s", job.key, exc)
+            log.error("refused message not dropped session=%s error=%s", job.key, exc)
         self._metrics.inc("turns_total", status="refused", profile=refused.profile)
         return outcome
 
@@ -277,13 +296,28 @@ class TurnRunner:
             self._metrics.inc("deliveries_failed_total")
             return None
 
+    async def _already_answered(
+        self, job: TurnJob, lease: TurnLease, record: SessionRecord, history: list[Message]
+    ) -> TurnOutcome:
+        """A re-run of a turn whose reply went out before its process stopped: the reply is
+        not sent again; the conversation is saved with it and the turn marked done."""
+        assert job.reply is not None
+        sent = json.loads(job.reply)
+        text = str(sent.get("text", ""))
+        log.info("reply already sent; not sending again session=%s turn=%s", job.key, job.turn_id)
+        history.append({"role": "assistant", "content": text})
+        await self._save(job.key, record, history, lease)
+        message = SentRef(chat=job.inbound.chat, message_id=str(sent.get("message_id", "")))
+        return TurnOutcome(reply=text, sent=message)
+
     async def _save(
         self, key: SessionKey, record: SessionRecord, history: list[Message], lease: TurnLease
     ) -> None:
         record.messages = history
         record.turns += 1
+        encoded = self._sessions.encode(record)
         try:
-            await lease.commit(self._sessions.save_ops(key, record))
+            await lease.commit(self._sessions.save_ops(key, record, encoded), encoded)
         except StoreUnavailable as exc:
             log.error("history not saved session=%s error=%s", key, exc)
 

@@ -6,9 +6,10 @@ async with ScriptedLLM() as llm, running_gateway(gateway_settings(tmp_path, llm.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,15 @@ def gateway_settings(
         else:
             base[name] = values
     return load_settings(None, **base)
+
+
+async def eventually(condition: Callable[[], bool], within: float = 10.0, what: str = "") -> None:
+    """Wait until `condition()` holds (checked every 20 ms); fail after `within` seconds."""
+    deadline = asyncio.get_running_loop().time() + within
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not within {within} s: {what or condition}")
+        await asyncio.sleep(0.02)
 
 
 class Harness:

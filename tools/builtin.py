@@ -26,7 +26,7 @@ from tools.memory import memory_tools
 from tools.netguard import AddressGuard
 from tools.policy import ToolPolicy, check_policy
 from tools.registry import ToolRegistry
-from tools.shell import shell_tools
+from tools.shell import gateway_paths, shell_tools
 from tools.skills import default_library, skill_tools
 from tools.subagent import subagent_tools
 from tools.todo import todo_tools
@@ -75,7 +75,14 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
             max_bytes=cfg.attachment_max_bytes,
         )
     )
-    registry.extend(shell_tools(workspace, cfg, secrets=lambda: secret_values(settings)))
+    registry.extend(
+        shell_tools(
+            workspace,
+            cfg,
+            secrets=lambda: secret_values(settings),
+            protected=gateway_paths(settings),
+        )
+    )
     fetcher = WebFetcher(
         AddressGuard(cfg.web_allow_hosts), timeout=cfg.web_timeout, max_bytes=cfg.web_max_bytes
     )

@@ -16,13 +16,24 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.config import ToolsSettings
+import gateway
+import tools
+from gateway.config import Settings, ToolsSettings, config_path
 from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 from tools.shellsafety import ShellPolicy, Verdict, classify
+from tools.skills import bundled_skills_dir
 from tools.workspace import Workspace
 
-__all__ = ["ShellArgs", "ShellPolicy", "Verdict", "classify", "safe_env", "shell_tools"]
+__all__ = [
+    "ShellArgs",
+    "ShellPolicy",
+    "Verdict",
+    "classify",
+    "gateway_paths",
+    "safe_env",
+    "shell_tools",
+]
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +100,16 @@ def shell_tools(
     settings: ToolsSettings,
     *,
     secrets: Callable[[], Iterable[str]] | None = None,
+    protected: Iterable[tuple[str, str, bool]] = (),
 ) -> list[ToolSpec[Any]]:
+    """`protected`: the gateway's own places (see `gateway_paths`) commands may not write,
+    delete or (the secret ones) read without asking."""
     policy = ShellPolicy.compile(
         allow=settings.shell_extra_allow,
         ask=settings.shell_extra_ask,
         block=settings.shell_extra_block,
+        protected_paths=protected,
+        workspace=str(workspace.root),
     )
     limit = settings.shell_timeout
 
@@ -156,6 +172,26 @@ def shell_tools(
             timeout=limit + KILL_GRACE + DRAIN_SECONDS + 5,
         )
     ]
+
+
+def gateway_paths(settings: Settings) -> list[tuple[str, str, bool]]:
+    """The gateway's own places as (absolute path, label, reading it exposes secrets):
+    its data directory and store, the skills read into every prompt, its config, its code."""
+    data = settings.data_dir.expanduser().resolve()
+    places: list[tuple[Path, str, bool]] = [
+        (data, "the gateway's data directory", True),
+        (data / "chatgate.db", "the gateway's store (every chat's history)", True),
+        (data / "skills", "installed skills, read into every chat's prompt", False),
+        (bundled_skills_dir(), "bundled skills, read into every chat's prompt", False),
+        *(
+            (Path(p).resolve(), "the gateway's code", False)
+            for p in (*gateway.__path__, *tools.__path__)
+        ),
+    ]
+    config = config_path()  # a path given with --config alone is not known here
+    if config is not None:
+        places.append((config.expanduser().resolve(), "the gateway's config file", True))
+    return [(str(path), label, secret) for path, label, secret in places]
 
 
 def safe_env(secrets: Iterable[str] = (), base: Mapping[str, str] | None = None) -> dict[str, str]:

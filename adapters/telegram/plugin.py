@@ -6,7 +6,7 @@ import httpx
 
 from adapters.telegram.settings import TelegramSettings
 from gateway.channels import Adapter, AdapterContext
-from gateway.doctor import CheckResult, probe_api
+from gateway.checks import CheckResult, probe_api
 from gateway.platforms import PlatformPlugin
 
 

@@ -253,10 +253,14 @@ class RouterSettings(Section):
     busy_mode: Literal["queue", "interrupt"] = "queue"
     max_concurrent_turns: int = Field(default=512, ge=1)
     max_queued_per_session: int = Field(default=20, ge=1)
+    # Stored messages waiting across all sessions; past it new ones are refused with a reason.
+    max_pending_total: int = Field(default=100_000, ge=1)
     queue_notice: bool = True
     max_message_chars: int = Field(default=16_000, ge=100)
     dedupe_ttl: float = Field(default=3600.0, gt=0)
-    lease_ttl: float = Field(default=30.0, ge=3)
+    # A session's lease, renewed every third of it while its turn runs: a dead process's
+    # sessions are picked up by another within about this long.
+    lease_ttl: float = Field(default=5.0, ge=1, le=300)
     # Delay before the first typing indicator; fast answers need none.
     typing_delay: float = Field(default=0.8, ge=0)
 

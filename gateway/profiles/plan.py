@@ -117,6 +117,10 @@ class TurnPlanner:
 
     # -- one turn ------------------------------------------------------------------------
 
+    def instructions(self, inbound: Inbound) -> str:
+        """The prompt instructions of the profile that applies to a message."""
+        return self.book.prompt(self.book.resolve(inbound.chat, inbound.sender))
+
     async def plan(self, inbound: Inbound, session: SessionKey) -> TurnPlan:
         """The plan for a turn; raises TurnRefused when a budget is used up."""
         resolution = self.book.resolve(inbound.chat, inbound.sender)

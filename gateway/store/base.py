@@ -13,6 +13,8 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+
 
 class StoreUnavailable(Exception):
     """The backend could not be reached (after retries). Callers may retry later."""
@@ -49,6 +51,10 @@ class Batch:
 
     def acquire_lease(self, name: str, owner: str, ttl: float) -> Batch:
         self.ops.append(("acquire_lease", (name, owner, ttl), {}))
+        return self
+
+    def renew_lease(self, name: str, owner: str, ttl: float) -> Batch:
+        self.ops.append(("renew_lease", (name, owner, ttl), {}))
         return self
 
     def release_lease(self, name: str, owner: str) -> Batch:
@@ -155,6 +161,51 @@ class Store(ABC):
         backends return an async generator: close it (`contextlib.aclosing`) or cancel the
         consuming task to unsubscribe. It ends when the store is closed.
         """
+
+    # -- the session inbox (gateway/store/inbox.py): durable intake and turns -------------
+
+    @abstractmethod
+    async def intake(self, request: IntakeRequest) -> IntakeResult:
+        """Dedupe, rate-count and store a message; maybe take its session's lease (atomic)."""
+
+    @abstractmethod
+    async def claim(self, owner: str, lease_ttl: float, *, scan: int = 64) -> Claimed | None:
+        """Take the lease of the oldest ready session nobody holds; None when there is none."""
+
+    @abstractmethod
+    async def finish(
+        self,
+        session: str,
+        entry_id: str,
+        owner: str,
+        writes: Batch,
+        *,
+        keep: bool,
+        lease_ttl: float,
+        record: str | None = None,
+    ) -> FinishResult:
+        """End a turn: run `writes` (set / hset only), drop its entry, then hand back the next
+        entry under the kept lease (`keep`) or release it. Nothing is written when another
+        process holds the lease now ("lost"). `record` is the history `writes` saved, returned
+        with the next entry."""
+
+    @abstractmethod
+    async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
+        """Renew session leases held as (session, owner) pairs, in one round trip; False for
+        each one this process no longer holds."""
+
+    @abstractmethod
+    async def pending(self, session: str) -> list[InboxEntry]:
+        """The session's stored messages that have not finished, oldest first."""
+
+    @abstractmethod
+    async def remove_pending(self, session: str, entry_id: str) -> bool:
+        """Remove one stored message that was answered another way (e.g. as the answer to a
+        question a running turn asked); False when it is not there."""
+
+    @abstractmethod
+    async def drop_pending(self, session: str) -> int:
+        """Drop every stored message of the session (a running turn still finishes)."""
 
     # -- lifecycle ------------------------------------------------------------------
 

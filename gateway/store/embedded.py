@@ -13,7 +13,10 @@ from collections.abc import AsyncGenerator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from gateway import keys
+from gateway.store import embedded_inbox
 from gateway.store.base import Batch, Store, StoreUnavailable
+from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,12 @@ _TRIM = """DELETE FROM items WHERE key = ?1 AND seq <= (
     SELECT seq FROM items WHERE key = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)"""
 _LIST_LEN = f"SELECT COUNT(*) FROM items WHERE key = ?1 AND EXISTS ({_LIVE_CONTAINER})"
 _LIST_SLICE = "SELECT value FROM items WHERE key = ?1 ORDER BY seq LIMIT ?2 OFFSET ?3"
+_POP_HEAD = "DELETE FROM items WHERE key = ?1 AND seq = (SELECT MIN(seq) FROM items WHERE key = ?1)"
+_FIND_ITEM = "SELECT seq FROM items WHERE key = ?1 AND value = ?2 ORDER BY seq LIMIT 1"
+_DROP_EMPTY_LIST = (
+    "DELETE FROM keys WHERE key = ?1 AND kind = 'l' "
+    "AND NOT EXISTS (SELECT 1 FROM items WHERE key = ?1)"
+)
 # ?1 name, ?2 owner, ?3 expires_at, ?4 now
 _ACQUIRE = """INSERT INTO leases (name, owner, expires_at) VALUES (?1, ?2, ?3)
 ON CONFLICT (name) DO UPDATE SET owner = ?2, expires_at = ?3
@@ -202,6 +211,13 @@ class EmbeddedStore(Store):
             if self._closed:
                 raise self._unavailable(exc) from exc
             raise
+
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        """Group operations into one SQLite transaction (the inbox's atomic steps)."""
+        return self._transaction()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._run(sql, params).fetchall()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -337,6 +353,22 @@ class EmbeddedStore(Store):
         rows = self._run(_LIST_SLICE, (key, end - start + 1, start)).fetchall()
         return [str(value) for (value,) in rows]
 
+    async def remove_item(self, key: str, value: str) -> bool:
+        """Drop the oldest list item equal to `value` (an emptied list stops existing)."""
+        with self._transaction():
+            row = self._run(_FIND_ITEM, (key, value)).fetchone()
+            if row is None:
+                return False
+            self._run("DELETE FROM items WHERE key = ?1 AND seq = ?2", (key, row[0]))
+            self._run(_DROP_EMPTY_LIST, (key,))
+        return True
+
+    async def pop_head(self, key: str) -> None:
+        """Drop a list's oldest item (a list left empty stops existing, as on Redis)."""
+        with self._transaction():
+            self._run(_POP_HEAD, (key,))
+            self._run(_DROP_EMPTY_LIST, (key,))
+
     # -- leases ---------------------------------------------------------------------
 
     async def acquire_lease(self, name: str, owner: str, ttl: float) -> bool:
@@ -353,6 +385,41 @@ class EmbeddedStore(Store):
     async def lease_owner(self, name: str) -> str | None:
         row = self._run(_OWNER, (name, time.time())).fetchone()
         return None if row is None else str(row[0])
+
+    # -- the session inbox (gateway/store/embedded_inbox.py) ---------------------------
+
+    async def intake(self, request: IntakeRequest) -> IntakeResult:
+        return await embedded_inbox.intake(self, request)
+
+    async def claim(self, owner: str, lease_ttl: float, *, scan: int = 64) -> Claimed | None:
+        return await embedded_inbox.claim(self, owner, lease_ttl, scan)
+
+    async def finish(
+        self,
+        session: str,
+        entry_id: str,
+        owner: str,
+        writes: Batch,
+        *,
+        keep: bool,
+        lease_ttl: float,
+        record: str | None = None,
+    ) -> FinishResult:
+        return await embedded_inbox.finish(
+            self, session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl, record=record
+        )
+
+    async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
+        return await embedded_inbox.renew(self, held, ttl)
+
+    async def pending(self, session: str) -> list[InboxEntry]:
+        return [InboxEntry.decode(raw) for raw in await self.list_range(keys.pending(session))]
+
+    async def remove_pending(self, session: str, entry_id: str) -> bool:
+        return await embedded_inbox.remove_pending(self, session, entry_id)
+
+    async def drop_pending(self, session: str) -> int:
+        return await embedded_inbox.drop_pending(self, session)
 
     # -- pub/sub (this process only) --------------------------------------------------
 

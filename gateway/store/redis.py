@@ -14,6 +14,7 @@ import asyncio
 import logging
 import math
 import random
+import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -29,7 +30,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway import keys
+from gateway.store import redis_inbox
 from gateway.store.base import Batch, Store, StoreUnavailable
+from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +242,12 @@ class RedisStore(Store):
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._incr_with_ttl = client.register_script(_INCR_WITH_TTL)
+        self._intake = client.register_script(redis_inbox.INTAKE)
+        self._claim = client.register_script(redis_inbox.CLAIM)
+        self._finish = client.register_script(redis_inbox.FINISH)
+        self._drop = client.register_script(redis_inbox.DROP)
+        self._renew_sessions = client.register_script(redis_inbox.RENEW)
+        self._remove = client.register_script(redis_inbox.REMOVE)
         self._scripts = (self._acquire, self._renew, self._release, self._incr_with_ttl)
 
     # -- plain values ---------------------------------------------------------------
@@ -413,7 +423,144 @@ class RedisStore(Store):
         if op == "release_lease":
             _evalsha(pipe, self._release, [self.keys.lease(args[0])], [args[1]])
             return bool
+        if op == "renew_lease":
+            name, owner, ttl = args
+            _evalsha(pipe, self._renew, [self.keys.lease(name)], [owner, _millis(ttl)])
+            return bool
         raise ValueError(f"operation {op!r} cannot be batched")
+
+    # -- the session inbox ----------------------------------------------------------
+
+    async def intake(self, request: IntakeRequest) -> IntakeResult:
+        session, k = request.session, self.keys
+        pending = k.data(keys.pending(session))
+        script_keys = [
+            k.data(request.seen) if request.seen else pending,
+            pending,
+            k.data(keys.SESSIONS_READY),
+            k.lease(keys.session_lease(session)),
+            k.data(keys.session(session)),
+            k.data(request.rate_key) if request.rate_key else pending,
+            k.data(keys.PENDING_TOTAL),
+            k.data(keys.SESSIONS_STARTED),
+        ]
+        args: list[str | int] = [
+            "1" if request.seen else "0",
+            redis_inbox.millis(request.seen_ttl),
+            request.entry.encode(),
+            session,
+            f"{time.time():.3f}",
+            request.max_queued,
+            request.max_total,
+            request.rate_limit if request.rate_key else 0,
+            redis_inbox.millis(request.rate_ttl),
+            request.lease_owner or "",
+            redis_inbox.millis(request.lease_ttl),
+            k.data(keys.noticed("")),
+            k.data(keys.REPLY_PREFIX),
+        ]
+        with self._guard:
+            raw = await self._intake(keys=script_keys, args=args)
+        return redis_inbox.intake_result(list(raw), request)
+
+    async def claim(self, owner: str, lease_ttl: float, *, scan: int = 64) -> Claimed | None:
+        k = self.keys
+        args: list[str | int] = [
+            owner,
+            redis_inbox.millis(lease_ttl),
+            k.data(keys.PENDING_PREFIX),
+            k.lease(keys.SESSION_LEASE_PREFIX),
+            k.data(keys.SESSION_PREFIX),
+            k.data(keys.REPLY_PREFIX),
+            scan,
+        ]
+        script_keys = [k.data(keys.SESSIONS_READY), k.data(keys.SESSIONS_STARTED)]
+        with self._guard:
+            raw = await self._claim(keys=script_keys, args=args)
+        return redis_inbox.claimed_from(list(raw), owner)
+
+    async def finish(
+        self,
+        session: str,
+        entry_id: str,
+        owner: str,
+        writes: Batch,
+        *,
+        keep: bool,
+        lease_ttl: float,
+        record: str | None = None,
+    ) -> FinishResult:
+        k = self.keys
+        script_keys = [
+            k.lease(keys.session_lease(session)),
+            k.data(keys.pending(session)),
+            k.data(keys.SESSIONS_READY),
+            k.data(keys.PENDING_TOTAL),
+            k.data(keys.SESSIONS_STARTED),
+        ]
+        args: list[Any] = [
+            owner,
+            entry_id,
+            session,
+            "1" if keep else "0",
+            redis_inbox.millis(lease_ttl),
+            k.data(keys.REPLY_PREFIX),
+            len(writes.ops),
+        ]
+        for op, op_args, _ in writes.ops:
+            if op == "set":
+                script_keys.append(k.data(op_args[0]))
+                args += ["set", op_args[1]]
+            elif op == "hset":
+                script_keys.append(k.data(op_args[0]))
+                args += ["hset", op_args[1], op_args[2]]
+            else:
+                raise ValueError(f"finish writes take set and hset only, not {op!r}")
+        with self._guard:
+            raw = await self._finish(keys=script_keys, args=args)
+        return redis_inbox.finish_result(list(raw), session, owner, record)
+
+    async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
+        if not held:
+            return []
+        k = self.keys
+        script_keys = [k.data(keys.SESSIONS_READY)]
+        args: list[str | int] = [redis_inbox.millis(ttl)]
+        for session, owner in held:
+            script_keys.append(k.lease(keys.session_lease(session)))
+            args += [owner, session]
+        with self._guard:
+            raw = await self._renew_sessions(keys=script_keys, args=args)
+        return [bool(int(flag)) for flag in raw]
+
+    async def pending(self, session: str) -> list[InboxEntry]:
+        with self._guard:
+            raw = await self._r.lrange(self.keys.data(keys.pending(session)), 0, -1)
+        return [InboxEntry.decode(str(item)) for item in raw]
+
+    async def remove_pending(self, session: str, entry_id: str) -> bool:
+        k = self.keys
+        script_keys = [
+            k.data(keys.pending(session)),
+            k.data(keys.SESSIONS_READY),
+            k.data(keys.PENDING_TOTAL),
+            k.data(keys.SESSIONS_STARTED),
+        ]
+        with self._guard:
+            removed = await self._remove(keys=script_keys, args=[session, entry_id])
+        return bool(removed)
+
+    async def drop_pending(self, session: str) -> int:
+        k = self.keys
+        script_keys = [
+            k.data(keys.pending(session)),
+            k.data(keys.SESSIONS_READY),
+            k.data(keys.PENDING_TOTAL),
+            k.data(keys.SESSIONS_STARTED),
+        ]
+        with self._guard:
+            dropped = await self._drop(keys=script_keys, args=[session])
+        return int(dropped)
 
     # -- pub/sub --------------------------------------------------------------------
 

@@ -100,7 +100,7 @@ async def test_remove_with_redis_while_the_gateway_runs(
         job = await remind(gw, "3s never")
         code, out, _ = await cron(_env(tmp_path, redis_url, prefix), "list")
         assert code == 0 and job in out
-        code, out, _ = await cron(_env(tmp_path, redis_url, prefix), "remove", job)
-        assert code == 0, out
+        code, out, err = await cron(_env(tmp_path, redis_url, prefix), "remove", job)
+        assert code == 0, (out, err)
         await asyncio.sleep(3.5)
         assert "Reminder: never" not in gw.texts

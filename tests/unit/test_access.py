@@ -21,6 +21,7 @@ from gateway.messages import ChatKind, ChatRef, Inbound, InboundKind, Outbound, 
 from gateway.metrics import Metrics
 from gateway.middlewares import AccessCheck, IntakeRoundTrip, Observe, RateLimit, Validate
 from gateway.session_leases import SessionLeases
+from gateway.session_queue import SessionQueue
 from gateway.sessions import SessionKey
 from gateway.store.base import Store
 from gateway.store.embedded import EmbeddedStore
@@ -61,16 +62,28 @@ def msg(
 
 
 class Gate:
-    """The access part of the chain, ending where the session queue would be."""
+    """The access part of the chain, ending in a session queue that records what reached it."""
 
     def __init__(self, store: Store, settings: AccessSettings, extensions: Extensions) -> None:
         self.sent: list[Outbound] = []
         self.reached: list[Admission] = []
         self.store = store
         self.policy = AccessPolicy(settings, store, extensions.access_rules)
-        self.leases = SessionLeases(store, "inst", ttl=30)
         notifier = Notifier(self._send)
         metrics = Metrics()
+        self.leases = SessionLeases(store, "inst", 30, metrics)
+        self.queue = SessionQueue(
+            store=store,
+            runner=None,  # type: ignore[arg-type]  # no turn runs: `end` records instead
+            leases=self.leases,
+            context=GroupContext(store, 5),
+            notifier=notifier,
+            settings=RouterSettings(),
+            metrics=metrics,
+            instance_id="inst",
+            turn_timeout=60,
+            rate_limit=settings.rate_limit_per_minute,
+        )
         self.pipeline = AdmissionPipeline(
             start=lambda inbound: Admission(
                 inbound, SessionKey("telegram", inbound.chat.chat_id), uuid.uuid4().hex[:8]
@@ -78,17 +91,16 @@ class Gate:
             middlewares=[
                 Observe(self.policy, store, GroupContext(store, 5), 60),
                 AccessCheck(self.policy, notifier, metrics),
+                Validate(RouterSettings(max_message_chars=100), notifier),
+                RateLimit(self.policy, notifier, metrics),
                 IntakeRoundTrip(
                     store=store,
                     access=self.policy,
-                    leases=self.leases,
+                    queue=self.queue,
+                    notifier=notifier,
                     dedupe_ttl=60,
-                    idle_here=lambda key: True,
-                    questions_pending=lambda: False,
                     metrics=metrics,
                 ),
-                RateLimit(self.policy, notifier, metrics),
-                Validate(RouterSettings(max_message_chars=100), notifier),
             ],
             end=self._end,
             notifier=notifier,
@@ -101,7 +113,7 @@ class Gate:
 
     async def _end(self, admission: Admission) -> Submission:
         self.reached.append(admission)
-        return finished(Status.STARTED, session=admission.session)
+        return finished(Status.QUEUED, session=admission.session)
 
     async def status(self, inbound: Inbound) -> Status:
         return (await self.pipeline.submit(inbound)).status
@@ -120,8 +132,8 @@ async def test_allow_list_block_list_admins_and_rules(store: Store) -> None:
         ),
         extensions,
     )
-    assert await gate.status(msg("1", chat="banned")) is Status.STARTED  # admins pass every rule
-    assert await gate.status(msg("2")) is Status.STARTED
+    assert await gate.status(msg("1", chat="banned")) is Status.QUEUED  # admins pass every rule
+    assert await gate.status(msg("2")) is Status.QUEUED
     assert await gate.status(msg("9")) is Status.REFUSED
     assert [o.text for o in gate.sent] == [NOT_ALLOWED]
     assert await gate.status(msg("3")) is Status.REFUSED
@@ -133,31 +145,42 @@ async def test_allow_list_block_list_admins_and_rules(store: Store) -> None:
     assert len(gate.sent) == told
     assert await gate.status(msg("9", chat="c2")) is Status.REFUSED
     assert len(gate.sent) == told + 1
-    assert await gate.status(msg("9", kind=InboundKind.AGENT)) is Status.STARTED
+    assert await gate.status(msg("9", kind=InboundKind.AGENT)) is Status.QUEUED
     assert gate.policy.permits(msg("2")) and not gate.policy.permits(msg("9"))
 
 
 async def test_rate_limit_per_person(store: Store) -> None:
     gate = Gate(store, AccessSettings(admins=["telegram:1"], rate_limit_per_minute=3), Extensions())
     results = [await gate.status(msg("7", n=i)) for i in range(5)]
-    assert results == [Status.STARTED] * 3 + [Status.REFUSED] * 2
+    assert results == [Status.QUEUED] * 3 + [Status.REFUSED] * 2
     assert [o.text for o in gate.sent] == [RATE_LIMITED]  # one notice per minute window
-    assert await gate.status(msg("8")) is Status.STARTED  # others are not affected
-    assert {await gate.status(msg("1", n=i)) for i in range(6)} == {Status.STARTED}  # admins
+    assert await gate.status(msg("8")) is Status.QUEUED  # others are not affected
+    assert {await gate.status(msg("1", n=i)) for i in range(6)} == {Status.QUEUED}  # admins
 
 
-async def test_intake_drops_repeats_and_takes_the_lease_of_an_idle_session(store: Store) -> None:
+async def test_intake_stores_the_message_once_and_takes_the_idle_sessions_lease(
+    store: Store,
+) -> None:
     gate = Gate(store, AccessSettings(rate_limit_per_minute=5), Extensions())
-    assert await gate.status(msg(n=1)) is Status.STARTED
+    assert await gate.status(msg(n=1)) is Status.QUEUED
     assert await gate.status(msg(n=1)) is Status.DUPLICATE
     (admission,) = gate.reached
-    lease = admission.intake.lease
-    if store.shared:
-        # Taken with the dedupe claim; released because no turn adopted it.
-        assert lease is not None and lease.released
-        assert await store.lease_owner(keys.session_lease(admission.session)) is None
-    else:
-        assert lease is None  # one process: the queue alone serialises turns
+    stored = admission.intake.stored
+    assert stored is not None and stored.status == "stored" and stored.claimed is not None
+    assert [e.id for e in await store.pending(str(admission.session))] == [admission.turn_id]
+    # Nobody started the turn here (the test's queue only records), so the lease and the
+    # reserved slot were handed back: another worker may claim the message at once.
+    assert await store.lease_owner(keys.session_lease(admission.session)) is None
+    claimed = await store.claim("other:1", 5)
+    assert claimed is not None and claimed.entry.id == admission.turn_id
+
+
+async def test_a_command_is_not_stored(store: Store) -> None:
+    gate = Gate(store, AccessSettings(rate_limit_per_minute=5), Extensions())
+    assert await gate.status(msg(text="/nosuchcommand now")) is Status.QUEUED
+    (admission,) = gate.reached
+    assert admission.intake.stored is None  # command-shaped: the queue stores it if it must
+    assert await store.pending(str(admission.session)) == []
 
 
 async def test_group_chatter_is_kept_as_context_never_refused(store: Store) -> None:

@@ -297,16 +297,19 @@ def test_verdict_is_a_frozen_one_line_value() -> None:
         verdict.action = "allow"  # type: ignore[misc]
 
 
-def test_shape_generalises_operands_but_not_flags() -> None:
-    one, two = classify("rm -rf build"), classify("rm -fr dist/")
-    assert one.shape == two.shape == "rm -f -r <args>"
-    assert classify("rm -f x").shape != one.shape
-    # approving a delete in the workspace does not pre-approve one elsewhere
-    assert classify("rm -rf ~/src").shape == "rm -f -r <outside>"
-    assert classify("rm -rf $DIR").shape == "rm -f -r <dynamic>"
+def test_shape_names_flags_and_exact_targets() -> None:
+    """Changed for issue 22: shapes used to generalise operands (`rm -f -r <args>`), so
+    approving `rm -rf build` for the session also approved `rm -rf dist`. They now name
+    the targets (tests/unit/test_shell_shapes.py has the full table)."""
+    one, two = classify("rm -rf build"), classify("rm -fr build")
+    assert one.shape == two.shape == "rm -f -r build"
+    assert classify("rm -fr dist/").shape == "rm -f -r dist/"
+    assert classify("rm -f build").shape != one.shape
+    assert classify("rm -rf ~/src").shape == "rm -f -r ~/src"
+    assert classify("rm -rf $DIR").shape == "rm -rf $DIR"
     assert classify("git push --force").shape == "git push --force"
     both = classify("git push -f; docker rm web").shape
-    assert "git push -f" in both and "docker rm <args>" in both
+    assert "git push -f" in both and "docker rm web" in both
 
 
 def test_unknown_code_is_shaped_exactly() -> None:

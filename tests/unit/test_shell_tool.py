@@ -205,7 +205,7 @@ async def test_approval_for_ask_and_allow(ws: Workspace) -> None:
     assert need == ApprovalNeed(
         summary="rm -rf build",
         reason="recursive delete of build",
-        shape="rm -f -r <args>",
+        shape=f"rm -f -r {ws.root / 'sub'}/build",  # the exact target, resolved
         cwd="sub",
     )
     assert await tool.approval(ShellArgs(command="ls -la"), CTX) is None

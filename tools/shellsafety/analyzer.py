@@ -1,41 +1,36 @@
-"""Walk a parsed script and judge every simple command in it, however deeply nested:
-lists, pipelines, substitutions, here-documents, wrappers and nested scripts alike."""
+"""Judge every simple command of a piece of shell text, however deeply nested: the rules for
+it, what it wraps or runs in turn, unknown programs handed a command line, and the shape
+under which each finding may be approved."""
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
-from typing import Any
 
-from tools.shellsafety.checks import known_names, rules_for, shape_of
+from tools.shellsafety.checks import is_known, known_names, rules_for, starts_command
 from tools.shellsafety.context import Context, shown
-from tools.shellsafety.model import Command, Finding, Hit, Redirect, Stdin, Word
+from tools.shellsafety.exfil import secrets_read
+from tools.shellsafety.model import SEVERITY, Command, Finding, Hit, Stdin, Word
 from tools.shellsafety.names import DECODERS, DOWNLOADERS
-from tools.shellsafety.nodes import assignments, descendants, forks_itself
-from tools.shellsafety.parse import (
-    ParseFailure,
-    fallback_commands,
-    heredoc_substitutions,
-    is_blank,
-    parse,
-)
+from tools.shellsafety.nodes import descendants
+from tools.shellsafety.parse import ParseFailure, fallback_commands, is_blank, parse
 from tools.shellsafety.paths import Scope
 from tools.shellsafety.policy import ShellPolicy
 from tools.shellsafety.rules_code import judge_code
+from tools.shellsafety.rules_env import hook_hits
 from tools.shellsafety.scripts import WrittenFiles
-from tools.shellsafety.textflow import static_output
+from tools.shellsafety.shape import exact, quoted, shape_of
 from tools.shellsafety.unwrap import unwrap
-from tools.shellsafety.words import WordExpander, command_names
+from tools.shellsafety.walk import MAX_VARIANTS, Walker
+from tools.shellsafety.wrappers import Unwrapped
 
 MAX_DEPTH = 6  # nested scripts (bash -c "bash -c '...'") deeper than this are not followed
-MAX_VARIANTS = 8  # variable-value combinations tried per command
 MAX_CHAIN = 24  # wrappers around one command (sudo env nice ...) followed at most
-_PARAM_NAME = re.compile(r"!?([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*])")
+MAX_PROBES = 4  # suffixes of an unknown program's arguments judged as commands
 
 
-class Analyzer:
+class Analyzer(Walker):
     """Collects findings for one piece of shell text (and, through recursion, its parts)."""
 
     def __init__(
@@ -47,36 +42,41 @@ class Analyzer:
         chain: tuple[str, ...] = (),
         values: Mapping[str, list[str]] | None = None,
         files: WrittenFiles | None = None,
+        prefix: tuple[str, ...] = (),
+        root: str | None = None,
     ) -> None:
         self.policy, self.depth, self.chain = policy, depth, chain
         self._files = files or WrittenFiles()
         self.findings: list[Finding] = []
         self._scope = scope
         self._values: dict[str, list[str]] = {k: list(v) for k, v in (values or {}).items()}
+        self._tainted = {}
+        self._env_secrets = frozenset()
+        self.read_secrets = set()
         self._source = ""
         self._globbing = False  # inside _check_glob_names: do not expand globs again
+        # Shapes of the wrappers this text runs under (sudo, ssh host): part of every shape.
+        self.prefix = prefix
+        self._root = root  # the whole command as given, the shape of anything run-time
 
     def run(self, text: str) -> list[Finding]:
+        if self._root is None:
+            self._root = text
         if is_blank(text):
             return self.findings
         if self.depth > MAX_DEPTH:
-            self._add(
-                Hit(
-                    "ask",
-                    "shell code nested too deeply to check",
-                    text.strip()[:200],
-                    downgradable=False,
-                )
+            self.add(
+                Hit("ask", "shell code nested too deeply to check", exact(text), downgradable=False)
             )
             return self.findings
         try:
             trees = parse(text)
         except ParseFailure as exc:
-            self._add(
+            self.add(
                 Hit(
                     "ask",
                     f"the command could not be parsed ({exc})",
-                    text.strip()[:500],
+                    exact(text),
                     downgradable=False,
                 )
             )
@@ -95,20 +95,28 @@ class Analyzer:
 
     # -- judging one command -------------------------------------------------------------
 
-    def check(self, cmd: Command, chain: tuple[str, ...]) -> None:
+    def check(
+        self, cmd: Command, chain: tuple[str, ...], prefix: tuple[str, ...] | None = None
+    ) -> frozenset[str]:
+        """Judge `cmd` and whatever it runs in turn; return the secret files they read."""
+        prefix = self.prefix if prefix is None else prefix
         line = cmd.line()
         if len(chain) >= MAX_CHAIN:
             self._add(
-                Hit("ask", "commands wrapped too deeply to check", line[:200], downgradable=False)
+                Hit("ask", "commands wrapped too deeply to check", exact(line), downgradable=False),
+                None,
+                prefix,
             )
             innermost = _innermost(cmd)  # still judge what finally runs, without recursing
             for hit in self._builtin(innermost):
-                self._add(hit, innermost)
-            return
+                self._add(hit, innermost, prefix)
+            return frozenset()
         chain = (*chain, line)
         if pattern := self.policy.match("block", chain):
-            self._add(Hit("block", f"matches the shell_extra_block pattern {pattern!r}"), cmd)
-            return
+            self._add(
+                Hit("block", f"matches the shell_extra_block pattern {pattern!r}"), cmd, prefix
+            )
+            return frozenset()
         hits = self._builtin(cmd)
         if pattern := self.policy.match("ask", chain):
             hits.append(
@@ -117,14 +125,19 @@ class Analyzer:
         elif self.policy.match("allow", chain):
             hits = [h for h in hits if h.action == "block" or not h.downgradable]
         for hit in hits:
-            self._add(hit, cmd)
-        self._run_written(cmd)
-        self._files.note(cmd)
+            self._add(hit, cmd, prefix)
+        self._run_written(cmd, prefix)
+        self._files.note(cmd, lambda: shape_of(cmd, self._scope))
+        read = frozenset(s.label for s in secrets_read(cmd, self._context()))
         inner = unwrap(cmd)
+        wrapper = (*prefix, _wrapper_shape(cmd, inner, self._scope))
         for argv in inner.inner:
-            self.check(cmd.with_words(argv), chain)
+            read |= self.check(cmd.with_words(argv), chain, wrapper)
         for script in inner.scripts:
-            self._script(script, cmd, chain, _positional(inner.positional))
+            read |= self._script(script, cmd, chain, _positional(inner.positional), wrapper)
+        if not inner.inner and not inner.scripts:
+            self._unknown_program(cmd, chain, prefix)
+        return read
 
     def _builtin(self, cmd: Command) -> list[Hit]:
         hits: list[Hit] = []
@@ -134,7 +147,6 @@ class Analyzer:
                     "ask",
                     f"the command name is only known at run time "
                     f"({shown([cmd.words[0].text], 60)})",
-                    cmd.line(),
                     downgradable=False,
                 )
             )
@@ -145,31 +157,64 @@ class Analyzer:
             hits.extend(rule(cmd, ctx))
         return hits
 
-    def _run_written(self, cmd: Command) -> None:
+    def _unknown_program(
+        self, cmd: Command, chain: tuple[str, ...], prefix: tuple[str, ...]
+    ) -> None:
+        """`eatmydata rm -rf /`, `mytool -- sh -c ...`: a program not known here may run the
+        rest of its command line, so a dangerous rest is asked for (fail closed)."""
+        if not cmd.words or cmd.words[0].computed or is_known(cmd.name):
+            return
+        probes = 0
+        # A lone name is more often a topic than a command (`locate reboot`), so a command
+        # needs an argument of its own to be suspected.
+        for i, word in enumerate(cmd.words[1:-1], start=1):
+            name = word.text.rsplit("/", 1)[-1]
+            if word.dynamic or not starts_command(name):
+                continue
+            probe = Analyzer(
+                self.policy, self._scope, depth=self.depth, values=self._values, root=self._root
+            )
+            probe.check(cmd.with_words(cmd.words[i:]), chain)
+            worst = max(probe.findings, key=lambda f: SEVERITY[f.action], default=None)
+            if worst is not None:
+                rest = shown((w.text for w in cmd.words[i:]), 60)
+                self._add(Hit("ask", f"{cmd.name} may run `{rest}`: {worst.reason}"), cmd, prefix)
+                return
+            probes += 1
+            if probes >= MAX_PROBES:
+                return
+
+    def _run_written(self, cmd: Command, prefix: tuple[str, ...]) -> None:
         """A file this command line wrote earlier is now run: judge what was written."""
         run = self._files.executed(cmd)
         if run is None:
             return
+        # Approving the run names where the file came from (curl -o i.sh <url> => bash i.sh).
+        origin = f"{run.file.source} => {shape_of(cmd, self._scope)}"
         fetched = run.file.producers & (DOWNLOADERS | DECODERS)
         if fetched:
             self._add(
                 Hit(
                     "ask",
                     f"runs {run.path}, which {', '.join(sorted(fetched))} wrote",
+                    origin,
                     downgradable=False,
                 ),
                 cmd,
+                prefix,
             )
         if run.file.content is None:
             return
         if run.kind == "shell":
-            self.findings += self._nested(self.chain).run(run.file.content)
+            self.findings += self._nested(self.chain, prefix=(*prefix, origin)).run(
+                run.file.content
+            )
         else:
             for hit in judge_code(run.file.content, run.kind, self._context()):
-                self._add(hit, cmd)
+                self._add(hit, cmd, prefix)
 
     def _context(self) -> Context:
-        return Context(self._scope, self._analyze)
+        return Context(self._scope, self._analyze, self.policy.protected)
 
     def _check_glob_names(self, cmd: Command) -> None:
         """/???/r? may run rm: judge the command as each known name the glob matches."""
@@ -184,8 +229,13 @@ class Analyzer:
             self._globbing = False
 
     def _script(
-        self, script: Word, cmd: Command, chain: tuple[str, ...], positional: dict[str, list[str]]
-    ) -> None:
+        self,
+        script: Word,
+        cmd: Command,
+        chain: tuple[str, ...],
+        positional: dict[str, list[str]],
+        prefix: tuple[str, ...],
+    ) -> frozenset[str]:
         if script.dynamic:
             fetched = script.subcommands & (DOWNLOADERS | DECODERS)
             reason = (
@@ -193,14 +243,29 @@ class Analyzer:
                 if fetched
                 else f"runs a command string only known at run time ({shown([script.text])})"
             )
-            self._add(Hit("ask", reason, cmd.line(), downgradable=False), cmd)
-        self.findings += self._nested(chain, positional).run(script.text)
+            self._add(Hit("ask", reason, downgradable=False), cmd, prefix[:-1])
+        nested = self._nested(chain, positional, prefix)
+        self.findings += nested.run(script.text)
+        return frozenset(nested.read_secrets)
 
     def _analyze(self, text: str) -> list[Finding]:
         return self._nested(self.chain).run(text)
 
+    def nested_run(self, text: str) -> frozenset[str]:
+        nested = self._nested(self.chain)
+        self.findings += nested.run(text)
+        return frozenset(nested.read_secrets)
+
+    def hook(self, name: str, value: Word, cmd: Command) -> None:
+        for hit in hook_hits(name, value, self._context()):
+            shape = f"{name}={quoted(value.raw or value.text)} {shape_of(cmd, self._scope)}"
+            self._add(Hit(hit.action, hit.reason, shape, hit.downgradable), cmd, self.prefix)
+
     def _nested(
-        self, chain: tuple[str, ...], positional: Mapping[str, list[str]] | None = None
+        self,
+        chain: tuple[str, ...],
+        positional: Mapping[str, list[str]] | None = None,
+        prefix: tuple[str, ...] | None = None,
     ) -> Analyzer:
         return Analyzer(
             self.policy,
@@ -209,192 +274,42 @@ class Analyzer:
             chain=chain,
             values={**self._values, **(positional or {})},
             files=self._files,
+            prefix=self.prefix if prefix is None else prefix,
+            root=self._root,
         )
 
-    def _add(self, hit: Hit, cmd: Command | None = None) -> None:
+    def add(self, hit: Hit, cmd: Command | None = None) -> None:
+        self._add(hit, cmd, self.prefix)
+
+    def _add(self, hit: Hit, cmd: Command | None, prefix: tuple[str, ...]) -> None:
         if hit.action == "allow":
             return
-        shape = hit.shape if hit.shape is not None else (shape_of(cmd, self._scope) if cmd else "")
+        if cmd is not None and cmd.dynamic:
+            # What runs depends on values only known at run time: only the very same
+            # command line may share the approval.
+            shape = exact(self._root or "")
+        elif hit.shape is not None:
+            shape = " ".join([*prefix, hit.shape])
+        elif cmd is None:
+            shape = " ".join(prefix)
+        else:
+            # What a command reads on a pipe is part of what was approved (echo .. | psql).
+            feed = cmd.stdin.upstream if cmd.stdin.piped else ()
+            shape = " ".join([*prefix, " | ".join([*feed, shape_of(cmd, self._scope)])])
         reason = " ".join(hit.reason.split())
-        self.findings.append(Finding(hit.action, reason[:300], shape))
+        self.findings.append(Finding(hit.action, reason[:300], shape.strip()))
 
-    # -- walking the tree ----------------------------------------------------------------
 
-    def _node(self, node: Any, stdin: Stdin) -> str | None:
-        """Judge everything under node; return its output when statically known."""
-        kind = node.kind
-        if kind == "command":
-            return self._command(node, stdin)
-        if kind == "pipeline":
-            self._pipeline(node, stdin)
-        elif kind == "function":
-            self._function(node)
-        elif kind == "compound":
-            for child in node.list:
-                self._node(child, stdin)
-            self._lone_redirects(getattr(node, "redirects", None) or [])
-        elif kind in ("list", "if", "for", "while", "until"):
-            for child in node.parts:
-                self._node(child, stdin)
-        elif kind in ("word", "assignment", "redirect"):
-            self._inner_code(node)
-        return None
-
-    def _pipeline(self, node: Any, stdin: Stdin) -> None:
-        stages = [p for p in node.parts if p.kind not in ("pipe", "reservedword")]
-        producers = set(stdin.producers)
-        current = stdin
-        for stage in stages:
-            output = self._node(stage, current)
-            producers |= command_names(stage)
-            current = Stdin(text=output, producers=frozenset(producers), piped=True)
-
-    def _command(self, node: Any, stdin: Stdin) -> str | None:
-        for part in node.parts:
-            self._inner_code(part)
-        word_nodes = [p for p in node.parts if p.kind == "word"]
-        redirect_nodes = [p for p in node.parts if p.kind == "redirect"]
-        output: str | None = None
-        for i, env in enumerate(self._variants(node)):
-            expander = self._expander(env)
-            words = tuple(w for n in word_nodes for w in expander.words(n))
-            redirects, own_stdin = self._redirects(redirect_nodes, expander, stdin)
-            cmd = Command(words, redirects, own_stdin)
-            self.check(cmd, self.chain)
-            if i == 0:
-                output = static_output(cmd)
-        return output
-
-    def _lone_redirects(self, nodes: list[Any]) -> None:
-        for node in nodes:
-            self._inner_code(node)
-        redirects, _ = self._redirects(nodes, self._expander({}), Stdin())
-        self.check(Command((), redirects), self.chain)
-
-    def _function(self, node: Any) -> None:
-        name_node = next(p for p in node.parts if p.kind == "word")
-        name = self._expander({}).single(name_node).text
-        body = node.parts[-1]
-        if forks_itself(body, name):
-            self._add(
-                Hit(
-                    "block",
-                    f"fork bomb: function {name} starts copies of itself",
-                    f"{name}() {{ {name} | {name} & }}",
-                )
-            )
-        self._node(body, Stdin())
-
-    def _inner_code(self, node: Any) -> None:
-        """Commands inside $(..), `..`, <(..) and unquoted here-documents of one part."""
-        if node.kind in ("commandsubstitution", "processsubstitution"):
-            self._node(node.command, Stdin())
-            return
-        if node.kind == "redirect":
-            if getattr(node, "heredoc", None) is not None:
-                body, quoted = self._heredoc(node)
-                for snippet in [] if quoted else heredoc_substitutions(body):
-                    self.findings += self._nested(self.chain).run(snippet)
-            elif hasattr(node.output, "kind"):
-                self._inner_code(node.output)
-            return
-        for part in getattr(node, "parts", None) or []:
-            self._inner_code(part)
-
-    def _redirects(
-        self, nodes: list[Any], expander: WordExpander, stdin: Stdin
-    ) -> tuple[tuple[Redirect, ...], Stdin]:
-        out: list[Redirect] = []
-        for node in nodes:
-            op = node.type
-            if op in ("<<", "<<-"):
-                body, quoted = self._heredoc(node)
-                known = quoted or not re.search(r"\$\(|`", body)
-                stdin = Stdin(text=body if known else None, piped=True)
-                out.append(Redirect(op, None))
-                continue
-            target = expander.single(node.output) if hasattr(node.output, "kind") else None
-            if op == "<<<" and target is not None:
-                stdin = Stdin(
-                    text=None if target.dynamic else target.text + "\n",
-                    producers=target.subcommands,
-                    piped=True,
-                )
-            elif op == "<":
-                stdin = Stdin()
-            out.append(Redirect(op, target))
-        return tuple(out), stdin
-
-    def _heredoc(self, node: Any) -> tuple[str, bool]:
-        start, end = node.heredoc.pos
-        lines = self._source[start:end].split("\n")
-        delimiter_node = node.output
-        raw = self._source[node.pos[0] : delimiter_node.pos[1] + 1]
-        delimiter = re.sub(r"[\"'\\]", "", self._source[slice(*delimiter_node.pos)]).strip()
-        if node.type == "<<-":
-            lines = [line.lstrip("\t") for line in lines]
-        if lines and lines[-1].strip() == delimiter:
-            lines = lines[:-1]
-        return "\n".join(lines) + "\n", any(q in raw.split("<<", 1)[-1] for q in "'\"\\")
-
-    # -- variables and directories -------------------------------------------------------
-
-    def _expander(self, env: Mapping[str, str]) -> WordExpander:
-        return WordExpander(self._source, env, lambda part: self._substitute(part, env))
-
-    def _substitute(self, part: Any, env: Mapping[str, str]) -> str | None:
-        """The output of $(...) when it is fixed: $(echo rm), $(printf '\\x72m')."""
-        node = part.command
-        stages = (
-            [p for p in node.parts if p.kind not in ("pipe", "reservedword")]
-            if (node.kind == "pipeline")
-            else [node]
-        )
-        text: str | None = None
-        for i, stage in enumerate(stages):
-            if stage.kind != "command":
-                return None
-            expander = self._expander(env)
-            words = tuple(w for p in stage.parts if p.kind == "word" for w in expander.words(p))
-            stdin = Stdin(text=text, piped=i > 0)
-            redirects, stdin = self._redirects(
-                [p for p in stage.parts if p.kind == "redirect"], expander, stdin
-            )
-            text = static_output(Command(words, redirects, stdin))
-            if text is None:
-                return None
-        return text
-
-    def _variants(self, node: Any) -> list[dict[str, str]]:
-        referenced = {
-            m.group(1)
-            for p in descendants(node)
-            if p.kind == "parameter"
-            if (m := _PARAM_NAME.match(getattr(p, "value", "") or ""))
-        }
-        # IFS changes how every unquoted expansion splits, referenced or not
-        names = sorted((referenced | {"IFS"}) & self._values.keys())
-        choices = [[(n, v) for v in self._values[n][:MAX_VARIANTS]] for n in names]
-        return [dict(c) for c in itertools.islice(itertools.product(*choices), MAX_VARIANTS)]
-
-    def _collect_values(self, trees: list[Any]) -> None:
-        """Literal values assigned anywhere (X=rm; export Y=/; for Z in a b), flow-insensitively."""
-        for _ in range(2):  # a second pass resolves values built from other variables
-            env = {k: v[0] for k, v in self._values.items() if v}
-            expander = self._expander(env)
-            for tree in trees:
-                for node in descendants(tree):
-                    for name, value in assignments(node, expander):
-                        known = self._values.setdefault(name, [])
-                        if value not in known and len(known) < MAX_VARIANTS:
-                            known.append(value)
-
-    def _note_cd(self, node: Any) -> None:
-        expander = self._expander({k: v[0] for k, v in self._values.items() if v})
-        words = [w for p in node.parts if p.kind == "word" for w in expander.words(p)]
-        if words and words[0].text in ("cd", "pushd", "chdir"):
-            targets = [w for w in words[1:] if not w.text.startswith("-") or w.text == "-"]
-            self._scope = self._scope.with_cd(targets[0] if targets else None)
+def _wrapper_shape(cmd: Command, inner: Unwrapped, scope: Scope) -> str:
+    """The wrapper's own part of a command (`sudo -u root` of `sudo -u root rm x`)."""
+    if len(inner.inner) == 1 and not inner.scripts:
+        argv = inner.inner[0]
+        if argv and cmd.words[-len(argv) :] == argv:
+            return shape_of(cmd.with_words(cmd.words[: len(cmd.words) - len(argv)]), scope)
+    for script in inner.scripts[:1]:
+        if script in cmd.words:
+            return shape_of(cmd.with_words(cmd.words[: cmd.words.index(script)]), scope)
+    return shape_of(cmd, scope)
 
 
 def _innermost(cmd: Command) -> Command:

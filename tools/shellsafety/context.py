@@ -1,19 +1,21 @@
-"""What a rule may consult besides the command: where paths resolve, and a way to judge
-code embedded in an argument (python -c, awk programs, tar --to-command)."""
+"""What a rule may consult besides the command: where paths resolve, the gateway's own
+files, and a way to judge code embedded in an argument (python -c, awk, tar --to-command)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tools.shellsafety.model import Command, Finding, Hit
 from tools.shellsafety.paths import Scope
+from tools.shellsafety.state import GatewayPaths
 
 
 @dataclass(frozen=True)
 class Context:
     scope: Scope
     analyze: Callable[[str], list[Finding]]  # judge a string as shell code, one level deeper
+    state: GatewayPaths = field(default_factory=GatewayPaths)  # the gateway's own files
 
 
 Rule = Callable[[Command, Context], Iterable[Hit]]

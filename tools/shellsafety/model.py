@@ -17,8 +17,9 @@ class Verdict:
 
     action: Action
     reason: str  # one line naming the worst thing found
-    # A normalised form of the risky parts (e.g. "rm -f -r <args>"): approving it may
-    # pre-approve later commands of the same shape for the session.
+    # A normalised form of the risky parts (e.g. "rm -f -r /ws/build"): approving it may
+    # pre-approve later commands of the same shape for the session, so it names the exact
+    # targets (see the package docstring).
     shape: str = ""
 
 
@@ -51,6 +52,8 @@ class Word:
     computed: bool = False  # contains any expansion, even one resolved here
     # Names of commands run inside $(..), `..` or <(..) within this word.
     subcommands: frozenset[str] = field(default_factory=frozenset)
+    procsub: bool = False  # a process substitution <(..): a /dev/fd path fed by a command
+    raw: str = ""  # the word as written, kept for computed words (shapes show it exactly)
 
     def __post_init__(self) -> None:
         if not self.pattern:
@@ -83,6 +86,8 @@ class Stdin:
     text: str | None = None  # statically known content (echo ... |, here-docs)
     producers: frozenset[str] = field(default_factory=frozenset)  # upstream command names
     piped: bool = False  # fed by a pipe or here-doc rather than /dev/null or a file
+    upstream: tuple[str, ...] = ()  # shapes of the commands feeding it, for exact approvals
+    secrets: frozenset[str] = field(default_factory=frozenset)  # secret files it carries
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,8 @@ class Command:
     words: tuple[Word, ...]
     redirects: tuple[Redirect, ...] = ()
     stdin: Stdin = field(default_factory=Stdin)
+    # Secret files whose content reaches the arguments ($(cat ~/.ssh/id_rsa), tainted $VARs).
+    secrets: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def name(self) -> str:
@@ -108,8 +115,15 @@ class Command:
         """Words joined by spaces with the name normalised; what extra patterns match."""
         return " ".join([self.name, *self.args]) if self.words else ""
 
+    @property
+    def dynamic(self) -> bool:
+        """Some word or redirect target is only known at run time."""
+        return any(w.dynamic for w in self.words) or any(
+            r.target is not None and r.target.dynamic for r in self.redirects
+        )
+
     def with_words(self, words: tuple[Word, ...]) -> Command:
-        return Command(words=words, redirects=(), stdin=self.stdin)
+        return Command(words=words, redirects=(), stdin=self.stdin, secrets=self.secrets)
 
 
 def worst(findings: list[Finding]) -> Finding | None:

@@ -1,5 +1,6 @@
-"""Heuristics, not parsers, for code in arguments (`python -c`, awk, sed `e`, tar
---to-command): string literals handed to a command runner are judged as shell code."""
+"""Heuristics, not parsers, for code in arguments (`python -c`, awk, sed `e`): string
+literals handed to a command runner are judged as shell code, and code that picks what it
+calls by a computed name (getattr, eval, x['ex' + 'ec']) is asked for."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from collections.abc import Iterator
 
 from tools.shellsafety.argv import parse_flags
 from tools.shellsafety.context import Context, Rule
-from tools.shellsafety.model import SEVERITY, Command, Hit, Word
+from tools.shellsafety.exfil import secret_at
+from tools.shellsafety.model import Command, Hit, Word
 from tools.shellsafety.names import interpreter_family, is_interpreter
 from tools.shellsafety.paths import protected
+from tools.shellsafety.sql import dangerous_sql
 
 _CODE_FLAGS = {
     "python": "c",
@@ -36,7 +39,7 @@ _LITERAL = re.compile(
     re.S,
 )
 _RUNS = re.compile(
-    r"\b(system|exec\w*|popen\w*|spawn\w*|subprocess|check_output|check_call|"
+    r"\b(system|exec(?!ute)\w*|popen\w*|spawn\w*|subprocess|check_output|check_call|"
     r"Popen|shell_exec|passthru|proc_open|IO\.popen|Open3|child_process|qx|"
     r"getline|Command)\b|`|\|\s*\"|%x"
 )
@@ -45,9 +48,30 @@ _DELETES = re.compile(
     r"FileUtils\.rm|fs\.rm|Remove-Item|unlink|os\.remove|rmdir"
 )
 _ARRAY = re.compile(r"\[([^\[\]]*)\]")
-_GIT_RUNS = re.compile(
-    r"(?i)(alias\.[\w.-]+=!|core\.(sshcommand|pager|editor|fsmonitor|hookspath)=)"
+_SQL_CALL = re.compile(r"\b(execute|executemany|executescript|exec|query|raw|run)\s*\(", re.I)
+_WRITES = re.compile(
+    r"\bopen\s*\([^)]*['\"][wax+]|write_text|write_bytes|writeFile|appendFile|truncate|"
+    r"unlink|remove|rmtree|rename|replace|copy|move|symlink|chmod|File\.(write|open)|>>?"
 )
+# Ways to call something whose name is computed: getattr(os, 'sys' + 'tem'), x['ex' + 'ec'](..),
+# eval, __import__ of a non-literal, reflection. Searched with string contents removed.
+_DYNAMIC = re.compile(
+    r"(?<![.\w])(getattr|setattr|globals|locals|vars|eval|compile|loadstring)\s*\(|"
+    r"\b(__getattribute__|__dict__|__builtins__|__globals__|__subclasses__|__code__|"
+    r"attrgetter|methodcaller|importlib|import_module|ctypes|cffi|"
+    r"Reflect|fromCharCode|atob|instance_eval|class_eval|module_eval|const_get|"
+    r"public_send|__send__|call_user_func(_array)?|create_function)\b\s*[(.\[]?|"
+    r"\b(__import__|require|import)\s*\(\s*(?!(''|\"\")\s*\))|"
+    r"\bnew\s+Function\b|\bFunction\s*\(|"
+    r"\bprocess\s*\.\s*(binding|dlopen)|\b(globalThis|global|window|_G|_ENV)\s*\[|"
+    r"\bsys\.modules\b|\[(?!\s*-?\d+\s*\])[^\[\]\n]*\]\s*\("
+)
+_DYNAMIC_BY_FAMILY: dict[str, re.Pattern[str]] = {
+    "ruby": re.compile(r"\.\s*(send|method|instance_variable_get)\b|\beval\b"),
+    "perl": re.compile(r"&\s*[{$]|\*\s*\{|->\s*can\b|\beval\s*(?!\{)|\bdo\s*[$'\"]"),
+    "php": re.compile(r"\$\w+\s*\(|\$\{|\bassert\s*\("),
+    "lua": re.compile(r"\bload\s*\(|\bdebug\."),
+}
 MAX_LITERALS = 64  # each literal is parsed as shell code; bound the work
 
 
@@ -85,7 +109,12 @@ def _code_of(cmd: Command) -> str | None:
 
 
 def judge_code(code: str, family: str, ctx: Context) -> Iterator[Hit]:
-    """Judge inline code by the shell commands and paths it hands to the system."""
+    """Judge inline code by the shell commands and paths it hands to the system.
+
+    Keywords are looked for outside string literals (`print('rmtree')` deletes nothing);
+    the literals themselves are judged as the commands, paths and SQL they may be.
+    """
+    masked = _LITERAL.sub(_emptied, code)
     literals = [next(g for g in m.groups() if g is not None) for m in _LITERAL.finditer(code)]
     literals += [
         " ".join(
@@ -97,13 +126,20 @@ def judge_code(code: str, family: str, ctx: Context) -> Iterator[Hit]:
         if _LITERAL.search(inner)
     ]
     literals = [lit for lit in literals if lit.strip()][:MAX_LITERALS]
-    if _RUNS.search(code):
+    if dynamic := _dynamic_access(masked, family):
+        yield Hit(
+            "ask",
+            f"{family} code looks up what it calls at run time ({dynamic}), "
+            "which can hide what it runs",
+            downgradable=False,
+        )
+    if _RUNS.search(masked):
         # Code that starts programs may build their command lines in ways not followed here.
         yield Hit("ask", f"{family} code runs other programs")
         for literal in literals:
             for finding in ctx.analyze(literal):
                 yield Hit(finding.action, f"{family} code runs a shell command: {finding.reason}")
-    if _DELETES.search(code):
+    if _DELETES.search(masked):
         for literal in literals:
             if "/" not in literal and not literal.startswith("~"):
                 continue
@@ -112,10 +148,51 @@ def judge_code(code: str, family: str, ctx: Context) -> Iterator[Hit]:
             if why:
                 yield Hit("block", f"{family} code deletes {why}")
         yield Hit("ask", f"{family} code deletes files")
-    if re.search(r"\bfork\b", code) and re.search(r"\b(while|for|loop|until|each)\b", code):
+    if re.search(r"\bfork\b", masked) and re.search(r"\b(while|for|loop|until|each)\b", masked):
         yield Hit("ask", f"{family} code forks in a loop (possible fork bomb)")
-    if re.search(r"\bkill\s*\(\s*-1\b", code):
+    if re.search(r"\bkill\s*\(\s*-1\b", masked):
         yield Hit("block", f"{family} code signals every process (kill -1)")
+    if _SQL_CALL.search(masked):
+        for literal in literals:
+            if reason := dangerous_sql(literal):
+                yield Hit("ask", f"{family} code sends SQL that {reason[0]}")
+                break
+    yield from _paths_in_code(literals, family, ctx, writes=bool(_WRITES.search(masked)))
+
+
+def _emptied(m: re.Match[str]) -> str:
+    """A literal with its content removed, quotes kept (`'rm'` -> `''`)."""
+    text = m.group(0)
+    if text.startswith("`"):
+        return text  # backticks run commands in ruby, perl and php: keep them visible
+    quote = text[:3] if text[:3] in ("'''", '"""') else text[0]
+    return quote + quote
+
+
+def _dynamic_access(masked: str, family: str) -> str | None:
+    """The construct by which code picks a function by a computed name, if any."""
+    m = _DYNAMIC.search(masked) or (
+        _DYNAMIC_BY_FAMILY[family].search(masked) if family in _DYNAMIC_BY_FAMILY else None
+    )
+    return " ".join(m.group(0).rstrip("([. ").split())[:40] if m else None
+
+
+def _paths_in_code(
+    literals: list[str], family: str, ctx: Context, *, writes: bool
+) -> Iterator[Hit]:
+    """String literals naming the gateway's own files or secrets outside the workspace."""
+    for literal in literals:
+        if not re.fullmatch(r"[\w./~@%+,:-]+", literal) or "/" not in literal + "~":
+            continue
+        for place in ctx.scope.locate(Word.literal(literal)):
+            guarded = ctx.state.owner(place.path)
+            secret = secret_at(place.path, ctx, place.outside)
+            if guarded is not None and (writes or guarded.secret):
+                yield Hit("ask", f"{family} code touches {literal} ({guarded.label})")
+                return
+            if secret is not None and secret.exposed_by_reading:
+                yield Hit("ask", f"{family} code reads {secret.label}")
+                return
 
 
 def sed(cmd: Command, ctx: Context) -> Iterator[Hit]:
@@ -129,57 +206,8 @@ def sed(cmd: Command, ctx: Context) -> Iterator[Hit]:
             yield Hit("ask", "the sed script runs shell commands (e)")
 
 
-def command_options(cmd: Command, ctx: Context) -> Iterator[Hit]:
-    """Options whose value is a command: tar --to-command, rsync -e, vim -c '!...', ssh -o."""
-    for command in _option_commands(cmd):
-        worst: Hit | None = None
-        for finding in ctx.analyze(command):
-            if worst is None or SEVERITY[finding.action] > SEVERITY[worst.action]:
-                worst = Hit(finding.action, f"{cmd.name} runs a command: {finding.reason}")
-        if worst is not None:
-            yield worst
-        if cmd.name == "tar":
-            yield Hit("ask", f"tar runs a command ({command[:60]})")
-
-
-def _option_commands(cmd: Command) -> Iterator[str]:
-    args = list(cmd.args)
-    for i, arg in enumerate(args):
-        nxt = args[i + 1] if i + 1 < len(args) else ""
-        name, eq, value = arg.partition("=")
-        if cmd.name == "tar" and name in (
-            "--to-command",
-            "--checkpoint-action",
-            "--rsh-command",
-            "--info-script",
-            "--new-volume-script",
-        ):
-            yield value.removeprefix("exec=") if eq else nxt.removeprefix("exec=")
-        elif cmd.name == "rsync" and name in ("-e", "--rsh"):
-            yield value if eq else nxt
-        elif cmd.name in ("vim", "vi", "nvim", "ex", "view") and (
-            arg in ("-c", "--cmd") or arg.startswith("+")
-        ):
-            text = nxt if arg in ("-c", "--cmd") else arg[1:]
-            if text.lstrip(":").startswith("!"):
-                yield text.lstrip(":")[1:]
-        elif cmd.name in ("ssh", "scp", "sftp") and "proxycommand" in arg.lower():
-            yield arg.split("=", 1)[-1] if "=" in arg else nxt
-        elif cmd.name == "git" and arg == "-c" and _GIT_RUNS.match(nxt):
-            yield nxt.split("=", 1)[1].lstrip("!")
-        elif cmd.name == "git" and arg == "config" and i + 2 < len(args):
-            # git config alias.x '!cmd' (or core.pager ...): runs on a later git call
-            key, value = [a for a in args[i + 1 :] if not a.startswith("-")][:2] or ["", ""]
-            if _GIT_RUNS.match(f"{key}={value}"):
-                yield value.lstrip("!")
-
-
 RULES: dict[str, Rule] = {
     **dict.fromkeys(("awk", "gawk", "mawk", "nawk"), inline_code),
     "sed": sed,
-    **dict.fromkeys(
-        ("tar", "rsync", "vim", "vi", "nvim", "ex", "view", "ssh", "scp", "sftp", "git"),
-        command_options,
-    ),
 }
 INTERPRETER_RULES: list[Rule] = [inline_code]

@@ -8,11 +8,13 @@ from collections.abc import Iterator
 from tools.shellsafety.argv import parse_flags
 from tools.shellsafety.context import Context, Rule, shown
 from tools.shellsafety.model import Command, Hit, Word
-from tools.shellsafety.paths import block_device, protected, write_risk
+from tools.shellsafety.paths import HOME, Place, block_device, protected, write_risk
 from tools.shellsafety.runners import find_starts
+from tools.shellsafety.shape import show_path
 
 _DASH_MODE = re.compile(r"[-+=][rwxXst]+([,+=-][rwxXstugoa]*)*")
 _DELETERS = frozenset({"rm", "shred", "unlink", "rmdir", "wipefs", "truncate"})
+_FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _PARTITIONERS = frozenset({"fdisk", "sfdisk", "cfdisk", "gdisk", "sgdisk", "parted", "partx"})
 
 
@@ -29,6 +31,21 @@ def _protected_hits(words: list[Word], ctx: Context, verb: str) -> Iterator[Hit]
             return
 
 
+def gateway_hits(
+    words: list[Word], ctx: Context, verb: str, *, tree: bool = False
+) -> Iterator[Hit]:
+    """Asks for touching the gateway's own files (config, store, skills, data directory);
+    `tree`: the command works recursively, so a protected place under a word counts too."""
+    for word in words:
+        for place in ctx.scope.locate(word):
+            guarded = ctx.state.owner(place.path) or (
+                ctx.state.inside(place.path) if tree else None
+            )
+            if guarded is not None:
+                yield Hit("ask", f"{verb} {word.text}, which holds {guarded.label}")
+                return
+
+
 def _outside(words: list[Word], ctx: Context) -> Word | None:
     for word in words:
         if any(place.outside for place in ctx.scope.locate(word)):
@@ -41,6 +58,7 @@ def rm(cmd: Command, ctx: Context) -> Iterator[Hit]:
     recursive = flags.has("-r", "-R", "--recursive")
     ops = flags.operands
     what = shown(w.text for w in ops) or "paths read from input"
+    yield from gateway_hits(ops, ctx, "deletes", tree=recursive)
     if recursive:
         yield from _protected_hits(ops, ctx, "recursive delete of")
         yield Hit("ask", f"recursive delete of {what}")
@@ -54,21 +72,35 @@ def rm(cmd: Command, ctx: Context) -> Iterator[Hit]:
 
 def find(cmd: Command, ctx: Context) -> Iterator[Hit]:
     args = cmd.args
-    runs_delete = any(
-        a in ("-exec", "-execdir", "-ok", "-okdir")
-        and i + 1 < len(args)
-        and args[i + 1].rsplit("/", 1)[-1] in _DELETERS
-        for i, a in enumerate(args)
-    )
+    runs = [args[i + 1] for i, a in enumerate(args[:-1]) if a in _FIND_RUNS]
+    runs_delete = any(r.rsplit("/", 1)[-1] in _DELETERS for r in runs)
+    starts, _ = find_starts(cmd.words[1:])
+    if runs or "-delete" in args or "-fprint" in args:
+        # A command run on every file of a home or system tree is a sweep, whatever it is.
+        wide = next((w for w in starts if _wide(w, ctx)), None)
+        if wide is not None:
+            what = f"runs {runs[0]} on" if runs else "deletes or writes"
+            yield Hit("ask", f"find {what} every file under {wide.text}")
+        yield from gateway_hits(starts, ctx, "find works through", tree=True)
     if "-delete" not in args and not runs_delete:
         return
-    starts, _ = find_starts(cmd.words[1:])
     yield from _protected_hits(starts, ctx, "find deleting under")
     yield Hit("ask", f"find deletes every match under {shown(w.text for w in starts)}")
 
 
+def _wide(word: Word, ctx: Context) -> bool:
+    """A home directory, / or a system directory: far more than the task at hand."""
+    for place in ctx.scope.locate(word):
+        path = place.path
+        home = ctx.state.in_home(path) and len([c for c in path.split("/") if c]) <= 2
+        if home or protected(path) is not None or path == "/":
+            return True
+    return False
+
+
 def unlink(cmd: Command, ctx: Context) -> Iterator[Hit]:
     ops = parse_flags(cmd.words[1:]).operands
+    yield from gateway_hits(ops, ctx, "deletes")
     if dynamic := next((w for w in ops if w.dynamic), None):
         yield Hit("ask", f"deletes a path only known at run time ({dynamic.text})")
     elif outside := _outside(ops, ctx):
@@ -82,6 +114,7 @@ def rsync(cmd: Command, ctx: Context) -> Iterator[Hit]:
     ):
         return
     dest = flags.operands[-1:]
+    yield from gateway_hits(dest, ctx, "rsync deletes files in", tree=True)
     yield from _protected_hits(dest, ctx, "rsync --delete into")
     yield Hit("ask", f"rsync deletes files in {shown(w.text for w in dest)}")
 
@@ -96,6 +129,7 @@ def chmod_family(cmd: Command, ctx: Context) -> Iterator[Hit]:
     mode = dash_modes[0].text if dash_modes else (ops[0].text if ops and not referenced else "")
     targets = ops if dash_modes or referenced else ops[1:]
     what = shown(w.text for w in targets)
+    yield from gateway_hits(targets, ctx, f"{cmd.name} of", tree=flags.has("-R", "--recursive"))
     if flags.has("-R", "--recursive"):
         yield from _protected_hits(targets, ctx, f"recursive {cmd.name} of")
         yield Hit("ask", f"recursive {cmd.name} of {what}")
@@ -146,8 +180,9 @@ def truncate(cmd: Command, ctx: Context) -> Iterator[Hit]:
 
 def destroy(cmd: Command, ctx: Context) -> Iterator[Hit]:
     """shred, wipefs, blkdiscard: data is gone for good (devices are caught as writes)."""
-    ops = [w.text for w in cmd.words[1:] if not w.text.startswith("-")]
-    yield Hit("ask", f"{cmd.name} destroys the data in {shown(ops)}")
+    ops = [w for w in cmd.words[1:] if not w.text.startswith("-")]
+    yield from gateway_hits(ops, ctx, f"{cmd.name} destroys")
+    yield Hit("ask", f"{cmd.name} destroys the data in {shown(w.text for w in ops)}")
 
 
 def partition(cmd: Command, ctx: Context) -> Iterator[Hit]:
@@ -167,6 +202,7 @@ def mv(cmd: Command, ctx: Context) -> Iterator[Hit]:
         yield Hit("ask", hit.reason)
     for hit in _protected_hits(sources, ctx, "moves"):
         yield Hit("ask", hit.reason)
+    yield from gateway_hits(sources, ctx, "moves", tree=True)
 
 
 def write_targets(cmd: Command) -> list[Word]:
@@ -214,6 +250,9 @@ def write_targets(cmd: Command) -> list[Word]:
         ]
     elif name in ("truncate", "shred", "wipefs", "blkdiscard", "fallocate", "mkswap", "badblocks"):
         targets += parse_flags(words, "snlo", ("--size", "--length", "--offset")).operands
+    elif name == "git" and [w.text for w in words[:1]] == ["clone"]:
+        ops = parse_flags(words[1:], "obcuj", ("--branch", "--origin", "--depth")).operands
+        targets += ops[1:2]
     return targets
 
 
@@ -226,12 +265,26 @@ def _sed_files(words: list[Word]) -> list[Word]:
 
 
 def writes(cmd: Command, ctx: Context) -> Iterator[Hit]:
-    for target in write_targets(cmd):
+    targets = write_targets(cmd)
+    yield from gateway_hits(targets, ctx, "writes to")
+    for target in targets:
         for place in ctx.scope.locate(target):
             risk = write_risk(place)
-            if risk is not None:
+            if risk is not None and not _rc_in_workspace(place, ctx, risk[1]):
                 yield Hit("block" if risk[0] == "block" else "ask", risk[1])
                 break
+            home = place.outside and ctx.state.in_home(place.path)
+            if home and not ctx.state.in_workspace(place.path):
+                where = show_path(place.path)
+                yield Hit("ask", f"writes outside the workspace into a home directory ({where})")
+                break
+
+
+def _rc_in_workspace(place: Place, ctx: Context, reason: str) -> bool:
+    """A `.bashrc` inside the workspace is a project file, not the user's start-up file."""
+    return reason.startswith("writes to the shell start-up file") and not (
+        place.outside or place.path.startswith(HOME)
+    )
 
 
 RULES: dict[str, Rule] = {

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 
 from tools.shellsafety.argv import Flags, first_operand, parse_flags
 from tools.shellsafety.context import Context, Rule, shown
-from tools.shellsafety.model import Command, Hit
-from tools.shellsafety.names import is_interpreter
+from tools.shellsafety.model import Command, Hit, Word
+from tools.shellsafety.names import PACKAGE_MANAGERS, is_interpreter
 
 _POWER_SUBCOMMANDS = frozenset({"poweroff", "reboot", "halt", "kexec", "soft-reboot"})
 _SYSTEMCTL_ASK = frozenset(
@@ -83,7 +83,9 @@ def kill(cmd: Command, ctx: Context) -> Iterator[Hit]:
         return
     sig = (signal or "").upper().removeprefix("SIG")
     if sig in ("9", "KILL"):
-        yield Hit("ask", f"kill -9 stops {shown(targets)} without letting it clean up")
+        # The shape names the signal and the exact pids: kill -9 4242 is not kill -9 1.
+        shape = " ".join(["kill -KILL", *targets])
+        yield Hit("ask", f"kill -9 stops {shown(targets)} without letting it clean up", shape=shape)
 
 
 def _kill_args(args: list[str]) -> tuple[str | None, list[str]]:
@@ -169,6 +171,12 @@ def packages(cmd: Command, ctx: Context) -> Iterator[Hit]:
         yield Hit("ask", f"removes packages ({cmd.line()[:80]})")
 
 
+def compose(cmd: Command, ctx: Context) -> Iterator[Hit]:
+    """docker-compose / podman-compose: the standalone spelling of `docker compose`."""
+    words = (Word.literal("docker"), Word.literal("compose"), *cmd.words[1:])
+    yield from containers(Command(words, cmd.redirects, cmd.stdin), ctx)
+
+
 def containers(cmd: Command, ctx: Context) -> Iterator[Hit]:
     sub, rest = first_operand(
         cmd.words[1:],
@@ -182,8 +190,10 @@ def containers(cmd: Command, ctx: Context) -> Iterator[Hit]:
         yield Hit("ask", f"{line} removes or stops containers")
     elif sub in objects and texts[:1] and texts[0] in ("prune", "rm", "remove", "stop", "kill"):
         yield Hit("ask", f"{line} removes containers or their data")
-    elif sub == "compose" and "down" in texts:
-        yield Hit("ask", f"{line} stops and removes containers")
+    elif sub == "compose" and {"down", "rm", "kill", "stop"} & set(texts):
+        volumes = any(t in ("-v", "--volumes") or re.fullmatch(r"-\w*v\w*", t) for t in texts)
+        extra = " and deletes their volumes (data)" if volumes else ""
+        yield Hit("ask", f"{line} stops and removes containers{extra}")
     elif sub in ("run", "create") and _host_access(texts):
         yield Hit("ask", f"{line} gives a container access to the host")
 
@@ -227,6 +237,8 @@ def git(cmd: Command, ctx: Context) -> Iterator[Hit]:
 
 
 def _git_push(flags: Flags, ops: list[str]) -> str | None:
+    if flags.has("-n", "--dry-run"):
+        return None  # only reports what would be pushed
     if flags.has("-f", "--force", "--force-with-lease", "--force-if-includes"):
         return "git push --force rewrites history on the remote"
     if any(op.startswith("+") for op in ops[1:]):
@@ -358,6 +370,7 @@ RULES: dict[str, Rule] = {
     "kill": kill,
     **dict.fromkeys(("pkill", "killall", "killall5", "skill", "slay"), kill_by_name),
     **dict.fromkeys(("docker", "podman", "nerdctl"), containers),
+    **dict.fromkeys(("docker-compose", "podman-compose"), compose),
     "git": git,
     "crontab": crontab,
     **dict.fromkeys(
@@ -389,38 +402,6 @@ RULES: dict[str, Rule] = {
         ),
         system_state,
     ),
-    **dict.fromkeys(
-        (
-            "apt",
-            "apt-get",
-            "aptitude",
-            "dpkg",
-            "yum",
-            "dnf",
-            "microdnf",
-            "tdnf",
-            "zypper",
-            "pacman",
-            "apk",
-            "brew",
-            "pip",
-            "pip3",
-            "pipx",
-            "uv",
-            "npm",
-            "pnpm",
-            "yarn",
-            "snap",
-            "flatpak",
-            "gem",
-            "cargo",
-            "conda",
-            "mamba",
-            "micromamba",
-            "port",
-            "nix-env",
-        ),
-        packages,
-    ),
+    **dict.fromkeys(PACKAGE_MANAGERS, packages),
 }
 INTERPRETER_RULES: list[Rule] = [packages]  # python -m pip uninstall

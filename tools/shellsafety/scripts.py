@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tools.shellsafety.model import Command
@@ -19,6 +20,9 @@ _SHEBANG = re.compile(r"#!\s*\S*?(?:env\s+)?(?:\S*/)?(python|perl|ruby|node|php|
 class Written:
     content: str | None  # None: not knowable (downloaded, copied from elsewhere)
     producers: frozenset[str]  # the command that wrote it and what fed that command
+    # The writing command and what fed it, as shapes (`curl -o /ws/i.sh https://x`), so
+    # approving a run of the file names where it came from.
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -34,20 +38,24 @@ class WrittenFiles:
     def __init__(self) -> None:
         self._files: dict[str, Written] = {}
 
-    def note(self, cmd: Command) -> None:
+    def note(self, cmd: Command, shape: Callable[[], str] = str) -> None:
+        """Remember what `cmd` writes; `shape` gives its shape (asked for only if it writes)."""
+        if not write_targets(cmd):
+            return
         output = static_output(cmd)
         producers = frozenset({cmd.name}) | cmd.stdin.producers
+        source = " | ".join([*cmd.stdin.upstream, shape()])
         for redirect in cmd.redirects:
             if redirect.writes and redirect.target is not None:
-                self._remember(redirect.target.text, Written(output, producers))
+                self._remember(redirect.target.text, Written(output, producers, source))
         if cmd.name in ("cp", "mv", "install", "ln") and len(cmd.words) >= 3:
-            source = self._files.get(_key(cmd.words[-2].text))
-            self._remember(cmd.words[-1].text, source or Written(None, producers))
+            copied = self._files.get(_key(cmd.words[-2].text))
+            self._remember(cmd.words[-1].text, copied or Written(None, producers, source))
         elif cmd.name not in ("echo", "printf"):
             content = cmd.stdin.text if cmd.name == "tee" else None
             for target in write_targets(cmd):
                 if not any(r.target is target for r in cmd.redirects):
-                    self._remember(target.text, Written(content, producers))
+                    self._remember(target.text, Written(content, producers, source))
 
     def executed(self, cmd: Command) -> Run | None:
         found = _script_of(cmd)

@@ -63,6 +63,78 @@ _SPECS: dict[str, Spec] = {
     "runuser": Spec("ugGsw", frozenset({"--user", "--group", "--supp-group", "--shell"})),
     "caffeinate": Spec("t"),
     "systemd-run": Spec("pEu"),
+    # Programs that run their arguments as a command after their own options.
+    "eatmydata": Spec(),
+    "nocache": Spec(),
+    "faketime": Spec("p", frozenset({"--exclude-monotonic"}), positionals=1),
+    "datefudge": Spec("", positionals=1),
+    "cpulimit": Spec("lpe", frozenset({"--limit", "--pid", "--exe", "--cpu"})),
+    "trickle": Spec("udwtln"),
+    "tsocks": Spec(),
+    "torify": Spec(),
+    "gosu": Spec("", positionals=1),
+    "su-exec": Spec("", positionals=1),
+    "s6-setuidgid": Spec("", positionals=1),
+    "chpst": Spec("uUenlLmdofcpr"),
+    "setpriv": Spec(
+        "",
+        frozenset(
+            {"--reuid", "--regid", "--groups", "--inh-caps", "--ambient-caps", "--bounding-set"}
+        ),
+    ),
+    "setarch": Spec("", positionals=1),
+    "linux32": Spec(),
+    "linux64": Spec(),
+    "numactl": Spec("NmCpiP"),
+    "prlimit": Spec("p", frozenset({"--pid"})),
+    "valgrind": Spec(),
+    "xvfb-run": Spec("nsfepw"),
+    "dbus-run-session": Spec(),
+    "dbus-launch": Spec(),
+    "ssh-agent": Spec("aEtP"),
+    "tini": Spec("pe"),
+    "dumb-init": Spec("r"),
+    "rlwrap": Spec("bDfHlpPsSwz"),
+    "lckdo": Spec("W", positionals=1),
+    "daemonize": Spec("ceoplua"),
+    "run-one": Spec(),
+    "ifne": Spec(),
+    "systemd-inhibit": Spec("", frozenset({"--what", "--who", "--why", "--mode"})),
+    "cgexec": Spec("g"),
+    "schroot": Spec("cudn"),
+    "flatpak-spawn": Spec(),
+    "with-contenv": Spec(),
+    "cross-env": Spec("", assignments=True),
+    "env-cmd": Spec("fre"),
+    "npx": Spec("pc", frozenset({"--package"})),
+    "bunx": Spec(),
+    "pnpx": Spec(),
+}
+# `tool sub [options] command...`: the subcommand word(s) that make `tool` run a command.
+_RUN_SUBCOMMANDS: dict[str, tuple[frozenset[str], Spec]] = {
+    "poetry": (frozenset({"run"}), Spec()),
+    "pipenv": (frozenset({"run"}), Spec()),
+    "uv": (frozenset({"run"}), Spec("p", frozenset({"--with", "--python", "--project"}))),
+    "pixi": (frozenset({"run", "exec"}), Spec("e", frozenset({"--environment"}))),
+    "conda": (frozenset({"run"}), Spec("np", frozenset({"--name", "--prefix"}))),
+    "mamba": (frozenset({"run"}), Spec("np", frozenset({"--name", "--prefix"}))),
+    "micromamba": (frozenset({"run"}), Spec("np", frozenset({"--name", "--prefix"}))),
+    "bundle": (frozenset({"exec"}), Spec()),
+    "mise": (frozenset({"exec", "x"}), Spec("C", frozenset({"--cd"}))),
+    "asdf": (frozenset({"exec"}), Spec()),
+    "rtx": (frozenset({"exec", "x"}), Spec()),
+    "npm": (frozenset({"exec", "x"}), Spec("c", frozenset({"--package", "--call"}))),
+    "pnpm": (frozenset({"exec", "dlx"}), Spec()),
+    "yarn": (frozenset({"exec", "dlx"}), Spec()),
+    "direnv": (frozenset({"exec"}), Spec("", positionals=1)),
+    "op": (frozenset({"run"}), Spec("", frozenset({"--env-file"}))),
+    "doppler": (frozenset({"run"}), Spec("pc", frozenset({"--project", "--config"}))),
+    "dotenv": (frozenset({"run"}), Spec("fe")),
+    "aws-vault": (frozenset({"exec"}), Spec("", positionals=1)),
+    "perf": (frozenset({"stat", "record", "trace"}), Spec("eopcCF")),
+    "toolbox": (frozenset({"run"}), Spec("cr", frozenset({"--container", "--release"}))),
+    "nix": (frozenset({"develop", "shell"}), Spec("c")),
+    "ip": (frozenset({"netns"}), Spec()),
 }
 
 
@@ -71,6 +143,8 @@ def unwrap(cmd: Command) -> Unwrapped:
     if not cmd.words:
         return Unwrapped()
     name, args = cmd.name, list(cmd.words[1:])
+    if name in _RUN_SUBCOMMANDS:
+        return _run_subcommand(name, args)
     special = _SPECIAL.get(name)
     if special is not None:
         return special(args, cmd)
@@ -82,6 +156,24 @@ def unwrap(cmd: Command) -> Unwrapped:
     if name in ("runuser",) and any(a.text in ("-c", "--command") for a in args):
         return _su(args, cmd)
     rest = args[skip(args, spec) :]
+    return Unwrapped(inner=[tuple(rest)] if rest else [])
+
+
+def _run_subcommand(name: str, args: list[Word]) -> Unwrapped:
+    """`poetry run X`, `uv run X`, `ip netns exec NS X`, `nix develop -c X` ..."""
+    subs, spec = _RUN_SUBCOMMANDS[name]
+    texts = [a.text for a in args]
+    at = next((i for i, t in enumerate(texts) if not t.startswith("-")), None)
+    if at is None or texts[at] not in subs:
+        return Unwrapped()
+    rest = args[at + 1 :]
+    if name == "ip":  # ip netns exec NAME command...
+        rest = rest[2:] if [w.text for w in rest[:1]] == ["exec"] else []
+    elif name == "nix":  # nix develop|shell [installables] -c command...
+        cut = [w.text for w in rest]
+        rest = rest[cut.index("-c") + 1 :] if "-c" in cut else []
+        return Unwrapped(inner=[tuple(rest)] if rest else [])
+    rest = rest[skip(rest, spec) :]
     return Unwrapped(inner=[tuple(rest)] if rest else [])
 
 
@@ -207,6 +299,46 @@ def _alias(args: list[Word], cmd: Command) -> Unwrapped:
     return Unwrapped(scripts=scripts)
 
 
+def _option_scripts(*options: str) -> Callable[[list[Word], Command], Unwrapped]:
+    """Programs whose named options carry shell code (nix-shell --run 'cmd')."""
+
+    def handler(args: list[Word], cmd: Command) -> Unwrapped:
+        scripts = [args[i + 1] for i, a in enumerate(args[:-1]) if a.text in options]
+        return Unwrapped(scripts=scripts)
+
+    return handler
+
+
+def _hyperfine(args: list[Word], cmd: Command) -> Unwrapped:
+    """hyperfine benchmarks shell commands: operands and --prepare/--setup/--cleanup."""
+    spec = Spec("wrmMpscnuS", frozenset({"--warmup", "--runs", "--prepare", "--setup"}))
+    scripts = [args[i + 1] for i, a in enumerate(args[:-1]) if a.text in _HYPERFINE_CODE]
+    start = skip(args, spec)
+    return Unwrapped(scripts=[*scripts, *(a for a in args[start:] if not a.text.startswith("-"))])
+
+
+_HYPERFINE_CODE = frozenset({"-p", "--prepare", "-s", "--setup", "-c", "--cleanup"})
+
+
+def _entr(args: list[Word], cmd: Command) -> Unwrapped:
+    start = skip(args, Spec())
+    rest = args[start:]
+    if any(a.text.startswith("-") and "s" in a.text for a in args[:start]) and rest:
+        return Unwrapped(scripts=[rest[0]])
+    return Unwrapped(inner=[tuple(rest)] if rest else [])
+
+
+def _after_marker(marker: str) -> Callable[[list[Word], Command], Unwrapped]:
+    """gdb --args prog ..., lldb -- prog ...: the program being debugged runs."""
+
+    def handler(args: list[Word], cmd: Command) -> Unwrapped:
+        texts = [a.text for a in args]
+        rest = args[texts.index(marker) + 1 :] if marker in texts else []
+        return Unwrapped(inner=[tuple(rest)] if rest else [])
+
+    return handler
+
+
 _SPECIAL: dict[str, Callable[[list[Word], Command], Unwrapped]] = {
     "eval": _eval,
     "source": _source,
@@ -219,6 +351,11 @@ _SPECIAL: dict[str, Callable[[list[Word], Command], Unwrapped]] = {
     "trap": _trap,
     "alias": _alias,
     "sudo": _sudo,
+    "nix-shell": _option_scripts("--run", "--command"),
+    "hyperfine": _hyperfine,
+    "entr": _entr,
+    "gdb": _after_marker("--args"),
+    "lldb": _after_marker("--"),
     **RUNNERS,
 }
-WRAPPER_NAMES = frozenset({*_SPECS, *_SPECIAL})
+WRAPPER_NAMES = frozenset({*_SPECS, *_SPECIAL, *_RUN_SUBCOMMANDS})

@@ -3,6 +3,7 @@ quotes, escapes, $'..', $IFS, braces and known variables, re-read from the sourc
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import itertools
 import posixpath
@@ -52,6 +53,7 @@ class _Piece:
     computed: bool = False
     names: frozenset[str] = frozenset()
     guess: bool = False  # text is a plausible value (a ${X:-default}), not the raw expansion
+    procsub: bool = False  # <(..) or >(..)
 
     @property
     def pattern(self) -> str:
@@ -194,13 +196,19 @@ class WordExpander:
         results: list[Word] = []
         for variant in _braces(chars, pieces):
             results.extend(_split(variant, pieces, separators))
-        return results
+        return [self._with_raw(w, node) for w in results]
 
     def single(self, node: Any) -> Word:
         """The word as one string (assignment values, redirect targets)."""
         pieces = self._lex(node)
         chars = [(ch, idx) for idx, piece in enumerate(pieces) for ch in piece.text]
-        return _to_word(chars, pieces)
+        return self._with_raw(_to_word(chars, pieces), node)
+
+    def _with_raw(self, word: Word, node: Any) -> Word:
+        if not word.computed:
+            return word
+        start, end = node.pos
+        return dataclasses.replace(word, raw=self._source[start:end])
 
     def _lex(self, node: Any) -> list[_Piece]:
         # bashlex's own `word` attribute mangles some quoting ("r"'m', $'\x72m'), so the
@@ -222,7 +230,7 @@ class WordExpander:
         if part.kind in ("commandsubstitution", "processsubstitution"):
             names = command_names(part)
             if part.kind == "processsubstitution":
-                return _Piece("/dev/fd/63", QUOTED, computed=True, names=names)
+                return _Piece("/dev/fd/63", QUOTED, computed=True, names=names, procsub=True)
             value = self._substitute(part)
             if value is None:
                 return _Piece(raw, kind, dynamic=True, computed=True, names=names)
@@ -400,4 +408,5 @@ def _to_word(chars: _Chars, pieces: list[_Piece]) -> Word:
         dynamic=any(p.dynamic for p in used),
         computed=any(p.computed for p in used),
         subcommands=names,
+        procsub=any(p.procsub for p in used),
     )

@@ -1,0 +1,246 @@
+"""The session inbox on Redis: one Lua script per operation (gateway/store/inbox.py).
+
+The ready set is a sorted set of sessions with pending messages, scored by when they are
+available to a worker (ms): the time they were queued while nobody runs them, the lease's
+expiry while someone does (renewals move it on). A claim takes the oldest available one,
+so a dead holder's session comes back as soon as its lease expires. Scripts read the
+clock with TIME, so replicas agree on it. They compute per-session key names from
+prefixes the caller passes, so they assume one Redis server, not a cluster. Pending
+entries are `{entry_id}\\n{json}`: scripts compare ids without decoding JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+
+NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+
+# KEYS: 1 seen, 2 pending, 3 ready, 4 lease, 5 record, 6 rate, 7 total, 8 started
+# ARGV: 1 use seen, 2 seen ttl ms, 3 entry, 4 member, 5 (unused), 6 max queued, 7 max total,
+#       8 rate limit (0: none), 9 rate ttl ms, 10 owner ('' = do not take the lease),
+#       11 lease ttl ms, 12 noticed prefix, 13 reply prefix
+INTAKE = (
+    NOW
+    + """
+if ARGV[1] == '1' then
+  if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[2]) then return {'duplicate'} end
+end
+local count = -1
+local limit = tonumber(ARGV[8])
+if limit > 0 then
+  local existed = redis.call('EXISTS', KEYS[6])
+  count = redis.call('INCR', KEYS[6])
+  if existed == 0 then redis.call('PEXPIRE', KEYS[6], ARGV[9]) end
+  if count > limit then return {'rate_limited', tostring(count)} end
+end
+local queued = redis.call('LLEN', KEYS[2])
+if queued >= tonumber(ARGV[6]) then return {'queue_full', tostring(count), tostring(queued)} end
+if tonumber(redis.call('GET', KEYS[7]) or '0') >= tonumber(ARGV[7]) then
+  return {'overloaded', tostring(count), tostring(queued)}
+end
+redis.call('RPUSH', KEYS[2], ARGV[3])
+redis.call('INCR', KEYS[7])
+local holder = redis.call('GET', KEYS[4])
+if holder or ARGV[10] == '' then redis.call('ZADD', KEYS[3], 'NX', now, ARGV[4]) end
+if holder then
+  local notice = '0'
+  if redis.call('SET', ARGV[12] .. holder, '1', 'NX', 'PX', 3600000) then notice = '1' end
+  return {'stored', tostring(count), tostring(queued + 1), holder, notice}
+end
+if ARGV[10] == '' then return {'stored', tostring(count), tostring(queued + 1), '', '0'} end
+redis.call('SET', KEYS[4], ARGV[10], 'PX', ARGV[11])
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[11]), ARGV[4])
+local head = redis.call('LINDEX', KEYS[2], 0)
+local hid = string.match(head, '^[^\\n]*')
+local attempt = redis.call('HINCRBY', KEYS[8], hid, 1)
+local record = redis.call('GET', KEYS[5])
+local reply = redis.call('GET', ARGV[13] .. hid)
+return {'taken', tostring(count), tostring(queued + 1), '', '0', head, tostring(attempt),
+        record and '1' or '0', record or '', reply and '1' or '0', reply or ''}
+"""
+)
+
+# KEYS: 1 ready, 2 started. ARGV: 1 owner, 2 lease ttl ms, 3 pending prefix, 4 lease prefix,
+# 5 record prefix, 6 reply prefix, 7 how many ready sessions to look at
+CLAIM = (
+    NOW
+    + """
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[7]))
+for _, m in ipairs(members) do
+  local lease = ARGV[4] .. m
+  if redis.call('EXISTS', lease) == 1 then
+    redis.call('ZADD', KEYS[1], 'XX', now + redis.call('PTTL', lease), m)
+  else
+    local head = redis.call('LINDEX', ARGV[3] .. m, 0)
+    if not head then
+      redis.call('ZREM', KEYS[1], m)
+    else
+      redis.call('SET', lease, ARGV[1], 'PX', ARGV[2])
+      redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), m)
+      local hid = string.match(head, '^[^\\n]*')
+      local attempt = redis.call('HINCRBY', KEYS[2], hid, 1)
+      local record = redis.call('GET', ARGV[5] .. m)
+      local reply = redis.call('GET', ARGV[6] .. hid)
+      return {m, head, tostring(attempt), record and '1' or '0', record or '',
+              reply and '1' or '0', reply or ''}
+    end
+  end
+end
+return {}
+"""
+)
+
+# KEYS: 1 lease, 2 pending, 3 ready, 4 total, 5 started, 6.. the written keys
+# ARGV: 1 owner, 2 entry id, 3 member, 4 keep the lease for the next entry, 5 lease ttl ms,
+#       6 reply prefix, 7 number of writes, 8.. writes: 'set' value | 'hset' field value
+FINISH = (
+    NOW
+    + """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return {'lost'} end
+local i = 8
+local k = 6
+for w = 1, tonumber(ARGV[7]) do
+  if ARGV[i] == 'set' then
+    redis.call('SET', KEYS[k], ARGV[i + 1])
+    i = i + 2
+  else
+    redis.call('HSET', KEYS[k], ARGV[i + 1], ARGV[i + 2])
+    i = i + 3
+  end
+  k = k + 1
+end
+local head = redis.call('LINDEX', KEYS[2], 0)
+if head and string.sub(head, 1, #ARGV[2] + 1) == ARGV[2] .. '\\n' then
+  redis.call('LPOP', KEYS[2])
+  redis.call('DECR', KEYS[4])
+end
+redis.call('HDEL', KEYS[5], ARGV[2])
+local nxt = redis.call('LINDEX', KEYS[2], 0)
+if not nxt then
+  redis.call('ZREM', KEYS[3], ARGV[3])
+  redis.call('DEL', KEYS[1])
+  return {'released'}
+end
+if ARGV[4] == '1' then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[5])
+  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3])
+  local nid = string.match(nxt, '^[^\\n]*')
+  local attempt = redis.call('HINCRBY', KEYS[5], nid, 1)
+  local reply = redis.call('GET', ARGV[6] .. nid)
+  return {'next', nxt, tostring(attempt), reply and '1' or '0', reply or ''}
+end
+redis.call('DEL', KEYS[1])
+redis.call('ZADD', KEYS[3], now, ARGV[3])
+return {'released'}
+"""
+)
+
+# KEYS: 1 ready, 2.. leases. ARGV: 1 ttl ms, then owner and member per lease
+RENEW = (
+    NOW
+    + """
+local renewed = {}
+for i = 2, #KEYS do
+  local owner = ARGV[2 * (i - 1)]
+  local member = ARGV[2 * (i - 1) + 1]
+  if redis.call('GET', KEYS[i]) == owner then
+    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), member)
+    renewed[i - 1] = 1
+  else
+    renewed[i - 1] = 0
+  end
+end
+return renewed
+"""
+)
+
+# KEYS: 1 pending, 2 ready, 3 total, 4 started. ARGV: 1 member
+DROP = """
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+for _, item in ipairs(items) do
+  redis.call('HDEL', KEYS[4], string.match(item, '^[^\\n]*'))
+end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+if #items > 0 then redis.call('DECRBY', KEYS[3], #items) end
+return #items
+"""
+
+
+# KEYS: 1 pending, 2 ready, 3 total, 4 started. ARGV: 1 member, 2 entry id
+REMOVE = """
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+for _, item in ipairs(items) do
+  if string.sub(item, 1, #ARGV[2] + 1) == ARGV[2] .. '\\n' then
+    redis.call('LREM', KEYS[1], 1, item)
+    redis.call('DECR', KEYS[3])
+    redis.call('HDEL', KEYS[4], ARGV[2])
+    if redis.call('LLEN', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[1]) end
+    return 1
+  end
+end
+return 0
+"""
+
+
+def millis(seconds: float) -> int:
+    return max(1, math.ceil(seconds * 1000))
+
+
+def intake_result(raw: list[Any], request: IntakeRequest) -> IntakeResult:
+    status = raw[0]
+    count = int(raw[1]) if len(raw) > 1 and int(raw[1]) >= 0 else None
+    queued = int(raw[2]) if len(raw) > 2 else 0
+    if status != "stored" and status != "taken":
+        return IntakeResult(status, rate_count=count, queued=queued)
+    if status == "stored":
+        return IntakeResult(
+            "stored", rate_count=count, queued=queued, holder=raw[3] or None, notice=raw[4] == "1"
+        )
+    assert request.lease_owner is not None
+    claimed = Claimed(
+        session=request.session,
+        entry=InboxEntry.decode(raw[5]),
+        record=raw[8] if raw[7] == "1" else None,
+        owner=request.lease_owner,
+        attempt=int(raw[6]),
+        reply=raw[10] if raw[9] == "1" else None,
+    )
+    return IntakeResult("stored", rate_count=count, queued=queued, claimed=claimed)
+
+
+def claimed_from(raw: list[Any], owner: str) -> Claimed | None:
+    if not raw:
+        return None
+    return Claimed(
+        session=raw[0],
+        entry=InboxEntry.decode(raw[1]),
+        record=raw[4] if raw[3] == "1" else None,
+        owner=owner,
+        attempt=int(raw[2]),
+        reply=raw[6] if raw[5] == "1" else None,
+    )
+
+
+def finish_result(raw: list[Any], session: str, owner: str, record: str | None) -> FinishResult:
+    if raw[0] != "next":
+        return FinishResult(raw[0])
+    return FinishResult(
+        "next",
+        Claimed(
+            session=session,
+            entry=InboxEntry.decode(raw[1]),
+            record=record,
+            owner=owner,
+            attempt=int(raw[2]),
+            reply=raw[4] if raw[3] == "1" else None,
+        ),
+    )

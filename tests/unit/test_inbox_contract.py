@@ -1,0 +1,188 @@
+"""The session inbox contract (gateway/store/inbox.py) on Redis (a real server and fakeredis)
+and the embedded store: the same calls give the same results on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import fakeredis
+import pytest
+import pytest_asyncio
+
+from gateway import keys
+from gateway.store.base import Batch, Store
+from gateway.store.inbox import InboxEntry, IntakeRequest
+from gateway.store.redis import RedisStore
+
+S1, S2 = "telegram:1", "telegram:2"
+
+
+@pytest_asyncio.fixture
+async def fakeredis_store() -> AsyncIterator[RedisStore]:
+    client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer(), decode_responses=True)
+    store = RedisStore.from_client(client, key_prefix="inbox")
+    yield store
+    await store.close()
+    await client.aclose()
+
+
+@pytest.fixture(params=[pytest.param("redis", marks=pytest.mark.redis), "fakeredis", "embedded"])
+def store(request: pytest.FixtureRequest) -> Store:
+    fixture: Store = request.getfixturevalue(f"{request.param}_store")
+    return fixture
+
+
+def req(
+    session: str = S1,
+    n: int = 1,
+    *,
+    owner: str | None = None,
+    seen: bool = True,
+    max_queued: int = 10,
+    max_total: int = 100,
+    rate_limit: int = 0,
+    lease_ttl: float = 5.0,
+) -> IntakeRequest:
+    return IntakeRequest(
+        session=session,
+        entry=InboxEntry(f"{session}-e{n}", f'{{"text": "message {n}"}}'),
+        seen=keys.seen("test", f"{session}-{n}") if seen else None,
+        seen_ttl=60,
+        max_queued=max_queued,
+        max_total=max_total,
+        rate_key=keys.rate("test:u", 1) if rate_limit else None,
+        rate_limit=rate_limit,
+        lease_owner=owner,
+        lease_ttl=lease_ttl,
+    )
+
+
+def history(text: str, session: str = S1) -> Batch:
+    return Batch().set(keys.session(session), text)
+
+
+async def test_intake_takes_a_free_lease_and_returns_the_turn(store: Store) -> None:
+    await store.set(keys.session(S1), "history-1")
+    result = await store.intake(req(owner="a:1"))
+    assert result.status == "stored" and result.queued == 1
+    assert result.claimed is not None
+    assert result.claimed.entry == InboxEntry(f"{S1}-e1", '{"text": "message 1"}')
+    assert (result.claimed.record, result.claimed.attempt, result.claimed.reply) == (
+        "history-1",
+        1,
+        None,
+    )
+    assert await store.lease_owner(keys.session_lease(S1)) == "a:1"
+    assert (await store.intake(req(owner="a:1"))).status == "duplicate"
+
+
+async def test_queued_behind_a_holder_with_one_notice_per_running_turn(store: Store) -> None:
+    assert (await store.intake(req(n=1, owner="a:1"))).claimed is not None
+    second = await store.intake(req(n=2, owner="b:1"))
+    assert second.claimed is None and second.holder == "a:1" and second.notice
+    third = await store.intake(req(n=3, owner="b:1"))
+    assert third.holder == "a:1" and not third.notice and third.queued == 3
+    assert [e.id for e in await store.pending(S1)] == [f"{S1}-e{n}" for n in (1, 2, 3)]
+
+
+async def test_finish_hands_the_next_entry_over_under_the_same_lease(store: Store) -> None:
+    await store.intake(req(n=1, owner="a:1"))
+    await store.intake(req(n=2))
+    done = await store.finish(
+        S1, f"{S1}-e1", "a:1", history("h1"), keep=True, lease_ttl=5, record="h1"
+    )
+    assert done.status == "next" and done.next is not None
+    assert done.next.entry.id == f"{S1}-e2" and done.next.record == "h1"
+    assert await store.get(keys.session(S1)) == "h1"
+    last = await store.finish(S1, f"{S1}-e2", "a:1", history("h2"), keep=True, lease_ttl=5)
+    assert last.status == "released" and last.next is None
+    assert await store.lease_owner(keys.session_lease(S1)) is None
+    assert await store.pending(S1) == [] and await store.claim("c:1", 5) is None
+
+
+async def test_a_lost_lease_writes_nothing(store: Store) -> None:
+    await store.intake(req(owner="a:1", lease_ttl=0.2))
+    await asyncio.sleep(0.3)
+    taken = await store.claim("b:1", 5)
+    assert taken is not None and taken.attempt == 2  # it ran before: a re-run
+    lost = await store.finish(S1, f"{S1}-e1", "a:1", history("late"), keep=True, lease_ttl=5)
+    assert lost.status == "lost"
+    assert await store.get(keys.session(S1)) is None
+    assert [e.id for e in await store.pending(S1)] == [f"{S1}-e1"]
+
+
+async def test_claim_takes_the_oldest_free_session_and_reports_a_sent_reply(store: Store) -> None:
+    await store.intake(req(S1, 1))  # nobody took a lease: no room for a turn
+    await asyncio.sleep(0.01)
+    await store.intake(req(S2, 1))
+    await store.set(keys.reply(f"{S1}-e1"), '{"message_id": "9"}')
+    first = await store.claim("w:1", 5)
+    assert first is not None and first.session == S1 and first.attempt == 1
+    assert first.reply == '{"message_id": "9"}'
+    second = await store.claim("w:2", 5)
+    assert second is not None and second.session == S2
+    assert await store.claim("w:3", 5) is None  # both are held
+
+
+async def test_limits_refuse_before_storing(store: Store) -> None:
+    for n in range(2):
+        assert (await store.intake(req(n=n, max_queued=2))).status == "stored"
+    full = await store.intake(req(n=2, max_queued=2))
+    assert full.status == "queue_full" and full.queued == 2
+    assert (await store.intake(req(S2, 1, max_total=2))).status == "overloaded"
+    rated = [await store.intake(req(S2, n, rate_limit=2)) for n in range(10, 13)]
+    assert [r.status for r in rated] == ["stored", "stored", "rate_limited"]
+    assert rated[2].rate_count == 3
+    assert len(await store.pending(S1)) == 2
+
+
+async def test_drop_pending_and_a_running_turn_still_finishes(store: Store) -> None:
+    await store.intake(req(n=1, owner="a:1"))
+    await store.intake(req(n=2))
+    assert await store.drop_pending(S1) == 2
+    assert await store.pending(S1) == []
+    done = await store.finish(S1, f"{S1}-e1", "a:1", history("h"), keep=True, lease_ttl=5)
+    assert done.status == "released"
+    # The total stays right: a new message is accepted under a total limit of one.
+    assert (await store.intake(req(S2, 1, max_total=1))).status == "stored"
+
+
+async def test_finish_without_keeping_leaves_the_rest_for_anyone(store: Store) -> None:
+    await store.intake(req(n=1, owner="a:1"))
+    await store.intake(req(n=2))
+    done = await store.finish(S1, f"{S1}-e1", "a:1", Batch(), keep=False, lease_ttl=5)
+    assert done.status == "released"
+    again = await store.claim("b:1", 5)
+    assert again is not None and again.entry.id == f"{S1}-e2" and again.owner == "b:1"
+
+
+async def test_a_busy_session_does_not_hide_the_ones_waiting_behind_it(store: Store) -> None:
+    # Many sessions hold a lease; a claim still finds the one that waits.
+    for n in range(5):
+        assert (await store.intake(req(f"busy:{n}", owner=f"a:{n}"))).claimed is not None
+    await store.intake(req("waiting:1"))
+    found = await store.claim("w:1", 5, scan=2)
+    assert found is not None and found.session == "waiting:1"
+
+
+async def test_renewal_keeps_a_lease_and_a_lapsed_one_is_claimed_again(store: Store) -> None:
+    await store.intake(req(S1, owner="a:1", lease_ttl=0.3))
+    await store.intake(req(S2, owner="b:1", lease_ttl=0.3))
+    assert await store.renew_sessions([(S1, "a:1"), (S2, "someone-else")], 0.3) == [True, False]
+    await asyncio.sleep(0.2)
+    assert await store.renew_sessions([(S1, "a:1")], 5) == [True]
+    await asyncio.sleep(0.25)
+    claimed = await store.claim("c:1", 5)
+    assert claimed is not None and claimed.session == S2 and claimed.attempt == 2
+    assert await store.claim("c:2", 5) is None  # S1 is still held
+
+
+async def test_a_message_answered_another_way_is_removed(store: Store) -> None:
+    await store.intake(req(n=1, owner="a:1"))
+    await store.intake(req(n=2))
+    await store.intake(req(n=3))
+    assert await store.remove_pending(S1, f"{S1}-e2")
+    assert not await store.remove_pending(S1, f"{S1}-e2")
+    assert [e.id for e in await store.pending(S1)] == [f"{S1}-e1", f"{S1}-e3"]
+    assert (await store.intake(req(S2, 1, max_total=3))).status == "stored"  # total is 2 + 1
