@@ -279,6 +279,7 @@ class App:
         if self.http is not None:
             await self.http.stop()
         await self.providers.aclose()
+        await self.planner.ledger.close()  # writes the usage still in memory
         await self.store.close()
         await self.tracing.shutdown()
         self._started = False

@@ -111,6 +111,10 @@ class BudgetGate:
                 out.append((limit, ident))
         return out
 
+    def exact(self, who: Who) -> frozenset[tuple[PeriodKind, str]]:
+        """The counters a turn's limits read, which the ledger must write at once."""
+        return frozenset((limit.period, limit.dimension) for limit, _ in self.applicable(who))
+
     async def check(self, who: Who, now: datetime | None = None) -> Refusal | None:
         """A refusal when a limit this turn falls under is used up; one store round trip."""
         limits = self.applicable(who)

@@ -130,6 +130,7 @@ class ProfileCommands:
         ledger = self._planner.ledger
         periods = ledger.periods
         inbound = call.inbound
+        await ledger.flush()  # what this process still holds in memory counts too
         who = Who(inbound.sender, inbound.chat)
         day, month = periods.current("day"), periods.current("month")
         user, chat = who.ident("user") or "", who.ident("chat") or ""

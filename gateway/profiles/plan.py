@@ -185,7 +185,7 @@ class TurnPlanner:
             cost_by_model={str(t): self.pool.info(t).cost(u) for t, u in route.usage.items()},
         )
         try:
-            totals = await self.ledger.record(usage)
+            totals = await self.ledger.record(usage, exact=self.gate.exact(plan.who))
         except StoreUnavailable as exc:
             log.error("turn usage not recorded chat=%s error=%s", usage.chat, exc)
             return

@@ -13,7 +13,9 @@ from gateway.budgets.periods import Periods
 from gateway.config import load_settings
 from gateway.llm.types import Usage
 from gateway.messages import ChatKind, ChatRef, UserRef
-from gateway.store.base import Store
+from gateway.store.base import Store, StoreUnavailable
+from gateway.store.redis import RedisStore
+from tests.fixtures_redis import RedisServer
 
 ANA = UserRef(platform="slack", user_id="U1")
 BOSS = UserRef(platform="slack", user_id="ADMIN")
@@ -59,11 +61,18 @@ def turn(
     )
 
 
+EVERY = frozenset(
+    (kind, dimension)
+    for kind in ("day", "month")
+    for dimension in ("user", "chat", "job", "profile", "model", "all")
+)
+
+
 async def test_ledger_totals_per_dimension_and_period(store: Store) -> None:
     ledger = UsageLedger(store, Periods())
-    first = await ledger.record(turn(), NOON)
+    first = await ledger.record(turn(), NOON, exact=EVERY)
     assert first[("d2025-03-31", "user", "slack:U1")].tokens == 135
-    second = await ledger.record(turn(job="j1"), NOON)
+    second = await ledger.record(turn(job="j1"), NOON, exact=EVERY)
     day = second[("d2025-03-31", "chat", "slack:C1")]
     assert (day.tokens_in, day.tokens_out, day.micro_usd) == (220, 50, 24600)
     assert second[("m2025-03", "job", "j1")].tokens == 135
@@ -72,6 +81,41 @@ async def test_ledger_totals_per_dimension_and_period(store: Store) -> None:
     assert by_model["or/big"].tokens == 240 and by_model["local/small"].tokens == 30
     assert set(await ledger.table([ledger.periods.day(date(2025, 3, 31))], "profile")) == {"coding"}
     assert await ledger.table([ledger.periods.day(date(2025, 3, 30))], "user") == {}
+    await ledger.close()
+
+
+async def test_counters_no_limit_reads_are_written_in_batches(store: Store) -> None:
+    ledger = UsageLedger(store, Periods(), flush_seconds=3600)
+    exact = frozenset({("day", "user")})
+    for _ in range(3):
+        totals = await ledger.record(turn(), NOON, exact=exact)
+    assert set(totals) == {("d2025-03-31", "user", "slack:U1")}
+    assert totals[("d2025-03-31", "user", "slack:U1")].tokens == 3 * 135
+    assert (await ledger.spend("d2025-03-31", "chat", "slack:C1")).tokens == 0  # in memory
+    assert (await ledger.spend("m2025-03", "user", "slack:U1")).tokens == 0
+    await ledger.close()  # a shutdown writes what waits
+    assert (await ledger.spend("d2025-03-31", "chat", "slack:C1")).tokens == 3 * 135
+    assert (await ledger.spend("m2025-03", "user", "slack:U1")).tokens == 3 * 135
+    assert (await ledger.spend("d2025-03-31", "user", "slack:U1")).tokens == 3 * 135  # once
+    month = await ledger.table([ledger.periods.current("month", NOON)], "model")
+    days = await ledger.table([ledger.periods.day(date(2025, 3, 31))], "model")
+    assert days == month and days["or/big"].tokens == 3 * 120
+
+
+async def test_a_failed_flush_keeps_the_usage_for_the_next(redis_server: RedisServer) -> None:
+    store = RedisStore(redis_server.url, key_prefix="flush")
+    try:
+        ledger = UsageLedger(store, Periods(), flush_seconds=3600)
+        await ledger.record(turn(), NOON)
+        redis_server.stop()
+        with pytest.raises(StoreUnavailable):
+            await ledger.flush()
+        redis_server.start()
+        await ledger.flush()
+        assert (await ledger.spend("d2025-03-31", "user", "slack:U1")).tokens == 135
+        await ledger.close()
+    finally:
+        await store.close()
 
 
 async def test_gate_refuses_at_the_limit_and_warns_once(store: Store) -> None:
@@ -82,14 +126,15 @@ async def test_gate_refuses_at_the_limit_and_warns_once(store: Store) -> None:
     gate = BudgetGate(settings.budgets, ledger, store, is_admin=lambda u: u == BOSS)
     who = Who(ANA, CHAT)
     assert await gate.check(who, NOON) is None
-    totals = await ledger.record(turn(prompt=100, out=20), NOON)  # 135 of 300 tokens
+    exact = gate.exact(who)
+    totals = await ledger.record(turn(prompt=100, out=20), NOON, exact=exact)  # 135 of 300
     assert await gate.notices(who, totals, NOON) == []
-    totals = await ledger.record(turn(prompt=100, out=20), NOON)  # 270: 90%
+    totals = await ledger.record(turn(prompt=100, out=20), NOON, exact=exact)  # 270: 90%
     (warning,) = await gate.notices(who, totals, NOON)
     assert warning.startswith("You have used 90% of your daily budget (270 of 300 tokens)")
     assert await gate.notices(who, totals, NOON) == []  # once per period
     assert await gate.check(who, NOON) is None
-    totals = await ledger.record(turn(prompt=100, out=20), NOON)  # 405: over
+    totals = await ledger.record(turn(prompt=100, out=20), NOON, exact=exact)  # 405: over
     (limit,) = await gate.notices(who, totals, NOON)
     assert "used your daily budget (405 of 300 tokens)" in limit
     refusal = await gate.check(who, NOON)
@@ -103,6 +148,7 @@ async def test_gate_refuses_at_the_limit_and_warns_once(store: Store) -> None:
     assert gate.applicable(Who(BOSS, CHAT, job="j9"))
     # The next day starts from zero.
     assert await gate.check(who, datetime(2025, 4, 1, 0, 1, tzinfo=UTC)) is None
+    await ledger.close()
 
 
 async def test_money_limits_per_chat_and_job(store: Store) -> None:
@@ -110,11 +156,12 @@ async def test_money_limits_per_chat_and_job(store: Store) -> None:
     ledger = UsageLedger(store, Periods())
     gate = BudgetGate(settings.budgets, ledger, store, is_admin=lambda u: True)
     job = Who(BOSS, CHAT, job="j1")
-    await ledger.record(turn(BOSS, job="j1"), NOON)  # $0.0123 of $0.02
+    await ledger.record(turn(BOSS, job="j1"), NOON, exact=gate.exact(job))  # $0.0123 of $0.02
     assert await gate.check(job, NOON) is None
-    totals = await ledger.record(turn(BOSS, job="j1"), NOON)  # $0.0246
+    totals = await ledger.record(turn(BOSS, job="j1"), NOON, exact=gate.exact(job))  # $0.0246
     (line,) = await gate.notices(job, totals, NOON)
     assert line.startswith("This scheduled job has used its daily budget ($0.0246 of $0.02)")
     refusal = await gate.check(job, NOON)
     assert refusal is not None and refusal.dimension == "job"
     assert await gate.check(Who(BOSS, CHAT, job="j2"), NOON) is None  # another job is fine
+    await ledger.close()
