@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from gateway.llm.types import Completer, Completion, Message, ToolCall, Usage
 from gateway.telemetry import Telemetry
 from gateway.tooling import (
     ApprovalGate,
+    ApprovalNeed,
     ToolCatalog,
     ToolContext,
     ToolError,
@@ -228,8 +229,6 @@ class Agent:
         catalog: ToolCatalog | None,
         budget: _TurnBudget,
     ) -> tuple[str, str]:
-        """The call's result for the model, and its outcome for metrics: ok, error,
-        invalid, refused, denied, timeout."""
         spec = by_name.get(call.name)
         if spec is None:
             known = catalog.get(call.name) if catalog else None
@@ -249,56 +248,87 @@ class Agent:
                 f"error: there is no tool named '{call.name}'. Available tools: {available}.",
                 "refused",
             )
-        try:
-            args = spec.args.model_validate(parse_arguments(call.arguments))
-        except (ValueError, ValidationError) as exc:
-            log.warning("bad tool arguments session=%s tool=%s", ctx.session, call.name)
-            return f"error: invalid arguments for {call.name}: {describe_invalid(exc)}", "invalid"
-        try:
-            if spec.approval is not None:
-                need = await spec.approval(args, ctx)
-                if need is not None:
-                    refusal = await self._ask_approval(need, spec.name, ctx)
-                    if refusal is not None:
-                        return refusal, "denied"
-        except ToolError as exc:
-            return f"error: {exc}", "error"
-        except Exception:
-            # Fail closed: when we cannot tell whether approval is needed, nothing runs.
-            log.exception("approval check failed session=%s tool=%s", ctx.session, call.name)
-            return (
-                f"error: {call.name} was not run: its approval check failed. Tell the user.",
-                "error",
-            )
-        limit = min(spec.timeout or budget.settings.tool_timeout, max(budget.remaining_seconds, 1))
-        try:
-            async with asyncio.timeout(limit):
-                return await spec.handler(args, ctx), "ok"
-        except ToolError as exc:
-            return f"error: {exc}", "error"
-        except TimeoutError:
-            log.warning("tool timed out session=%s tool=%s", ctx.session, call.name)
-            stopped = f"error: {call.name} did not finish within {limit:g} s and was stopped."
-            return stopped, "timeout"
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("tool crashed session=%s tool=%s", ctx.session, call.name)
-            return (
-                f"error: {call.name} failed unexpectedly ({type(exc).__name__}: {exc}).",
-                "error",
+
+        def limit() -> float:  # after any approval wait, which uses up turn time
+            return min(
+                spec.timeout or budget.settings.tool_timeout, max(budget.remaining_seconds, 1)
             )
 
-    async def _ask_approval(self, need: Any, tool: str, ctx: ToolContext) -> str | None:
-        if self._approvals is None:
-            return (
-                f"error: {tool} needs a person's approval here ({need.reason}), and approvals "
-                "are not available. Tell the user what you wanted to run instead."
-            )
-        outcome = await self._approvals.decide(need, tool, ctx)
-        if outcome.approved:
-            return None
-        return f"error: not run: {outcome.message}"
+        return await run_tool(spec, call.arguments, ctx, approvals=self._approvals, timeout=limit)
+
+
+async def execute_tool(
+    spec: ToolSpec[Any],
+    arguments: str | Mapping[str, Any],
+    ctx: ToolContext,
+    *,
+    approvals: ApprovalGate | None,
+    timeout: float | Callable[[], float],  # noqa: ASYNC109 - a callable is read after approval
+) -> str:
+    """Validate, ask for approval if the tool wants it, run: the one path every tool call
+    takes (the agent's, and execute_code's calls from a script). Never raises for anything
+    the tool does; the result is the text the model reads ("error: ..." on failure)."""
+    text, _ = await run_tool(spec, arguments, ctx, approvals=approvals, timeout=timeout)
+    return text
+
+
+async def run_tool(
+    spec: ToolSpec[Any],
+    arguments: str | Mapping[str, Any],
+    ctx: ToolContext,
+    *,
+    approvals: ApprovalGate | None,
+    timeout: float | Callable[[], float],  # noqa: ASYNC109 - a callable is read after approval
+) -> tuple[str, str]:
+    """`execute_tool`, with the outcome for metrics: ok, error, invalid, denied, timeout."""
+    name = spec.name
+    try:
+        raw = arguments if isinstance(arguments, Mapping) else parse_arguments(arguments)
+        args = spec.args.model_validate(raw)
+    except (ValueError, ValidationError) as exc:
+        log.warning("bad tool arguments session=%s tool=%s", ctx.session, name)
+        return f"error: invalid arguments for {name}: {describe_invalid(exc)}", "invalid"
+    try:
+        if spec.approval is not None:
+            need = await spec.approval(args, ctx)
+            if need is not None:
+                refusal = await _ask_approval(approvals, need, name, ctx)
+                if refusal is not None:
+                    return refusal, "denied"
+    except ToolError as exc:
+        return f"error: {exc}", "error"
+    except Exception:
+        # Fail closed: when we cannot tell whether approval is needed, nothing runs.
+        log.exception("approval check failed session=%s tool=%s", ctx.session, name)
+        return f"error: {name} was not run: its approval check failed. Tell the user.", "error"
+    limit = timeout() if callable(timeout) else timeout
+    try:
+        async with asyncio.timeout(limit):
+            return await spec.handler(args, ctx), "ok"
+    except ToolError as exc:
+        return f"error: {exc}", "error"
+    except TimeoutError:
+        log.warning("tool timed out session=%s tool=%s", ctx.session, name)
+        return f"error: {name} did not finish within {limit:g} s and was stopped.", "timeout"
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("tool crashed session=%s tool=%s", ctx.session, name)
+        return f"error: {name} failed unexpectedly ({type(exc).__name__}: {exc}).", "error"
+
+
+async def _ask_approval(
+    approvals: ApprovalGate | None, need: ApprovalNeed, tool: str, ctx: ToolContext
+) -> str | None:
+    if approvals is None:
+        return (
+            f"error: {tool} needs a person's approval here ({need.reason}), and approvals "
+            "are not available. Tell the user what you wanted to run instead."
+        )
+    outcome = await approvals.decide(need, tool, ctx)
+    if outcome.approved:
+        return None
+    return f"error: not run: {outcome.message}"
 
 
 def parse_arguments(raw: str) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from gateway.history import SessionStore
 from gateway.http import HttpServer
 from gateway.llm.client import LLMClient
 from gateway.llm.providers import ProviderPool
+from gateway.media.turn import turn_media
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
 from gateway.metrics import Metrics
@@ -114,6 +115,7 @@ class App:
             self.llm, settings.agent, approvals=self.approvals, telemetry=self.telemetry
         )
         self.tools = ToolRegistry()
+        self.media = turn_media(settings, self.outbox, self.llm.vision)
         self.runner = TurnRunner(
             settings=settings,
             agent=self.agent,
@@ -124,6 +126,7 @@ class App:
             metrics=self.metrics,
             planner=self.planner,
             telemetry=self.telemetry,
+            media=self.media,
             prompt_sections=self.extensions.prompt_sections,
         )
         context = GroupContext(self.store, size=20)
@@ -176,6 +179,7 @@ class App:
             scheduler=self.scheduler,
             llm=self.llm,
             approvals=self.approvals,
+            submit=self.admission.submit,
         )
         install_builtin_tools(self.tools, self.tool_services)
         self.http = (
@@ -250,6 +254,8 @@ class App:
 
     async def start(self) -> None:
         await self.queue.start()
+        for start in self.tool_services.starters:  # background work (MCP servers); never blocks
+            await start()
         # Adapters register webhook routes before the server starts listening.
         for adapter in self.adapters:
             await adapter.start()
@@ -278,6 +284,7 @@ class App:
                 log.exception("tool service close failed")
         if self.http is not None:
             await self.http.stop()
+        await self.media.aclose()
         await self.providers.aclose()
         await self.planner.ledger.close()  # writes the usage still in memory
         await self.store.close()

@@ -58,6 +58,7 @@ class ApprovalRequest:
     expires: float
     owner: str  # instance id of the process whose turn waits for the answer
     message: dict[str, Any] | None = None  # SentRef of the prompt, to edit it later
+    where: str = ""  # where the command runs ("in the sandbox"); empty in older records
 
     @property
     def chat_ref(self) -> ChatRef:
@@ -160,6 +161,7 @@ class ApprovalService:
             created=now,
             expires=now + self._settings.timeout_seconds,
             owner=self._instance,
+            where=need.where,
         )
         await self._save(request)
         await self._store.hset(PENDING, request.id, str(request.expires))
@@ -385,10 +387,11 @@ def _prompt_text(request: ApprovalRequest) -> str:
     expires = datetime.fromtimestamp(request.expires, UTC).strftime("%H:%M:%S UTC")
     minutes = max(round((request.expires - request.created) / 60), 1)
     where = f"\nIn: `{request.cwd}`" if request.cwd else ""
+    runs = f"\nRuns {request.where}." if request.where else ""
     return (
         f"**Approval needed** ({request.tool})\n"
         f"```\n{request.command}\n```\n"
-        f"Why: {request.reason}{where}\n"
+        f"Why: {request.reason}{where}{runs}\n"
         f"Asked by {request.requester_ref.label}; expires at {expires} (in {minutes} min).\n"
         f"Or reply `/approve {request.id}` or `/deny {request.id} [reason]`."
     )

@@ -110,10 +110,12 @@ def _parser() -> argparse.ArgumentParser:
 
     # Lazy: the gateway package never imports tools at import time.
     from tools.cli import register as register_tools
+    from tools.mcp.cli import register as register_mcp
     from tools.skills import register_cli as register_skills
 
     register_tools(sub)
     register_skills(sub)
+    register_mcp(sub)
     approvals = sub.add_parser("approvals", help="approval requests")
     approvals_sub = approvals.add_subparsers(dest="approvals_command", required=True)
     log_cmd = approvals_sub.add_parser("log", help="the audit log of decisions, newest last")
@@ -157,7 +159,16 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 # -- run -----------------------------------------------------------------------------------
 
 
+def _harden() -> None:
+    """Before anything else runs: commands the agent starts must not read this process's
+    memory or /proc/<pid>/environ, where the tokens and keys are."""
+    from tools.terminal.privileges import make_non_dumpable
+
+    make_non_dumpable()
+
+
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    _harden()
     redactor = setup_logging(settings)
     return _run(_serve(settings, redactor))
 
@@ -200,6 +211,7 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
 
 
 def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
+    _harden()
     # Problems reach the person as replies; log lines would only clutter the conversation.
     setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
     return _run(_chat(settings))
@@ -233,6 +245,7 @@ async def _chat(settings: Settings) -> int:
 
 
 def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
+    _harden()
     setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
     return _run(_ask(settings, args.text))
 
@@ -262,9 +275,14 @@ async def _ask(settings: Settings, text: str) -> int:
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from gateway.app import platform_checks
     from gateway.doctor import run_checks
+    from tools.browser import doctor_check as browser_check
+    from tools.mcp.install import doctor_checks as mcp_doctor_checks
+    from tools.terminal.doctor import terminal_checks
 
     setup_logging(settings.model_copy(update={"log_level": "CRITICAL"}))
-    results = _run_checks(run_checks(settings, platform_checks(settings)))
+    checks = [*platform_checks(settings), browser_check(settings)]
+    results = _run_checks(run_checks(settings, checks, extra=[terminal_checks]))
+    results += _run_checks(mcp_doctor_checks(settings))
     failed = False
     for check in results:
         print(f"{'pass' if check.ok else 'FAIL'}  {check.name}: {check.detail}")

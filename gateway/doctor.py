@@ -18,10 +18,15 @@ from gateway.store.base import StoreUnavailable
 
 # One platform's check, bound to its settings by the composition root.
 PlatformCheck = Callable[[httpx.AsyncClient], Awaitable[CheckResult]]
+# Any other check from outside the core (the composition root passes them): the terminal.
+ExtraCheck = Callable[[Settings], Awaitable[list[CheckResult]]]
 
 
 async def run_checks(
-    settings: Settings, platforms: Sequence[PlatformCheck] = ()
+    settings: Settings,
+    platforms: Sequence[PlatformCheck] = (),
+    *,
+    extra: Sequence[ExtraCheck] = (),
 ) -> list[CheckResult]:
     results = [CheckResult("config", True, "valid")]
     results.append(await _check_store(settings))
@@ -31,6 +36,8 @@ async def run_checks(
         async with httpx.AsyncClient(timeout=10) as http:
             for check in platforms:
                 results.append(await check(http))
+    for more in extra:
+        results.extend(await more(settings))
     return results
 
 

@@ -76,7 +76,9 @@ def setup_logging(settings: Settings, *, stream: Any = None) -> RedactingFilter:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(settings.log_level.upper())
-    # These log every request URL; the Telegram URL contains the bot token.
-    for noisy in ("httpx", "httpcore", "aiohttp.access", "apscheduler.executors.default"):
+    # These log every request URL; the Telegram URL contains the bot token. The MCP SDK
+    # (with httpx2) logs every request and its session ids.
+    noisy_loggers = ("httpx", "httpcore", "httpx2", "httpcore2", "mcp", "aiohttp.access")
+    for noisy in (*noisy_loggers, "apscheduler.executors.default"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return redactor

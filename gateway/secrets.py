@@ -29,6 +29,7 @@ def secret_values(settings: object) -> list[str]:
 def _walk(node: object, key: str) -> Iterator[str]:
     if isinstance(node, SecretStr):
         yield node.get_secret_value()
+        yield _bearer_value(node.get_secret_value())  # an MCP server's Authorization header
     elif isinstance(node, BaseModel):
         for name in type(node).model_fields:
             yield from _walk(getattr(node, name), name)

@@ -57,6 +57,8 @@ class ToolContext:
     message_id: str | None = None
     # The attachments on that message (earlier ones are noted in the stored history).
     attachments: tuple[Attachment, ...] = ()
+    # The text of that message: what the person themselves wrote in this turn.
+    user_text: str = ""
     typing: TypingControl = NO_TYPING
     # The turn's tool scope and models (its profile's chain), for sub-agents to share.
     scope: ToolScope | None = None
@@ -72,6 +74,7 @@ class ApprovalNeed:
     # Calls with the same shape may be pre-approved for the rest of the session.
     shape: str = ""
     cwd: str | None = None
+    where: str = ""  # where it runs, e.g. "in the sandbox", "on build-host via SSH"
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,10 @@ from gateway.config import Settings
 from gateway.history import SessionRecord, SessionStore, compact
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
+from gateway.media.content import user_content
+from gateway.media.turn import TurnMedia
 from gateway.memory import MemoryBook
-from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef
+from gateway.messages import ChatRef, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.profiles.plan import TurnPlan, TurnPlanner, TurnRefused
@@ -39,7 +41,7 @@ log = logging.getLogger(__name__)
 INTERRUPTED_NOTE = "[This request was interrupted before an answer was given.]"
 EMPTY_ANSWER = "I have no answer to that. Try asking in another way."
 
-__all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator"]
+__all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator", "user_content"]
 
 
 @dataclass(frozen=True)
@@ -124,19 +126,21 @@ class TurnRunner:
         catalog: ToolCatalog,
         outbox: Outbox,
         metrics: Metrics,
+        media: TurnMedia,
         planner: TurnPlanner,
         telemetry: Telemetry,
         prompt_sections: Sequence[PromptSection] = (),
     ) -> None:
         self._settings = settings
+        self._media = media  # the person's files: fetched, transcribed, shown to the model
+        self._planner = planner  # the profile, models, limits and budget of each turn
+        self._telemetry = telemetry
         self._agent = agent
         self._sessions = sessions
         self._memory = memory
         self._catalog = catalog
         self._outbox = outbox
         self._metrics = metrics
-        self._planner = planner
-        self._telemetry = telemetry
         # Read at each new session, so a section registered after this runner was built counts.
         self._sections = prompt_sections
 
@@ -199,20 +203,28 @@ class TurnRunner:
         outcome = TurnOutcome()
         iterations: int | None = None
         try:
-            result = await self._agent.run(
-                record.system,
-                history,
-                self._catalog.for_scope(plan.scope),
-                self._context(job, typing, plan),
-                catalog=self._catalog,
-                llm=plan.route,
-                limits=plan.limits,
+            prepared = await self._media.prepare(
+                inbound, context_lines, record.messages, plan.vision
             )
-            history.extend(result.new_messages)
-            record.prompt_tokens += result.usage.prompt_tokens
-            record.completion_tokens += result.usage.completion_tokens
-            outcome.reply = result.text.strip() or EMPTY_ANSWER
-            iterations = result.iterations
+            history[-1] = {"role": "user", "content": prepared.text}
+            if prepared.answer is not None:  # nothing in the message the model could use
+                outcome.reply = prepared.answer
+                history.append({"role": "assistant", "content": prepared.answer})
+            else:
+                result = await self._agent.run(
+                    record.system,
+                    prepared.request(history),
+                    self._catalog.for_scope(plan.scope),
+                    self._context(job, typing, plan),
+                    catalog=self._catalog,
+                    llm=plan.route,
+                    limits=plan.limits,
+                )
+                history.extend(result.new_messages)
+                record.prompt_tokens += result.usage.prompt_tokens
+                record.completion_tokens += result.usage.completion_tokens
+                outcome.reply = result.text.strip() or EMPTY_ANSWER
+                iterations = result.iterations
         except LLMError as exc:
             log.warning("llm error session=%s error=%s", key, type(exc).__name__)
             outcome.error = exc.user_message
@@ -220,7 +232,7 @@ class TurnRunner:
         except TurnTimeout:
             outcome.error = (
                 f"I ran out of time on this request (limit "
-                f"{self._settings.agent.max_turn_seconds:.0f} s). Try a smaller request."
+                f"{plan.limits.max_turn_seconds:.0f} s). Try a smaller request."
             )
         except asyncio.CancelledError:
             await asyncio.shield(plan.settle())  # what was used is spent, either way
@@ -237,6 +249,7 @@ class TurnRunner:
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
         if on_answering is not None:
             on_answering()
+        await self._media.before_reply(inbound, prepared)
         text = outcome.reply or outcome.error or ""
         outcome.sent = await self._deliver(job, text, reply=plan.reply_to_message)
         if outcome.sent is not None:
@@ -244,6 +257,8 @@ class TurnRunner:
                 await lease.record_reply(outcome.sent, text)
             except StoreUnavailable as exc:
                 log.error("reply not recorded session=%s error=%s", key, exc)
+        if outcome.reply is not None and prepared.answer is None:
+            await self._media.after_reply(inbound, prepared, outcome.reply)
         await self._save(key, record, history, lease)
         await plan.settle()
         status = "ok" if outcome.ok else "error"
@@ -281,6 +296,8 @@ class TurnRunner:
             turn_id=job.turn_id,
             message_id=inbound.message_id,
             attachments=inbound.attachments,
+            # A scheduled prompt was written by the model, not by a person this turn.
+            user_text=inbound.text if inbound.kind is InboundKind.USER else "",
             typing=typing,
             scope=plan.scope,
             llm=plan.route,
@@ -320,21 +337,3 @@ class TurnRunner:
             await lease.commit(self._sessions.save_ops(key, record, encoded), encoded)
         except StoreUnavailable as exc:
             log.error("history not saved session=%s error=%s", key, exc)
-
-
-def user_content(inbound: Inbound, context_lines: Sequence[str] = ()) -> str:
-    """The user's message as the model sees it: text, attachments, recent group context."""
-    parts: list[str] = []
-    if context_lines:
-        parts.append("[Recent messages in this chat, for context]\n" + "\n".join(context_lines))
-    text = inbound.text
-    if inbound.chat.kind is not ChatKind.DIRECT:
-        text = f"{inbound.sender.label}: {text}"
-    parts.append(text)
-    for att in inbound.attachments:
-        size = f", {att.size} bytes" if att.size else ""
-        parts.append(
-            f"[attachment: {att.kind.value} {att.name or ''} ({att.mime_type or 'unknown type'}"
-            f"{size}) file_id={att.file_id}]"
-        )
-    return "\n\n".join(parts)

@@ -24,6 +24,21 @@ if ! command -v redis-server >/dev/null 2>&1; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server >/dev/null
 fi
 
+# The terminal tests run real sandboxes (bwrap) and a real sshd on 127.0.0.1.
+if ! command -v bwrap >/dev/null 2>&1 || [ ! -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null 2>&1; then
+  echo "installing bubblewrap and openssh for the tests..." >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq bubblewrap openssh-server openssh-client >/dev/null
+fi
+# The browser tests drive Debian's Chromium (Playwright's own browser download is not used).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "installing chromium for the browser tests..." >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
 # slack_sdk ignores NO_PROXY: a proxy from the environment would swallow 127.0.0.1 calls.
 unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy ALL_PROXY all_proxy
 

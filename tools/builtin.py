@@ -7,21 +7,27 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from gateway.admission import Submission
 from gateway.channels import Outbox
 from gateway.config import Settings
 from gateway.extensions import Extensions
 from gateway.history import SessionStore
 from gateway.llm.client import LLMClient
 from gateway.memory import MemoryBook
+from gateway.messages import Inbound
 from gateway.scheduler import Scheduler
 from gateway.secrets import secret_values
 from gateway.store.base import Store
 from gateway.tooling import ApprovalGate
-from tools.attachments import attachment_tools
+from tools.attachments import AttachmentFetcher, attachment_tools
+from tools.browser import browser_tool_specs
 from tools.clarify import ClarifyService
+from tools.code import code_tools
 from tools.cron import cron_tools
 from tools.files import file_tools
 from tools.find import find_tools
+from tools.mcp.install import install_mcp_tools
+from tools.media import media_tools
 from tools.memory import memory_tools
 from tools.netguard import AddressGuard
 from tools.policy import ToolPolicy, check_policy
@@ -29,10 +35,11 @@ from tools.registry import ToolRegistry
 from tools.shell import gateway_paths, shell_tools
 from tools.skills import default_library, skill_tools
 from tools.subagent import subagent_tools
+from tools.terminal.factory import build_backend
 from tools.todo import todo_tools
 from tools.web import WebFetcher, web_tools
+from tools.web_extract import extract_available, web_extract_tools
 from tools.web_search import provider_from_settings, web_search_tools
-from tools.workspace import Workspace
 from tools.workspaces import Workspaces
 
 
@@ -52,6 +59,12 @@ class ToolServices:
     approvals: ApprovalGate | None = None
     # Filled by install_builtin_tools: call each on shutdown (background listeners).
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # Hands a message to the gateway as if the person had sent it (MCP prompt commands);
+    # None: those commands are not offered.
+    submit: Callable[[Inbound], Awaitable[Submission]] | None = None
+    # Filled by install_builtin_tools: call each once the gateway starts; each returns at once
+    # and works in the background (MCP servers connecting).
+    starters: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> ToolPolicy:
@@ -59,7 +72,6 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     when the policy in settings names a tool, group or profile that does not exist."""
     settings = services.settings
     cfg = settings.tools
-    workspace = Workspace(settings.workspace)
     workspace_for = Workspaces(settings.workspace, cfg.workspace_scope).for_context
     registry.extend(
         file_tools(
@@ -67,27 +79,48 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
         )
     )
     registry.extend(find_tools(workspace_for))
-    registry.extend(
-        attachment_tools(
-            workspace_for,
-            services.outbox,
-            SessionStore(services.store),
-            max_bytes=cfg.attachment_max_bytes,
-        )
+    attachments = AttachmentFetcher(
+        services.outbox,
+        SessionStore(services.store),
+        max_bytes=min(cfg.attachment_max_bytes, settings.media.max_download_bytes),
     )
+    registry.extend(attachment_tools(workspace_for, attachments))
+    registry.extend(
+        media_tools(settings, services.outbox, workspace_for, attachments, services.closers)
+    )
+    terminal = build_backend(settings)
+    services.closers.append(terminal.close)
     registry.extend(
         shell_tools(
-            workspace,
+            workspace_for,
             cfg,
+            terminal.backend,
             secrets=lambda: secret_values(settings),
             protected=gateway_paths(settings),
+            workspace_root=settings.workspace,
         )
     )
-    fetcher = WebFetcher(
-        AddressGuard(cfg.web_allow_hosts), timeout=cfg.web_timeout, max_bytes=cfg.web_max_bytes
+    registry.extend(
+        code_tools(
+            workspace_for,
+            settings,
+            terminal.backend,
+            catalog=registry,
+            approvals=services.approvals,
+            secrets=lambda: secret_values(settings),
+        )
     )
+    guard = AddressGuard(cfg.web_allow_hosts)
+    fetcher = WebFetcher(guard, timeout=cfg.web_timeout, max_bytes=cfg.web_max_bytes)
     registry.extend(web_tools(fetcher, max_chars=cfg.max_output_chars))
     registry.extend(web_search_tools(provider_from_settings(cfg)))
+    if extract_available():
+        registry.extend(
+            web_extract_tools(
+                fetcher, max_chars=cfg.max_output_chars, fetch_timeout=cfg.web_timeout
+            )
+        )
+    registry.extend(browser_tool_specs(settings, guard, workspace_for, services.closers))
     registry.extend(memory_tools(services.memory))
     registry.extend(todo_tools(services.store))
     registry.extend(cron_tools(services.scheduler))
@@ -110,6 +143,15 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
         services.closers.append(llm.aclose)
     registry.extend(
         subagent_tools(llm=llm, catalog=registry, settings=settings, approvals=services.approvals)
+    )
+
+    install_mcp_tools(
+        registry,
+        settings,
+        starters=services.starters,
+        closers=services.closers,
+        extensions=services.extensions,
+        submit=services.submit,
     )
 
     check_policy(settings, registry)

@@ -56,19 +56,27 @@ def register(subparsers: Any) -> None:
 
 
 @contextlib.contextmanager
-def offline_registry(settings: Settings) -> Iterator[tuple[ToolRegistry, ToolPolicy]]:
-    """The gateway's tool registry and policy, built without live services."""
+def offline_registry(
+    settings: Settings, *, mcp_servers: bool = False
+) -> Iterator[tuple[ToolRegistry, ToolPolicy]]:
+    """The gateway's tool registry and policy, built without live services. With `mcp_servers`
+    the MCP servers are started too (until each connected or failed once), so their tools are
+    listed; a server that is not connected is named on stderr."""
     from gateway.channels import Outbox
     from gateway.extensions import Extensions
     from gateway.memory import MemoryBook
     from gateway.store.embedded import EmbeddedStore
     from tools.builtin import ToolServices, install_builtin_tools
+    from tools.mcp.install import start_servers, stop_servers
     from tools.registry import ToolRegistry
 
-    with tempfile.TemporaryDirectory(prefix="chatgate-tools-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="chatgate-tools-") as tmp,
+        asyncio.Runner() as runner,
+    ):
         store = EmbeddedStore(Path(tmp))
+        registry = ToolRegistry()
         try:
-            registry = ToolRegistry()
             services = ToolServices(
                 settings=settings,
                 store=store,
@@ -76,9 +84,14 @@ def offline_registry(settings: Settings) -> Iterator[tuple[ToolRegistry, ToolPol
                 outbox=Outbox(),
                 extensions=Extensions(),
             )
-            yield registry, install_builtin_tools(registry, services)
+            policy = install_builtin_tools(registry, services)
+            if mcp_servers:
+                for problem in runner.run(start_servers(registry)):
+                    print(f"note: {problem}", file=sys.stderr)
+            yield registry, policy
         finally:
-            asyncio.run(store.close())
+            runner.run(stop_servers(registry))
+            runner.run(store.close())
 
 
 def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
@@ -114,14 +127,14 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
         print("layers: " + ", ".join(layer.label for layer in policy.layers(scope)))
         print()
         rows = [
-            (t.name, t.group, "maybe" if t.approval else "", _short(t.description)) for t in allowed
+            (t.name, t.group, "maybe" if t.approval else "", short(t.description)) for t in allowed
         ]
-        _table(("TOOL", "GROUP", "APPROVAL", "DESCRIPTION"), rows)
+        print_table(("TOOL", "GROUP", "APPROVAL", "DESCRIPTION"), rows)
         print(f"\n{len(allowed)} of {len(registry.all())} tools allowed")
         removed = policy.removed_by(scope, registry.all()) if args.all else {}
         if removed:
             print()
-            _table(("REMOVED", "BY"), sorted(removed.items()))
+            print_table(("REMOVED", "BY"), sorted(removed.items()))
         return EXIT_OK
 
     return _with_registry(settings, body)
@@ -133,9 +146,9 @@ def cmd_groups(settings: Settings, args: argparse.Namespace) -> int:
     def body(registry: ToolRegistry, policy: ToolPolicy) -> int:
         rows = [
             (group, ", ".join(members) or "(none yet)", about)
-            for group, members, about in describe_groups(registry.all())
+            for group, members, about in describe_groups(registry.all(), registry.declared_groups())
         ]
-        _table(("GROUP", "TOOLS", "ABOUT"), rows)
+        print_table(("GROUP", "TOOLS", "ABOUT"), rows)
         return EXIT_OK
 
     return _with_registry(settings, body)
@@ -158,8 +171,13 @@ def _with_registry(settings: Settings, body: Callable[[ToolRegistry, ToolPolicy]
     """Run `body` on the offline registry; a policy error prints like any config error."""
     from gateway.config import ConfigError
 
+    if settings.mcp.servers:
+        from gateway.logs import setup_logging
+
+        # Servers that fail are named once on stderr; their log lines would repeat it.
+        setup_logging(settings.model_copy(update={"log_level": "CRITICAL"}))
     try:
-        with offline_registry(settings) as (registry, policy):
+        with offline_registry(settings, mcp_servers=True) as (registry, policy):
             return body(registry, policy)
     except ConfigError as exc:
         for problem in exc.problems:
@@ -171,12 +189,12 @@ def _names(values: list[str]) -> list[str]:
     return [name.strip() for value in values for name in value.split(",") if name.strip()]
 
 
-def _short(description: str, width: int = 70) -> str:
-    first = description.split(". ")[0].rstrip(".")
+def short(description: str, width: int = 70) -> str:
+    first = description.strip().split("\n", 1)[0].split(". ")[0].rstrip(".")
     return first if len(first) <= width else first[: width - 1] + "…"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
     for row in (header, *rows):
         cells = [str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)]

@@ -84,8 +84,12 @@ def blocked_reason(ip: Address) -> str | None:
         if embedded is not None:
             inner = blocked_reason(embedded)
             return f"an IPv6 form of {embedded}, {inner}" if inner else None
+    # fec0::/10 was deprecated (RFC 3879) but routers may still treat it as internal, and
+    # Python counts it as global.
+    site_local = isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local
     checks = (
         (ip.is_loopback, "a loopback address"),
+        (site_local, "a site-local address"),
         (ip.is_link_local, "a link-local address"),
         (ip.is_multicast, "a multicast address"),
         (ip.is_unspecified, "an unspecified address"),

@@ -131,7 +131,7 @@ def validate_policy(settings: Settings, registry: ToolRegistry) -> list[str]:
     s = settings.tools
     tools = registry.all()
     names = {tool.name for tool in tools}
-    groups = known_groups(tools)
+    groups = known_groups(tools, registry.declared_groups())
     problems: list[str] = []
 
     def check(where: str, rule: ToolRule) -> None:

@@ -1,11 +1,19 @@
-"""The tool registry: every tool declared once, looked up by name, filtered per turn by policy."""
+"""The tool registry: every tool declared once, looked up by name, filtered per turn by policy.
+
+Most tools are registered once at start. Tools that come and go at run time (those of MCP
+servers) come from a `ToolSource` the registry consults on every lookup; a source's tool never
+shadows a registered one.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from gateway.tooling import ToolScope, ToolSpec
+
+log = logging.getLogger(__name__)
 
 # Decides which registered tools a scope may use; None means "all of them".
 ScopeFilter = Callable[[ToolScope, Sequence[ToolSpec[Any]]], Sequence[ToolSpec[Any]]]
@@ -15,11 +23,26 @@ class DuplicateTool(ValueError):
     pass
 
 
+class ToolSource(Protocol):
+    """Tools that come and go while the gateway runs."""
+
+    def tools(self) -> Sequence[ToolSpec[Any]]:
+        """The tools available right now (cheap: called on every turn)."""
+        ...
+
+    def groups(self) -> Mapping[str, str]:
+        """Groups this source fills (name -> description), known even while it has no tools,
+        so a policy naming them is valid before the tools arrive."""
+        ...
+
+
 class ToolRegistry:
     def __init__(
         self, tools: Iterable[ToolSpec[Any]] = (), *, scope_filter: ScopeFilter | None = None
     ) -> None:
         self._tools: dict[str, ToolSpec[Any]] = {}
+        self._sources: list[ToolSource] = []
+        self._shadowed: set[str] = set()  # source tool names already reported as clashing
         self._filter = scope_filter
         for tool in tools:
             self.register(tool)
@@ -33,24 +56,55 @@ class ToolRegistry:
         for tool in tools:
             self.register(tool)
 
+    def add_source(self, source: ToolSource) -> None:
+        self._sources.append(source)
+
+    @property
+    def sources(self) -> tuple[ToolSource, ...]:
+        return tuple(self._sources)
+
     def set_filter(self, scope_filter: ScopeFilter | None) -> None:
         self._filter = scope_filter
 
     def get(self, name: str) -> ToolSpec[Any] | None:
-        return self._tools.get(name)
+        tool = self._tools.get(name)
+        if tool is None and self._sources:
+            tool = next((t for t in self._from_sources() if t.name == name), None)
+        return tool
 
     def all(self) -> list[ToolSpec[Any]]:
-        return list(self._tools.values())
+        return [*self._tools.values(), *self._from_sources()]
 
     def names(self) -> list[str]:
-        return list(self._tools)
+        return [tool.name for tool in self.all()]
 
     def groups(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for tool in self._tools.values():
+        for tool in self.all():
             out.setdefault(tool.group, []).append(tool.name)
+        return out
+
+    def declared_groups(self) -> dict[str, str]:
+        """Groups the sources fill, with their descriptions, whether or not they have tools."""
+        out: dict[str, str] = {}
+        for source in self._sources:
+            out.update(source.groups())
         return out
 
     def for_scope(self, scope: ToolScope) -> Sequence[ToolSpec[Any]]:
         tools = self.all()
         return tools if self._filter is None else self._filter(scope, tools)
+
+    def _from_sources(self) -> list[ToolSpec[Any]]:
+        out: list[ToolSpec[Any]] = []
+        seen = set(self._tools)
+        for source in self._sources:
+            for tool in source.tools():
+                if tool.name in seen:
+                    if tool.name not in self._shadowed:
+                        self._shadowed.add(tool.name)
+                        log.warning("tool name taken, source tool ignored tool=%s", tool.name)
+                    continue
+                seen.add(tool.name)
+                out.append(tool)
+        return out

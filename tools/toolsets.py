@@ -1,10 +1,11 @@
 """Toolsets: every tool belongs to exactly one (its `ToolSpec.group`); groups name sets of tools
-in the policy as `group:<name>`, and a few composite groups bundle toolsets.
+in the policy as `group:<name>`, and a few composite groups bundle toolsets. A group also holds
+its subgroups: `group:mcp` is every `mcp:<server>`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gateway.tooling import ToolSpec
@@ -15,13 +16,17 @@ WILDCARD = "*"
 # The toolsets chatgate declares, whether or not any tool in them is registered yet.
 TOOLSETS: dict[str, str] = {
     "fs": "workspace files: read_file, write_file, edit_file, glob, search, save_attachment",
-    "runtime": "running commands: shell",
-    "web": "the web: web_fetch, web_search",
+    "runtime": "running commands: shell, execute_code",
+    "web": "the web: web_fetch, web_search, web_extract, web_crawl",
+    "browser": "a real browser for pages that need JavaScript, forms or several steps",
     "memory": "durable notes about the chat and the person: memory",
     "session": "working with the user in this conversation: todo, clarify",
     "cron": "reminders and scheduled prompts",
     "skills": "bundled and installed skills",
     "subagent": "delegating work to sub-agents",
+    "mcp": "tools of the MCP servers in mcp.servers (one server: group:mcp:<name>)",
+    "media": "files and media into the chat: send_file, image_generate, text_to_speech, "
+    "vision_analyze",
 }
 
 # Groups made of other toolsets.
@@ -30,14 +35,19 @@ COMPOSITES: dict[str, tuple[str, ...]] = {
 }
 
 
-def known_groups(tools: Iterable[ToolSpec[Any]]) -> set[str]:
-    """Group names the policy accepts: declared toolsets, composites, and any tool's own group."""
-    return {*TOOLSETS, *COMPOSITES, *(tool.group for tool in tools)}
+def known_groups(tools: Iterable[ToolSpec[Any]], declared: Iterable[str] = ()) -> set[str]:
+    """Group names the policy accepts: declared toolsets, composites, any tool's own group, and
+    the groups dynamic tool sources declare (`declared`)."""
+    return {*TOOLSETS, *COMPOSITES, *(tool.group for tool in tools), *declared}
 
 
 def group_members(group: str, tools: Sequence[ToolSpec[Any]]) -> set[str]:
-    toolsets = set(COMPOSITES.get(group, (group,)))
-    return {tool.name for tool in tools if tool.group in toolsets}
+    toolsets = COMPOSITES.get(group, (group,))
+    return {tool.name for tool in tools if any(_within(tool.group, t) for t in toolsets)}
+
+
+def _within(group: str, toolset: str) -> bool:
+    return group == toolset or group.startswith(toolset + ":")
 
 
 def expand(names: Iterable[str], tools: Sequence[ToolSpec[Any]]) -> set[str]:
@@ -54,12 +64,15 @@ def expand(names: Iterable[str], tools: Sequence[ToolSpec[Any]]) -> set[str]:
     return out
 
 
-def describe_groups(tools: Sequence[ToolSpec[Any]]) -> list[tuple[str, list[str], str]]:
+def describe_groups(
+    tools: Sequence[ToolSpec[Any]], declared: Mapping[str, str] | None = None
+) -> list[tuple[str, list[str], str]]:
     """(group:name, member tools, description) for every known group, composites last."""
+    about = {**(declared or {}), **TOOLSETS}
     rows = []
-    for group in sorted(known_groups(tools) - set(COMPOSITES)):
+    for group in sorted(known_groups(tools, about) - set(COMPOSITES)):
         members = sorted(group_members(group, tools))
-        rows.append((GROUP_PREFIX + group, members, TOOLSETS.get(group, "")))
+        rows.append((GROUP_PREFIX + group, members, about.get(group, "")))
     for group, parts in COMPOSITES.items():
         members = sorted(group_members(group, tools))
         joined = " + ".join(GROUP_PREFIX + p for p in parts)

@@ -56,6 +56,24 @@ class Page:
     cut_at_bytes: int | None = None  # the body was larger than the size limit
 
 
+class HTTPStatusError(ToolError):
+    """The server answered with an error status (kept, e.g. for robots.txt rules)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class RawPage:
+    """A fetched body decoded to text but not converted, for callers that parse HTML."""
+
+    url: str  # after redirects
+    content_type: str
+    text: str
+    cut_at_bytes: int | None = None
+
+
 class WebFetcher:
     """Fetches one URL under the SSRF guard, a time limit and a size limit."""
 
@@ -73,15 +91,22 @@ class WebFetcher:
         self._transport = transport
 
     async def fetch(self, url: str) -> Page:
+        return await asyncio.to_thread(_render, await self._fetch_in_time(url))
+
+    async def fetch_raw(self, url: str) -> RawPage:
+        fetched = await self._fetch_in_time(url)
+        media, text = await asyncio.to_thread(_decode, fetched)
+        return RawPage(fetched.url, media, text, fetched.cut_at_bytes)
+
+    async def _fetch_in_time(self, url: str) -> _Fetched:
         try:
             async with asyncio.timeout(self._timeout):
-                fetched = await self._fetch(url)
+                return await self._fetch(url)
         except TimeoutError:
             raise ToolError(
                 f"{url} did not answer within {self._timeout:.0f} s; try again later or use "
                 "another source."
             ) from None
-        return await asyncio.to_thread(_render, fetched)
 
     async def _fetch(self, url: str) -> _Fetched:
         client = httpx.AsyncClient(
@@ -108,9 +133,10 @@ class WebFetcher:
                         current = _target(location, base=current)
                         continue
                     if response.status_code >= 400:
-                        raise ToolError(
+                        raise HTTPStatusError(
                             f"{current} answered HTTP {response.status_code} "
-                            f"{response.reason_phrase}; check the URL or try another page."
+                            f"{response.reason_phrase}; check the URL or try another page.",
+                            response.status_code,
                         )
                     media = _media_type(response, str(current))
                     body, cut = await self._read(response)
@@ -184,14 +210,20 @@ def _media_type(response: httpx.Response, url: str) -> str:
     raise ToolError(f"{url} is {media}; web_fetch reads only web pages, plain text and JSON.")
 
 
-def _render(fetched: _Fetched) -> Page:
+def _decode(fetched: _Fetched) -> tuple[str, str]:
+    """The media type (sniffed when the server sent none) and the body as text."""
     url, media, body = fetched.url, fetched.media, fetched.body
     if not media:
         head = body[:512].lstrip().lower()
         if b"\x00" in body[:8192]:
             raise ToolError(f"{url} returned binary data; web_fetch reads only text.")
         media = "text/html" if head.startswith((b"<!doctype html", b"<html")) else "text/plain"
-    text = body.decode(_charset(fetched.charset, body, media), errors="replace")
+    return media, body.decode(_charset(fetched.charset, body, media), errors="replace")
+
+
+def _render(fetched: _Fetched) -> Page:
+    url, body = fetched.url, fetched.body
+    media, text = _decode(fetched)
     title = ""
     if media in _HTML:
         match = _TITLE.search(body[:65536])

@@ -26,6 +26,7 @@ from adapters.telegram.normalize import PLATFORM, BotIdentity, inbound_from, pre
 from adapters.telegram.sending import TelegramSender
 from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.transport import AiohttpRequest
+from adapters.telegram.uploads import MAX_UPLOAD_BYTES, TelegramUploads
 from adapters.telegram.webhook import WEBHOOK_PATH, webhook_handler
 from gateway import keys
 from gateway.channels import AdapterContext, Capabilities
@@ -54,7 +55,13 @@ class TelegramStartError(RuntimeError):
 
 class TelegramAdapter:
     platform = PLATFORM
-    capabilities = Capabilities(max_len=4096, can_edit=True, buttons=True, threads=True)
+    capabilities = Capabilities(
+        max_len=4096,
+        can_edit=True,
+        buttons=True,
+        threads=True,
+        max_upload_bytes=MAX_UPLOAD_BYTES,
+    )
 
     def __init__(self, settings: TelegramSettings, ctx: AdapterContext) -> None:
         if settings.token is None or not settings.token.get_secret_value():
@@ -79,6 +86,7 @@ class TelegramAdapter:
                 "platform_rate_limited_total", platform=PLATFORM
             ),
         )
+        self._uploads = TelegramUploads(self._app.bot, self._sender)
         self._access = TelegramAccess(settings, PLATFORM)
         self._lanes = Lanes()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -152,6 +160,8 @@ class TelegramAdapter:
     # -- the Adapter protocol --------------------------------------------------------------
 
     async def send(self, out: Outbound) -> SentRef:
+        if out.attachments:
+            return await self._uploads.send(out)
         return await self._sender.send(out)
 
     async def edit(self, ref: SentRef, out: Outbound) -> None:
@@ -161,11 +171,12 @@ class TelegramAdapter:
         await self._sender.typing(chat)
 
     async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
-        """The bytes of an attachment (Attachment.file_id); raises AttachmentTooLarge."""
+        """The bytes of an attachment (Attachment.file_id), through getFile and the file URL
+        with the bot's token; raises AttachmentTooLarge or AttachmentUnavailable."""
         limit = min(
             max_bytes or self._settings.download_max_bytes, self._settings.download_max_bytes
         )
-        return await download(self._app.bot, file_id, limit)
+        return await download(self._app.bot, self._requests[0], file_id, limit)
 
     # -- receiving -------------------------------------------------------------------------
 

@@ -35,135 +35,31 @@ from pydantic_settings import (
 from gateway.config.base import Section as Section
 from gateway.config.base import ToolRule as ToolRule
 from gateway.config.base import config_file, known_timezone
+from gateway.config.browser import BrowserSettings as BrowserSettings
 from gateway.config.budgets import BudgetSettings as BudgetSettings
 from gateway.config.budgets import OtelSettings as OtelSettings
+from gateway.config.llm import DEFAULT_PROVIDER as DEFAULT_PROVIDER
+from gateway.config.llm import LLMSettings as LLMSettings
+from gateway.config.llm import ModelSettings as ModelSettings
+from gateway.config.llm import ProviderSettings as ProviderSettings
+from gateway.config.mcp import MCPServerSettings as MCPServerSettings
+from gateway.config.mcp import MCPSettings as MCPSettings
+from gateway.config.media import ImagesSettings as ImagesSettings
+from gateway.config.media import MediaEndpoint as MediaEndpoint
+from gateway.config.media import MediaSettings as MediaSettings
+from gateway.config.media import STTSettings as STTSettings
+from gateway.config.media import TTSSettings as TTSSettings
 from gateway.config.profiles import ProfileBinding as ProfileBinding
 from gateway.config.profiles import ProfileSettings as ProfileSettings
 from gateway.config.profiles import ProfilesSettings as ProfilesSettings
 from gateway.config.profiles import profile_problems
+from gateway.config.terminal import DockerTerminalSettings as DockerTerminalSettings
+from gateway.config.terminal import LocalTerminalSettings as LocalTerminalSettings
+from gateway.config.terminal import SandboxTerminalSettings as SandboxTerminalSettings
+from gateway.config.terminal import SSHTerminalSettings as SSHTerminalSettings
+from gateway.config.terminal import TerminalSettings as TerminalSettings
 from gateway.secrets import is_secret_name
 from gateway.sessions import Isolation
-
-
-class ModelSettings(Section):
-    """What differs for one model of a provider (`[llm.providers.<name>.models."<model>"]`);
-    unset keys take the provider's value."""
-
-    tool_call_format: Literal["native", "text", "auto"] | None = None
-    vision: bool | None = None
-    price_in_per_mtok: float | None = Field(default=None, ge=0)
-    price_out_per_mtok: float | None = Field(default=None, ge=0)
-
-
-class ProviderSettings(Section):
-    """One OpenAI-compatible server: `[llm]` is the provider "default", `[llm.providers.<name>]`
-    the others (which take [llm]'s timeouts and retries unless they set their own)."""
-
-    base_url: str = "http://localhost:11434/v1"
-    api_key: SecretStr = SecretStr("")
-    model: str = "qwen3:8b"
-    # Provider name for the tool policy; empty means derived from the base_url host.
-    provider: str = ""
-    tool_call_format: Literal["native", "text", "auto"] = "auto"
-    stream: bool = False
-    temperature: float | None = None
-    max_tokens: int | None = Field(default=None, gt=0)  # per completion
-    timeout: float = Field(default=120.0, gt=0)  # seconds for one request (read)
-    connect_timeout: float = Field(default=10.0, gt=0)
-    max_retries: int = Field(default=4, ge=0)
-    retry_base_delay: float = Field(default=0.5, ge=0)
-    retry_max_delay: float = Field(default=30.0, ge=0)
-    max_connections: int = Field(default=512, ge=1)
-    extra_headers: dict[str, str] = {}
-    # The longest Retry-After of a 429 that is waited out; a longer one moves the turn to the
-    # next model of its fallback chain at once. None: retry_max_delay.
-    max_wait_seconds: float | None = Field(default=None, ge=0)
-    vision: bool = False  # the model reads images; without it image parts become a note
-    price_in_per_mtok: float = Field(default=0.0, ge=0)  # USD per million prompt tokens
-    price_out_per_mtok: float = Field(default=0.0, ge=0)  # USD per million completion tokens
-    models: dict[str, ModelSettings] = {}  # per-model prices, vision, tool-call format
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
-
-    @property
-    def provider_name(self) -> str:
-        return self.provider or (urlsplit(self.base_url).hostname or "")
-
-    @property
-    def wait_cap(self) -> float:
-        """The longest Retry-After worth waiting for."""
-        return self.retry_max_delay if self.max_wait_seconds is None else self.max_wait_seconds
-
-    def for_model(self, model: str) -> ProviderSettings:
-        """These settings for another model of the same server, its own overrides applied."""
-        update: dict[str, Any] = {"model": model}
-        extra = self.models.get(model)
-        if extra is not None:
-            update |= {k: v for k, v in extra.model_dump().items() if v is not None}
-        return self.model_copy(update=update)
-
-
-# Settings a named provider takes from [llm] unless it sets them itself.
-_INHERITED = (
-    "stream",
-    "timeout",
-    "connect_timeout",
-    "max_retries",
-    "retry_base_delay",
-    "retry_max_delay",
-    "max_connections",
-    "max_wait_seconds",
-)
-DEFAULT_PROVIDER = "default"
-
-
-class LLMSettings(ProviderSettings):
-    """`[llm]`: the provider "default", the other providers, and the circuit breaker."""
-
-    providers: dict[str, ProviderSettings] = {}
-    # A provider (or one of its models) whose calls fail after retries in a way retrying will
-    # not fix soon is left out for this long, then probed with the next real request; each
-    # failed probe doubles the pause, up to the maximum.
-    breaker_failures: int = Field(default=1, ge=1)  # failures in a row that open the breaker
-    breaker_cooldown_seconds: float = Field(default=60.0, gt=0)
-    breaker_max_cooldown_seconds: float = Field(default=900.0, gt=0)
-
-    @field_validator("providers")
-    @classmethod
-    def _provider_names(cls, value: dict[str, ProviderSettings]) -> dict[str, ProviderSettings]:
-        for name in value:
-            if name == DEFAULT_PROVIDER:
-                raise ValueError("'default' is the [llm] section itself; use another name")
-            if not name or "/" in name:
-                raise ValueError(f"provider name {name!r}: use letters, digits, - and _")
-        return value
-
-    @model_validator(mode="after")
-    def _inherit(self) -> LLMSettings:
-        for name, provider in list(self.providers.items()):
-            update = {
-                key: getattr(self, key)
-                for key in _INHERITED
-                if key not in provider.model_fields_set and key in self.model_fields_set
-            }
-            if update:
-                self.providers[name] = provider.model_copy(update=update)
-        return self
-
-    def provider_settings(self, name: str) -> ProviderSettings:
-        """A provider's settings by name; KeyError when there is none of that name."""
-        if name == DEFAULT_PROVIDER:
-            return self
-        return self.providers[name]
-
-    @property
-    def provider_names(self) -> list[str]:
-        return [DEFAULT_PROVIDER, *self.providers]
 
 
 class RedisSettings(Section):
@@ -180,7 +76,8 @@ class RedisSettings(Section):
 
 
 class ToolsSettings(Section):
-    workspace: Path | None = None  # default {data_dir}/workspace
+    # Default: a sibling of data_dir ("~/.chatgate-workspace"), never inside it.
+    workspace: Path | None = None
     # Whose files the file tools see: "chat" gives each chat {workspace}/{platform}-{chat_id}/,
     # "user" each person in a chat {...}/u-{user_id}/, "shared" everybody the root itself.
     workspace_scope: Literal["shared", "chat", "user"] = "chat"
@@ -216,6 +113,7 @@ class ToolsSettings(Section):
     shell_extra_allow: list[str] = []
     shell_extra_ask: list[str] = []
     shell_extra_block: list[str] = []
+    terminal: TerminalSettings = TerminalSettings()
 
     @field_validator("shell_extra_allow", "shell_extra_ask", "shell_extra_block")
     @classmethod
@@ -341,6 +239,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     redis: RedisSettings = RedisSettings()
     tools: ToolsSettings = ToolsSettings()
+    browser: BrowserSettings = BrowserSettings()
     agent: AgentSettings = AgentSettings()
     router: RouterSettings = RouterSettings()
     sessions: SessionsSettings = SessionsSettings()
@@ -349,6 +248,11 @@ class Settings(BaseSettings):
     approvals: ApprovalSettings = ApprovalSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     http: HTTPSettings = HTTPSettings()
+    mcp: MCPSettings = MCPSettings()
+    media: MediaSettings = MediaSettings()
+    stt: STTSettings = STTSettings()
+    tts: TTSSettings = TTSSettings()
+    images: ImagesSettings = ImagesSettings()
     profiles: ProfilesSettings = ProfilesSettings()
     budgets: BudgetSettings = BudgetSettings()
     otel: OtelSettings = OtelSettings()
@@ -379,7 +283,12 @@ class Settings(BaseSettings):
 
     @property
     def workspace(self) -> Path:
-        return (self.tools.workspace or self.data_dir / "workspace").expanduser().resolve()
+        """`tools.workspace`, or `{data_dir}-workspace` beside the data directory: never inside
+        it, so a command in the workspace is not one `..` away from the store and secrets."""
+        if self.tools.workspace is not None:
+            return self.tools.workspace.expanduser().resolve()
+        data = self.data_dir.expanduser().resolve()
+        return data.with_name(f"{data.name}-workspace")
 
 
 class ConfigError(Exception):
@@ -472,6 +381,10 @@ def _problem_line(err: Any) -> str:
 def masked(settings: Settings) -> dict[str, Any]:
     """The effective settings as plain data with every secret masked, for `config show`."""
     data: dict[str, Any] = _mask(settings.model_dump(mode="json"))
+    # MCP servers take their secrets under any name (GITHUB_TOKEN, X-Api-Key, ...).
+    for server in data["mcp"]["servers"].values():
+        for table in ("env", "headers"):
+            server[table] = dict.fromkeys(server[table], "********")
     return data
 
 

@@ -45,3 +45,11 @@ def known_timezone(value: str) -> str:
     except (KeyError, ValueError):
         raise ValueError("unknown timezone; use an IANA name such as Europe/Berlin") from None
     return value
+
+
+def http_url(value: str, *, empty_ok: bool = False) -> str:
+    if empty_ok and not value:
+        return value
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return value.rstrip("/")

@@ -22,6 +22,7 @@ from gateway.llm.breaker import CircuitBreakers
 from gateway.llm.errors import LLMError, LLMRateLimited
 from gateway.llm.providers import ModelTarget, ProviderPool
 from gateway.llm.types import Completion, Message, OnText, Usage
+from gateway.llm.vision import Vision
 from gateway.telemetry import AttributeValue, SpanRecorder, Telemetry
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,6 @@ _REASONS = {
     "no_endpoint": "no chat endpoint",
     "held_out": "failing recently",
 }
-IMAGE_NOTE = "[An image was attached here; the model in use cannot see images.]"
 # Keyed per model rather than per provider: the rest of the provider may still work.
 _MODEL_LEVEL = {"model_missing", "no_endpoint"}
 
@@ -91,6 +91,11 @@ class ModelRoute:
     @property
     def current(self) -> ModelTarget:
         return self.chain[self._position]
+
+    @property
+    def vision(self) -> Vision:
+        """The first model's image handling, which the turn prepares its input for."""
+        return self._pool.client(self.chain[0]).vision
 
     @property
     def switched(self) -> bool:
@@ -167,7 +172,6 @@ class ModelRoute:
     ) -> Completion:
         info = self._pool.info(target)
         client = self._pool.client(target)
-        sent = messages if info.vision else without_images(messages)
         telemetry = self._telemetry
         started = time.monotonic()
         span_attrs: dict[str, AttributeValue] = {
@@ -176,8 +180,8 @@ class ModelRoute:
         }
         with _span(telemetry, span_attrs) as span:
             try:
-                completion = await client.complete(
-                    sent,
+                completion = await client.complete(  # images: as this model's llm.vision says
+                    messages,
                     tools=tools,
                     tool_choice=tool_choice,
                     stream=stream,
@@ -194,7 +198,7 @@ class ModelRoute:
                 raise
             usage = completion.usage
             if usage.total_tokens == 0:
-                usage = estimate_usage(sent, tools, completion)
+                usage = estimate_usage(messages, tools, completion)
                 completion = dataclasses.replace(completion, usage=usage)
                 self.estimated = True
             self.usage[target] = self.usage.get(target, Usage()) + usage
@@ -248,25 +252,6 @@ def _span(telemetry: Telemetry | None, attrs: dict[str, AttributeValue]) -> Any:
     if telemetry is None:
         return contextlib.nullcontext(SpanRecorder())
     return telemetry.span("llm.call", **attrs)
-
-
-def without_images(messages: list[Message]) -> list[Message]:
-    """The messages with image parts replaced by a short note, for a model without vision.
-    Returns the same list when there is nothing to replace."""
-    if not any(isinstance(m.get("content"), list) for m in messages):
-        return messages
-    out: list[Message] = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, list) and any(_is_image(p) for p in content):
-            parts = [{"type": "text", "text": IMAGE_NOTE} if _is_image(p) else p for p in content]
-            message = {**message, "content": parts}
-        out.append(message)
-    return out
-
-
-def _is_image(part: Any) -> bool:
-    return isinstance(part, dict) and part.get("type") in ("image_url", "input_image", "image")
 
 
 def estimate_usage(

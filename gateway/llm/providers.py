@@ -33,10 +33,6 @@ class ModelInfo:
     settings: ProviderSettings  # the provider's, for this model
     policy_name: str  # the provider's name in the tool policy (`tools.providers`)
 
-    @property
-    def vision(self) -> bool:
-        return self.settings.vision
-
     def cost(self, usage: Usage) -> float:
         """USD for this usage at the configured prices."""
         s = self.settings

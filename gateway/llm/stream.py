@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.llm.errors import LLMBadResponse
+from gateway.llm.textcalls import CALL_MARKERS, REASONING_TAGS, STRAY_CLOSERS
 from gateway.llm.types import ToolCall, Usage, new_call_id
 from gateway.llm.wire import RawReply, arguments_text, reasoning_of, text_of, usage_from_wire
 
@@ -207,17 +208,9 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-_THINK_OPEN = {"<think>": "</think>", "<thinking>": "</thinking>"}
-_THINK_STRAY = ("</think>", "</thinking>")
-_CALL_MARKERS = (
-    "<tool_call>",
-    "<|tool_call>",
-    "<|tool_call|>",
-    "<start_function_call>",
-    "<function=",
-    "[TOOL_CALLS]",
-    "<|python_tag|>",
-)
+# The parser's own tables, so streaming hides exactly the formats parsing understands.
+_THINK_OPEN = REASONING_TAGS
+_THINK_STRAY = STRAY_CLOSERS
 
 
 class VisibleText:
@@ -232,8 +225,9 @@ class VisibleText:
 
     def __init__(self, *, hide_calls: bool) -> None:
         self._hide_calls = hide_calls
-        markers = [*_THINK_OPEN, *_THINK_STRAY, *(_CALL_MARKERS if hide_calls else ())]
+        markers = [*_THINK_OPEN, *_THINK_STRAY, *(CALL_MARKERS if hide_calls else ())]
         self._markers = tuple(markers)
+        self._longest = max(len(marker) for marker in markers)
         self._pattern = re.compile("|".join(re.escape(m) for m in markers))
         self._pending = ""
         self._closing: str | None = None  # inside a think block: the tag that ends it
@@ -301,8 +295,8 @@ class VisibleText:
 
     def _partial_marker_len(self) -> int:
         """Length of the longest tail of pending text that could begin a marker."""
-        tail = self._pending[-24:]
-        for size in range(min(len(tail), 23), 0, -1):
+        tail = self._pending[-self._longest :]
+        for size in range(min(len(tail), self._longest - 1), 0, -1):
             piece = tail[-size:]
             if any(marker.startswith(piece) for marker in self._markers):
                 return size

@@ -15,6 +15,7 @@ from gateway.config import AgentSettings, Settings
 from gateway.llm.breaker import CircuitBreakers
 from gateway.llm.fallback import ModelRoute, Switch
 from gateway.llm.providers import ModelTarget, ProviderPool, UnknownModel
+from gateway.llm.vision import Vision
 from gateway.messages import Inbound
 from gateway.profiles.book import ProfileBook, Resolution
 from gateway.profiles.choices import ModelChoices
@@ -56,6 +57,11 @@ class TurnPlan:
     @property
     def reply_to_message(self) -> bool:
         return self.resolution.profile.reply_to_message
+
+    @property
+    def vision(self) -> Vision:
+        """Whether the turn's first model takes images (gateway/llm/vision.py)."""
+        return self.route.vision
 
     async def settle(self) -> None:
         """Record what the turn used and tell the chat about budgets; never raises."""

@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 
 from gateway.app import App
+from gateway.config import Settings
+from gateway.messages import ChatRef
 from tests.e2e.test_telegram import telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.fakes.telegram import Call, FakeBotAPI
+from tools.workspaces import Workspaces
 
 ALICE, BOB, ADMIN = 42, 7, 1
 
@@ -28,9 +31,16 @@ async def gw(tmp_path: Path, llm: ScriptedLLM, tg: FakeBotAPI) -> AsyncIterator[
         "access": {"admins": [f"telegram:{ADMIN}"], "rate_limit_per_minute": 0}
     }
     async with telegram_gateway(tmp_path, llm, tg, **sections) as app:
-        (app.settings.workspace / "build").mkdir()
-        (app.settings.workspace / "build" / "out.o").write_text("object")
+        (chat_dir(app.settings) / "build").mkdir(parents=True)
+        (chat_dir(app.settings) / "build" / "out.o").write_text("object")
         yield app
+
+
+def chat_dir(settings: Settings) -> Path:
+    """The workspace of the test chat (Telegram chat 42), where its commands run."""
+    chat = ChatRef(platform="telegram", chat_id="42")
+    folder = Workspaces(settings.workspace, settings.tools.workspace_scope).folder(chat)
+    return settings.workspace.joinpath(*folder)
 
 
 def buttons(prompt: Call) -> dict[str, str]:
@@ -43,6 +53,7 @@ async def ask_to_clean(tg: FakeBotAPI, llm: ScriptedLLM, then: str = "Done.") ->
     tg.push_message("clean the build", user_id=ALICE)
     [prompt] = await tg.wait_sent(1)
     assert "rm -rf build" in prompt.text and "Approval needed" in prompt.text
+    assert "Runs in the sandbox." in prompt.text  # where the command will run
     return prompt
 
 
@@ -51,11 +62,11 @@ async def test_approve_runs_the_command_and_the_model_sees_its_output(
 ) -> None:
     prompt = await ask_to_clean(tg, llm, then="Cleaned.")
     assert set(buttons(prompt)) == {"Approve once", "Approve for session", "Deny"}
-    assert (gw.settings.workspace / "build").exists()  # nothing runs before the decision
+    assert (chat_dir(gw.settings) / "build").exists()  # nothing runs before the decision
     tg.push_press(buttons(prompt)["Approve once"], on=prompt.result, user_id=ALICE)
     sent = await tg.wait_sent(2)
     assert sent[-1].text == "Cleaned."
-    assert not (gw.settings.workspace / "build").exists()
+    assert not (chat_dir(gw.settings) / "build").exists()
     assert "[exit code 0]" in tool_results(llm.requests[1])[0]
     [edit] = await tg.wait_calls("editMessageText", 1)
     assert "Approved by Alice" in edit.params["text"]
@@ -67,7 +78,7 @@ async def test_deny_by_typed_command_never_runs(gw: App, tg: FakeBotAPI, llm: Sc
     request_id = buttons(prompt)["Deny"].split(":")[1]
     tg.push_message(f"/deny {request_id} still needed", user_id=ALICE)
     await tg.wait_for(lambda: "Left it alone." in tg.texts())
-    assert (gw.settings.workspace / "build" / "out.o").exists()
+    assert (chat_dir(gw.settings) / "build" / "out.o").exists()
     assert tool_results(llm.requests[1]) == ["error: not run: denied by Alice: still needed"]
     edits = await tg.wait_calls("editMessageText", 1)
     assert "Denied by Alice: still needed" in edits[0].params["text"]
@@ -82,7 +93,7 @@ async def test_other_user_refused_double_press_and_forged_id(
     [refusal] = await tg.wait_calls("answerCallbackQuery", 1)
     assert refusal.params["text"] == "Only Alice or an admin can decide on this."
     assert refusal.params["show_alert"] == "true"
-    assert (gw.settings.workspace / "build").exists()
+    assert (chat_dir(gw.settings) / "build").exists()
     tg.push_press(
         data["Approve once"].replace(data["Approve once"].split(":")[1], "0123456789"),
         on=prompt.result,
@@ -97,17 +108,17 @@ async def test_other_user_refused_double_press_and_forged_id(
     toasts = {a.params["text"] for a in answers[2:]}
     assert toasts == {"Approved.", "Already decided: approved by Alice."}
     await tg.wait_sent(2)
-    assert not (gw.settings.workspace / "build").exists()
+    assert not (chat_dir(gw.settings) / "build").exists()
     assert len(tg.calls_of("editMessageText")) == 1
 
 
 async def test_timeout_is_a_deny(tmp_path: Path, llm: ScriptedLLM, tg: FakeBotAPI) -> None:
     sections: dict[str, Any] = {"approvals": {"timeout_seconds": 1}}
     async with telegram_gateway(tmp_path, llm, tg, **sections) as app:
-        (app.settings.workspace / "build").mkdir()
+        (chat_dir(app.settings) / "build").mkdir(parents=True)
         prompt = await ask_to_clean(tg, llm, then="Nobody approved.")
         await tg.wait_for(lambda: "Nobody approved." in tg.texts(), within=5)
-        assert (app.settings.workspace / "build").exists()
+        assert (chat_dir(app.settings) / "build").exists()
         assert "expired, not run" in tool_results(llm.requests[1])[0]
         [edit] = await tg.wait_calls("editMessageText", 1)
         assert "Expired, not run" in edit.params["text"]
@@ -129,7 +140,7 @@ async def test_gateway_killed_while_pending_expires_the_request(
         CHATGATE_HTTP__ENABLED="false",
         CHATGATE_DATA_DIR=str(tmp_path / "data"),
     )
-    workspace = tmp_path / "data" / "workspace" / "build"
+    workspace = chat_dir(Settings(data_dir=tmp_path / "data")) / "build"
     workspace.mkdir(parents=True)
 
     log = (tmp_path / "gateway.log").open("ab")  # read it when this test fails

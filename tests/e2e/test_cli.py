@@ -70,7 +70,7 @@ async def test_run_without_platform_says_how_to_configure(tmp_path: Path, llm: S
 async def test_doctor_reports_each_check(tmp_path: Path, llm: ScriptedLLM) -> None:
     code, out, _ = await chatgate(_env(tmp_path, llm.url), "doctor", cwd=tmp_path)
     assert code == 0, out
-    assert "pass  store:" in out and "pass  llm:" in out
+    assert "pass  store:" in out and "pass  llm:" in out and "pass  browser:" in out
     code, out, _ = await chatgate(
         _env(tmp_path, "http://127.0.0.1:9/v1", CHATGATE_TELEGRAM__TOKEN="1:bad-token-value"),
         "doctor",

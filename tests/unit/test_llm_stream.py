@@ -127,3 +127,13 @@ def test_json_after_think_is_still_held() -> None:
     pieces = ["<think>call it</think>\n", '{"name": "f", "parameters": {}}']
     assert _shown(pieces, hide_calls=True) == ""
     assert _shown(["\n\n  Hi", " there"], hide_calls=True) == "Hi there"
+
+
+def test_new_formats_hidden_while_streaming() -> None:
+    # The filter uses the parser's tables: DeepSeek and Kimi tokens, Command R7B reasoning.
+    deepseek = ["Checking.<｜tool▁calls", '▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{"a": 1}']
+    assert _shown(deepseek, hide_calls=True) == "Checking."
+    kimi = ["Ok <|tool_calls_section", "_begin|><|tool_call_begin|>functions.f:0"]
+    assert _shown(kimi, hide_calls=True) == "Ok "
+    reasoning = ["<|START_THINK", "ING|>plan<|END_THINKING|>Answer"]
+    assert _shown(reasoning, hide_calls=False) == "Answer"

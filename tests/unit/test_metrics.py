@@ -81,3 +81,16 @@ def test_every_metric_the_dashboard_uses_is_exported() -> None:
     # And each declared family has a panel, so nothing exported goes unseen.
     shown = {re.sub(r"_(bucket|sum|count)$", "", name) for name in used}
     assert {PREFIX + name for name in FAMILIES} - shown == set()
+
+
+def test_every_metric_the_code_records_is_declared() -> None:
+    root = Path(__file__).parents[2]
+    call = re.compile(r"\.(?:inc|gauge|observe)\(\s*\"([a-z_]+)\"")
+    used = {
+        name
+        for package in ("gateway", "adapters", "tools")
+        for path in (root / package).rglob("*.py")
+        for name in call.findall(path.read_text(encoding="utf-8"))
+    }
+    assert "turns_total" in used and "platform_rate_limited_total" in used
+    assert used - set(FAMILIES) == set()

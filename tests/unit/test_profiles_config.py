@@ -146,14 +146,14 @@ def test_per_model_settings_override_the_provider() -> None:
                 "or": {
                     "model": "a",
                     "price_in_per_mtok": 1.0,
-                    "models": {"b": {"price_in_per_mtok": 5.0, "vision": True}},
+                    "models": {"b": {"price_in_per_mtok": 5.0, "vision": "on"}},
                 }
             }
         },
     )
     provider = settings.llm.providers["or"]
     b = provider.for_model("b")
-    assert (b.model, b.price_in_per_mtok, b.vision) == ("b", 5.0, True)
+    assert (b.model, b.price_in_per_mtok, b.vision) == ("b", 5.0, "on")
     assert provider.for_model("c").price_in_per_mtok == 1.0
 
 

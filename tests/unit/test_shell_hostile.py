@@ -2,6 +2,7 @@
 `allow` is at least `ask` now, in three or more spellings each, and the harmless commands it
 wrongly asked for (issue 11) are allowed again."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from gateway.tooling import ToolContext
 from tools.shell import ShellArgs, ShellPolicy, classify, gateway_paths, shell_tools
 from tools.shellsafety.names import PACKAGE_MANAGERS
 from tools.shellsafety.shape import SUBCOMMAND_TOOLS
+from tools.terminal.base import TerminalBackend
 from tools.workspace import Workspace
 
 HOME = "/home/alice"
@@ -305,10 +307,20 @@ def test_workspace_inside_the_data_directory_stays_free() -> None:
         assert "gateway" not in verdict.reason, (command, verdict.reason)
 
 
-async def test_shell_tool_protects_the_gateways_own_files(tmp_path: Path) -> None:
-    settings = load_settings(data_dir=tmp_path / "data")
+async def test_shell_tool_protects_the_gateways_own_files(
+    tmp_path: Path, make_local: Callable[..., TerminalBackend]
+) -> None:
+    # An operator who keeps the workspace inside the data directory (not the default).
+    data = tmp_path / "data"
+    settings = load_settings(data_dir=data, tools={"workspace": data / "workspace"})
     ws = Workspace(settings.workspace)
-    (tool,) = shell_tools(ws, ToolsSettings(), protected=gateway_paths(settings))
+    (tool,) = shell_tools(
+        lambda ctx: ws,
+        ToolsSettings(),
+        make_local(),
+        protected=gateway_paths(settings),
+        workspace_root=settings.workspace,
+    )
     ctx = ToolContext(
         session=SessionKey("console", "t"),
         chat=ChatRef(platform="console", chat_id="t"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -516,41 +518,124 @@ _MARKUP = st.sampled_from(
     [
         "<tool_call>",
         "</tool_call>",
+        "<TOOL_CALL>",
+        "<tools>",
+        "<response>",
+        "<function_call>",
         "<think>",
         "</think>",
+        "[THINK]",
+        "<|START_THINKING|>",
+        "<|channel>thought",
+        "<channel|>",
         "[TOOL_CALLS]",
+        "[ARGS]",
         "<|tool_call>",
         "<tool_call|>",
         "<|python_tag|>",
+        "<|python_start|>",
         "<function=",
+        '<function name="f">',
+        "</function>",
+        '<invoke name="f">',
+        '<parameter name="k">',
+        '<｜DSML｜parameter name="k" string="true">',
+        "</parameter>",
+        "<arg_key>",
+        "</arg_key><arg_value>",
+        "</arg_value>",
+        "<｜tool▁calls▁begin｜>",
+        "<｜tool▁call▁begin｜>",
+        "<｜tool▁sep｜>",
+        "<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>",
+        "<|tool_call_end|>",
+        "<|START_ACTION|>",
+        "<|action_start|><|plugin|>",
+        "functools[",
+        ">>>f\n",
+        "\ncall:f{",
         "```",
         "```json\n",
+        "```xml\n",
+        "```python\n",
         '{"name": "f", "arguments": {',
+        '{"name": "f", "parameters": "',
+        '{"tool_calls": [',
         "}",
         "]",
         "[f(a=",
+        ")",
         "<parameter=x>",
         "call:",
         '<|"|>',
         "\\u",
+        "\\ud83d",
+        "`",
         "'",
         '"',
         ";",
+        "\n",
+        "For example, ",
     ]
 )
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.lists(st.one_of(st.text(max_size=20), _MARKUP), max_size=30).map("".join))
-def test_parse_never_raises(text: str) -> None:
+@settings(max_examples=600, deadline=None)
+@given(
+    st.lists(st.one_of(st.text(max_size=20), _MARKUP), max_size=30).map("".join),
+    st.sampled_from([None, ["f"], ["g"]]),
+)
+def test_parse_never_raises(text: str, names: list[str] | None) -> None:
     # The private entry point: parse() has a safety net that would hide a parser bug.
-    reply = _parse(text, None)
+    reply = _parse(text, names)
     assert reply.content is None or reply.content == reply.content.strip()
+    assert reply.content is None or reply.content
     for call in reply.calls:
-        assert isinstance(call.arguments, dict)
+        assert call.name and isinstance(call.arguments, dict | str)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text())
-def test_parse_never_raises_on_any_text(text: str) -> None:
-    _parse(text, ["f"])
+@given(st.text(), st.sampled_from([None, ["f"]]))
+def test_parse_never_raises_on_any_text(text: str, names: list[str] | None) -> None:
+    _parse(text, names)
+
+
+def test_hostile_text_spends_the_budget_and_stays_content() -> None:
+    # A format started tens of thousands of times and never finished: parsing gives up on
+    # the rest (kept as text) instead of rereading it, and the call before it still counts.
+    call = '<tool_call>{"name": "f", "arguments": {}}</tool_call>'
+    hostile = '<tool_call>{"name": "a", "arguments": {' * 60_000
+    reply = _parse(call + "\n" + hostile, ["f"])
+    assert reply.calls == [ParsedCall("f", {})]
+    assert reply.content == hostile.strip()
+
+
+def test_scan_reports_how_far_a_failed_read_got() -> None:
+    text = '{"a": "' + "x" * 10_000
+    with pytest.raises(ValueError) as failure:
+        loads_lenient(text)
+    assert getattr(failure.value, "pos", 0) == len(text)
+
+
+def _readme_examples() -> list[str]:
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    section = readme.read_text().split("## Text tool calls", 1)[1].split("\n## ", 1)[0]
+    examples = []
+    for row in section.splitlines():
+        if re.match(r"\| \d+ \|", row):
+            cell = row.rstrip(" |").rsplit(" | ", 1)[1]
+            span = re.fullmatch(r"(`+) ?(.*?) ?\1", cell)
+            assert span, row
+            examples.append(span.group(2).replace("\\|", "|").replace("\\n", "\n"))
+    return examples
+
+
+def test_every_readme_format_example_parses() -> None:
+    examples = _readme_examples()
+    assert len(examples) == 18
+    names = ["search", "get_time", "brave_search"]
+    for example in examples:
+        reply = _parse(example, names)
+        assert reply.calls, example
+        assert reply.calls[0].name in names, example
+        assert reply.calls[0].arguments in ({"q": "rust"}, {"query": "rust"}), example

@@ -51,9 +51,13 @@ def test_every_tool_is_in_one_declared_toolset(installed: Any) -> None:
         "search",
         "web_fetch",
         "web_search",
+        "web_extract",
+        "web_crawl",
         "memory",
         "todo",
         "clarify",
+        "shell",
+        "execute_code",
     } <= set(names)
     assert len(names) == len(set(names))
     for tool in registry.all():
@@ -79,8 +83,12 @@ def test_schemas_are_lean(installed: Any) -> None:
 
 async def test_clarify_hooks_are_installed(installed: Any) -> None:
     _registry, services, extensions = installed
-    # Closers: the clarify listener, and the LLM client sub-agents get when none is given.
-    assert len(extensions.middlewares("questions")) == 1 and len(services.closers) == 2
+    # Closers: the terminal backend, the clarify listener, the LLM client sub-agents get when
+    # none is given, and the browser when a Chromium is installed (launched on first use).
+    assert len(extensions.middlewares("questions")) == 1
+    owners = sorted(type(close.__self__).__name__ for close in services.closers)
+    browser = ["BrowserManager"] if "browser_navigate" in _registry.names() else []
+    assert owners == sorted(["BackendChoice", "ClarifyService", "LLMClient", *browser])
     press = ButtonPress(
         event_id="e",
         chat=ChatRef(platform="x", chat_id="1"),

@@ -213,6 +213,8 @@ async def test_only_http_urls(url: str) -> None:
         ("169.254.1.1", "link-local"),
         ("[fe80::1]", "link-local"),
         ("[fc00::5]", "private"),  # unique-local
+        ("[fec0::1]", "site-local"),  # deprecated site-local, which Python counts as global
+        ("[feff::2]", "site-local"),
         ("224.0.0.1", "multicast"),
         ("[ff02::1]", "multicast"),
         ("0.0.0.0", "unspecified"),
@@ -250,6 +252,14 @@ async def test_names_resolving_to_private_addresses_are_refused(site: Site) -> N
     with pytest.raises(ToolError, match="could not be resolved"):
         await fetch_tool(guard)("http://unknown.test/")
     assert site.hits == []
+
+
+async def test_a_name_resolving_to_site_local_ipv6_is_refused() -> None:
+    calls: list[str] = []
+    guard = AddressGuard(resolver=fake_resolver({"old-lan.test": ["fec0::17"]}, calls))
+    with pytest.raises(BlockedAddress, match=r"old-lan\.test resolves to fec0::17, a site-local"):
+        await fetch_tool(guard)("http://old-lan.test/")
+    assert calls == ["old-lan.test"]
 
 
 @pytest.mark.parametrize(

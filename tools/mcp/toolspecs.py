@@ -1,0 +1,84 @@
+"""MCP tools as chatgate tools: one `ToolSpec` per server tool, named `mcp_<server>_<tool>`, in
+the policy group `mcp:<server>`, asking for approval as the server's `approval` setting says."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from mcp.types import Tool
+
+from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
+from tools.mcp.arguments import MCPArguments, arguments_model
+from tools.mcp.connection import ServerConnection
+from tools.mcp.naming import tool_name
+from tools.mcp.results import tool_output
+
+GROUP = "mcp"
+_SHOWN_ARGUMENTS = 1500  # characters of arguments in an approval prompt
+_CALL_MARGIN = 5.0  # the agent's timeout leaves the server's own timeout room to answer
+
+
+def group_of(server: str) -> str:
+    return f"{GROUP}:{server}"
+
+
+def approval_reason(
+    policy: Literal["destructive", "always", "never"], tool: Tool, server: str
+) -> str | None:
+    """Why a call of `tool` needs a person's approval, or None when it does not."""
+    if policy == "never":
+        return None
+    if policy == "always":
+        return f"the MCP server '{server}' is set to ask before every tool call"
+    hints = tool.annotations
+    if hints is not None and hints.destructive_hint is True:
+        return f"'{server}' marks {tool.name} as destructive"
+    if hints is None or hints.read_only_hint is not True:
+        return f"'{server}' does not mark {tool.name} as read-only"
+    return None
+
+
+def server_tool_specs(conn: ServerConnection, *, max_chars: int) -> list[ToolSpec[Any]]:
+    taken: set[str] = set()
+    return [
+        _spec(conn, tool, tool_name(conn.name, tool.name, taken), max_chars) for tool in conn.tools
+    ]
+
+
+def _spec(conn: ServerConnection, tool: Tool, name: str, max_chars: int) -> ToolSpec[Any]:
+    server = conn.name
+    reason = approval_reason(conn.cfg.approval, tool, server)
+    title = tool.title or (tool.annotations.title if tool.annotations else None)
+    about = (tool.description or title or tool.name).strip()
+    description = f"{about}\n(MCP server '{server}', tool '{tool.name}')"
+
+    async def handler(args: MCPArguments, ctx: ToolContext) -> str:
+        output = tool_output(await conn.call_tool(tool.name, args.root), max_chars=max_chars)
+        if output.is_error:
+            raise ToolError(f"{tool.name} on MCP server '{server}' failed: {output.text}")
+        return output.text
+
+    async def approval(args: MCPArguments, ctx: ToolContext) -> ApprovalNeed | None:
+        if reason is None:
+            return None
+        shown = json.dumps(args.root, ensure_ascii=False, indent=1, sort_keys=True)
+        if len(shown) > _SHOWN_ARGUMENTS:
+            shown = shown[:_SHOWN_ARGUMENTS] + " …"
+        return ApprovalNeed(
+            summary=f"MCP server {server}, tool {tool.name}\n{shown}",
+            reason=reason,
+            # "Approve for session" trusts this tool of this server for the session.
+            shape=f"mcp {server} {tool.name}",
+        )
+
+    return ToolSpec(
+        name=name,
+        description=description,
+        args=arguments_model(name, tool.input_schema),
+        handler=handler,
+        group=group_of(server),
+        approval=approval if reason is not None else None,
+        timeout=conn.cfg.timeout_seconds + _CALL_MARGIN,
+        extras={"mcp_server": server, "mcp_tool": tool.name},
+    )

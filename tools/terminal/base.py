@@ -1,0 +1,201 @@
+"""The interface every terminal backend implements, and the run loop they share: start a
+command, collect its output (head and tail kept), stop it and everything it started."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+KILL_GRACE = 2.0  # seconds a stopped command gets between SIGTERM and SIGKILL
+DRAIN_SECONDS = 0.5  # how long output is still read after the command has exited
+_READ_CHUNK = 65536
+_POLL_SECONDS = 0.02
+
+
+class BackendUnavailable(Exception):
+    """The backend cannot run commands here (no bwrap, no engine, no connection); the message
+    is one sentence saying why and what to do."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits applied to every process a command starts."""
+
+    cpu_seconds: int = 120
+    memory_mb: int = 2048
+    max_processes: int = 256
+
+
+@dataclass(frozen=True)
+class RunResult:
+    output: str
+    exit_code: int | None
+    timed_out: bool
+
+    def render(self, timeout: float) -> str:
+        body = self.output.rstrip("\n") or "(no output)"
+        if self.timed_out:
+            status = (
+                f"[timed out after {timeout:g} s; the command and its child processes were stopped]"
+            )
+        elif self.exit_code is not None and self.exit_code < 0:
+            status = f"[killed by signal {-self.exit_code}]"
+        else:
+            status = f"[exit code {self.exit_code}]"
+        return f"{body}\n{status}"
+
+
+class Running(Protocol):
+    """A started command. `stdout` carries stderr too unless it was asked for separately."""
+
+    stdin: asyncio.StreamWriter | None
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader | None
+
+    @property
+    def returncode(self) -> int | None:
+        """None while the command (and whatever it left running) is alive."""
+        ...
+
+    async def stop(self) -> None:
+        """End the command and every process it started; idempotent, never raises."""
+        ...
+
+
+class ClientProcess:
+    """What every `Running` backed by a local process shares (the launcher, ssh, docker)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+        self.stdin = proc.stdin
+        assert proc.stdout is not None
+        self.stdout: asyncio.StreamReader = proc.stdout
+        self.stderr = proc.stderr
+        self._stopped = False
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+
+class TerminalBackend(Protocol):
+    """Where commands run: the sandbox, this host, a host over SSH, or a Docker container."""
+
+    name: str
+    # Whether a command here is confined (own filesystem view, no host secrets): execute_code
+    # asks for approval by default when it is not.
+    isolated: bool
+
+    def describe(self) -> str:
+        """Where a command runs, for approval prompts: "in the sandbox", "on build via SSH"."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        workspace: Path,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout: float,  # noqa: ASYNC109 - advisory, see below
+        stdin: bool = False,
+        split_stderr: bool = False,
+    ) -> Running:
+        """Start `argv` in `cwd` (a directory inside `workspace`). `timeout` is advisory for
+        backends that enforce it remotely as well; the caller stops the command in time."""
+        ...
+
+
+async def run_command(
+    backend: TerminalBackend,
+    command: str,
+    *,
+    workspace: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,  # noqa: ASYNC109 - the command's own limit, enforced by stopping it
+    max_chars: int,
+) -> RunResult:
+    """Run `bash -c command` on `backend`; stop it and everything it started when done."""
+    running = await backend.spawn(
+        ["bash", "-c", command], workspace=workspace, cwd=cwd, env=env, timeout=timeout
+    )
+    buffer = OutputBuffer(max_chars)
+    reader = asyncio.create_task(pump(running.stdout, buffer))
+    timed_out = False
+    try:
+        if not await exited(running, timeout):
+            timed_out = True
+        # Stops the command on timeout, and background children left behind otherwise:
+        # they would keep the pipe open and run unattended.
+        await running.stop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
+    finally:
+        await asyncio.shield(running.stop())  # also when the call itself is cancelled
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+    return RunResult(buffer.render(), running.returncode, timed_out)
+
+
+async def exited(running: Running, seconds: float) -> bool:
+    """Wait up to `seconds` for the command to exit.
+
+    Polled: on Python 3.11 `Process.wait()` also waits for the output pipe to close,
+    which a background child can hold open for as long as it likes.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while running.returncode is None:
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(_POLL_SECONDS)
+    return True
+
+
+async def pump(stream: asyncio.StreamReader, buffer: OutputBuffer) -> None:
+    while chunk := await stream.read(_READ_CHUNK):
+        buffer.feed(chunk)
+
+
+class OutputBuffer:
+    """Keeps the first and last `limit` bytes of a stream of any size."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            del self.tail[: -self.limit]
+
+    def render(self) -> str:
+        """Everything if it fits in `limit` characters, else head and tail around a cut line."""
+        limit = self.limit
+        if self.total <= len(self.head) + len(self.tail):  # nothing was dropped
+            text = bytes(self.head + self.tail).decode("utf-8", errors="replace")
+            if len(text) <= limit:
+                return text
+            head, tail = text[: limit // 2], text[-(limit // 2) :]
+        else:
+            head = self.head.decode("utf-8", errors="replace")[: limit // 2]
+            tail = self.tail.decode("utf-8", errors="replace")[-(limit // 2) :]
+        cut = self.total - len(head.encode()) - len(tail.encode())
+        return f"{head}\n[... {cut:,} bytes of output cut ...]\n{tail}"
