@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from adapters.console import ConsoleAdapter
 from adapters.registry import plugin, plugins, settings_sections
-from gateway import config, keys
+from gateway import config
 from gateway.access import AccessPolicy
 from gateway.admission import Admission, AdmissionPipeline, Middleware, Notifier
 from gateway.agent import Agent
@@ -156,7 +156,6 @@ class App:
             self.extensions, self.queue, self.sessions, self.memory, self.access
         )
         register_profile_commands(self.extensions, self.planner, self.access)
-        self.metrics.add_async_collector(self._queue_depth)
         self.scheduler = Scheduler(
             settings.scheduler,
             store=self.store,
@@ -297,11 +296,6 @@ class App:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-    async def _queue_depth(self, metrics: Metrics) -> None:
-        async with asyncio.timeout(2):
-            pending = await self.store.get(keys.PENDING_TOTAL)
-        metrics.gauge("queue_depth", int(pending or 0))
 
     async def _store_ready(self) -> str | None:
         try:

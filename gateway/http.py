@@ -64,5 +64,4 @@ class HttpServer:
         return web.json_response({"ready": not problems, "problems": problems}, status=status)
 
     async def _metrics_page(self, request: web.Request) -> web.Response:
-        await self._metrics.refresh()
         return web.Response(text=self._metrics.render(), content_type="text/plain")

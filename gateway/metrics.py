@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,7 +44,9 @@ FAMILIES: dict[str, Family] = {
         Family("duplicates_total", "counter", "Platform events dropped as repeats."),
         Family("commands_total", "counter", "Chat commands answered, by command."),
         Family("messages_queued_total", "counter", "Messages that waited behind a turn."),
-        Family("queue_depth", "gauge", "Messages stored and not yet answered (all replicas)."),
+        Family("queue_pending_messages", "gauge", "Messages stored, not yet answered (all)."),
+        Family("queue_oldest_wait_seconds", "gauge", "Age of the oldest waiting message."),
+        Family("turns_running", "gauge", "Turns running in this process."),
         Family(
             "queue_wait_seconds",
             "histogram",
@@ -92,7 +94,6 @@ FAMILIES: dict[str, Family] = {
 }
 
 Collector = Callable[["Metrics"], None]
-AsyncCollector = Callable[["Metrics"], Awaitable[None]]
 
 
 class Metrics:
@@ -101,7 +102,6 @@ class Metrics:
         self._histograms: dict[tuple[str, _Labels], list[int]] = {}
         self._sums: dict[tuple[str, _Labels], float] = defaultdict(float)
         self._collectors: list[Collector] = []
-        self._async_collectors: list[AsyncCollector] = []
 
     # -- recording -----------------------------------------------------------------------
 
@@ -123,18 +123,6 @@ class Metrics:
     def add_collector(self, collector: Collector) -> None:
         """`collector(metrics)` runs before each render, to set gauges read at scrape time."""
         self._collectors.append(collector)
-
-    def add_async_collector(self, collector: AsyncCollector) -> None:
-        """Like `add_collector`, for values read from the store; run by `refresh()`."""
-        self._async_collectors.append(collector)
-
-    async def refresh(self) -> None:
-        """Run the async collectors (the /metrics handler does, before `render`)."""
-        for collect in self._async_collectors:
-            try:
-                await collect(self)
-            except Exception as exc:  # a store hiccup must not take /metrics down
-                log.warning("metrics collector failed error=%s", exc)
 
     # -- reading (tests, /usage) -----------------------------------------------------------
 

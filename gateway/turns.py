@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from gateway.agent import Agent, TurnTimeout
 from gateway.channels import DeliveryError, Outbox
 from gateway.config import Settings
+from gateway.faults import crash_point
 from gateway.history import SessionRecord, SessionStore, compact
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
@@ -259,6 +260,7 @@ class TurnRunner:
                 log.error("reply not recorded session=%s error=%s", key, exc)
         if outcome.reply is not None and prepared.answer is None:
             await self._media.after_reply(inbound, prepared, outcome.reply)
+        crash_point("before_finish")
         await self._save(key, record, history, lease)
         await plan.settle()
         status = "ok" if outcome.ok else "error"

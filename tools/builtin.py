@@ -40,6 +40,7 @@ from tools.todo import todo_tools
 from tools.web import WebFetcher, web_tools
 from tools.web_extract import extract_available, web_extract_tools
 from tools.web_search import provider_from_settings, web_search_tools
+from tools.workspace_wipe import WorkspaceWipeOffer
 from tools.workspaces import Workspaces
 
 
@@ -72,7 +73,9 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     when the policy in settings names a tool, group or profile that does not exist."""
     settings = services.settings
     cfg = settings.tools
-    workspace_for = Workspaces(settings.workspace, cfg.workspace_scope).for_context
+    workspaces = Workspaces(settings.workspace, cfg.workspace_scope)
+    workspace_for = workspaces.for_context
+    WorkspaceWipeOffer(workspaces, services.store).register(services.extensions)
     registry.extend(
         file_tools(
             workspace_for, max_chars=cfg.max_output_chars, confirm_overwrite=cfg.confirm_overwrite

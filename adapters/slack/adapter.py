@@ -23,7 +23,7 @@ from adapters.slack.access import SlackAccess
 from adapters.slack.files import MAX_UPLOAD_BYTES, SlackFiles
 from adapters.slack.http_events import EventsEndpoint
 from adapters.slack.indicator import WorkingIndicator
-from adapters.slack.listeners import SlackListeners
+from adapters.slack.listeners import NotStored, SlackListeners
 from adapters.slack.normalize import PLATFORM, BotIdentity
 from adapters.slack.sending import MAX_TEXT, SlackSender, retry_handlers
 from adapters.slack.settings import SlackSettings
@@ -117,8 +117,12 @@ class SlackAdapter:
             signing_secret=secret,
             # Socket Mode envelopes are not signed; bolt skips the check for them anyway.
             request_verification_enabled=not socket_mode,
+            # Acknowledge (HTTP 200 or the Socket Mode ack) only after the listener stored the
+            # message: a replica that dies before then leaves the event for Slack to retry.
+            process_before_response=True,
             logger=logging.getLogger("slack_bolt"),
         )
+        self.app.error(_on_listener_error)
         SlackListeners(
             ctx=self._ctx,
             settings=settings,
@@ -232,3 +236,12 @@ def _started(part: _T | None) -> _T:
     if part is None:
         raise DeliveryError("the Slack adapter is not started")
     return part
+
+
+async def _on_listener_error(error: Exception, body: dict[str, Any]) -> None:
+    """Bolt answers 500 (HTTP) or leaves the envelope unacknowledged (Socket Mode): Slack
+    sends the event again. A store outage is expected and logged in one line."""
+    if isinstance(error, NotStored):
+        log.warning("slack event not stored; Slack will send it again event=%s", error)
+        return
+    log.error("slack listener failed event=%s", body.get("event_id"), exc_info=error)

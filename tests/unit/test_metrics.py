@@ -23,7 +23,7 @@ def test_render_is_valid_exposition_with_help_type_and_labels() -> None:
     m.inc("messages_total", platform="slack")
     m.inc("messages_total", 2, platform="telegram")
     m.inc("tool_calls_total", tool="shell", outcome="timeout")
-    m.gauge("queue_depth", 3)
+    m.gauge("turns_running", 3)
     m.observe("llm_request_seconds", 0.3, provider="p", model='we"ird\\name', outcome="ok")
     m.observe("llm_request_seconds", 7.0, provider="p", model='we"ird\\name', outcome="ok")
     m.inc("llm_cost_usd_total", 0.000125, provider="p", model="m")
@@ -37,7 +37,7 @@ def test_render_is_valid_exposition_with_help_type_and_labels() -> None:
         for s in f.samples  # type: ignore[attr-defined]
     }
     assert samples[("chatgate_messages_total", (("platform", "telegram"),))] == 2
-    assert samples[("chatgate_queue_depth", ())] == 3
+    assert samples[("chatgate_turns_running", ())] == 3
     weird = (("model", 'we"ird\\name'), ("outcome", "ok"), ("provider", "p"))
     assert samples[("chatgate_llm_request_seconds_count", weird)] == 2
     assert samples[("chatgate_llm_request_seconds_sum", weird)] == 7.3
@@ -53,11 +53,11 @@ def test_render_is_valid_exposition_with_help_type_and_labels() -> None:
 def test_collectors_run_at_scrape_and_a_broken_one_does_not_break_it() -> None:
     m = Metrics()
     depth = [4]
-    m.add_collector(lambda metrics: metrics.gauge("queue_depth", depth[0]))
+    m.add_collector(lambda metrics: metrics.gauge("turns_running", depth[0]))
     m.add_collector(lambda metrics: 1 / 0)  # type: ignore[func-returns-value]
-    assert "chatgate_queue_depth 4" in m.render()
+    assert "chatgate_turns_running 4" in m.render()
     depth[0] = 1
-    assert "chatgate_queue_depth 1" in m.render()
+    assert "chatgate_turns_running 1" in m.render()
 
 
 def test_undeclared_names_are_still_exported() -> None:
