@@ -90,6 +90,7 @@ FAMILIES: dict[str, Family] = {
         Family("scheduler_runs_total", "counter", "Scheduled job runs, by kind and status."),
         Family("platform_sends_total", "counter", "Messages sent, by platform and outcome."),
         Family("platform_rate_limited_total", "counter", "429 answers from a platform API."),
+        Family("stream_updates_total", "counter", "Drafts and edits of streamed replies."),
     )
 }
 

@@ -35,13 +35,24 @@ class TypingControl(Protocol):
     def paused(self) -> AbstractAsyncContextManager[None]: ...
 
 
-class _NoTyping:
+class _NoPause:
     @contextlib.asynccontextmanager
     async def paused(self) -> AsyncIterator[None]:
         yield
 
 
-NO_TYPING: TypingControl = _NoTyping()
+NO_TYPING: TypingControl = _NoPause()
+
+
+class StreamControl(Protocol):
+    """The running turn's streamed reply; a tool that sends its own message (an approval
+    prompt, a question) pauses it, so the message being written is finished first and the
+    reply goes on below what the tool sent."""
+
+    def paused(self) -> AbstractAsyncContextManager[None]: ...
+
+
+NO_STREAM: StreamControl = _NoPause()
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,7 @@ class ToolContext:
     # The text of that message: what the person themselves wrote in this turn.
     user_text: str = ""
     typing: TypingControl = NO_TYPING
+    stream: StreamControl = NO_STREAM
     # The turn's tool scope and models (its profile's chain), for sub-agents to share.
     scope: ToolScope | None = None
     llm: Completer | None = None
@@ -88,6 +100,9 @@ class ToolSpec(Generic[A]):
     approval: Callable[[A, ToolContext], Awaitable[ApprovalNeed | None]] | None = None
     timeout: float | None = None  # overrides the agent's per-tool timeout
     extras: dict[str, Any] = field(default_factory=dict)
+    # The line a streamed reply shows while the call runs ("Reading notes.md"); None: the
+    # generic "Running <name>: `<main argument>`". Secrets are scrubbed from it either way.
+    progress: Callable[[A], str] | None = None
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI `tools` entry for this tool (built once: it is sent on every LLM call)."""

@@ -33,9 +33,11 @@ from gateway.session_leases import TurnLease
 from gateway.sessions import SessionKey
 from gateway.store.base import Batch, StoreUnavailable
 from gateway.store.inbox import Claimed
+from gateway.streaming.factory import ReplyStreams
+from gateway.streaming.reply import ReplyStream
 from gateway.tasks import stop_task
 from gateway.telemetry import SpanRecorder, Telemetry
-from gateway.tooling import ToolCatalog, ToolContext
+from gateway.tooling import NO_STREAM, ToolCatalog, ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,8 @@ class TurnJob:
 
 # Platforms show "typing…" for about five seconds per call.
 TYPING_EVERY = 4.0
+# A stopped turn's streamed message gets this long to show "(stopped)".
+STOP_SECONDS = 10.0
 
 
 class TypingIndicator:
@@ -144,6 +148,7 @@ class TurnRunner:
         self._metrics = metrics
         # Read at each new session, so a section registered after this runner was built counts.
         self._sections = prompt_sections
+        self._streams = ReplyStreams(settings, outbox)
 
     async def run(
         self,
@@ -200,6 +205,8 @@ class TurnRunner:
         if plan is None:
             return await self._already_answered(job, lease, record, history)
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
+        tools = self._catalog.for_scope(plan.scope)
+        stream = self._streams.open(inbound, tools, typing, plan.model_settings)
         typing.start()
         outcome = TurnOutcome()
         iterations: int | None = None
@@ -215,9 +222,10 @@ class TurnRunner:
                 result = await self._agent.run(
                     record.system,
                     prepared.request(history),
-                    self._catalog.for_scope(plan.scope),
-                    self._context(job, typing, plan),
+                    tools,
+                    self._context(job, typing, stream, plan),
                     catalog=self._catalog,
+                    events=stream,
                     llm=plan.route,
                     limits=plan.limits,
                 )
@@ -238,10 +246,25 @@ class TurnRunner:
         except asyncio.CancelledError:
             await asyncio.shield(plan.settle())  # what was used is spent, either way
             if lease.handing_over:
-                raise  # the process is stopping: the message stays for another run
+                # The process is stopping: the message stays for another run, which answers
+                # it afresh, so what this one showed is taken back.
+                if stream is not None:
+                    await asyncio.shield(stream.aclose())
+                raise
             outcome.cancelled = True
-            history.append({"role": "assistant", "content": INTERRUPTED_NOTE})
-            await asyncio.shield(self._save(key, record, history, lease))
+            written = stream.written if stream is not None else ""
+            note = f"{written}\n\n{INTERRUPTED_NOTE}" if written else INTERRUPTED_NOTE
+            history.append({"role": "assistant", "content": note})
+            try:
+                # History first: /stop waits for it, so a /new right after is not undone.
+                await asyncio.shield(self._save(key, record, history, lease))
+            finally:
+                if stream is not None:
+                    await asyncio.shield(self._stop_stream(stream))
+            raise
+        except BaseException:
+            if stream is not None:
+                await asyncio.shield(stream.aclose())  # no half answer stays on show
             raise
         finally:
             await typing.stop()
@@ -252,7 +275,10 @@ class TurnRunner:
             on_answering()
         await self._media.before_reply(inbound, prepared)
         text = outcome.reply or outcome.error or ""
-        outcome.sent = await self._deliver(job, text, reply=plan.reply_to_message)
+        # A failed turn's line replaces whatever part of an answer was streamed.
+        outcome.sent = await self._deliver(job, text, stream, reply=plan.reply_to_message)
+        if stream is not None and stream.updates:
+            self._metrics.inc("stream_updates_total", stream.updates)
         if outcome.sent is not None:
             try:
                 await lease.record_reply(outcome.sent, text)
@@ -281,7 +307,7 @@ class TurnRunner:
         if on_answering is not None:
             on_answering()
         outcome = TurnOutcome(error=text)
-        outcome.sent = await self._deliver(job, text)
+        outcome.sent = await self._deliver(job, text, None)
         try:
             await lease.commit(Batch(), lease.record)  # drops the message; history unchanged
         except StoreUnavailable as exc:
@@ -289,7 +315,13 @@ class TurnRunner:
         self._metrics.inc("turns_total", status="refused", profile=refused.profile)
         return outcome
 
-    def _context(self, job: TurnJob, typing: TypingIndicator, plan: TurnPlan) -> ToolContext:
+    def _context(
+        self,
+        job: TurnJob,
+        typing: TypingIndicator,
+        stream: ReplyStream | None,
+        plan: TurnPlan,
+    ) -> ToolContext:
         inbound = job.inbound
         return ToolContext(
             session=job.key,
@@ -301,19 +333,35 @@ class TurnRunner:
             # A scheduled prompt was written by the model, not by a person this turn.
             user_text=inbound.text if inbound.kind is InboundKind.USER else "",
             typing=typing,
+            stream=stream or NO_STREAM,
             scope=plan.scope,
             llm=plan.route,
         )
 
-    async def _deliver(self, job: TurnJob, text: str, *, reply: bool = True) -> SentRef | None:
+    async def _deliver(
+        self, job: TurnJob, text: str, stream: ReplyStream | None, *, reply: bool = True
+    ) -> SentRef | None:
+        """The one final message of the turn: the streamed message becomes it, or it is sent."""
         inbound = job.inbound
-        out = Outbound(chat=inbound.chat, text=text, reply_to=inbound.message_id if reply else None)
+        reply_to = inbound.message_id if reply else None
+        out = Outbound(chat=inbound.chat, text=text, reply_to=reply_to)
         try:
+            if stream is not None:
+                return await stream.finish(text)
             return await self._outbox.send(out)
         except DeliveryError as exc:
             log.warning("reply not delivered session=%s error=%s", job.key, exc)
             self._metrics.inc("deliveries_failed_total")
             return None
+
+    async def _stop_stream(self, stream: ReplyStream) -> None:
+        """End a stopped turn's streamed message with what was written and "(stopped)"."""
+        try:
+            async with asyncio.timeout(STOP_SECONDS):
+                await stream.stop()
+        except TimeoutError:
+            log.warning("stopped reply not shown in time chat=%s", stream.chat.address)
+            await stream.aclose()
 
     async def _already_answered(
         self, job: TurnJob, lease: TurnLease, record: SessionRecord, history: list[Message]

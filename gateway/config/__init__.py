@@ -53,6 +53,8 @@ from gateway.config.profiles import ProfileBinding as ProfileBinding
 from gateway.config.profiles import ProfileSettings as ProfileSettings
 from gateway.config.profiles import ProfilesSettings as ProfilesSettings
 from gateway.config.profiles import profile_problems
+from gateway.config.streaming import StreamingOverride as StreamingOverride
+from gateway.config.streaming import StreamingSettings as StreamingSettings
 from gateway.config.terminal import DockerTerminalSettings as DockerTerminalSettings
 from gateway.config.terminal import LocalTerminalSettings as LocalTerminalSettings
 from gateway.config.terminal import SandboxTerminalSettings as SandboxTerminalSettings
@@ -253,6 +255,7 @@ class Settings(BaseSettings):
     stt: STTSettings = STTSettings()
     tts: TTSSettings = TTSSettings()
     images: ImagesSettings = ImagesSettings()
+    streaming: StreamingSettings = StreamingSettings()
     profiles: ProfilesSettings = ProfilesSettings()
     budgets: BudgetSettings = BudgetSettings()
     otel: OtelSettings = OtelSettings()

@@ -31,7 +31,8 @@ class ProviderSettings(Section):
     # Provider name for the tool policy; empty means derived from the base_url host.
     provider: str = ""
     tool_call_format: Literal["native", "text", "auto"] = "auto"
-    stream: bool = False
+    # Stream completions (SSE); a server that ignores it answers whole and still works.
+    stream: bool = True
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, gt=0)  # per completion
     timeout: float = Field(default=120.0, gt=0)  # seconds for one request (read)

@@ -14,6 +14,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 import httpx
@@ -41,6 +42,15 @@ from gateway.llm.wire import RawReply, reply_from_body, to_completion
 log = logging.getLogger(__name__)
 
 _Finalize = Callable[[RawReply], Completion]
+
+
+@dataclass(frozen=True)
+class _Listeners:
+    """Who hears a completion while it streams: the visible text, and the reasoning."""
+
+    text: OnText | None = None
+    reasoning: OnText | None = None
+
 
 _ENDPOINT = "/chat/completions"
 _ONE_BAD_TOOL = re.compile(r"tools\[\d+\]")
@@ -124,19 +134,23 @@ class LLMClient:
         stream: bool | None = None,
         max_tokens: int | None = None,
         on_text: OnText | None = None,
+        on_reasoning: OnText | None = None,
         temperature: float | None = None,
     ) -> Completion:
         """One chat completion. History in and the result out are always native-shaped.
 
         `on_text` receives the visible reply text as it streams (no reasoning, no tool-call
-        markup); `temperature` overrides the provider's. Raises an LLMError subclass on
-        failure. Image parts go to the model as `llm.vision` allows (gateway/llm/vision.py).
+        markup); `on_reasoning` the reasoning (reasoning fields and `<think>` blocks);
+        `temperature` overrides the provider's.
+        Raises an LLMError subclass on failure. Image parts go to the model as
+        `llm.vision` allows (gateway/llm/vision.py).
         """
         use_stream = self._settings.stream if stream is None else stream
+        listeners = _Listeners(on_text, on_reasoning)
 
         async def send(prepared: list[Message]) -> Completion:
             return await self._complete_any_format(
-                prepared, tools, tool_choice, use_stream, max_tokens, on_text, temperature
+                prepared, tools, tool_choice, use_stream, max_tokens, listeners, temperature
             )
 
         return await self._vision.complete(messages, send)
@@ -148,11 +162,11 @@ class LLMClient:
         tool_choice: str | dict[str, Any] | None,
         use_stream: bool,
         max_tokens: int | None,
-        on_text: OnText | None,
+        listeners: _Listeners,
         temperature: float | None = None,
     ) -> Completion:
         """Native tool calls, or text ones once the server refused tools (tool_call_format auto)."""
-        call = (messages, tools, tool_choice, use_stream, max_tokens, on_text, temperature)
+        call = (messages, tools, tool_choice, use_stream, max_tokens, listeners, temperature)
         if self.format == "native":
             try:
                 return await self._complete("native", *call)
@@ -205,7 +219,7 @@ class LLMClient:
         tool_choice: str | dict[str, Any] | None,
         stream: bool,
         max_tokens: int | None,
-        on_text: OnText | None,
+        listeners: _Listeners,
         temperature: float | None,
     ) -> Completion:
         call = prepare(
@@ -220,7 +234,7 @@ class LLMClient:
         def finalize(raw: RawReply) -> Completion:
             return to_completion(raw, text_calls=call.text_calls, names=call.names)
 
-        return await self._send(body, stream, on_text, call.text_calls, finalize)
+        return await self._send(body, stream, listeners, call.text_calls, finalize)
 
     def _refuses_tools(self, error: LLMRequestError, tools: list[dict[str, Any]] | None) -> bool:
         """Whether an "auto" client should switch to text tool calls for good."""
@@ -277,7 +291,7 @@ class LLMClient:
         self,
         body: dict[str, Any],
         stream: bool,
-        on_text: OnText | None,
+        listeners: _Listeners,
         hide_calls: bool,
         finalize: _Finalize,
     ) -> Completion:
@@ -287,7 +301,7 @@ class LLMClient:
         while True:
             try:
                 if stream:
-                    return await self._stream_once(payload, on_text, hide_calls, finalize)
+                    return await self._stream_once(payload, listeners, hide_calls, finalize)
                 return finalize(await self._post_once(payload))
             except LLMRequestError as exc:
                 # A few servers and proxies reject stream_options; usage is optional anyway.
@@ -352,7 +366,7 @@ class LLMClient:
     async def _stream_once(
         self,
         payload: bytes,
-        on_text: OnText | None,
+        listeners: _Listeners,
         hide_calls: bool,
         finalize: _Finalize,
     ) -> Completion:
@@ -370,20 +384,23 @@ class LLMClient:
                 # Some servers ignore stream=true and answer with one JSON document.
                 await self._read(response, delivered=False)
                 completion = finalize(self._reply(response))
-                if on_text is not None and completion.content:
-                    await on_text(completion.content)
+                if listeners.reasoning is not None and completion.reasoning:
+                    await listeners.reasoning(completion.reasoning)
+                if listeners.text is not None and completion.content:
+                    await listeners.text(completion.content)
                 return completion
-            return await self._consume_stream(response, on_text, hide_calls, finalize)
+            return await self._consume_stream(response, listeners, hide_calls, finalize)
         finally:
             await response.aclose()
 
     async def _consume_stream(
         self,
         response: httpx.Response,
-        on_text: OnText | None,
+        listeners: _Listeners,
         hide_calls: bool,
         finalize: _Finalize,
     ) -> Completion:
+        on_text, on_reasoning = listeners.text, listeners.reasoning
         visible = VisibleText(hide_calls=hide_calls) if on_text is not None else None
         decoder = SSEDecoder()
         accumulator = StreamAccumulator()
@@ -396,11 +413,15 @@ class LLMClient:
                 text = accumulator.feed(item)
             except StreamErrorEvent as event:
                 self._raise_error_event(event, delivered=delivered)
-            if text and visible is not None and on_text is not None:
+            shown, thought = "", accumulator.reasoning_delta
+            if text and visible is not None:
                 shown = visible.feed(text)
-                if shown:
-                    delivered = True
-                    await on_text(shown)
+                thought += visible.take_thoughts()
+            if thought and on_reasoning is not None:
+                await on_reasoning(thought)
+            if shown and on_text is not None:
+                delivered = True
+                await on_text(shown)
 
         while not accumulator.done:
             # Only the network read sits in the try: errors raised by on_text are the caller's.

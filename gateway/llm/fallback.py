@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.config import ProviderSettings
 from gateway.llm.breaker import CircuitBreakers
 from gateway.llm.errors import LLMError, LLMRateLimited
 from gateway.llm.providers import ModelTarget, ProviderPool
@@ -92,6 +93,13 @@ class ModelRoute:
     def current(self) -> ModelTarget:
         return self.chain[self._position]
 
+    def first_settings(self, stream: bool | None = None) -> ProviderSettings:
+        """The first model's settings; `stream` overrides its own when given."""
+        settings = self._pool.info(self.chain[0]).settings
+        if stream is None or stream == settings.stream:
+            return settings
+        return settings.model_copy(update={"stream": stream})
+
     @property
     def vision(self) -> Vision:
         """The first model's image handling, which the turn prepares its input for."""
@@ -117,6 +125,7 @@ class ModelRoute:
         stream: bool | None = None,
         max_tokens: int | None = None,
         on_text: OnText | None = None,
+        on_reasoning: OnText | None = None,
         temperature: float | None = None,
     ) -> Completion:
         start = self._position
@@ -137,6 +146,7 @@ class ModelRoute:
                         stream=self._stream if stream is None else stream,
                         max_tokens=max_tokens or self._max_tokens,
                         on_text=on_text,
+                        on_reasoning=on_reasoning,
                         temperature=self._temperature if temperature is None else temperature,
                     )
                 except LLMError as exc:
@@ -168,6 +178,7 @@ class ModelRoute:
         stream: bool | None,
         max_tokens: int | None,
         on_text: OnText | None,
+        on_reasoning: OnText | None,
         temperature: float | None,
     ) -> Completion:
         info = self._pool.info(target)
@@ -187,6 +198,7 @@ class ModelRoute:
                     stream=stream,
                     max_tokens=max_tokens,
                     on_text=on_text,
+                    on_reasoning=on_reasoning,
                     temperature=temperature,
                 )
             except LLMError as exc:

@@ -89,5 +89,6 @@ class Completer(Protocol):
         stream: bool | None = None,
         max_tokens: int | None = None,
         on_text: OnText | None = None,
+        on_reasoning: OnText | None = None,
         temperature: float | None = None,
     ) -> Completion: ...

@@ -11,7 +11,7 @@ from typing import Any
 
 from gateway.budgets.ledger import TurnUsage, UsageLedger
 from gateway.budgets.limits import BudgetGate, Who
-from gateway.config import AgentSettings, Settings
+from gateway.config import AgentSettings, ProviderSettings, Settings
 from gateway.llm.breaker import CircuitBreakers
 from gateway.llm.fallback import ModelRoute, Switch
 from gateway.llm.providers import ModelTarget, ProviderPool, UnknownModel
@@ -57,6 +57,11 @@ class TurnPlan:
     @property
     def reply_to_message(self) -> bool:
         return self.resolution.profile.reply_to_message
+
+    @property
+    def model_settings(self) -> ProviderSettings:
+        """The first model's settings, with the profile's `stream` choice."""
+        return self.route.first_settings(self.resolution.profile.stream)
 
     @property
     def vision(self) -> Vision:
