@@ -150,7 +150,7 @@ class SlackAdapter:
             await self._socket.start()
         else:
             assert self._ctx.http is not None
-            EventsEndpoint(self.app).mount(self._ctx.http)
+            EventsEndpoint(self.app, secret).mount(self._ctx.http)
         log.info(
             "slack adapter ready mode=%s team=%s bot=%s",
             "socket" if socket_mode else "events_api",

@@ -28,8 +28,15 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
+
+from gateway.config.base import DAY as DAY
+from gateway.config.base import GB as GB
+from gateway.config.base import HOUR as HOUR
+from gateway.config.base import MINUTE as MINUTE
+from gateway.config.base import WEEK as WEEK
 
 # Sections live in small modules beside this one; `gateway.config.X` keeps working for all.
 from gateway.config.base import Section as Section
@@ -60,6 +67,8 @@ from gateway.config.terminal import LocalTerminalSettings as LocalTerminalSettin
 from gateway.config.terminal import SandboxTerminalSettings as SandboxTerminalSettings
 from gateway.config.terminal import SSHTerminalSettings as SSHTerminalSettings
 from gateway.config.terminal import TerminalSettings as TerminalSettings
+from gateway.config_env import EnvProblem, env_problems, explained
+from gateway.config_urls import HttpURL, check_redis_url
 from gateway.secrets import is_secret_name
 from gateway.sessions import Isolation
 
@@ -67,13 +76,15 @@ from gateway.sessions import Isolation
 class RedisSettings(Section):
     url: str = ""  # empty: the embedded store under data_dir
     key_prefix: str = "chatgate"
-    max_connections: int = Field(default=64, ge=1)
+    max_connections: int = Field(default=64, ge=1, le=100_000)
 
     @field_validator("url")
     @classmethod
     def _redis_url(cls, value: str) -> str:
         if value and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix:// (or be empty)")
+        if value:
+            check_redis_url(value)
         return value
 
 
@@ -85,7 +96,7 @@ class ToolsSettings(Section):
     workspace_scope: Literal["shared", "chat", "user"] = "chat"
     # Ask a person before write_file replaces an existing file.
     confirm_overwrite: bool = False
-    attachment_max_bytes: int = Field(default=20_000_000, ge=1)  # save_attachment's limit
+    attachment_max_bytes: int = Field(default=20_000_000, ge=1, le=2 * GB)  # save_attachment
     # Tool policy (tools/policy.py), narrowed layer by layer: allow/deny here, then
     # `providers` ("openrouter", then "openrouter/<model>"), then the chat's profile (or else
     # its platform's), then `subagent` in sub-agents. Deny wins over allow in every layer.
@@ -99,17 +110,18 @@ class ToolsSettings(Section):
     # web_fetch: hosts listed here may be fetched even at private addresses (e.g. "wiki.lan").
     web_allow_hosts: list[str] = []
     # Seconds per fetch (redirects included) or search.
-    web_timeout: float = Field(default=20.0, gt=0)
-    web_max_bytes: int = Field(default=1_000_000, ge=10_000)  # body read at most; the rest is cut
+    web_timeout: float = Field(default=20.0, gt=0, le=10 * MINUTE)
+    # Body read at most; the rest is cut.
+    web_max_bytes: int = Field(default=1_000_000, ge=10_000, le=GB)
     # web_search: url is the SearXNG base URL, or for Brave an override of its API URL.
-    web_search_url: str = ""
+    web_search_url: HttpURL = ""
     web_search_api_key: SecretStr = SecretStr("")
     # Declared after url and key so its validator can see them.
     web_search_provider: Literal["", "searxng", "brave"] = ""
-    clarify_timeout: float = Field(default=300.0, gt=0)  # seconds the clarify tool waits
+    clarify_timeout: float = Field(default=300.0, gt=0, le=WEEK)  # seconds clarify waits
     clarify_answer_by: Literal["asker", "chat"] = "asker"  # who may answer a question
-    shell_timeout: float = Field(default=30.0, gt=0)
-    max_output_chars: int = Field(default=16000, ge=1000)
+    shell_timeout: float = Field(default=30.0, gt=0, le=DAY)
+    max_output_chars: int = Field(default=16000, ge=1000, le=10_000_000)
     # Regexes searched in each simple command of a shell call ("rm -rf build"): block wins,
     # then ask; allow lifts a built-in ask (never a built-in block).
     shell_extra_allow: list[str] = []
@@ -140,29 +152,29 @@ class ToolsSettings(Section):
 
 class AgentSettings(Section):
     system_prompt: str = ""  # extra instructions added to the built-in prompt
-    max_iterations: int = Field(default=25, ge=1)
-    max_turn_seconds: float = Field(default=600.0, gt=0)
-    tool_timeout: float = Field(default=120.0, gt=0)
-    max_tokens_per_turn: int = Field(default=400_000, ge=1000)
-    history_token_budget: int = Field(default=24_000, ge=1000)
-    subagent_max_iterations: int = Field(default=15, ge=1)
-    subagent_max_seconds: float = Field(default=300.0, gt=0)
+    max_iterations: int = Field(default=25, ge=1, le=10_000)
+    max_turn_seconds: float = Field(default=600.0, gt=0, le=DAY)
+    tool_timeout: float = Field(default=120.0, gt=0, le=DAY)
+    max_tokens_per_turn: int = Field(default=400_000, ge=1000, le=1_000_000_000)
+    history_token_budget: int = Field(default=24_000, ge=1000, le=100_000_000)
+    subagent_max_iterations: int = Field(default=15, ge=1, le=10_000)
+    subagent_max_seconds: float = Field(default=300.0, gt=0, le=DAY)
 
 
 class RouterSettings(Section):
     busy_mode: Literal["queue", "interrupt"] = "queue"
-    max_concurrent_turns: int = Field(default=512, ge=1)
-    max_queued_per_session: int = Field(default=20, ge=1)
+    max_concurrent_turns: int = Field(default=512, ge=1, le=1_000_000)
+    max_queued_per_session: int = Field(default=20, ge=1, le=100_000)
     # Stored messages waiting across all sessions; past it new ones are refused with a reason.
-    max_pending_total: int = Field(default=100_000, ge=1)
+    max_pending_total: int = Field(default=100_000, ge=1, le=1_000_000_000)
     queue_notice: bool = True
-    max_message_chars: int = Field(default=16_000, ge=100)
-    dedupe_ttl: float = Field(default=3600.0, gt=0)
+    max_message_chars: int = Field(default=16_000, ge=100, le=10_000_000)
+    dedupe_ttl: float = Field(default=3600.0, gt=0, le=30 * DAY)
     # A session's lease, renewed every third of it while its turn runs: a dead process's
     # sessions are picked up by another within about this long.
     lease_ttl: float = Field(default=5.0, ge=1, le=300)
     # Delay before the first typing indicator; fast answers need none.
-    typing_delay: float = Field(default=0.8, ge=0)
+    typing_delay: float = Field(default=0.8, ge=0, le=MINUTE)
 
 
 class SessionsSettings(Section):
@@ -174,8 +186,8 @@ class SessionsSettings(Section):
 
 
 class MemorySettings(Section):
-    chat_chars: int = Field(default=2000, ge=100)
-    user_chars: int = Field(default=1200, ge=100)
+    chat_chars: int = Field(default=2000, ge=100, le=1_000_000)
+    user_chars: int = Field(default=1200, ge=100, le=1_000_000)
 
 
 class AccessSettings(Section):
@@ -183,15 +195,15 @@ class AccessSettings(Section):
     allowed_users: list[str] = []  # empty: everyone; otherwise "platform:user_id"
     blocked_users: list[str] = []
     # Per-user message budget across all chats; 0 disables.
-    rate_limit_per_minute: int = Field(default=30, ge=0)
+    rate_limit_per_minute: int = Field(default=30, ge=0, le=1_000_000)
     approvers: Literal["requester_and_admins", "admins"] = "requester_and_admins"
     # Platform roles (Discord role ids) that may use /new and /forget in groups, like admins.
     moderator_roles: list[str] = []
 
 
 class ApprovalSettings(Section):
-    timeout_seconds: float = Field(default=300.0, gt=0)  # no decision by then means deny
-    audit_max_entries: int = Field(default=10_000, ge=100)
+    timeout_seconds: float = Field(default=300.0, gt=0, le=WEEK)  # no decision by then: deny
+    audit_max_entries: int = Field(default=10_000, ge=100, le=100_000_000)
 
 
 class SchedulerSettings(Section):
@@ -201,16 +213,17 @@ class SchedulerSettings(Section):
     default_timezone: str = "UTC"  # IANA name for times given without one
     # A run late by up to this many seconds (gateway down, overloaded) still fires, once;
     # later than that it is reported to its chat as missed.
-    misfire_grace_seconds: float = Field(default=300.0, ge=0)
-    max_jobs_per_chat: int = Field(default=25, ge=1)
-    min_interval_seconds: float = Field(default=60.0, gt=0)
+    misfire_grace_seconds: float = Field(default=300.0, ge=0, le=WEEK)
+    max_jobs_per_chat: int = Field(default=25, ge=1, le=100_000)
+    min_interval_seconds: float = Field(default=60.0, gt=0, le=WEEK)
     # The lease of the one process that runs jobs; another takes over within about 4/3 of it.
-    leader_ttl: float = Field(default=7.0, ge=1)
-    resync_seconds: float = Field(default=30.0, gt=0)  # the leader re-reads every job this often
-    delivery_attempts: int = Field(default=4, ge=1)
-    retry_base_delay: float = Field(default=2.0, ge=0)
-    retry_max_delay: float = Field(default=60.0, ge=0)
-    run_log_size: int = Field(default=50, ge=1)  # runs kept per job
+    leader_ttl: float = Field(default=7.0, ge=1, le=5 * MINUTE)
+    # The leader re-reads every job this often.
+    resync_seconds: float = Field(default=30.0, gt=0, le=DAY)
+    delivery_attempts: int = Field(default=4, ge=1, le=100)
+    retry_base_delay: float = Field(default=2.0, ge=0, le=HOUR)
+    retry_max_delay: float = Field(default=60.0, ge=0, le=DAY)
+    run_log_size: int = Field(default=50, ge=1, le=100_000)  # runs kept per job
 
     @field_validator("default_timezone")
     @classmethod
@@ -350,20 +363,42 @@ def load_settings(
             tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError([f"config file {toml_path}: invalid TOML: {exc}"]) from None
+    # Names are checked against the whole model only: without the platforms' sections a
+    # CHATGATE_TELEGRAM__TOKEN would look misspelt.
+    env = env_problems(model, os.environ, check_names=sections is not None)
+    problems = [problem.line for problem in env]
     token = _config_path.set(toml_path)
     try:
-        return model(**overrides)
+        settings = model(**overrides)
     except ValidationError as exc:
-        raise ConfigError([line for err in exc.errors() for line in _problem_lines(err)]) from None
+        raise ConfigError(problems + _problem_lines(exc, model, env)) from None
+    except SettingsError as exc:  # a value that is not JSON stops pydantic-settings at once
+        raise ConfigError(problems or [f"environment: {exc}"]) from None
     finally:
         _config_path.reset(token)
+    if problems:
+        raise ConfigError(problems)
+    return settings
 
 
-def _problem_lines(err: Any) -> list[str]:
-    if not err["loc"] and err["type"] == "value_error":
-        # Checks across sections (gateway/config/profiles.py) name their own keys.
-        return str(err["ctx"]["error"]).splitlines()
-    return [_problem_line(err)]
+def _problem_lines(exc: ValidationError, model: type[Settings], env: list[EnvProblem]) -> list[str]:
+    """One line per error, minus those a misspelt variable already explains."""
+    lines: list[str] = []
+    for err in exc.errors():
+        if not err["loc"] and err["type"] == "value_error":
+            # Checks across sections (gateway/config/profiles.py) name their own keys.
+            lines.extend(str(err["ctx"]["error"]).splitlines())
+        elif not explained(model, _env_loc(err["loc"]), env):
+            lines.append(_problem_line(err))
+    return lines
+
+
+def _env_loc(loc: tuple[Any, ...]) -> tuple[str, ...]:
+    """An error's location as env names spell it: `[profiles.coding]` lives under `named`."""
+    parts = [str(part).lower() for part in loc]
+    if parts[:2] == ["profiles", "named"]:
+        del parts[1]
+    return tuple(parts)
 
 
 def _problem_line(err: Any) -> str:
@@ -376,18 +411,25 @@ def _problem_line(err: Any) -> str:
         msg = "unknown setting (check the spelling)"
     value = err.get("input")
     shown = "" if isinstance(value, dict | list) or value is None else f" (got {value!r})"
+    if isinstance(value, str) and "://" in value:
+        try:
+            shown = f" (got {mask_url(value)!r})"
+        except ValueError:  # too malformed to find a password in: show nothing
+            shown = ""
     if is_secret_name(key):
         shown = ""
     return f"{key}: {msg}{shown}"
 
 
+MASK = "********"
+_DUMPED_SECRET = str(SecretStr("x"))  # how pydantic dumps any non-empty SecretStr
+
+
 def masked(settings: Settings) -> dict[str, Any]:
-    """The effective settings as plain data with every secret masked, for `config show`."""
+    """The effective settings as plain data with every secret masked, for `config show`:
+    what gateway/secrets.py finds for the logs. `SecretStr` values (tokens, API keys, the
+    values of llm.extra_headers and of MCP servers' env and headers) dump masked already."""
     data: dict[str, Any] = _mask(settings.model_dump(mode="json"))
-    # MCP servers take their secrets under any name (GITHUB_TOKEN, X-Api-Key, ...).
-    for server in data["mcp"]["servers"].values():
-        for table in ("env", "headers"):
-            server[table] = dict.fromkeys(server[table], "********")
     return data
 
 
@@ -396,8 +438,8 @@ def _mask(node: Any, key: str = "") -> Any:
         return {k: _mask(v, k) for k, v in node.items()}
     if isinstance(node, list):
         return [_mask(v, key) for v in node]
-    if isinstance(node, str) and node and is_secret_name(key):
-        return "********"
+    if isinstance(node, str) and node and (node == _DUMPED_SECRET or is_secret_name(key)):
+        return MASK
     if key == "url" and isinstance(node, str) and "@" in node:
         return mask_url(node)
     return node

@@ -8,6 +8,17 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from gateway.config_urls import check_url
+
+# Upper bounds of durations (seconds) and sizes (bytes). Every number in the settings has
+# one, far above what a real deployment needs (approvals wait at most a week, one LLM
+# request at most an hour ...), so a typo such as 1e12 is refused instead of meaning "never".
+MINUTE = 60.0
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
+WEEK = 7 * DAY
+GB = 1_000_000_000
+
 # The TOML file being read while settings are validated, so relative paths in it can be
 # resolved against its folder.
 config_file: ContextVar[Path | None] = ContextVar("chatgate_config_path", default=None)
@@ -50,6 +61,6 @@ def known_timezone(value: str) -> str:
 def http_url(value: str, *, empty_ok: bool = False) -> str:
     if empty_ok and not value:
         return value
-    if not value.startswith(("http://", "https://")):
+    if not value:
         raise ValueError("must start with http:// or https://")
-    return value.rstrip("/")
+    return check_url(value, ("http", "https")).rstrip("/")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gateway.config.base import Section
+from gateway.config.base import GB, HOUR, WEEK, Section
 
 
 class BrowserSettings(Section):
@@ -15,11 +15,12 @@ class BrowserSettings(Section):
     executable_path: str = ""
     headless: bool = True
     extra_args: list[str] = []  # more Chromium switches, after the built-in ones
-    idle_seconds: float = Field(default=300.0, gt=0)  # a session's context closes after this
-    max_contexts: int = Field(default=4, ge=1)  # open at once; the least recently used goes first
+    idle_seconds: float = Field(default=300.0, gt=0, le=WEEK)  # a session's context closes then
+    # Open at once; the least recently used goes first.
+    max_contexts: int = Field(default=4, ge=1, le=1000)
     # Ask a person before clicking or submitting something that looks like buy/pay/delete/send.
     approve_actions: bool = True
-    navigation_timeout: float = Field(default=30.0, gt=0)  # seconds for a page to load
-    action_timeout: float = Field(default=10.0, gt=0)  # seconds for a click, typing, a select
-    max_snapshot_chars: int = Field(default=8000, ge=1000)  # page snapshot shown to the model
-    max_download_bytes: int = Field(default=50_000_000, ge=1)  # a larger download is deleted
+    navigation_timeout: float = Field(default=30.0, gt=0, le=HOUR)  # seconds for a page to load
+    action_timeout: float = Field(default=10.0, gt=0, le=HOUR)  # a click, typing, a select
+    max_snapshot_chars: int = Field(default=8000, ge=1000, le=10_000_000)  # shown to the model
+    max_download_bytes: int = Field(default=50_000_000, ge=1, le=10 * GB)  # larger: deleted

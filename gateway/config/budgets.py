@@ -6,6 +6,10 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from gateway.config.base import Section, known_timezone
+from gateway.config_urls import check_url
+
+_MAX_USD = 1_000_000_000.0  # far above any real budget: catches a typo, never a real limit
+_MAX_TOKENS = 10**15
 
 
 class BudgetSettings(Section):
@@ -13,19 +17,19 @@ class BudgetSettings(Section):
     `timezone`. Cost comes from the providers' `price_*_per_mtok` and the usage each server
     reports (estimated from the text when it reports none)."""
 
-    per_user_daily_usd: float = Field(default=0.0, ge=0)
-    per_chat_daily_usd: float = Field(default=0.0, ge=0)
-    per_job_daily_usd: float = Field(default=0.0, ge=0)
-    global_monthly_usd: float = Field(default=0.0, ge=0)
-    per_user_daily_tokens: int = Field(default=0, ge=0)
-    per_chat_daily_tokens: int = Field(default=0, ge=0)
-    per_job_daily_tokens: int = Field(default=0, ge=0)
-    global_monthly_tokens: int = Field(default=0, ge=0)
+    per_user_daily_usd: float = Field(default=0.0, ge=0, le=_MAX_USD)
+    per_chat_daily_usd: float = Field(default=0.0, ge=0, le=_MAX_USD)
+    per_job_daily_usd: float = Field(default=0.0, ge=0, le=_MAX_USD)
+    global_monthly_usd: float = Field(default=0.0, ge=0, le=_MAX_USD)
+    per_user_daily_tokens: int = Field(default=0, ge=0, le=_MAX_TOKENS)
+    per_chat_daily_tokens: int = Field(default=0, ge=0, le=_MAX_TOKENS)
+    per_job_daily_tokens: int = Field(default=0, ge=0, le=_MAX_TOKENS)
+    global_monthly_tokens: int = Field(default=0, ge=0, le=_MAX_TOKENS)
     warn_at: float = Field(default=0.8, gt=0, lt=1)  # share of a limit that brings a warning
     # Admins' own messages are not limited (scheduled jobs always are, whoever made them).
     admins_exempt: bool = True
     timezone: str = "UTC"
-    keep_days: int = Field(default=400, ge=2)  # daily totals are kept this long
+    keep_days: int = Field(default=400, ge=2, le=3650)  # daily totals are kept this long
 
     @field_validator("timezone")
     @classmethod
@@ -43,6 +47,4 @@ class OtelSettings(Section):
     @field_validator("endpoint")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if value and not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https:// (or be empty)")
-        return value
+        return check_url(value, ("http", "https"))

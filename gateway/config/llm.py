@@ -8,7 +8,10 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from gateway.config.base import Section, http_url
+from gateway.config.base import DAY, HOUR, MINUTE, WEEK, Section
+from gateway.config_urls import check_url
+
+_MAX_PRICE = 100_000.0  # USD per million tokens; far above any real price, catches a typo
 
 
 class ModelSettings(Section):
@@ -17,8 +20,8 @@ class ModelSettings(Section):
 
     tool_call_format: Literal["native", "text", "auto"] | None = None
     vision: Literal["auto", "on", "off"] | None = None
-    price_in_per_mtok: float | None = Field(default=None, ge=0)
-    price_out_per_mtok: float | None = Field(default=None, ge=0)
+    price_in_per_mtok: float | None = Field(default=None, ge=0, le=_MAX_PRICE)
+    price_out_per_mtok: float | None = Field(default=None, ge=0, le=_MAX_PRICE)
 
 
 class ProviderSettings(Section):
@@ -33,30 +36,35 @@ class ProviderSettings(Section):
     tool_call_format: Literal["native", "text", "auto"] = "auto"
     # Stream completions (SSE); a server that ignores it answers whole and still works.
     stream: bool = True
-    temperature: float | None = None
-    max_tokens: int | None = Field(default=None, gt=0)  # per completion
-    timeout: float = Field(default=120.0, gt=0)  # seconds for one request (read)
-    connect_timeout: float = Field(default=10.0, gt=0)
-    max_retries: int = Field(default=4, ge=0)
-    retry_base_delay: float = Field(default=0.5, ge=0)
-    retry_max_delay: float = Field(default=30.0, ge=0)
-    max_connections: int = Field(default=512, ge=1)
-    extra_headers: dict[str, str] = {}
+    temperature: float | None = Field(default=None, ge=0, le=2)  # the OpenAI API range
+    max_tokens: int | None = Field(default=None, gt=0, le=1_000_000)  # per completion
+    timeout: float = Field(default=120.0, gt=0, le=HOUR)  # seconds for one request (read)
+    connect_timeout: float = Field(default=10.0, gt=0, le=5 * MINUTE)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    retry_base_delay: float = Field(default=0.5, ge=0, le=MINUTE)
+    retry_max_delay: float = Field(default=30.0, ge=0, le=HOUR)
+    max_connections: int = Field(default=512, ge=1, le=100_000)
+    # Sent with every request; each value counts as a secret (an API key under any header
+    # name), as in an MCP server's headers: masked by `config show`, redacted from logs.
+    extra_headers: dict[str, SecretStr] = {}
     # Images to the model as image parts: "auto" tries and, when the server refuses,
     # remembers it for the model (in memory) and falls back to vision_model or a note.
     vision: Literal["auto", "on", "off"] = "auto"
     vision_model: str = ""  # set: the vision_analyze tool asks this model (same server)
     # The longest Retry-After of a 429 that is waited out; a longer one moves the turn to the
     # next model of its fallback chain at once. None: retry_max_delay.
-    max_wait_seconds: float | None = Field(default=None, ge=0)
-    price_in_per_mtok: float = Field(default=0.0, ge=0)  # USD per million prompt tokens
-    price_out_per_mtok: float = Field(default=0.0, ge=0)  # USD per million completion tokens
+    max_wait_seconds: float | None = Field(default=None, ge=0, le=HOUR)
+    # USD per million prompt / completion tokens, for the budgets.
+    price_in_per_mtok: float = Field(default=0.0, ge=0, le=_MAX_PRICE)
+    price_out_per_mtok: float = Field(default=0.0, ge=0, le=_MAX_PRICE)
     models: dict[str, ModelSettings] = {}  # per-model prices, vision, tool-call format
 
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        return http_url(value)
+        if not value:
+            raise ValueError("must start with http:// or https://")
+        return check_url(value, ("http", "https")).rstrip("/")
 
     @property
     def provider_name(self) -> str:
@@ -97,9 +105,9 @@ class LLMSettings(ProviderSettings):
     # A provider (or one of its models) whose calls fail after retries in a way retrying will
     # not fix soon is left out for this long, then probed with the next real request; each
     # failed probe doubles the pause, up to the maximum.
-    breaker_failures: int = Field(default=1, ge=1)  # failures in a row that open the breaker
-    breaker_cooldown_seconds: float = Field(default=60.0, gt=0)
-    breaker_max_cooldown_seconds: float = Field(default=900.0, gt=0)
+    breaker_failures: int = Field(default=1, ge=1, le=100)  # failures in a row that open it
+    breaker_cooldown_seconds: float = Field(default=60.0, gt=0, le=DAY)
+    breaker_max_cooldown_seconds: float = Field(default=900.0, gt=0, le=WEEK)
 
     @field_validator("providers")
     @classmethod

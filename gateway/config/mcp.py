@@ -8,7 +8,8 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from gateway.config.base import Section
+from gateway.config.base import DAY, HOUR, Section
+from gateway.config_urls import check_url
 
 _MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
 
@@ -27,8 +28,9 @@ class MCPServerSettings(Section):
     # Server tool names (shell-style wildcards allowed); include empty: all, exclude wins.
     include_tools: list[str] = []
     exclude_tools: list[str] = []
-    timeout_seconds: float = Field(default=60.0, gt=0)  # one tool call
-    startup_timeout_seconds: float = Field(default=30.0, gt=0)  # start, handshake, tool list
+    timeout_seconds: float = Field(default=60.0, gt=0, le=DAY)  # one tool call
+    # Start, handshake, tool list.
+    startup_timeout_seconds: float = Field(default=30.0, gt=0, le=HOUR)
     # destructive: ask unless the tool says readOnlyHint (and not destructiveHint).
     approval: Literal["destructive", "always", "never"] = "destructive"
     prompt_commands: list[str] = []  # server prompts offered as slash commands
@@ -36,9 +38,7 @@ class MCPServerSettings(Section):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if value and not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value
+        return check_url(value, ("http", "https"))
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerSettings:
@@ -52,8 +52,8 @@ class MCPServerSettings(Section):
 class MCPSettings(Section):
     servers: dict[str, MCPServerSettings] = {}
     # A server that fails or drops is retried after this delay, doubling up to the maximum.
-    reconnect_min_seconds: float = Field(default=1.0, gt=0)
-    reconnect_max_seconds: float = Field(default=60.0, gt=0)
+    reconnect_min_seconds: float = Field(default=1.0, gt=0, le=HOUR)
+    reconnect_max_seconds: float = Field(default=60.0, gt=0, le=DAY)
 
     @field_validator("servers")
     @classmethod

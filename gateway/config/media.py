@@ -7,18 +7,20 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.config.base import Section, http_url
+from gateway.config.base import HOUR, Section, http_url
 
 
 class MediaSettings(Section):
     """Files in and out of the chat (gateway/media/)."""
 
-    max_image_px: int = Field(default=1568, ge=64)  # long side of images sent to the model
-    max_images: int = Field(default=4, ge=1)  # image parts in one request
+    # Long side of images sent to the model.
+    max_image_px: int = Field(default=1568, ge=64, le=20_000)
+    max_images: int = Field(default=4, ge=1, le=100)  # image parts in one request
     # Earlier images are sent again when the person refers to them within this many turns.
-    image_lookback_turns: int = Field(default=3, ge=0)
-    max_download_mb: float = Field(default=20.0, gt=0)  # any file fetched from a platform
-    max_upload_mb: float = Field(default=50.0, gt=0)  # any file sent (platforms cap it lower)
+    image_lookback_turns: int = Field(default=3, ge=0, le=1000)
+    max_download_mb: float = Field(default=20.0, gt=0, le=10_000)  # any file from a platform
+    # Any file sent (platforms cap it lower).
+    max_upload_mb: float = Field(default=50.0, gt=0, le=10_000)
 
     @property
     def max_download_bytes(self) -> int:
@@ -35,7 +37,7 @@ class MediaEndpoint(Section):
 
     base_url: str = ""
     api_key: SecretStr = SecretStr("")
-    timeout: float = Field(default=120.0, gt=0)
+    timeout: float = Field(default=120.0, gt=0, le=HOUR)
 
     @field_validator("base_url")
     @classmethod

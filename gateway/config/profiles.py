@@ -8,11 +8,11 @@ policy; an agent profile may name one of those as its `tool_policy`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, SerializationInfo, field_validator, model_serializer, model_validator
 
-from gateway.config.base import Section, ToolRule, relative_to_config
+from gateway.config.base import DAY, Section, ToolRule, relative_to_config
 
 # Keys of [profiles] that are not profile names.
 _RESERVED = ("bind", "allow_model_switch")
@@ -39,10 +39,10 @@ class ProfileSettings(Section):
     tool_policy: str = ""
     tools: ToolRule = ToolRule()
     temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, gt=0)  # per completion
-    max_iterations: int | None = Field(default=None, ge=1)
-    max_turn_seconds: float | None = Field(default=None, gt=0)
-    max_tokens_per_turn: int | None = Field(default=None, ge=1000)
+    max_tokens: int | None = Field(default=None, gt=0, le=1_000_000)  # per completion
+    max_iterations: int | None = Field(default=None, ge=1, le=10_000)
+    max_turn_seconds: float | None = Field(default=None, gt=0, le=DAY)
+    max_tokens_per_turn: int | None = Field(default=None, ge=1000, le=1_000_000_000)
     stream: bool | None = None  # stream completions (None: the provider's `stream`)
     reply_to_message: bool = True  # answer as a reply to the person's message
 
@@ -99,6 +99,9 @@ class ProfileBinding(Section):
 
 class ProfilesSettings(Section):
     """`[profiles]`: named profiles as sub-tables, plus `bind` rules and `allow_model_switch`."""
+
+    # Keys other than these are profile names (gateway/config_env.py reads env names so too).
+    FREE_KEYS: ClassVar[str] = "named"
 
     allow_model_switch: bool = False  # anyone (not only admins) may use /model
     bind: list[ProfileBinding] = []

@@ -13,7 +13,7 @@ class StreamingOverride(Section):
     """`[streaming.platforms.<name>]`: one platform's exceptions to the streaming defaults."""
 
     enabled: bool | None = None
-    interval_ms: int | None = Field(default=None, ge=100)
+    interval_ms: int | None = Field(default=None, ge=100, le=60_000)
 
 
 class StreamingSettings(Section):
@@ -22,10 +22,10 @@ class StreamingSettings(Section):
     enabled: bool = True
     # Least time between two updates of one streamed message; 0: the platform's own default
     # (1000 ms on Telegram and Discord, 500 on Slack).
-    interval_ms: int = Field(default=0, ge=0)
+    interval_ms: int = Field(default=0, ge=0, le=60_000)
     # A reply that is over within this long after its first words is sent whole, without a
     # draft or edits first (no flicker and one notification for short, fast answers).
-    first_delay_ms: int = Field(default=400, ge=0)
+    first_delay_ms: int = Field(default=400, ge=0, le=60_000)
     # Lines shown while tools run: none, one short line per call, or with arguments and results.
     progress: Literal["off", "tools", "verbose"] = "tools"
     show_reasoning: bool = False  # stream the model's reasoning until the answer starts

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from gateway.config.base import Section
+from gateway.config.base import DAY, MINUTE, WEEK, Section
 
 
 class SandboxTerminalSettings(Section):
@@ -30,13 +30,13 @@ class SSHTerminalSettings(Section):
     key_file: Path | None = None  # empty: ssh's default identities
     remote_dir: str = ""  # commands run here (relative to the remote home when not absolute)
     known_hosts: Path | None = None  # default ~/.ssh/known_hosts; unknown host keys are refused
-    connect_timeout: float = Field(default=10.0, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0, le=5 * MINUTE)
 
 
 class DockerTerminalSettings(Section):
     image: str = "python:3.12-slim"  # needs bash, coreutils' timeout, and python3 for code
-    cpus: float = Field(default=1.0, gt=0)
-    idle_seconds: float = Field(default=600.0, gt=0)  # a session's container is removed then
+    cpus: float = Field(default=1.0, gt=0, le=1024)
+    idle_seconds: float = Field(default=600.0, gt=0, le=WEEK)  # a session's container goes then
     cli: str = "docker"  # the docker command (talks to the engine at DOCKER_HOST)
 
 
@@ -48,14 +48,14 @@ class TerminalSettings(Section):
     # When the sandbox (or docker) cannot run here, fall back to the local backend instead of
     # offering no shell at all.
     allow_unsandboxed: bool = False
-    cpu_seconds: int = Field(default=120, ge=1)  # CPU time per process
-    memory_mb: int = Field(default=2048, ge=16)  # data segment per process (RLIMIT_DATA)
-    max_processes: int = Field(default=256, ge=8)  # processes of the user running commands
+    cpu_seconds: int = Field(default=120, ge=1, le=int(DAY))  # CPU time per process
+    memory_mb: int = Field(default=2048, ge=16, le=1 << 20)  # per process (RLIMIT_DATA), 1 TiB
+    max_processes: int = Field(default=256, ge=8, le=100_000)  # of the user running commands
     # Environment variables passed to commands besides PATH, HOME, LANG, LC_*, TERM, TZ, ...
     env_passthrough: list[str] = []
     # execute_code: wall time of a script (time spent in its tool calls is not counted).
-    code_timeout: float = Field(default=120.0, gt=0)
-    code_max_tool_calls: int = Field(default=50, ge=0)
+    code_timeout: float = Field(default=120.0, gt=0, le=DAY)
+    code_max_tool_calls: int = Field(default=50, ge=0, le=10_000)
     # execute_code approval: auto asks unless the backend isolates (sandbox, docker).
     code_approval: Literal["auto", "always", "never"] = "auto"
     python: str = "python3"  # interpreter execute_code runs, found on the backend's PATH

@@ -38,6 +38,7 @@ from gateway.llm.transport import AiohttpTransport
 from gateway.llm.types import Completion, Message, OnText
 from gateway.llm.vision import Vision
 from gateway.llm.wire import RawReply, reply_from_body, to_completion
+from gateway.unicode import valid_unicode
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +76,12 @@ class LLMClient:
     ) -> None:
         self._settings = settings
         api_key = settings.api_key.get_secret_value()
-        headers = {"User-Agent": "chatgate", **settings.extra_headers}
+        extra = {name: value.get_secret_value() for name, value in settings.extra_headers.items()}
+        headers = {"User-Agent": "chatgate", **extra}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         # Header values may be credentials too (x-api-key and the like).
-        self._redact = Redactor([api_key, *settings.extra_headers.values()])
+        self._redact = Redactor([api_key, *extra.values()])
         # httpx's API over aiohttp's connection pool (see transport.py for the measurements);
         # tests may pass their own transport.
         wire = transport or AiohttpTransport(
@@ -282,8 +284,12 @@ class LLMClient:
                 encoded = json.dumps(tools, ensure_ascii=False)
                 self._tools_json = (tuple(tools), encoded)
             text = f'{text[:-1]}, "tools": {encoded}}}'
-        # Lone surrogates cannot be encoded; replacing them beats failing the turn.
-        return text.encode("utf-8", errors="replace")
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            # Lone surrogates cannot be encoded; replacing them (with U+FFFD, as history
+            # stores them) beats failing the turn.
+            return valid_unicode(text).encode("utf-8")
 
     # --- sending, with retries ----------------------------------------------------------
 

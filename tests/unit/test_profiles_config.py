@@ -186,3 +186,19 @@ def test_the_readme_example_is_a_valid_config(tmp_path: Path) -> None:
     )
     assert (slack.name, family.name) == ("coding", "family")
     assert family.profile.toolsets == [] and settings.budgets.per_job_daily_usd == 0.5
+
+
+def test_env_names_of_profiles_are_checked_like_every_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gateway.app import load_settings as load_with_platforms
+
+    monkeypatch.setenv("CHATGATE_PROFILES__CODING__TEMPERATURE", "0.2")
+    assert load_with_platforms(None).profiles.named["coding"].temperature == 0.2
+    monkeypatch.setenv("CHATGATE_PROFILES__CODING__TEMPRATURE", "1")
+    with pytest.raises(ConfigError) as info:
+        load_with_platforms(None)
+    assert info.value.problems == [
+        "CHATGATE_PROFILES__CODING__TEMPRATURE: no such setting; "
+        "did you mean CHATGATE_PROFILES__CODING__TEMPERATURE?"
+    ]
