@@ -84,6 +84,14 @@ class App:
         self.tracing = tracing or Tracing.from_settings(settings.otel)
         self.telemetry = Telemetry(self.metrics, self.tracing.tracer)
         self.store = store or open_store(settings)
+        try:
+            self._wire(settings, llm_transport)
+        except BaseException:
+            if store is None:
+                self.store.abandon()  # a failed start must not keep the store locked
+            raise
+
+    def _wire(self, settings: Settings, llm_transport: httpx.AsyncBaseTransport | None) -> None:
         self.outbox: Outbox = MeteredOutbox(self.metrics)
         self.extensions = Extensions()
         self.notifier = Notifier(self.outbox.send)

@@ -21,9 +21,9 @@ from pydantic import BaseModel
 
 PREFIX = "CHATGATE_"
 DELIMITER = "__"
-# CHATGATE_* variables that are not settings: the config file's path, and the token
-# execute_code hands to its script (tools/code.py).
-NOT_SETTINGS = frozenset({"CHATGATE_CONFIG", "CHATGATE_RPC_TOKEN"})
+# CHATGATE_* variables that are not settings: the config file path, execute_code's RPC
+# token and the durability tests' crash points (gateway/faults.py).
+NOT_SETTINGS = frozenset({"CHATGATE_CONFIG", "CHATGATE_RPC_TOKEN", "CHATGATE_CRASH_AT"})
 
 # How each kind of value is written, for the error line.
 _JSON_EXAMPLES = {"list": '["a", "b"]', "table": '{"key": "value"}', "section": '{"name": value}'}

@@ -487,6 +487,12 @@ class EmbeddedStore(Store):
     async def ping(self) -> None:
         self._run("SELECT 1")
 
+    def abandon(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._db.close()
+            self._unlock()
+
     async def close(self) -> None:
         if self._closed:
             return
