@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gateway import untrusted
 from gateway.config import AgentSettings
 from gateway.llm import lenient_json
 from gateway.llm.client import LLMClient
@@ -102,6 +103,8 @@ class Agent:
         catalog: ToolCatalog | None = None,
     ) -> AgentResult:
         """Run one turn. `history` ends with the user's message; it is not modified."""
+        gate = self._approvals
+        ctx = untrusted.begin(ctx, ask=gate.asks_after_untrusted if gate is not None else True)
         budget = _TurnBudget(self._settings)
         by_name = {spec.name: spec for spec in tools}
         schemas = [spec.schema() for spec in tools] or None
@@ -243,12 +246,15 @@ async def execute_tool(
         log.warning("bad tool arguments session=%s tool=%s", ctx.session, name)
         return f"error: invalid arguments for {name}: {describe_invalid(exc)}"
     try:
-        if spec.approval is not None:
-            need = await spec.approval(args, ctx)
-            if need is not None:
-                refusal = await _ask_approval(approvals, need, name, ctx)
-                if refusal is not None:
-                    return refusal
+        need = await spec.approval(args, ctx) if spec.approval is not None else None
+        if need is not None and ctx.trust is not None:
+            need = untrusted.mark(need, ctx.trust)
+        elif need is None:
+            need = await untrusted.need_after_untrusted(spec, args, ctx)
+        if need is not None:
+            refusal = await _ask_approval(approvals, need, name, ctx)
+            if refusal is not None:
+                return refusal
     except ToolError as exc:
         return f"error: {exc}"
     except Exception:
@@ -256,6 +262,13 @@ async def execute_tool(
         log.exception("approval check failed session=%s tool=%s", ctx.session, name)
         return f"error: {name} was not run: its approval check failed. Tell the user."
     limit = timeout() if callable(timeout) else timeout
+    tainted = ctx.trust is not None and ctx.trust.tainted
+    output = await _run_handler(spec, args, ctx, limit)
+    return untrusted.received(spec, args, ctx, output, tainted_before=tainted)
+
+
+async def _run_handler(spec: ToolSpec[Any], args: Any, ctx: ToolContext, limit: float) -> str:
+    name = spec.name
     try:
         async with asyncio.timeout(limit):
             return await spec.handler(args, ctx)

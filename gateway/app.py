@@ -33,6 +33,7 @@ from gateway.extensions import Extensions
 from gateway.group_context import GroupContext
 from gateway.history import SessionStore
 from gateway.http import HttpServer
+from gateway.integrity import signer_for
 from gateway.llm.client import LLMClient
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
@@ -82,12 +83,15 @@ class App:
         self.sessions = SessionStore(self.store)
         self.memory = MemoryBook(self.store, settings.memory)
         self.llm = LLMClient(settings.llm, transport=llm_transport)
+        # Seals approvals, answers and grants in the store (raises ConfigError without a key).
+        self.signer = signer_for(settings, self.metrics)
         self.approvals = ApprovalService(
             store=self.store,
             outbox=self.outbox,
             access=self.access,
             settings=settings.approvals,
             instance_id=self.instance_id,
+            signer=self.signer,
         )
         self.approvals.register(self.extensions)
         self.agent = Agent(self.llm, settings.agent, approvals=self.approvals)
@@ -150,6 +154,7 @@ class App:
             llm=self.llm,
             approvals=self.approvals,
             submit=self.admission.submit,
+            signer=self.signer,
         )
         install_builtin_tools(self.tools, self.tool_services)
         self.http = (

@@ -43,6 +43,22 @@ class _NoTyping:
 NO_TYPING: TypingControl = _NoTyping()
 
 
+@dataclass
+class TurnTrust:
+    """What outside content entered one turn; gateway/untrusted.py decides what follows."""
+
+    ask: bool = True  # after outside content, calls with side effects wait for a person
+    sources: list[str] = field(default_factory=list)  # "web_fetch https://example.com/" ...
+    # Text the turn has seen (the person's message, tool results), so a URL followed from a
+    # page can be told from one the model made up to carry data out.
+    seen: list[str] = field(default_factory=list)
+    seen_chars: int = 0
+
+    @property
+    def tainted(self) -> bool:
+        return bool(self.sources)
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Who and where a tool call runs for; long-lived dependencies are bound at build time."""
@@ -59,6 +75,9 @@ class ToolContext:
     # The text of that message: what the person themselves wrote in this turn.
     user_text: str = ""
     typing: TypingControl = NO_TYPING
+    # What outside content entered this turn (gateway/untrusted.py); set by the agent, shared
+    # with sub-agents and execute_code's calls. None: not inside an agent run.
+    trust: TurnTrust | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +90,7 @@ class ApprovalNeed:
     shape: str = ""
     cwd: str | None = None
     where: str = ""  # where it runs, e.g. "in the sandbox", "on build-host via SSH"
+    untrusted: str = ""  # outside content that entered the turn first ("web_fetch example.com")
 
 
 @dataclass(frozen=True)
@@ -84,6 +104,14 @@ class ToolSpec(Generic[A]):
     approval: Callable[[A, ToolContext], Awaitable[ApprovalNeed | None]] | None = None
     timeout: float | None = None  # overrides the agent's per-tool timeout
     extras: dict[str, Any] = field(default_factory=dict)
+    # Its result is outside content (a web page, an MCP server's answer, a file someone
+    # sent): shown to the model marked as data, and the rest of the turn asks before acting.
+    untrusted_output: bool | Callable[[A, ToolContext], bool] = False
+    # Whether a call changes things or sends data out, which after outside content entered
+    # the turn waits for a person (`approvals.after_untrusted`). True: every call, shown as
+    # the tool's arguments; a function: the approval to ask for this call, None when the
+    # call only reads (the shell: read-only commands).
+    side_effects: bool | Callable[[A, ToolContext], Awaitable[ApprovalNeed | None]] = False
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI `tools` entry for this tool (built once: it is sent on every LLM call)."""
@@ -124,6 +152,11 @@ class ToolCatalog(Protocol):
 class ApprovalGate(Protocol):
     async def decide(self, need: ApprovalNeed, tool: str, ctx: ToolContext) -> ApprovalOutcome:
         """Wait for a person's decision on a call; a timeout is a deny."""
+        ...
+
+    @property
+    def asks_after_untrusted(self) -> bool:
+        """Whether calls with side effects ask once outside content entered the turn."""
         ...
 
 

@@ -244,10 +244,12 @@ async def test_orphan_from_dead_process_is_expired_with_notice(
         turn = await gw.submit("make a disk")
         prompt = await prompt_of(gw)
         request_id = button(prompt, "Deny").split(":")[1]
-        # Pretend a process that died made this request: change its owner.
-        raw = json.loads(await gw.app.store.get(f"approval:{request_id}") or "{}")
+        # Pretend a process that died made this request: change its owner (and seal it
+        # with the gateway's key, as that process would have).
+        key = f"approval:{request_id}"
+        raw = gw.app.signer.open("approval request", key, await gw.app.store.get(key))
         raw["owner"] = "dead-process"
-        await gw.app.store.set(f"approval:{request_id}", json.dumps(raw))
+        await gw.app.store.set(key, gw.app.signer.seal("approval request", key, raw))
         assert await gw.app.approvals.sweep_once() == 1
         assert any("gateway restarted" in out.text for _, out in gw.console.edits)
         outcome = await turn.done
