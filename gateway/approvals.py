@@ -271,7 +271,11 @@ class ApprovalService:
             return None
         if self._settings.allow_always == "requester" and user.address == requester.address:
             return None
-        who = "an admin" if self._settings.allow_always == "admins" else f"{requester.label} or an admin"
+        who = (
+            "an admin"
+            if self._settings.allow_always == "admins"
+            else f"{requester.label} or an admin"
+        )
         return f"Only {who} can allow this always; approve once or for this session instead."
 
     async def _grant(self, request: ApprovalRequest, decision: Decision, scope: Scope) -> Grant:
@@ -364,7 +368,12 @@ class ApprovalService:
         buttons = (row, (always,)) if self._offers_always else (row,)
         try:
             ref = await self._outbox.send(
-                Outbound(chat=chat, text=_prompt_text(request, always=self._offers_always), buttons=buttons, markdown=True)
+                Outbound(
+                    chat=chat,
+                    text=_prompt_text(request, always=self._offers_always),
+                    buttons=buttons,
+                    markdown=True,
+                )
             )
         except Exception as exc:
             # The request still stands: /approve works from the chat, and timeout denies.
@@ -454,7 +463,8 @@ def _prompt_text(request: ApprovalRequest, *, always: bool) -> str:
         f"**Approval needed** ({request.tool})\n"
         f"```\n{request.command}\n```\n"
         f"Why: {request.reason}{where}{runs}{warning}\n"
-        f"Asked by {request.requester_ref.label}; expires at {expires} (in {minutes} min).{covers}\n"
+        f"Asked by {request.requester_ref.label}; expires at {expires} (in {minutes} min)."
+        f"{covers}\n"
         f"Or reply `/approve {request.id}` or `/deny {request.id} [reason]`."
     )
 

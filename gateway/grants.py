@@ -71,7 +71,9 @@ class GrantBook:
         self._store = store
         self._signer = signer
 
-    async def find(self, session: str, chat_scope: str, owner: str, tool: str, shape: str) -> Grant | None:
+    async def find(
+        self, session: str, chat_scope: str, owner: str, tool: str, shape: str
+    ) -> Grant | None:
         """The grant covering this call, if any: the session's first, then the chat's."""
         field = grant_field(owner, tool, shape)
         for scope, place in _places(session, chat_scope):
@@ -109,7 +111,9 @@ class GrantBook:
         )
         name = location(scope, place)
         field = grant_field(owner, tool, shape)
-        await self._store.hset(name, field, self._signer.seal(KIND, f"{name}\0{field}", asdict(grant)))
+        await self._store.hset(
+            name, field, self._signer.seal(KIND, f"{name}\0{field}", asdict(grant))
+        )
         if scope == "session":
             await self._store.expire(name, SESSION_TTL)
         return grant

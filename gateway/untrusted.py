@@ -100,14 +100,17 @@ def received(
         if outside:
             trust.sources.append(source_label(spec.name, args))
         outside = outside or (trust.tainted and not tainted_before)
-    return wrap(spec.name, output) if outside else output
+    # An error is the tool's own sentence to the model (what to do next), not outside text;
+    # a tool that quotes outside text in one wraps that part itself (MCP servers' errors).
+    if outside and not output.startswith("error: "):
+        return wrap(spec.name, output)
+    return output
 
 
-def wrap(tool: str, output: str) -> str:
-    """Outside text between markers it cannot close itself; an error keeps its prefix."""
-    prefix = "error: " if output.startswith("error: ") else ""
-    body = _TAG_IN_TEXT.sub("<(tag removed)", output.removeprefix(prefix))
-    return f'{prefix}<{TAG} source="{tool}">\n{body}\n</{TAG}>'
+def wrap(source: str, text: str) -> str:
+    """Outside text between markers it cannot close itself."""
+    body = _TAG_IN_TEXT.sub("<(tag removed)", text)
+    return f'<{TAG} source="{source}">\n{body}\n</{TAG}>'
 
 
 def source_label(tool: str, args: BaseModel) -> str:

@@ -1,11 +1,14 @@
 """save_attachment: copy a file the person sent in this conversation into its workspace.
 
 Only file ids that appear in this session's own messages can be fetched, so the model
-cannot pull files from other chats by guessing or being told an id.
+cannot pull files from other chats by guessing or being told an id. Files are saved under
+`attachments/`, and what read_file reads from there reaches the model marked as outside
+content (gateway/untrusted.py).
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Any
 
@@ -18,12 +21,15 @@ from tools.args import ToolArgs
 from tools.workspace import WorkspaceFor
 
 GROUP = "fs"
+FOLDER = "attachments"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class SaveAttachmentArgs(ToolArgs):
     file_id: str = Field(description="The file_id shown in the [attachment: ...] note.")
-    path: str = Field(default="", description="Where to save it (default: attachments/<name>).")
+    path: str = Field(
+        default="", description="Name inside attachments/ (default: the file's own name)."
+    )
 
 
 def attachment_tools(
@@ -46,7 +52,7 @@ def attachment_tools(
         except AttachmentError as exc:
             raise ToolError(f"the attachment could not be fetched: {exc}") from None
         safe = _UNSAFE.sub("_", name or args.file_id).strip("._") or "attachment"
-        rel, _ = workspace_for(ctx).write_bytes(args.path or f"attachments/{safe}", data)
+        rel, _ = workspace_for(ctx).write_bytes(_inside_folder(args.path or safe), data)
         return f"saved {rel} ({len(data):,} bytes)"
 
     return [
@@ -61,6 +67,17 @@ def attachment_tools(
             group=GROUP,
         )
     ]
+
+
+def _inside_folder(path: str) -> str:
+    """Files people sent stay under attachments/, so what is read from there is known."""
+    path = posixpath.normpath("/" + path).lstrip("/")  # no way out with ../
+    return path if received_file(path) else f"{FOLDER}/{path}"
+
+
+def received_file(rel: str) -> bool:
+    """Is `rel` (relative to the workspace, resolved) under the folder of files people sent?"""
+    return rel.split("/", 1)[0] == FOLDER
 
 
 def _attachment_note(messages: list[dict[str, Any]], file_id: str) -> str | None:

@@ -21,6 +21,7 @@ import httpx
 from pydantic import Field
 
 from gateway.tooling import ToolContext, ToolError, ToolSpec
+from gateway.untrusted import unseen_urls_check
 from tools.args import ToolArgs
 from tools.netguard import Address, AddressGuard
 
@@ -289,5 +290,7 @@ def web_tools(fetcher: WebFetcher, *, max_chars: int = 16000) -> list[ToolSpec[A
             args=WebFetchArgs,
             handler=web_fetch,
             group=GROUP,
+            untrusted_output=True,
+            side_effects=unseen_urls_check("web_fetch", lambda a: [a.url]),
         )
     ]

@@ -198,5 +198,6 @@ def web_search_tools(provider: SearchProvider | None) -> list[ToolSpec[Any]]:
             args=WebSearchArgs,
             handler=web_search,
             group=GROUP,
+            untrusted_output=True,
         )
     ]

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.untrusted import wrap
 from tests.e2e.test_approvals import button, press, prompt_of
 from tests.e2e.test_telegram_failover import start_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
@@ -52,7 +53,7 @@ async def test_the_model_calls_an_mcp_tool_and_the_process_is_gone_after_shutdow
             if t["function"]["name"] == "mcp_notes_echo"
         )
         assert schema["parameters"]["properties"]["text"]["type"] == "string"
-        assert tool_results(llm.requests[1]) == ["echo: ping"]
+        assert tool_results(llm.requests[1]) == [wrap("mcp_notes_echo", "echo: ping")]
         assert not any(out.buttons for out in gw.console.sent)  # read-only: no approval
         pid = server_pid(state)
         assert alive(pid)
@@ -78,7 +79,7 @@ async def test_a_destructive_tool_runs_only_after_approve(tmp_path: Path, llm: S
         await press(gw, button(prompt, "Approve once"))
         assert (await turn.done).reply == "Deleted it."
         assert calls(state) == ["delete_note groceries"]
-        assert tool_results(llm.requests[1]) == ["deleted groceries"]
+        assert tool_results(llm.requests[1]) == [wrap("mcp_notes_delete_note", "deleted groceries")]
 
 
 async def test_a_policy_layer_denying_the_server_refuses_the_call(
@@ -129,7 +130,7 @@ async def test_a_crash_mid_call_is_a_tool_error_and_the_server_comes_back(
         await tools_ready(gw, "mcp_notes_echo")
         llm.push(Reply.call("mcp_notes_echo", text="again"), Reply.text("Back."))
         assert (await gw.say("echo again")).reply == "Back."
-        assert tool_results(llm.requests[3]) == ["echo: again"]
+        assert tool_results(llm.requests[3]) == [wrap("mcp_notes_echo", "echo: again")]
         assert not alive(first)
 
 
@@ -146,7 +147,7 @@ async def test_list_changed_offers_the_new_tool(tmp_path: Path, llm: ScriptedLLM
         llm.push(Reply.call("mcp_notes_fresh", text="hi"), Reply.text("Used it."))
         await gw.say("use the new tool")
         assert "mcp_notes_fresh" in offered(llm.requests[2])
-        assert tool_results(llm.requests[3]) == ["fresh: hi"]
+        assert tool_results(llm.requests[3]) == [wrap("mcp_notes_fresh", "fresh: hi")]
 
 
 async def test_a_prompt_listed_in_settings_is_a_slash_command(
@@ -178,7 +179,7 @@ async def test_streamable_http_server_from_settings(tmp_path: Path, llm: Scripte
             await tools_ready(gw, "mcp_remote_add")
             llm.push(Reply.call("mcp_remote_add", a=20, b=22), Reply.text("42."))
             assert (await gw.say("add")).reply == "42."
-            assert tool_results(llm.requests[1]) == ["42"]
+            assert tool_results(llm.requests[1]) == [wrap("mcp_remote_add", "42")]
 
 
 async def test_run_is_ready_while_a_server_never_answers(
