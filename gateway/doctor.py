@@ -9,6 +9,7 @@ import httpx
 
 from gateway.checks import CheckResult, probe_api
 from gateway.config import Settings, mask_url
+from gateway.integrity import REPLICA_NOTE, key_path, key_problem
 from gateway.llm.client import LLMClient
 from gateway.llm.errors import LLMError
 from gateway.store import open_store
@@ -29,6 +30,7 @@ async def run_checks(
     results = [CheckResult("config", True, "valid")]
     results.append(await _check_store(settings))
     results.append(await _check_llm(settings))
+    results.append(_check_approvals_key(settings))
     if platforms:
         async with httpx.AsyncClient(timeout=10) as http:
             for check in platforms:
@@ -58,6 +60,24 @@ async def _check_store(settings: Settings) -> CheckResult:
     finally:
         await store.close()
     return CheckResult("store", True, where)
+
+
+def _check_approvals_key(settings: Settings) -> CheckResult:
+    problem = key_problem(settings)
+    if problem is not None:
+        return CheckResult(
+            "approvals key",
+            False,
+            problem,
+            "set approvals.secret (openssl rand -hex 32) or let the gateway's user write "
+            "the data directory",
+        )
+    if settings.approvals.secret.get_secret_value():
+        return CheckResult("approvals key", True, "approvals.secret")
+    detail = f"{key_path(settings)} (made at first start when missing)"
+    if settings.redis.url:
+        detail += f"; {REPLICA_NOTE}"
+    return CheckResult("approvals key", True, detail)
 
 
 async def _check_llm(settings: Settings) -> CheckResult:

@@ -95,7 +95,17 @@ class EntrySigner:
 
 
 def signer_for(settings: Settings, metrics: Metrics | None = None) -> EntrySigner:
-    return EntrySigner(load_key(settings), metrics)
+    """The gateway's signer; raises ConfigError when no key is usable."""
+    key = load_key(settings)
+    if settings.redis.url and not settings.approvals.secret.get_secret_value():
+        log.warning("approvals key: %s", REPLICA_NOTE)
+    return EntrySigner(key, metrics)
+
+
+REPLICA_NOTE = (
+    "sealed with this process's own key file; with several replicas set approvals.secret "
+    "(CHATGATE_APPROVALS__SECRET), the same on each, or they refuse each other's approvals"
+)
 
 
 def load_key(settings: Settings) -> bytes:
