@@ -35,6 +35,7 @@ from gateway.history import SessionStore
 from gateway.http import HttpServer
 from gateway.integrity import signer_for
 from gateway.llm.client import LLMClient
+from gateway.media.turn import turn_media
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
 from gateway.metrics import Metrics
@@ -96,6 +97,7 @@ class App:
         self.approvals.register(self.extensions)
         self.agent = Agent(self.llm, settings.agent, approvals=self.approvals)
         self.tools = ToolRegistry()
+        self.media = turn_media(settings, self.outbox, self.llm.vision)
         self.runner = TurnRunner(
             settings=settings,
             agent=self.agent,
@@ -104,6 +106,7 @@ class App:
             catalog=self.tools,
             outbox=self.outbox,
             metrics=self.metrics,
+            media=self.media,
             prompt_sections=self.extensions.prompt_sections,
         )
         context = GroupContext(self.store, size=20)
@@ -259,6 +262,7 @@ class App:
                 log.exception("tool service close failed")
         if self.http is not None:
             await self.http.stop()
+        await self.media.aclose()
         await self.llm.aclose()
         await self.store.close()
         self._started = False

@@ -28,6 +28,8 @@ class Capabilities:
     buttons: bool = True
     threads: bool = False
     typing: bool = True
+    # Largest file `send` uploads (Outbound.attachments); 0: the platform takes no files.
+    max_upload_bytes: int = 0
 
 
 class DeliveryError(Exception):
@@ -63,11 +65,22 @@ class AttachmentError(Exception):
     """An attachment could not be fetched; the message says why (too large, expired, ...)."""
 
 
+class AttachmentTooLarge(AttachmentError):
+    """The file is bigger than the caller allowed (checked before and while downloading)."""
+
+
+class AttachmentUnavailable(AttachmentError):
+    """The platform would not give the file (expired or unknown handle, network failure)."""
+
+
 @runtime_checkable
 class FileSource(Protocol):
     """An adapter that can fetch the bytes of an attachment its users sent."""
 
-    async def download(self, file_id: str, max_bytes: int | None = None) -> bytes: ...
+    async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
+        """The bytes of `Attachment.file_id`, from the platform's own file API only; raises
+        AttachmentTooLarge past `max_bytes` and AttachmentUnavailable otherwise."""
+        ...
 
 
 # Callbacks the core hands to adapters.

@@ -60,17 +60,85 @@ class LLMSettings(Section):
     retry_max_delay: float = Field(default=30.0, ge=0)
     max_connections: int = Field(default=512, ge=1)
     extra_headers: dict[str, str] = {}
+    # Images to the model as image parts: "auto" tries and, when the server refuses,
+    # remembers it for the model (in memory) and falls back to vision_model or a note.
+    vision: Literal["auto", "on", "off"] = "auto"
+    vision_model: str = ""  # set: the vision_analyze tool asks this model (same server)
 
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
+        return _http_url(value)
 
     @property
     def provider_name(self) -> str:
         return self.provider or (urlsplit(self.base_url).hostname or "")
+
+
+def _http_url(value: str, *, empty_ok: bool = False) -> str:
+    if empty_ok and not value:
+        return value
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return value.rstrip("/")
+
+
+class MediaSettings(Section):
+    """Files in and out of the chat (gateway/media/)."""
+
+    max_image_px: int = Field(default=1568, ge=64)  # long side of images sent to the model
+    max_images: int = Field(default=4, ge=1)  # image parts in one request
+    # Earlier images are sent again when the person refers to them within this many turns.
+    image_lookback_turns: int = Field(default=3, ge=0)
+    max_download_mb: float = Field(default=20.0, gt=0)  # any file fetched from a platform
+    max_upload_mb: float = Field(default=50.0, gt=0)  # any file sent (platforms cap it lower)
+
+    @property
+    def max_download_bytes(self) -> int:
+        return int(self.max_download_mb * 1_000_000)
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 1_000_000)
+
+
+class MediaEndpoint(Section):
+    """An OpenAI-compatible media endpoint; an empty api_key borrows llm.api_key only when the
+    endpoint is on the LLM's own server (a key is never sent to another host)."""
+
+    base_url: str = ""
+    api_key: SecretStr = SecretStr("")
+    timeout: float = Field(default=120.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return _http_url(value, empty_ok=True)
+
+
+class STTSettings(MediaEndpoint):
+    """Speech to text: POST {base_url}/audio/transcriptions (empty base_url: llm.base_url)."""
+
+    enabled: bool = True
+    model: str = "whisper-1"
+    language: str = ""  # ISO-639-1 hint, e.g. "de"; empty: the server detects it
+    echo_transcript: bool = False  # show the person what was understood
+
+
+class TTSSettings(MediaEndpoint):
+    """Text to speech: POST {base_url}/audio/speech; empty base_url: no text_to_speech."""
+
+    model: str = "tts-1"
+    voice: str = "alloy"
+    # Answer with a voice note too: never, when the person sent one, or always.
+    reply_with_voice: Literal["off", "when_voice", "always"] = "off"
+
+
+class ImagesSettings(MediaEndpoint):
+    """Image generation: POST {base_url}/images/generations; empty base_url: no image_generate."""
+
+    model: str = "gpt-image-1"
+    size: str = Field(default="1024x1024", pattern=r"^(auto|\d{2,5}x\d{2,5})$")
 
 
 class RedisSettings(Section):
@@ -417,6 +485,10 @@ class Settings(BaseSettings):
     scheduler: SchedulerSettings = SchedulerSettings()
     http: HTTPSettings = HTTPSettings()
     mcp: MCPSettings = MCPSettings()
+    media: MediaSettings = MediaSettings()
+    stt: STTSettings = STTSettings()
+    tts: TTSSettings = TTSSettings()
+    images: ImagesSettings = ImagesSettings()
 
     @classmethod
     def settings_customise_sources(

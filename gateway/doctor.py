@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import httpx
 
+from gateway import keys
 from gateway.checks import CheckResult, probe_api
 from gateway.config import Settings, mask_url
 from gateway.integrity import REPLICA_NOTE, key_path, key_problem
@@ -29,6 +32,8 @@ async def run_checks(
 ) -> list[CheckResult]:
     results = [CheckResult("config", True, "valid")]
     results.append(await _check_store(settings))
+    if settings.redis.url and results[-1].ok:
+        results.append(await _check_replicas(settings))
     results.append(await _check_llm(settings))
     results.append(_check_approvals_key(settings))
     if platforms:
@@ -78,6 +83,29 @@ def _check_approvals_key(settings: Settings) -> CheckResult:
     if settings.redis.url:
         detail += f"; {REPLICA_NOTE}"
     return CheckResult("approvals key", True, detail)
+
+
+async def _check_replicas(settings: Settings) -> CheckResult:
+    """Which gateway processes share this store now, how many sessions each holds, and how
+    much waits: from their heartbeats (gateway/session_leases.py) and the session inbox."""
+    store = open_store(settings)
+    try:
+        beats = await store.hgetall(keys.REPLICAS)
+        pending, waited = await store.inbox_stats()
+    except StoreUnavailable as exc:
+        return CheckResult("replicas", False, str(exc))
+    finally:
+        await store.close()
+    now = time.time()
+    alive = []
+    for instance, raw in sorted(beats.items()):
+        beat = json.loads(raw)
+        if now - float(beat.get("ts", 0)) <= max(3 * settings.router.lease_ttl, 15):
+            alive.append(f"{instance} holds {beat.get('sessions', 0)} session lease(s)")
+    queue = f"{pending} message(s) pending, oldest waiting {waited:.0f} s"
+    if not alive:
+        return CheckResult("replicas", True, f"no gateway running on this store now; {queue}", "")
+    return CheckResult("replicas", True, f"{len(alive)} alive: {'; '.join(alive)}; {queue}")
 
 
 async def _check_llm(settings: Settings) -> CheckResult:

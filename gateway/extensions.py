@@ -9,7 +9,8 @@ platform while they are built. What they register here is what the core consults
   command (`fallback`);
 - `add_access_rule`: a platform rule on who may talk to the bot;
 - `add_prompt_section`: a part of the system prompt (the skills index);
-- `add_buttons`: the handler for presses of one kind of button (`CallbackData` class).
+- `add_buttons`: the handler for presses of one kind of button (`CallbackData` class);
+- `add_forget_hook`: what else `/forget` should offer to delete (a chat's workspace files).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Literal, TypeVar
 
 from gateway.admission import Middleware
 from gateway.callbacks import CallbackData, CallbackDataError, prefix_of
-from gateway.messages import ButtonPress, ChatRef, Inbound, PressReply, UserRef
+from gateway.messages import ButtonPress, ChatRef, Inbound, Outbound, PressReply, UserRef
 from gateway.sessions import SessionKey
 
 # A rule returns None to let the message through, or one sentence for the person.
@@ -46,7 +47,15 @@ class CommandCall:
     args: str
 
 
-CommandHandler = Callable[[CommandCall], Awaitable[str | None]]
+@dataclass(frozen=True)
+class CommandReply:
+    """A command's answer with more messages after it (an offer with buttons, ...)."""
+
+    text: str
+    follow_ups: tuple[Outbound, ...] = ()
+
+
+CommandHandler = Callable[[CommandCall], Awaitable[str | CommandReply | None]]
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,9 @@ class Command:
 
 
 PressHandler = Callable[[ButtonPress], Awaitable[PressReply]]
+# Called after /forget deleted the chat's history and notes; it may offer more (a message sent
+# after /forget's answer).
+ForgetHook = Callable[[CommandCall], Awaitable[Outbound | None]]
 
 
 class Extensions:
@@ -67,6 +79,7 @@ class Extensions:
         self.access_rules: list[AccessRule] = []
         self.prompt_sections: list[PromptSection] = []
         self._presses: dict[str, PressHandler] = {}
+        self.forget_hooks: list[ForgetHook] = []
 
     # -- registering -------------------------------------------------------------------
 
@@ -84,6 +97,9 @@ class Extensions:
 
     def add_prompt_section(self, section: PromptSection) -> None:
         self.prompt_sections.append(section)
+
+    def add_forget_hook(self, hook: ForgetHook) -> None:
+        self.forget_hooks.append(hook)
 
     def add_buttons(
         self, kind: type[C], handler: Callable[[ButtonPress, C], Awaitable[PressReply]]

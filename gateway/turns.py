@@ -18,11 +18,14 @@ from typing import Any
 from gateway.agent import Agent, TurnTimeout
 from gateway.channels import DeliveryError, Outbox
 from gateway.config import Settings
+from gateway.faults import crash_point
 from gateway.history import SessionRecord, SessionStore, compact
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
+from gateway.media.content import user_content
+from gateway.media.turn import TurnMedia
 from gateway.memory import MemoryBook
-from gateway.messages import ChatKind, ChatRef, Inbound, InboundKind, Outbound, SentRef
+from gateway.messages import ChatRef, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.prompt import PromptSection, build_system_prompt
@@ -38,7 +41,7 @@ log = logging.getLogger(__name__)
 INTERRUPTED_NOTE = "[This request was interrupted before an answer was given.]"
 EMPTY_ANSWER = "I have no answer to that. Try asking in another way."
 
-__all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator"]
+__all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator", "user_content"]
 
 
 @dataclass(frozen=True)
@@ -123,9 +126,11 @@ class TurnRunner:
         catalog: ToolCatalog,
         outbox: Outbox,
         metrics: Metrics,
+        media: TurnMedia,
         prompt_sections: Sequence[PromptSection] = (),
     ) -> None:
         self._settings = settings
+        self._media = media  # the person's files: fetched, transcribed, shown to the model
         self._agent = agent
         self._sessions = sessions
         self._memory = memory
@@ -170,18 +175,24 @@ class TurnRunner:
         typing.start()
         outcome = TurnOutcome()
         try:
-            result = await self._agent.run(
-                record.system,
-                history,
-                self._tools(inbound),
-                self._context(job, typing),
-                catalog=self._catalog,
-            )
-            history.extend(result.new_messages)
-            record.prompt_tokens += result.usage.prompt_tokens
-            record.completion_tokens += result.usage.completion_tokens
-            outcome.reply = result.text.strip() or EMPTY_ANSWER
-            self._metrics.inc("tool_calls_total", result.tool_calls)
+            prepared = await self._media.prepare(inbound, context_lines, record.messages)
+            history[-1] = {"role": "user", "content": prepared.text}
+            if prepared.answer is not None:  # nothing in the message the model could use
+                outcome.reply = prepared.answer
+                history.append({"role": "assistant", "content": prepared.answer})
+            else:
+                result = await self._agent.run(
+                    record.system,
+                    prepared.request(history),
+                    self._tools(inbound),
+                    self._context(job, typing),
+                    catalog=self._catalog,
+                )
+                history.extend(result.new_messages)
+                record.prompt_tokens += result.usage.prompt_tokens
+                record.completion_tokens += result.usage.completion_tokens
+                outcome.reply = result.text.strip() or EMPTY_ANSWER
+                self._metrics.inc("tool_calls_total", result.tool_calls)
         except LLMError as exc:
             log.warning("llm error session=%s error=%s", key, type(exc).__name__)
             outcome.error = exc.user_message
@@ -204,6 +215,7 @@ class TurnRunner:
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
         if on_answering is not None:
             on_answering()
+        await self._media.before_reply(inbound, prepared)
         text = outcome.reply or outcome.error or ""
         outcome.sent = await self._deliver(job, text)
         if outcome.sent is not None:
@@ -211,6 +223,9 @@ class TurnRunner:
                 await lease.record_reply(outcome.sent, text)
             except StoreUnavailable as exc:
                 log.error("reply not recorded session=%s error=%s", key, exc)
+        if outcome.reply is not None and prepared.answer is None:
+            await self._media.after_reply(inbound, prepared, outcome.reply)
+        crash_point("before_finish")
         await self._save(key, record, history, lease)
         self._metrics.observe("turn_seconds", time.monotonic() - started)
         self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
@@ -273,21 +288,3 @@ class TurnRunner:
             await lease.commit(self._sessions.save_ops(key, record, encoded), encoded)
         except StoreUnavailable as exc:
             log.error("history not saved session=%s error=%s", key, exc)
-
-
-def user_content(inbound: Inbound, context_lines: Sequence[str] = ()) -> str:
-    """The user's message as the model sees it: text, attachments, recent group context."""
-    parts: list[str] = []
-    if context_lines:
-        parts.append("[Recent messages in this chat, for context]\n" + "\n".join(context_lines))
-    text = inbound.text
-    if inbound.chat.kind is not ChatKind.DIRECT:
-        text = f"{inbound.sender.label}: {text}"
-    parts.append(text)
-    for att in inbound.attachments:
-        size = f", {att.size} bytes" if att.size else ""
-        parts.append(
-            f"[attachment: {att.kind.value} {att.name or ''} ({att.mime_type or 'unknown type'}"
-            f"{size}) file_id={att.file_id}]"
-        )
-    return "\n\n".join(parts)

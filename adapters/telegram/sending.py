@@ -86,6 +86,16 @@ class TelegramSender:
         except Forbidden as exc:
             raise self._forbidden(chat, exc) from None
 
+    async def call(
+        self, chat: ChatRef, part: Part, attempt: Callable[[str, bool], Awaitable[None]]
+    ) -> None:
+        """One API call (`attempt(text, html)`) with this sender's retries and its plain-text
+        fallback for markup Telegram rejects; for other senders (uploads.py)."""
+        try:
+            await self._with_fallback(chat, part, attempt)
+        except _Migrated:
+            raise DeliveryError("the chat moved to a new id; send again", permanent=True) from None
+
     async def _send_part(
         self,
         chat: ChatRef,

@@ -23,6 +23,7 @@ from gateway.llm.errors import (
     RETRYABLE_STATUSES,
     LLMBadResponse,
     LLMError,
+    LLMImagesRejected,
     LLMRequestError,
     LLMUnavailable,
     Redactor,
@@ -34,6 +35,7 @@ from gateway.llm.retry import backoff_delay, retry_after_seconds
 from gateway.llm.stream import SSEDecoder, StreamAccumulator, StreamErrorEvent, VisibleText
 from gateway.llm.transport import AiohttpTransport
 from gateway.llm.types import Completion, Message
+from gateway.llm.vision import Vision
 from gateway.llm.wire import RawReply, reply_from_body, to_completion
 
 log = logging.getLogger(__name__)
@@ -93,6 +95,7 @@ class LLMClient:
         # Reused while the same schema dicts come back (ToolSpec.schema() caches them).
         self._tools_json: tuple[tuple[Any, ...], str] = ((), "")
         self._stream_usage = True  # cleared if the server refuses stream_options
+        self._vision = Vision(settings)
 
     def _http(self) -> httpx.AsyncClient:
         return self._client
@@ -103,6 +106,11 @@ class LLMClient:
         if self._settings.tool_call_format == "text" or self._text_fallback:
             return "text"
         return "native"
+
+    @property
+    def vision(self) -> Vision:
+        """Whether the model takes images, and what it reads where it cannot see one."""
+        return self._vision
 
     async def complete(
         self,
@@ -117,9 +125,28 @@ class LLMClient:
         """One chat completion. History in and the result out are always native-shaped.
 
         `on_text` receives the visible reply text as it streams (no reasoning, no tool-call
-        markup). Raises an LLMError subclass on failure.
+        markup). Raises an LLMError subclass on failure. Image parts go to the model as
+        `llm.vision` allows (gateway/llm/vision.py).
         """
         use_stream = self._settings.stream if stream is None else stream
+
+        async def send(prepared: list[Message]) -> Completion:
+            return await self._complete_any_format(
+                prepared, tools, tool_choice, use_stream, max_tokens, on_text
+            )
+
+        return await self._vision.complete(messages, send)
+
+    async def _complete_any_format(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | dict[str, Any] | None,
+        use_stream: bool,
+        max_tokens: int | None,
+        on_text: OnText | None,
+    ) -> Completion:
+        """Native tool calls, or text ones once the server refused tools (tool_call_format auto)."""
         call = (messages, tools, tool_choice, use_stream, max_tokens, on_text)
         if self.format == "native":
             try:
@@ -419,7 +446,7 @@ class LLMClient:
             endpoint=endpoint,
             retry_after=retry_after,
         )
-        if response.status_code in RETRYABLE_STATUSES:
+        if response.status_code in RETRYABLE_STATUSES and not isinstance(error, LLMImagesRejected):
             raise _Retry(error, retry_after)
         raise error
 

@@ -391,8 +391,10 @@ class EmbeddedStore(Store):
     async def intake(self, request: IntakeRequest) -> IntakeResult:
         return await embedded_inbox.intake(self, request)
 
-    async def claim(self, owner: str, lease_ttl: float, *, scan: int = 64) -> Claimed | None:
-        return await embedded_inbox.claim(self, owner, lease_ttl, scan)
+    async def claim(
+        self, owner: str, lease_ttl: float, *, scan: int = 64, limit: int = 1
+    ) -> list[Claimed]:
+        return await embedded_inbox.claim(self, owner, lease_ttl, max(scan, limit), limit)
 
     async def finish(
         self,
@@ -411,6 +413,9 @@ class EmbeddedStore(Store):
 
     async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
         return await embedded_inbox.renew(self, held, ttl)
+
+    async def inbox_stats(self) -> tuple[int, float]:
+        return await embedded_inbox.stats(self)
 
     async def pending(self, session: str) -> list[InboxEntry]:
         return [InboxEntry.decode(raw) for raw in await self.list_range(keys.pending(session))]

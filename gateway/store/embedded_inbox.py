@@ -69,11 +69,16 @@ async def intake(store: EmbeddedStore, request: IntakeRequest) -> IntakeResult:
         return IntakeResult("stored", rate_count=count, queued=queued + 1, claimed=claimed)
 
 
-async def claim(store: EmbeddedStore, owner: str, lease_ttl: float, scan: int) -> Claimed | None:
+async def claim(
+    store: EmbeddedStore, owner: str, lease_ttl: float, scan: int, limit: int
+) -> list[Claimed]:
+    taken: list[Claimed] = []
     with store.transaction():
         now = time.time()
         rows = store.query(READY_NOW, (keys.SESSIONS_READY, now, scan))
         for (session,) in rows:
+            if len(taken) >= limit:
+                break
             lease = keys.session_lease(session)
             if await store.lease_owner(lease) is not None:
                 await store.hset(keys.SESSIONS_READY, session, _at(now + lease_ttl))
@@ -83,8 +88,10 @@ async def claim(store: EmbeddedStore, owner: str, lease_ttl: float, scan: int) -
                 continue
             await store.acquire_lease(lease, owner, lease_ttl)
             await store.hset(keys.SESSIONS_READY, session, _at(now + lease_ttl))
-            return await _claimed(store, session, owner)
-    return None
+            claimed = await _claimed(store, session, owner)
+            assert claimed is not None
+            taken.append(claimed)
+    return taken
 
 
 async def finish(
@@ -151,6 +158,15 @@ async def remove_pending(store: EmbeddedStore, session: str, entry_id: str) -> b
                     await store.hdel(keys.SESSIONS_READY, session)
                 return True
     return False
+
+
+async def stats(store: EmbeddedStore) -> tuple[int, float]:
+    total = int(await store.get(keys.PENDING_TOTAL) or 0)
+    rows = store.query(READY_NOW, (keys.SESSIONS_READY, float("inf"), 1))
+    if not rows:
+        return total, 0.0
+    since = float(await store.hget(keys.SESSIONS_READY, rows[0][0]) or time.time())
+    return total, max(time.time() - since, 0.0)
 
 
 async def drop_pending(store: EmbeddedStore, session: str) -> int:

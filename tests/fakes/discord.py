@@ -129,6 +129,14 @@ class Call:
     body: Any
     authorized: bool
     at: float = field(default_factory=time.monotonic)
+    files: list[SentFile] = field(default_factory=list)  # multipart uploads with the call
+
+
+@dataclass
+class SentFile:
+    filename: str
+    content_type: str
+    data: bytes
 
 
 @dataclass
@@ -163,6 +171,9 @@ class FakeDiscord(LocalServer):
         self._connections: list[_Connection] = []
         self._failures: list[_Failure] = []
         self._interactions: dict[str, dict[str, Any]] = {}  # token -> interaction payload
+        self.cdn: dict[str, tuple[bytes, str]] = {}  # attachment id -> (bytes, content type)
+        self.cdn_gets: list[str] = []  # attachment ids served
+        self.expired: set[str] = set()  # attachment URLs (path + query) that answer 404
         self._counter = itertools.count(1)
         self._changed = asyncio.Condition()
         self._routes: list[tuple[str, re.Pattern[str], Any]] = [
@@ -175,6 +186,7 @@ class FakeDiscord(LocalServer):
             ("POST", re.compile(r"/channels/(\d+)/typing"), self._typing),
             ("POST", re.compile(r"/channels/(\d+)/messages/(\d+)/threads"), self._create_thread),
             ("POST", re.compile(r"/interactions/(\d+)/([^/]+)/callback"), self._callback),
+            ("POST", re.compile(r"/attachments/refresh-urls"), self._refresh_urls),
             ("POST", re.compile(r"/webhooks/\d+/([^/]+)"), self._followup),
             (
                 "PATCH",
@@ -193,9 +205,12 @@ class FakeDiscord(LocalServer):
     def gateway_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/gateway"
 
+    max_body = 32 * 1024 * 1024
+
     def routes(self, app: web.Application) -> None:
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
+        app.router.add_get("/attachments/{id}/{filename}", self._attachment)
 
     async def before_stop(self) -> None:
         for conn in list(self._connections):
@@ -275,6 +290,43 @@ class FakeDiscord(LocalServer):
         for conn in list(self._connections):
             conn.ready = False
             await conn.ws.close(code=code)
+
+    # -- attachments (the CDN) ---------------------------------------------------------------
+
+    def attachment(
+        self, filename: str, data: bytes, content_type: str, *, voice: bool = False
+    ) -> dict[str, Any]:
+        """An attachment payload for `send_message`, its bytes served at its (signed) URL."""
+        attachment_id = self.snowflake()
+        self.cdn[attachment_id] = (data, content_type)
+        url = f"http://127.0.0.1:{self.port}/attachments/{attachment_id}/{filename}?ex=1&hm=sig"
+        item: dict[str, Any] = {
+            "id": attachment_id,
+            "filename": filename,
+            "size": len(data),
+            "url": url,
+            "proxy_url": url,
+            "content_type": content_type,
+        }
+        if voice:
+            item.update(duration_secs=2.5, waveform="AAAAAAAA", flags=0)
+        return item
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        if str(request.rel_url) in self.expired:
+            return web.Response(status=404, text="This content is no longer available.")
+        found = self.cdn.get(request.match_info["id"])
+        if found is None:
+            return web.Response(status=404)
+        self.cdn_gets.append(request.match_info["id"])
+        return web.Response(body=found[0], content_type=found[1])
+
+    def _refresh_urls(self, call: Call) -> dict[str, Any]:
+        refreshed = []
+        for url in (call.body or {}).get("attachment_urls", []):
+            fresh = url.split("?", 1)[0] + "?ex=2&hm=fresh"
+            refreshed.append({"original": url, "refreshed": fresh})
+        return {"refreshed_urls": refreshed}
 
     # -- events the tests push ---------------------------------------------------------------
 
@@ -440,10 +492,26 @@ class FakeDiscord(LocalServer):
 
     async def _rest(self, request: web.Request) -> web.Response:
         path = "/" + request.match_info["tail"]
-        raw = await request.read()
-        body = json.loads(raw) if raw and request.content_type == "application/json" else None
+        body: Any = None
+        files: list[SentFile] = []
+        if request.content_type == "multipart/form-data":  # a message with attachments
+            form = await request.post()
+            for name, value in form.items():
+                if name == "payload_json" and isinstance(value, str):
+                    body = json.loads(value)
+                elif isinstance(value, web.FileField):
+                    files.append(SentFile(value.filename, value.content_type, value.file.read()))
+        else:
+            raw = await request.read()
+            if raw and request.content_type == "application/json":
+                body = json.loads(raw)
         call = Call(
-            request.method, path, dict(request.query), body, "Authorization" in request.headers
+            request.method,
+            path,
+            dict(request.query),
+            body,
+            "Authorization" in request.headers,
+            files=files,
         )
         async with self._changed:
             self.calls.append(call)
@@ -531,7 +599,10 @@ class FakeDiscord(LocalServer):
         return message
 
     def _create_message(self, call: Call, channel_id: str) -> dict[str, Any]:
-        return self._store(channel_id, call.body or {})
+        return self._store(channel_id, call.body or {}, attachments=self._sent_files(call))
+
+    def _sent_files(self, call: Call) -> list[dict[str, Any]]:
+        return [self.attachment(f.filename, f.data, f.content_type) for f in call.files]
 
     def _edit_message(self, call: Call, channel_id: str, message_id: str) -> dict[str, Any]:
         message = self.messages.setdefault(
@@ -586,7 +657,9 @@ class FakeDiscord(LocalServer):
     def _followup(self, call: Call, token: str) -> dict[str, Any]:
         interaction = self._interactions.get(token, {})
         channel = str(interaction.get("channel_id", GENERAL_ID))
-        return self._store(channel, call.body or {}, webhook_id=str(APP_ID))
+        return self._store(
+            channel, call.body or {}, webhook_id=str(APP_ID), attachments=self._sent_files(call)
+        )
 
     def _edit_hook(self, call: Call, token: str, message_id: str) -> dict[str, Any]:
         interaction = self._interactions.get(token, {})

@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.media import MediaEndpoints
 from tests.fakes.server import LocalServer
 
 ToolArgs = dict[str, Any] | str
@@ -91,6 +92,8 @@ def echo(request: dict[str, Any]) -> Reply:
 
 
 class ScriptedLLM(LocalServer):
+    max_body = 32 * 1024 * 1024  # image parts and audio uploads
+
     def __init__(
         self,
         responder: Responder | None = None,
@@ -109,6 +112,8 @@ class ScriptedLLM(LocalServer):
         self._script: deque[Reply] = deque()
         self._ids = itertools.count(1)
         self._arrived = asyncio.Condition()
+        # /audio/transcriptions, /audio/speech, /images/generations on the same server.
+        self.media = MediaEndpoints()
 
     @property
     def url(self) -> str:
@@ -135,6 +140,7 @@ class ScriptedLLM(LocalServer):
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_get("/v1/models", self._models)
+        self.media.routes(app, "/v1")
 
     # --- handlers ---------------------------------------------------------------------------
 
