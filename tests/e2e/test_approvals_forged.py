@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import secrets
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,6 +139,11 @@ def best_case(run_user: str) -> Iterator[dict[str, Any]]:
     }
 
 
+needs_sqlite3 = pytest.mark.skipif(not shutil.which("sqlite3"), reason="no sqlite3 CLI")
+needs_redis_cli = pytest.mark.skipif(not shutil.which("redis-cli"), reason="no redis-cli")
+
+
+@needs_sqlite3
 async def test_forged_entries_in_the_embedded_store_are_ignored(
     open_dir: Path, llm: ScriptedLLM, best_case: dict[str, Any], run_user: str
 ) -> None:
@@ -185,6 +191,7 @@ async def test_forged_entries_in_the_embedded_store_are_ignored(
             assert (data / KEY_FILE).read_text().strip() not in output
 
 
+@needs_redis_cli
 async def test_forged_entries_in_redis_are_ignored(
     tmp_path: Path, open_dir: Path, llm: ScriptedLLM, best_case: dict[str, Any], redis_url: str
 ) -> None:
