@@ -5,6 +5,9 @@ so these are the names inside it. They are part of the data format: a deployment
 upgraded in place reads what the previous version wrote, so a name here changes
 only together with a migration.
 
+"Sealed" values are JSON `{"v": value, "mac": HMAC}` under the gateway's own key
+(gateway/integrity.py); one that does not verify is ignored.
+
 Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
 `{chat}` a ChatRef address such as `slack:C0123/1700000000.1`):
 

@@ -48,10 +48,13 @@ async def run_turn(gw: Harness, llm: ScriptedLLM, *calls: str, approve: str = ""
     seen = len(prompts(gw))
     turn = await gw.submit("go on")
     if approve:
-        await eventually(lambda: len(prompts(gw)) > seen or turn.done.done(), what="a prompt")
-        for prompt in prompts(gw)[seen:]:
-            if approve in prompt.text:
-                await press(gw, button(prompt, "Approve once"))
+        # The commands ask at once (the calls run in parallel): wait for the one to approve.
+        def mine() -> list[Outbound]:
+            return [p for p in prompts(gw)[seen:] if approve in p.text]
+
+        await eventually(lambda: bool(mine()) or turn.done.done(), what="its prompt")
+        for prompt in mine():
+            await press(gw, button(prompt, "Approve once"))
     return turn
 
 
@@ -109,15 +112,21 @@ async def check_forgeries_ignored(
     stored = await gw.app.store.hgetall(grant_store)
     assert stored == fields, tool_results(llm.requests[-1])
     asked = len(prompts(gw))
-    # 2. The target asks; meanwhile a second command answers the pending request.
-    turn = await run_turn(gw, llm, TARGET, forge_answer, approve="forge")
+    # 2. The target asks; meanwhile a second command answers the pending request (it may
+    # ask itself, depending on how it reaches the store: then Alice lets it run).
+    turn = await run_turn(gw, llm, TARGET, forge_answer)
     await eventually(lambda: any(TARGET in p.text for p in prompts(gw)[asked:]), what="ask")
     prompt = next(p for p in prompts(gw)[asked:] if TARGET in p.text)
     request_id = button(prompt, "Deny").split(":")[1]
     naive = keys.rendezvous_answer("approvals", request_id)
+    pressed: set[str] = set()
     for _ in range(500):
         if await gw.app.store.get(naive) is not None:
             break
+        for forger in prompts(gw)[asked:]:
+            if "forge" in forger.text and forger.text not in pressed:
+                pressed.add(forger.text)
+                await press(gw, button(forger, "Approve once"))
         await asyncio.sleep(0.02)
     assert await gw.app.store.get(naive) == FORGED_DECISION
     assert await gw.app.approvals._answers.current(request_id) is None
