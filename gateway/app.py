@@ -77,6 +77,14 @@ class App:
         self.instance_id = uuid.uuid4().hex[:10]
         self.metrics = Metrics()
         self.store = store or open_store(settings)
+        try:
+            self._wire(settings, llm_transport)
+        except BaseException:
+            if store is None:
+                self.store.abandon()  # a failed start must not keep the store locked
+            raise
+
+    def _wire(self, settings: Settings, llm_transport: httpx.AsyncBaseTransport | None) -> None:
         self.outbox = Outbox()
         self.extensions = Extensions()
         self.notifier = Notifier(self.outbox.send)

@@ -30,11 +30,23 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
+from gateway.config_env import EnvProblem, env_problems, explained
+from gateway.config_urls import HttpURL, check_redis_url, check_url
 from gateway.secrets import is_secret_name
 from gateway.sessions import Isolation
+
+# Upper bounds of durations (seconds) and sizes (bytes). Every number in the settings has
+# one, far above what a real deployment needs (approvals wait at most a week, one LLM
+# request at most an hour ...), so a typo such as 1e12 is refused instead of meaning "never".
+MINUTE = 60.0
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
+WEEK = 7 * DAY
+GB = 1_000_000_000
 
 
 class Section(BaseModel):
@@ -50,16 +62,19 @@ class LLMSettings(Section):
     # Provider name for the tool policy; empty means derived from the base_url host.
     provider: str = ""
     tool_call_format: Literal["native", "text", "auto"] = "auto"
-    stream: bool = False
-    temperature: float | None = None
-    max_tokens: int | None = Field(default=None, gt=0)  # per completion
-    timeout: float = Field(default=120.0, gt=0)  # seconds for one request (read)
-    connect_timeout: float = Field(default=10.0, gt=0)
-    max_retries: int = Field(default=4, ge=0)
-    retry_base_delay: float = Field(default=0.5, ge=0)
-    retry_max_delay: float = Field(default=30.0, ge=0)
-    max_connections: int = Field(default=512, ge=1)
-    extra_headers: dict[str, str] = {}
+    # Stream completions (SSE); a server that ignores it answers whole and still works.
+    stream: bool = True
+    temperature: float | None = Field(default=None, ge=0, le=2)  # the OpenAI API range
+    max_tokens: int | None = Field(default=None, gt=0, le=1_000_000)  # per completion
+    timeout: float = Field(default=120.0, gt=0, le=HOUR)  # seconds for one request (read)
+    connect_timeout: float = Field(default=10.0, gt=0, le=5 * MINUTE)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    retry_base_delay: float = Field(default=0.5, ge=0, le=MINUTE)
+    retry_max_delay: float = Field(default=30.0, ge=0, le=HOUR)
+    max_connections: int = Field(default=512, ge=1, le=100_000)
+    # Sent with every request; each value counts as a secret (an API key under any header
+    # name), as in an MCP server's headers: masked by `config show`, redacted from logs.
+    extra_headers: dict[str, SecretStr] = {}
     # Images to the model as image parts: "auto" tries and, when the server refuses,
     # remembers it for the model (in memory) and falls back to vision_model or a note.
     vision: Literal["auto", "on", "off"] = "auto"
@@ -68,7 +83,9 @@ class LLMSettings(Section):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        return _http_url(value)
+        if not value:
+            raise ValueError("must start with http:// or https://")
+        return check_url(value, ("http", "https")).rstrip("/")
 
     @property
     def provider_name(self) -> str:
@@ -78,9 +95,9 @@ class LLMSettings(Section):
 def _http_url(value: str, *, empty_ok: bool = False) -> str:
     if empty_ok and not value:
         return value
-    if not value.startswith(("http://", "https://")):
+    if not value:
         raise ValueError("must start with http:// or https://")
-    return value.rstrip("/")
+    return check_url(value, ("http", "https")).rstrip("/")
 
 
 class MediaSettings(Section):
@@ -144,13 +161,15 @@ class ImagesSettings(MediaEndpoint):
 class RedisSettings(Section):
     url: str = ""  # empty: the embedded store under data_dir
     key_prefix: str = "chatgate"
-    max_connections: int = Field(default=64, ge=1)
+    max_connections: int = Field(default=64, ge=1, le=100_000)
 
     @field_validator("url")
     @classmethod
     def _redis_url(cls, value: str) -> str:
         if value and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix:// (or be empty)")
+        if value:
+            check_redis_url(value)
         return value
 
 
@@ -181,13 +200,13 @@ class SSHTerminalSettings(Section):
     key_file: Path | None = None  # empty: ssh's default identities
     remote_dir: str = ""  # commands run here (relative to the remote home when not absolute)
     known_hosts: Path | None = None  # default ~/.ssh/known_hosts; unknown host keys are refused
-    connect_timeout: float = Field(default=10.0, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0, le=5 * MINUTE)
 
 
 class DockerTerminalSettings(Section):
     image: str = "python:3.12-slim"  # needs bash, coreutils' timeout, and python3 for code
-    cpus: float = Field(default=1.0, gt=0)
-    idle_seconds: float = Field(default=600.0, gt=0)  # a session's container is removed then
+    cpus: float = Field(default=1.0, gt=0, le=1024)
+    idle_seconds: float = Field(default=600.0, gt=0, le=WEEK)  # a session's container goes then
     cli: str = "docker"  # the docker command (talks to the engine at DOCKER_HOST)
 
 
@@ -199,14 +218,14 @@ class TerminalSettings(Section):
     # When the sandbox (or docker) cannot run here, fall back to the local backend instead of
     # offering no shell at all.
     allow_unsandboxed: bool = False
-    cpu_seconds: int = Field(default=120, ge=1)  # CPU time per process
-    memory_mb: int = Field(default=2048, ge=16)  # data segment per process (RLIMIT_DATA)
-    max_processes: int = Field(default=256, ge=8)  # processes of the user running commands
+    cpu_seconds: int = Field(default=120, ge=1, le=int(DAY))  # CPU time per process
+    memory_mb: int = Field(default=2048, ge=16, le=1 << 20)  # per process (RLIMIT_DATA), 1 TiB
+    max_processes: int = Field(default=256, ge=8, le=100_000)  # of the user running commands
     # Environment variables passed to commands besides PATH, HOME, LANG, LC_*, TERM, TZ, ...
     env_passthrough: list[str] = []
     # execute_code: wall time of a script (time spent in its tool calls is not counted).
-    code_timeout: float = Field(default=120.0, gt=0)
-    code_max_tool_calls: int = Field(default=50, ge=0)
+    code_timeout: float = Field(default=120.0, gt=0, le=DAY)
+    code_max_tool_calls: int = Field(default=50, ge=0, le=10_000)
     # execute_code approval: auto asks unless the backend isolates (sandbox, docker).
     code_approval: Literal["auto", "always", "never"] = "auto"
     python: str = "python3"  # interpreter execute_code runs, found on the backend's PATH
@@ -230,7 +249,7 @@ class ToolsSettings(Section):
     workspace_scope: Literal["shared", "chat", "user"] = "chat"
     # Ask a person before write_file replaces an existing file.
     confirm_overwrite: bool = False
-    attachment_max_bytes: int = Field(default=20_000_000, ge=1)  # save_attachment's limit
+    attachment_max_bytes: int = Field(default=20_000_000, ge=1, le=2 * GB)  # save_attachment
     # Tool policy (tools/policy.py), narrowed layer by layer: allow/deny here, then
     # `providers` ("openrouter", then "openrouter/<model>"), then the chat's profile (or else
     # its platform's), then `subagent` in sub-agents. Deny wins over allow in every layer.
@@ -244,17 +263,18 @@ class ToolsSettings(Section):
     # web_fetch: hosts listed here may be fetched even at private addresses (e.g. "wiki.lan").
     web_allow_hosts: list[str] = []
     # Seconds per fetch (redirects included) or search.
-    web_timeout: float = Field(default=20.0, gt=0)
-    web_max_bytes: int = Field(default=1_000_000, ge=10_000)  # body read at most; the rest is cut
+    web_timeout: float = Field(default=20.0, gt=0, le=10 * MINUTE)
+    # Body read at most; the rest is cut.
+    web_max_bytes: int = Field(default=1_000_000, ge=10_000, le=GB)
     # web_search: url is the SearXNG base URL, or for Brave an override of its API URL.
-    web_search_url: str = ""
+    web_search_url: HttpURL = ""
     web_search_api_key: SecretStr = SecretStr("")
     # Declared after url and key so its validator can see them.
     web_search_provider: Literal["", "searxng", "brave"] = ""
-    clarify_timeout: float = Field(default=300.0, gt=0)  # seconds the clarify tool waits
+    clarify_timeout: float = Field(default=300.0, gt=0, le=WEEK)  # seconds clarify waits
     clarify_answer_by: Literal["asker", "chat"] = "asker"  # who may answer a question
-    shell_timeout: float = Field(default=30.0, gt=0)
-    max_output_chars: int = Field(default=16000, ge=1000)
+    shell_timeout: float = Field(default=30.0, gt=0, le=DAY)
+    max_output_chars: int = Field(default=16000, ge=1000, le=10_000_000)
     # Regexes searched in each simple command of a shell call ("rm -rf build"): block wins,
     # then ask; allow lifts a built-in ask (never a built-in block).
     shell_extra_allow: list[str] = []
@@ -291,41 +311,42 @@ class BrowserSettings(Section):
     executable_path: str = ""
     headless: bool = True
     extra_args: list[str] = []  # more Chromium switches, after the built-in ones
-    idle_seconds: float = Field(default=300.0, gt=0)  # a session's context closes after this
-    max_contexts: int = Field(default=4, ge=1)  # open at once; the least recently used goes first
+    idle_seconds: float = Field(default=300.0, gt=0, le=WEEK)  # a session's context closes then
+    # Open at once; the least recently used goes first.
+    max_contexts: int = Field(default=4, ge=1, le=1000)
     # Ask a person before clicking or submitting something that looks like buy/pay/delete/send.
     approve_actions: bool = True
-    navigation_timeout: float = Field(default=30.0, gt=0)  # seconds for a page to load
-    action_timeout: float = Field(default=10.0, gt=0)  # seconds for a click, typing, a select
-    max_snapshot_chars: int = Field(default=8000, ge=1000)  # page snapshot shown to the model
-    max_download_bytes: int = Field(default=50_000_000, ge=1)  # a larger download is deleted
+    navigation_timeout: float = Field(default=30.0, gt=0, le=HOUR)  # seconds for a page to load
+    action_timeout: float = Field(default=10.0, gt=0, le=HOUR)  # a click, typing, a select
+    max_snapshot_chars: int = Field(default=8000, ge=1000, le=10_000_000)  # shown to the model
+    max_download_bytes: int = Field(default=50_000_000, ge=1, le=10 * GB)  # larger: deleted
 
 
 class AgentSettings(Section):
     system_prompt: str = ""  # extra instructions added to the built-in prompt
-    max_iterations: int = Field(default=25, ge=1)
-    max_turn_seconds: float = Field(default=600.0, gt=0)
-    tool_timeout: float = Field(default=120.0, gt=0)
-    max_tokens_per_turn: int = Field(default=400_000, ge=1000)
-    history_token_budget: int = Field(default=24_000, ge=1000)
-    subagent_max_iterations: int = Field(default=15, ge=1)
-    subagent_max_seconds: float = Field(default=300.0, gt=0)
+    max_iterations: int = Field(default=25, ge=1, le=10_000)
+    max_turn_seconds: float = Field(default=600.0, gt=0, le=DAY)
+    tool_timeout: float = Field(default=120.0, gt=0, le=DAY)
+    max_tokens_per_turn: int = Field(default=400_000, ge=1000, le=1_000_000_000)
+    history_token_budget: int = Field(default=24_000, ge=1000, le=100_000_000)
+    subagent_max_iterations: int = Field(default=15, ge=1, le=10_000)
+    subagent_max_seconds: float = Field(default=300.0, gt=0, le=DAY)
 
 
 class RouterSettings(Section):
     busy_mode: Literal["queue", "interrupt"] = "queue"
-    max_concurrent_turns: int = Field(default=512, ge=1)
-    max_queued_per_session: int = Field(default=20, ge=1)
+    max_concurrent_turns: int = Field(default=512, ge=1, le=1_000_000)
+    max_queued_per_session: int = Field(default=20, ge=1, le=100_000)
     # Stored messages waiting across all sessions; past it new ones are refused with a reason.
-    max_pending_total: int = Field(default=100_000, ge=1)
+    max_pending_total: int = Field(default=100_000, ge=1, le=1_000_000_000)
     queue_notice: bool = True
-    max_message_chars: int = Field(default=16_000, ge=100)
-    dedupe_ttl: float = Field(default=3600.0, gt=0)
+    max_message_chars: int = Field(default=16_000, ge=100, le=10_000_000)
+    dedupe_ttl: float = Field(default=3600.0, gt=0, le=30 * DAY)
     # A session's lease, renewed every third of it while its turn runs: a dead process's
     # sessions are picked up by another within about this long.
     lease_ttl: float = Field(default=5.0, ge=1, le=300)
     # Delay before the first typing indicator; fast answers need none.
-    typing_delay: float = Field(default=0.8, ge=0)
+    typing_delay: float = Field(default=0.8, ge=0, le=MINUTE)
 
 
 class SessionsSettings(Section):
@@ -337,8 +358,8 @@ class SessionsSettings(Section):
 
 
 class MemorySettings(Section):
-    chat_chars: int = Field(default=2000, ge=100)
-    user_chars: int = Field(default=1200, ge=100)
+    chat_chars: int = Field(default=2000, ge=100, le=1_000_000)
+    user_chars: int = Field(default=1200, ge=100, le=1_000_000)
 
 
 class AccessSettings(Section):
@@ -346,15 +367,15 @@ class AccessSettings(Section):
     allowed_users: list[str] = []  # empty: everyone; otherwise "platform:user_id"
     blocked_users: list[str] = []
     # Per-user message budget across all chats; 0 disables.
-    rate_limit_per_minute: int = Field(default=30, ge=0)
+    rate_limit_per_minute: int = Field(default=30, ge=0, le=1_000_000)
     approvers: Literal["requester_and_admins", "admins"] = "requester_and_admins"
     # Platform roles (Discord role ids) that may use /new and /forget in groups, like admins.
     moderator_roles: list[str] = []
 
 
 class ApprovalSettings(Section):
-    timeout_seconds: float = Field(default=300.0, gt=0)  # no decision by then means deny
-    audit_max_entries: int = Field(default=10_000, ge=100)
+    timeout_seconds: float = Field(default=300.0, gt=0, le=WEEK)  # no decision by then: deny
+    audit_max_entries: int = Field(default=10_000, ge=100, le=100_000_000)
     # Who may press "Always allow in this chat" (a standing grant for one exact call shape):
     # admins, also the requester, or nobody (the button is not shown).
     allow_always: Literal["admins", "requester", "off"] = "admins"
@@ -373,16 +394,17 @@ class SchedulerSettings(Section):
     default_timezone: str = "UTC"  # IANA name for times given without one
     # A run late by up to this many seconds (gateway down, overloaded) still fires, once;
     # later than that it is reported to its chat as missed.
-    misfire_grace_seconds: float = Field(default=300.0, ge=0)
-    max_jobs_per_chat: int = Field(default=25, ge=1)
-    min_interval_seconds: float = Field(default=60.0, gt=0)
+    misfire_grace_seconds: float = Field(default=300.0, ge=0, le=WEEK)
+    max_jobs_per_chat: int = Field(default=25, ge=1, le=100_000)
+    min_interval_seconds: float = Field(default=60.0, gt=0, le=WEEK)
     # The lease of the one process that runs jobs; another takes over within about 4/3 of it.
-    leader_ttl: float = Field(default=7.0, ge=1)
-    resync_seconds: float = Field(default=30.0, gt=0)  # the leader re-reads every job this often
-    delivery_attempts: int = Field(default=4, ge=1)
-    retry_base_delay: float = Field(default=2.0, ge=0)
-    retry_max_delay: float = Field(default=60.0, ge=0)
-    run_log_size: int = Field(default=50, ge=1)  # runs kept per job
+    leader_ttl: float = Field(default=7.0, ge=1, le=5 * MINUTE)
+    # The leader re-reads every job this often.
+    resync_seconds: float = Field(default=30.0, gt=0, le=DAY)
+    delivery_attempts: int = Field(default=4, ge=1, le=100)
+    retry_base_delay: float = Field(default=2.0, ge=0, le=HOUR)
+    retry_max_delay: float = Field(default=60.0, ge=0, le=DAY)
+    run_log_size: int = Field(default=50, ge=1, le=100_000)  # runs kept per job
 
     @field_validator("default_timezone")
     @classmethod
@@ -394,6 +416,36 @@ class SchedulerSettings(Section):
         except (KeyError, ValueError):
             raise ValueError("unknown timezone; use an IANA name such as Europe/Berlin") from None
         return value
+
+
+class StreamingOverride(Section):
+    """`[streaming.platforms.<name>]`: one platform's exceptions to the streaming defaults."""
+
+    enabled: bool | None = None
+    interval_ms: int | None = Field(default=None, ge=100)
+
+
+class StreamingSettings(Section):
+    """Replies shown while the model writes them (gateway/streaming/), when the server streams."""
+
+    enabled: bool = True
+    # Least time between two updates of one streamed message; 0: the platform's own default
+    # (1000 ms on Telegram and Discord, 500 on Slack).
+    interval_ms: int = Field(default=0, ge=0)
+    # A reply that is over within this long after its first words is sent whole, without a
+    # draft or edits first (no flicker and one notification for short, fast answers).
+    first_delay_ms: int = Field(default=400, ge=0)
+    # Lines shown while tools run: none, one short line per call, or with arguments and results.
+    progress: Literal["off", "tools", "verbose"] = "tools"
+    show_reasoning: bool = False  # stream the model's reasoning until the answer starts
+    platforms: dict[str, StreamingOverride] = {}
+
+    def for_platform(self, platform: str) -> tuple[bool, float | None]:
+        """(enabled, interval in seconds or None for the platform's default) for a platform."""
+        override = self.platforms.get(platform, StreamingOverride())
+        enabled = self.enabled if override.enabled is None else override.enabled
+        interval_ms = override.interval_ms or self.interval_ms
+        return enabled, (interval_ms / 1000 if interval_ms else None)
 
 
 class HTTPSettings(Section):
@@ -419,8 +471,9 @@ class MCPServerSettings(Section):
     # Server tool names (shell-style wildcards allowed); include empty: all, exclude wins.
     include_tools: list[str] = []
     exclude_tools: list[str] = []
-    timeout_seconds: float = Field(default=60.0, gt=0)  # one tool call
-    startup_timeout_seconds: float = Field(default=30.0, gt=0)  # start, handshake, tool list
+    timeout_seconds: float = Field(default=60.0, gt=0, le=DAY)  # one tool call
+    # Start, handshake, tool list.
+    startup_timeout_seconds: float = Field(default=30.0, gt=0, le=HOUR)
     # destructive: ask unless the tool says readOnlyHint (and not destructiveHint).
     approval: Literal["destructive", "always", "never"] = "destructive"
     prompt_commands: list[str] = []  # server prompts offered as slash commands
@@ -428,9 +481,7 @@ class MCPServerSettings(Section):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if value and not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value
+        return check_url(value, ("http", "https"))
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerSettings:
@@ -444,8 +495,8 @@ class MCPServerSettings(Section):
 class MCPSettings(Section):
     servers: dict[str, MCPServerSettings] = {}
     # A server that fails or drops is retried after this delay, doubling up to the maximum.
-    reconnect_min_seconds: float = Field(default=1.0, gt=0)
-    reconnect_max_seconds: float = Field(default=60.0, gt=0)
+    reconnect_min_seconds: float = Field(default=1.0, gt=0, le=HOUR)
+    reconnect_max_seconds: float = Field(default=60.0, gt=0, le=DAY)
 
     @field_validator("servers")
     @classmethod
@@ -489,6 +540,7 @@ class Settings(BaseSettings):
     stt: STTSettings = STTSettings()
     tts: TTSSettings = TTSSettings()
     images: ImagesSettings = ImagesSettings()
+    streaming: StreamingSettings = StreamingSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -571,13 +623,31 @@ def load_settings(
             tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError([f"config file {toml_path}: invalid TOML: {exc}"]) from None
+    # Names are checked against the whole model only: without the platforms' sections a
+    # CHATGATE_TELEGRAM__TOKEN would look misspelt.
+    env = env_problems(model, os.environ, check_names=sections is not None)
+    problems = [problem.line for problem in env]
     token = _config_path.set(toml_path)
     try:
-        return model(**overrides)
+        settings = model(**overrides)
     except ValidationError as exc:
-        raise ConfigError([_problem_line(err) for err in exc.errors()]) from None
+        raise ConfigError(problems + _problem_lines(exc, model, env)) from None
+    except SettingsError as exc:  # a value that is not JSON stops pydantic-settings at once
+        raise ConfigError(problems or [f"environment: {exc}"]) from None
     finally:
         _config_path.reset(token)
+    if problems:
+        raise ConfigError(problems)
+    return settings
+
+
+def _problem_lines(exc: ValidationError, model: type[Settings], env: list[EnvProblem]) -> list[str]:
+    """One line per error, minus those a misspelt variable already explains."""
+    return [
+        _problem_line(err)
+        for err in exc.errors()
+        if not explained(model, tuple(str(part).lower() for part in err["loc"]), env)
+    ]
 
 
 def _problem_line(err: Any) -> str:
@@ -587,18 +657,25 @@ def _problem_line(err: Any) -> str:
         msg = "unknown setting (check the spelling)"
     value = err.get("input")
     shown = "" if isinstance(value, dict | list) or value is None else f" (got {value!r})"
+    if isinstance(value, str) and "://" in value:
+        try:
+            shown = f" (got {mask_url(value)!r})"
+        except ValueError:  # too malformed to find a password in: show nothing
+            shown = ""
     if is_secret_name(key):
         shown = ""
     return f"{key}: {msg}{shown}"
 
 
+MASK = "********"
+_DUMPED_SECRET = str(SecretStr("x"))  # how pydantic dumps any non-empty SecretStr
+
+
 def masked(settings: Settings) -> dict[str, Any]:
-    """The effective settings as plain data with every secret masked, for `config show`."""
+    """The effective settings as plain data with every secret masked, for `config show`:
+    what gateway/secrets.py finds for the logs. `SecretStr` values (tokens, API keys, the
+    values of llm.extra_headers and of MCP servers' env and headers) dump masked already."""
     data: dict[str, Any] = _mask(settings.model_dump(mode="json"))
-    # MCP servers take their secrets under any name (GITHUB_TOKEN, X-Api-Key, ...).
-    for server in data["mcp"]["servers"].values():
-        for table in ("env", "headers"):
-            server[table] = dict.fromkeys(server[table], "********")
     return data
 
 
@@ -607,8 +684,8 @@ def _mask(node: Any, key: str = "") -> Any:
         return {k: _mask(v, k) for k, v in node.items()}
     if isinstance(node, list):
         return [_mask(v, key) for v in node]
-    if isinstance(node, str) and node and is_secret_name(key):
-        return "********"
+    if isinstance(node, str) and node and (node == _DUMPED_SECRET or is_secret_name(key)):
+        return MASK
     if key == "url" and isinstance(node, str) and "@" in node:
         return mask_url(node)
     return node

@@ -11,6 +11,7 @@ from gateway import keys
 from gateway.llm.types import Message
 from gateway.sessions import SessionKey
 from gateway.store.base import Batch, Store
+from gateway.unicode import valid_unicode
 
 TRIMMED_NOTE = "[Earlier messages in this conversation were removed to save space.]"
 
@@ -66,7 +67,9 @@ class SessionStore:
         record.updated = time.time()
         # vars(), not asdict(): the fields are JSON-ready already, and asdict deep-copies the
         # whole history on every turn (~0.2 ms at 40 messages).
-        return json.dumps(vars(record), ensure_ascii=False)
+        # valid_unicode: a tool result may carry a lone surrogate (a file read with
+        # surrogateescape, an MCP server's JSON); stored as is it would fail the turn.
+        return valid_unicode(json.dumps(vars(record), ensure_ascii=False))
 
     def save_ops(self, key: SessionKey, record: SessionRecord, encoded: str | None = None) -> Batch:
         """The writes that save a record, for the caller to run with its own (the end of a

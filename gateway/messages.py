@@ -10,11 +10,24 @@ import time
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from gateway.unicode import valid_unicode
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Every message crossing the core is built from these types, so this is the one place
+    # where text from a platform (or a model) is made encodable, whichever adapter sent it.
+    @field_validator("*", mode="after")
+    @classmethod
+    def _valid_unicode(cls, value: object) -> object:
+        if isinstance(value, str):
+            return valid_unicode(value)
+        if isinstance(value, tuple) and any(isinstance(v, str) for v in value):
+            return tuple(valid_unicode(v) if isinstance(v, str) else v for v in value)
+        return value
 
 
 class ChatKind(StrEnum):

@@ -37,7 +37,7 @@ from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.session_queue import SessionQueue
 from gateway.sessions import SessionKey
-from gateway.store.base import Batch, Store
+from gateway.store.base import Batch, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,13 @@ class Commands:
             return await call_next(admission)
         name, args = parsed
         self._metrics.inc("commands_total", command=command.name)
-        reply = await command.handler(CommandCall(inbound, admission.session, name, args))
+        try:
+            reply = await command.handler(CommandCall(inbound, admission.session, name, args))
+        except StoreUnavailable:
+            raise  # admission says the store is down, once, for every stage
+        except Exception:
+            log.exception("command failed command=%s chat=%s", command.name, inbound.chat.address)
+            reply = f"Something went wrong running /{name}; please try again."
         text = reply.text if isinstance(reply, CommandReply) else reply
         follow_ups = reply.follow_ups if isinstance(reply, CommandReply) else ()
         outcome = TurnOutcome(reply=text)

@@ -34,13 +34,24 @@ class TypingControl(Protocol):
     def paused(self) -> AbstractAsyncContextManager[None]: ...
 
 
-class _NoTyping:
+class _NoPause:
     @contextlib.asynccontextmanager
     async def paused(self) -> AsyncIterator[None]:
         yield
 
 
-NO_TYPING: TypingControl = _NoTyping()
+NO_TYPING: TypingControl = _NoPause()
+
+
+class StreamControl(Protocol):
+    """The running turn's streamed reply; a tool that sends its own message (an approval
+    prompt, a question) pauses it, so the message being written is finished first and the
+    reply goes on below what the tool sent."""
+
+    def paused(self) -> AbstractAsyncContextManager[None]: ...
+
+
+NO_STREAM: StreamControl = _NoPause()
 
 
 @dataclass
@@ -78,6 +89,7 @@ class ToolContext:
     # What outside content entered this turn (gateway/untrusted.py); set by the agent, shared
     # with sub-agents and execute_code's calls. None: not inside an agent run.
     trust: TurnTrust | None = None
+    stream: StreamControl = NO_STREAM
 
 
 @dataclass(frozen=True)
@@ -112,6 +124,9 @@ class ToolSpec(Generic[A]):
     # the tool's arguments; a function: the approval to ask for this call, None when the
     # call only reads (the shell: read-only commands).
     side_effects: bool | Callable[[A, ToolContext], Awaitable[ApprovalNeed | None]] = False
+    # The line a streamed reply shows while the call runs ("Reading notes.md"); None: the
+    # generic "Running <name>: `<main argument>`". Secrets are scrubbed from it either way.
+    progress: Callable[[A], str] | None = None
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI `tools` entry for this tool (built once: it is sent on every LLM call)."""

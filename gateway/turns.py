@@ -33,8 +33,10 @@ from gateway.session_leases import TurnLease
 from gateway.sessions import SessionKey
 from gateway.store.base import StoreUnavailable
 from gateway.store.inbox import Claimed
+from gateway.streaming.factory import ReplyStreams
+from gateway.streaming.reply import ReplyStream
 from gateway.tasks import stop_task
-from gateway.tooling import ToolCatalog, ToolContext, ToolScope, ToolSpec
+from gateway.tooling import NO_STREAM, ToolCatalog, ToolContext, ToolScope, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,8 @@ class TurnJob:
 
 # Platforms show "typing…" for about five seconds per call.
 TYPING_EVERY = 4.0
+# A stopped turn's streamed message gets this long to show "(stopped)".
+STOP_SECONDS = 10.0
 
 
 class TypingIndicator:
@@ -139,6 +143,7 @@ class TurnRunner:
         self._metrics = metrics
         # Read at each new session, so a section registered after this runner was built counts.
         self._sections = prompt_sections
+        self._streams = ReplyStreams(settings, outbox)
 
     async def run(
         self,
@@ -172,6 +177,8 @@ class TurnRunner:
         if job.reply is not None:
             return await self._already_answered(job, lease, record, history)
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
+        tools = self._tools(inbound)
+        stream = self._streams.open(inbound, tools, typing)
         typing.start()
         outcome = TurnOutcome()
         try:
@@ -184,9 +191,10 @@ class TurnRunner:
                 result = await self._agent.run(
                     record.system,
                     prepared.request(history),
-                    self._tools(inbound),
-                    self._context(job, typing),
+                    tools,
+                    self._context(job, typing, stream),
                     catalog=self._catalog,
+                    events=stream,
                 )
                 history.extend(result.new_messages)
                 record.prompt_tokens += result.usage.prompt_tokens
@@ -203,10 +211,25 @@ class TurnRunner:
             )
         except asyncio.CancelledError:
             if lease.handing_over:
-                raise  # the process is stopping: the message stays for another run
+                # The process is stopping: the message stays for another run, which answers
+                # it afresh, so what this one showed is taken back.
+                if stream is not None:
+                    await asyncio.shield(stream.aclose())
+                raise
             outcome.cancelled = True
-            history.append({"role": "assistant", "content": INTERRUPTED_NOTE})
-            await asyncio.shield(self._save(key, record, history, lease))
+            written = stream.written if stream is not None else ""
+            note = f"{written}\n\n{INTERRUPTED_NOTE}" if written else INTERRUPTED_NOTE
+            history.append({"role": "assistant", "content": note})
+            try:
+                # History first: /stop waits for it, so a /new right after is not undone.
+                await asyncio.shield(self._save(key, record, history, lease))
+            finally:
+                if stream is not None:
+                    await asyncio.shield(self._stop_stream(stream))
+            raise
+        except BaseException:
+            if stream is not None:
+                await asyncio.shield(stream.aclose())  # no half answer stays on show
             raise
         finally:
             await typing.stop()
@@ -217,7 +240,10 @@ class TurnRunner:
             on_answering()
         await self._media.before_reply(inbound, prepared)
         text = outcome.reply or outcome.error or ""
-        outcome.sent = await self._deliver(job, text)
+        # A failed turn's line replaces whatever part of an answer was streamed.
+        outcome.sent = await self._deliver(job, text, stream)
+        if stream is not None and stream.updates:
+            self._metrics.inc("stream_updates_total", stream.updates)
         if outcome.sent is not None:
             try:
                 await lease.record_reply(outcome.sent, text)
@@ -240,7 +266,9 @@ class TurnRunner:
         )
         return self._catalog.for_scope(scope)
 
-    def _context(self, job: TurnJob, typing: TypingIndicator) -> ToolContext:
+    def _context(
+        self, job: TurnJob, typing: TypingIndicator, stream: ReplyStream | None
+    ) -> ToolContext:
         inbound = job.inbound
         return ToolContext(
             session=job.key,
@@ -252,17 +280,30 @@ class TurnRunner:
             # A scheduled prompt was written by the model, not by a person this turn.
             user_text=inbound.text if inbound.kind is InboundKind.USER else "",
             typing=typing,
+            stream=stream or NO_STREAM,
         )
 
-    async def _deliver(self, job: TurnJob, text: str) -> SentRef | None:
+    async def _deliver(self, job: TurnJob, text: str, stream: ReplyStream | None) -> SentRef | None:
+        """The one final message of the turn: the streamed message becomes it, or it is sent."""
         inbound = job.inbound
         out = Outbound(chat=inbound.chat, text=text, reply_to=inbound.message_id)
         try:
+            if stream is not None:
+                return await stream.finish(text)
             return await self._outbox.send(out)
         except DeliveryError as exc:
             log.warning("reply not delivered session=%s error=%s", job.key, exc)
             self._metrics.inc("deliveries_failed_total")
             return None
+
+    async def _stop_stream(self, stream: ReplyStream) -> None:
+        """End a stopped turn's streamed message with what was written and "(stopped)"."""
+        try:
+            async with asyncio.timeout(STOP_SECONDS):
+                await stream.stop()
+        except TimeoutError:
+            log.warning("stopped reply not shown in time chat=%s", stream.chat.address)
+            await stream.aclose()
 
     async def _already_answered(
         self, job: TurnJob, lease: TurnLease, record: SessionRecord, history: list[Message]

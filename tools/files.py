@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
+from gateway.streaming.progress import inline_code
 from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 from tools.attachments import received_file
@@ -132,6 +133,7 @@ def file_tools(
             handler=read_file,
             group=GROUP,
             untrusted_output=sent_by_someone,
+            progress=lambda args: f"Reading {inline_code(args.path)}",
         ),
         ToolSpec(
             name="write_file",
@@ -141,6 +143,7 @@ def file_tools(
             group=GROUP,
             approval=overwrite_approval,
             side_effects=True,
+            progress=lambda args: f"Writing {inline_code(args.path)}",
         ),
         ToolSpec(
             name="edit_file",
@@ -153,6 +156,7 @@ def file_tools(
             handler=edit_file,
             group=GROUP,
             side_effects=True,
+            progress=lambda args: f"Editing {inline_code(args.path)}",
         ),
     ]
 

@@ -99,7 +99,9 @@ class FileSender:
     async def send(self, ctx: ToolContext, file: OutboundFile, caption: str) -> None:
         out = Outbound(chat=ctx.chat, text=caption, attachments=(file,), reply_to=ctx.message_id)
         try:
-            await self._outbox.send(out)
+            # A streamed reply is finished first and goes on below the file.
+            async with ctx.stream.paused():
+                await self._outbox.send(out)
         except DeliveryError as exc:
             raise ToolError(f"the file was not delivered: {exc}") from None
 

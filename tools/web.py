@@ -20,6 +20,7 @@ import html2text
 import httpx
 from pydantic import Field
 
+from gateway.streaming.progress import inline_code
 from gateway.tooling import ToolContext, ToolError, ToolSpec
 from gateway.untrusted import unseen_urls_check
 from tools.args import ToolArgs
@@ -292,5 +293,6 @@ def web_tools(fetcher: WebFetcher, *, max_chars: int = 16000) -> list[ToolSpec[A
             group=GROUP,
             untrusted_output=True,
             side_effects=unseen_urls_check("web_fetch", lambda a: [a.url]),
+            progress=lambda args: f"Fetching {inline_code(args.url)}",
         )
     ]

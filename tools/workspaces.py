@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from gateway.config import ConfigError
 from gateway.messages import ChatRef, UserRef
 from gateway.tooling import ToolContext
 from tools.beneath import remove_tree, walk_fd
@@ -38,12 +39,31 @@ class Usage:
     bytes: int  # sizes of the regular files
 
 
+class WorkspaceUnavailable(ConfigError):
+    """The workspace root cannot be created or written: found at start, said in one line."""
+
+    def __init__(self, root: Path, reason: str) -> None:
+        super().__init__(
+            [
+                f"tools.workspace: cannot use {root} ({reason}); set tools.workspace "
+                "(CHATGATE_TOOLS__WORKSPACE) to a directory chatgate may write, or change "
+                "data_dir, beside which it is made by default"
+            ]
+        )
+
+
 class Workspaces:
     """Finds the workspace for a tool call; `for_context` is the `WorkspaceFor` tools take."""
 
     def __init__(self, root: Path, scope: Scope = "chat") -> None:
         self.root = root.expanduser()
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WorkspaceUnavailable(self.root, exc.strerror or str(exc)) from None
+        # Checked now, not at the first file a tool writes (os.access: root passes anyway).
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise WorkspaceUnavailable(self.root, "not writable")
         self.scope: Scope = scope
 
     def for_context(self, ctx: ToolContext) -> Workspace:

@@ -37,7 +37,7 @@ from adapters.discord.sending import MAX_LEN, DiscordSender
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.uploads import MAX_UPLOAD_BYTES, DiscordUploads
 from gateway.admission import Status, Submission
-from gateway.channels import AdapterContext, Capabilities, DeliveryError
+from gateway.channels import AdapterContext, Capabilities, DeliveryError, StreamSupport
 from gateway.leader import LeaderElection
 from gateway.messages import ChatKind, ChatRef, Outbound, PressReply, SentRef
 from gateway.turns import TurnOutcome
@@ -60,6 +60,8 @@ class DiscordAdapter:
         buttons=True,
         threads=True,
         max_upload_bytes=MAX_UPLOAD_BYTES,
+        # Post, then edit (followups for slash commands): about one edit a second.
+        streaming=StreamSupport(interval=1.0, measure=lambda text: len(text.strip())),
     )
 
     def __init__(self, settings: DiscordSettings, ctx: AdapterContext) -> None:
@@ -129,6 +131,9 @@ class DiscordAdapter:
 
     async def edit(self, ref: SentRef, out: Outbound) -> None:
         await self._sender.edit(ref, out)
+
+    async def delete(self, ref: SentRef) -> None:
+        await self._sender.delete(ref)
 
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)

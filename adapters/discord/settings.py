@@ -6,13 +6,14 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.config import Section
+from gateway.config import MINUTE, Section
+from gateway.config_urls import HttpURL, WebSocketURL
 
 
 class DiscordSettings(Section):
     token: SecretStr | None = None
-    api_url: str = "https://discord.com/api/v10"
-    gateway_url: str = "wss://gateway.discord.gg/"
+    api_url: HttpURL = "https://discord.com/api/v10"
+    gateway_url: WebSocketURL = "wss://gateway.discord.gg/"
     allow_dms: bool = True
     free_response_channels: list[str] = []  # channel ids answered without a mention
     auto_thread: bool = False  # a mention in a channel opens a thread for the answer
@@ -23,9 +24,10 @@ class DiscordSettings(Section):
     sync_guilds: list[str] = []  # slash commands go to these guilds only; empty: globally
     # Set both to split the bot over processes (each its own shards, no leader election).
     shard_ids: list[int] | None = None
-    shard_count: int | None = Field(default=None, ge=1, validate_default=True)
-    guild_ready_timeout: float = Field(default=2.0, ge=0)  # seconds discord.py waits for guilds
-    leader_ttl: float = Field(default=9.0, ge=1)  # gateway leader lease; takeover within it
+    shard_count: int | None = Field(default=None, ge=1, le=100_000, validate_default=True)
+    guild_ready_timeout: float = Field(default=2.0, ge=0, le=5 * MINUTE)  # waited for guilds
+    # The gateway leader lease; another process takes over within it.
+    leader_ttl: float = Field(default=9.0, ge=1, le=5 * MINUTE)
 
     @field_validator("shard_count")
     @classmethod

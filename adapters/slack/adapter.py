@@ -24,13 +24,21 @@ from adapters.slack.files import MAX_UPLOAD_BYTES, SlackFiles
 from adapters.slack.http_events import EventsEndpoint
 from adapters.slack.indicator import WorkingIndicator
 from adapters.slack.listeners import NotStored, SlackListeners
+from adapters.slack.mrkdwn import to_mrkdwn
 from adapters.slack.normalize import PLATFORM, BotIdentity
 from adapters.slack.sending import MAX_TEXT, SlackSender, retry_handlers
 from adapters.slack.settings import SlackSettings
 from adapters.slack.socket_mode import SocketModeConnection
+from adapters.slack.streaming import SlackStream
 from adapters.slack.threads import AnsweredThreads
-from gateway.channels import AdapterContext, AttachmentUnavailable, Capabilities, DeliveryError
-from gateway.messages import ChatRef, Outbound, SentRef
+from gateway.channels import (
+    AdapterContext,
+    AttachmentUnavailable,
+    Capabilities,
+    DeliveryError,
+    StreamSupport,
+)
+from gateway.messages import ChatRef, Outbound, SentRef, UserRef
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +58,8 @@ class SlackAdapter:
         threads=True,
         typing=True,
         max_upload_bytes=MAX_UPLOAD_BYTES,
+        # appendStream is Tier 4 (100+ a minute); chat.update, the fallback, is Tier 3.
+        streaming=StreamSupport(interval=0.5, measure=lambda text: len(to_mrkdwn(text))),
     )
 
     def __init__(self, settings: SlackSettings, ctx: AdapterContext) -> None:
@@ -62,6 +72,7 @@ class SlackAdapter:
         self._threads = AnsweredThreads(ctx.store, settings.thread_ttl)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False
+        self._stream_methods = settings.stream_methods  # false once Slack refuses them
         self._session: aiohttp.ClientSession | None = None
         self._sender: SlackSender | None = None
         self._files: SlackFiles | None = None
@@ -135,7 +146,7 @@ class SlackAdapter:
             await self._socket.start()
         else:
             assert self._ctx.http is not None
-            EventsEndpoint(self.app).mount(self._ctx.http)
+            EventsEndpoint(self.app, secret).mount(self._ctx.http)
         log.info(
             "slack adapter ready mode=%s team=%s bot=%s",
             "socket" if socket_mode else "events_api",
@@ -196,6 +207,32 @@ class SlackAdapter:
 
     async def edit(self, ref: SentRef, out: Outbound) -> None:
         await _started(self._sender).update(ref, out)
+
+    async def delete(self, ref: SentRef) -> None:
+        await _started(self._sender).delete(ref)
+
+    def open_stream(
+        self, chat: ChatRef, *, reply_to: str | None, recipient: UserRef | None
+    ) -> SlackStream | None:
+        """The stream methods in the thread being answered; None elsewhere: post and edit."""
+        if not self._stream_methods or chat.thread_id is None or self._sender is None:
+            return None
+
+        async def started(ref: SentRef) -> None:
+            await self._threads.remember(chat)
+            if reply_to and self._indicator is not None:
+                await self._indicator.answered(chat, reply_to)
+
+        return SlackStream(
+            self._sender, chat, recipient, started=started, refused=self._streams_refused
+        )
+
+    def _streams_refused(self, code: str) -> None:
+        if self._stream_methods:
+            log.warning(
+                "slack refused the chat streaming methods (%s); streaming by chat.update", code
+            )
+        self._stream_methods = False
 
     async def typing(self, chat: ChatRef) -> None:
         if self._indicator is not None:

@@ -6,22 +6,26 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.config import Section
+from gateway.config import DAY, HOUR, WEEK, Section
+from gateway.config_urls import HttpURL
 
 
 class SlackSettings(Section):
     bot_token: SecretStr | None = None
     signing_secret: SecretStr | None = None
     app_token: SecretStr | None = Field(default=None, validate_default=True)  # set: Socket Mode
-    api_url: str = "https://slack.com/api/"
+    api_url: HttpURL = "https://slack.com/api/"
     slash_command: str = Field(default="/chatgate", pattern=r"^/[\w-]{1,31}$")
     # In a thread the bot answered, later messages are answered without a new mention.
     thread_followups: bool = False
-    thread_ttl: float = Field(default=7 * 24 * 3600.0, gt=0)  # seconds it is remembered
+    thread_ttl: float = Field(default=WEEK, gt=0, le=365 * DAY)  # seconds it is remembered
     # Emoji name shown on the message being answered while its turn runs; "" shows none.
     working_reaction: str = "hourglass_flowing_sand"
-    send_retries: int = Field(default=3, ge=0)  # retries after 429 or a 5xx
-    max_retry_after: float = Field(default=60.0, ge=0)  # a longer 429 wait fails the send
+    send_retries: int = Field(default=3, ge=0, le=20)  # retries after 429 or a 5xx
+    max_retry_after: float = Field(default=60.0, ge=0, le=HOUR)  # a longer 429 wait fails
+    # Replies in threads stream with chat.startStream/appendStream/stopStream; false (or
+    # when Slack refuses them) they stream by posting and editing with chat.update.
+    stream_methods: bool = True
     allowed_teams: list[str] = []  # workspace ids (T...); empty: every workspace
     allowed_channels: list[str] = []  # channel ids (C.../G...); empty: all; DMs are not affected
     allowed_users: list[str] = []  # user ids (U...); empty: everyone

@@ -24,16 +24,26 @@ from adapters.telegram.files import download
 from adapters.telegram.intake import UpdateIntake
 from adapters.telegram.normalize import PLATFORM, BotIdentity
 from adapters.telegram.polling import Poller
+from adapters.telegram.render import TELEGRAM_LIMIT, streamed_size
 from adapters.telegram.sending import TelegramSender
 from adapters.telegram.settings import TelegramSettings
+from adapters.telegram.streaming import DraftStream
 from adapters.telegram.transport import AiohttpRequest
 from adapters.telegram.uploads import MAX_UPLOAD_BYTES, TelegramUploads
 from adapters.telegram.webhook import WEBHOOK_PATH, webhook_handler
 from gateway import keys
-from gateway.channels import AdapterContext, Capabilities
+from gateway.channels import AdapterContext, Capabilities, StreamSupport
 from gateway.extensions import EXPIRED_BUTTON
 from gateway.leader import LeaderElection
-from gateway.messages import ButtonPress, ChatRef, Outbound, PressReply, SentRef
+from gateway.messages import (
+    ButtonPress,
+    ChatKind,
+    ChatRef,
+    Outbound,
+    PressReply,
+    SentRef,
+    UserRef,
+)
 from gateway.store.base import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -55,11 +65,13 @@ class TelegramStartError(RuntimeError):
 class TelegramAdapter:
     platform = PLATFORM
     capabilities = Capabilities(
-        max_len=4096,
+        max_len=TELEGRAM_LIMIT,
         can_edit=True,
         buttons=True,
         threads=True,
         max_upload_bytes=MAX_UPLOAD_BYTES,
+        # About one edit a second per chat keeps clear of Telegram's flood limits.
+        streaming=StreamSupport(interval=1.0, measure=streamed_size),
     )
 
     def __init__(self, settings: TelegramSettings, ctx: AdapterContext) -> None:
@@ -85,6 +97,8 @@ class TelegramAdapter:
         self._me: BotIdentity | None = None
         self._leader: LeaderElection | None = None
         self._initialized = False
+        self._drafts = settings.drafts
+        self._no_drafts: set[str] = set()  # chats that refused a draft
         self.intake = UpdateIntake(
             ctx,
             self._access,
@@ -165,8 +179,21 @@ class TelegramAdapter:
     async def edit(self, ref: SentRef, out: Outbound) -> None:
         await self._sender.edit(ref, out)
 
+    async def delete(self, ref: SentRef) -> None:
+        await self._sender.delete(ref)
+
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)
+
+    def open_stream(
+        self, chat: ChatRef, *, reply_to: str | None, recipient: UserRef | None
+    ) -> DraftStream | None:
+        """Drafts in private chats (not their topics); None elsewhere: post and edit."""
+        if not self._drafts or chat.kind is not ChatKind.DIRECT or chat.thread_id:
+            return None
+        if chat.chat_id in self._no_drafts:
+            return None
+        return DraftStream(self._sender, chat, on_refused=self._no_drafts.add)
 
     async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
         """The bytes of an attachment (Attachment.file_id), through getFile and the file URL

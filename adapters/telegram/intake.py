@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from telegram import Bot, Update
+from telegram import Update
 
 from adapters.telegram.access import TelegramAccess
 from adapters.telegram.normalize import BotIdentity, inbound_from, press_from
@@ -93,13 +93,3 @@ class UpdateIntake:
 def _lane(update: Update) -> str:
     chat = update.effective_chat
     return str(chat.id) if chat is not None else f"u{update.update_id}"
-
-
-def parse_update(data: object, bot: Bot) -> Update | None:
-    """An Update from a webhook body, or None when it is not one."""
-    if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
-        return None
-    try:
-        return Update.de_json(data, bot)
-    except (ValueError, TypeError, KeyError):
-        return None

@@ -12,11 +12,11 @@ import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 from telegram import Bot, Update
 
-from adapters.telegram.intake import parse_update
 from gateway.http import Handler
 
 log = logging.getLogger(__name__)
@@ -33,10 +33,7 @@ def webhook_handler(secret: str, bot: Bot, take: Callable[[Update], Awaitable[bo
         if not hmac.compare_digest(given, expected):
             log.warning("telegram webhook call with a wrong or missing secret refused")
             return web.Response(status=403)
-        try:
-            update = parse_update(json.loads(await request.read()), bot)
-        except ValueError:
-            update = None
+        update = parse_update(await request.read(), bot)
         if update is None:
             return web.Response(status=400, text="not a Telegram update")
         # Storing takes one store round trip; the turn itself runs after the answer.
@@ -45,3 +42,22 @@ def webhook_handler(secret: str, bot: Bot, take: Callable[[Update], Awaitable[bo
         return web.Response(status=200)
 
     return handle
+
+
+def parse_update(body: bytes, bot: Bot) -> Update | None:
+    """The update in a webhook body, or None when the body is not one (not JSON, not an
+    object with an integer `update_id`, or fields of the wrong shape): only such a body is
+    refused, so nothing malformed reaches the processing path."""
+    try:
+        data: Any = json.loads(body)
+    except ValueError:  # also invalid UTF-8
+        return None
+    update_id = data.get("update_id") if isinstance(data, dict) else None
+    if not isinstance(update_id, int) or isinstance(update_id, bool):
+        return None
+    try:
+        # python-telegram-bot trusts the shape it is given: a string where an object belongs
+        # raises whatever the first attribute access on it raises.
+        return Update.de_json(data, bot)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None

@@ -14,6 +14,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 import httpx
@@ -37,11 +38,21 @@ from gateway.llm.transport import AiohttpTransport
 from gateway.llm.types import Completion, Message
 from gateway.llm.vision import Vision
 from gateway.llm.wire import RawReply, reply_from_body, to_completion
+from gateway.unicode import valid_unicode
 
 log = logging.getLogger(__name__)
 
 OnText = Callable[[str], Awaitable[None]]
 _Finalize = Callable[[RawReply], Completion]
+
+
+@dataclass(frozen=True)
+class _Listeners:
+    """Who hears a completion while it streams: the visible text, and the reasoning."""
+
+    text: OnText | None = None
+    reasoning: OnText | None = None
+
 
 _ENDPOINT = "/chat/completions"
 _ONE_BAD_TOOL = re.compile(r"tools\[\d+\]")
@@ -66,11 +77,12 @@ class LLMClient:
     ) -> None:
         self._settings = settings
         api_key = settings.api_key.get_secret_value()
-        headers = {"User-Agent": "chatgate", **settings.extra_headers}
+        extra = {name: value.get_secret_value() for name, value in settings.extra_headers.items()}
+        headers = {"User-Agent": "chatgate", **extra}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         # Header values may be credentials too (x-api-key and the like).
-        self._redact = Redactor([api_key, *settings.extra_headers.values()])
+        self._redact = Redactor([api_key, *extra.values()])
         # httpx's API over aiohttp's connection pool (see transport.py for the measurements);
         # tests may pass their own transport.
         wire = transport or AiohttpTransport(
@@ -121,18 +133,21 @@ class LLMClient:
         stream: bool | None = None,
         max_tokens: int | None = None,
         on_text: OnText | None = None,
+        on_reasoning: OnText | None = None,
     ) -> Completion:
         """One chat completion. History in and the result out are always native-shaped.
 
         `on_text` receives the visible reply text as it streams (no reasoning, no tool-call
-        markup). Raises an LLMError subclass on failure. Image parts go to the model as
+        markup); `on_reasoning` the reasoning (reasoning fields and `<think>` blocks).
+        Raises an LLMError subclass on failure. Image parts go to the model as
         `llm.vision` allows (gateway/llm/vision.py).
         """
         use_stream = self._settings.stream if stream is None else stream
+        listeners = _Listeners(on_text, on_reasoning)
 
         async def send(prepared: list[Message]) -> Completion:
             return await self._complete_any_format(
-                prepared, tools, tool_choice, use_stream, max_tokens, on_text
+                prepared, tools, tool_choice, use_stream, max_tokens, listeners
             )
 
         return await self._vision.complete(messages, send)
@@ -144,10 +159,10 @@ class LLMClient:
         tool_choice: str | dict[str, Any] | None,
         use_stream: bool,
         max_tokens: int | None,
-        on_text: OnText | None,
+        listeners: _Listeners,
     ) -> Completion:
         """Native tool calls, or text ones once the server refused tools (tool_call_format auto)."""
-        call = (messages, tools, tool_choice, use_stream, max_tokens, on_text)
+        call = (messages, tools, tool_choice, use_stream, max_tokens, listeners)
         if self.format == "native":
             try:
                 return await self._complete("native", *call)
@@ -200,7 +215,7 @@ class LLMClient:
         tool_choice: str | dict[str, Any] | None,
         stream: bool,
         max_tokens: int | None,
-        on_text: OnText | None,
+        listeners: _Listeners,
     ) -> Completion:
         call = prepare(
             format_name,
@@ -214,7 +229,7 @@ class LLMClient:
         def finalize(raw: RawReply) -> Completion:
             return to_completion(raw, text_calls=call.text_calls, names=call.names)
 
-        return await self._send(body, stream, on_text, call.text_calls, finalize)
+        return await self._send(body, stream, listeners, call.text_calls, finalize)
 
     def _refuses_tools(self, error: LLMRequestError, tools: list[dict[str, Any]] | None) -> bool:
         """Whether an "auto" client should switch to text tool calls for good."""
@@ -256,8 +271,12 @@ class LLMClient:
                 encoded = json.dumps(tools, ensure_ascii=False)
                 self._tools_json = (tuple(tools), encoded)
             text = f'{text[:-1]}, "tools": {encoded}}}'
-        # Lone surrogates cannot be encoded; replacing them beats failing the turn.
-        return text.encode("utf-8", errors="replace")
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            # Lone surrogates cannot be encoded; replacing them (with U+FFFD, as history
+            # stores them) beats failing the turn.
+            return valid_unicode(text).encode("utf-8")
 
     # --- sending, with retries ----------------------------------------------------------
 
@@ -265,7 +284,7 @@ class LLMClient:
         self,
         body: dict[str, Any],
         stream: bool,
-        on_text: OnText | None,
+        listeners: _Listeners,
         hide_calls: bool,
         finalize: _Finalize,
     ) -> Completion:
@@ -275,7 +294,7 @@ class LLMClient:
         while True:
             try:
                 if stream:
-                    return await self._stream_once(payload, on_text, hide_calls, finalize)
+                    return await self._stream_once(payload, listeners, hide_calls, finalize)
                 return finalize(await self._post_once(payload))
             except LLMRequestError as exc:
                 # A few servers and proxies reject stream_options; usage is optional anyway.
@@ -340,7 +359,7 @@ class LLMClient:
     async def _stream_once(
         self,
         payload: bytes,
-        on_text: OnText | None,
+        listeners: _Listeners,
         hide_calls: bool,
         finalize: _Finalize,
     ) -> Completion:
@@ -358,20 +377,23 @@ class LLMClient:
                 # Some servers ignore stream=true and answer with one JSON document.
                 await self._read(response, delivered=False)
                 completion = finalize(self._reply(response))
-                if on_text is not None and completion.content:
-                    await on_text(completion.content)
+                if listeners.reasoning is not None and completion.reasoning:
+                    await listeners.reasoning(completion.reasoning)
+                if listeners.text is not None and completion.content:
+                    await listeners.text(completion.content)
                 return completion
-            return await self._consume_stream(response, on_text, hide_calls, finalize)
+            return await self._consume_stream(response, listeners, hide_calls, finalize)
         finally:
             await response.aclose()
 
     async def _consume_stream(
         self,
         response: httpx.Response,
-        on_text: OnText | None,
+        listeners: _Listeners,
         hide_calls: bool,
         finalize: _Finalize,
     ) -> Completion:
+        on_text, on_reasoning = listeners.text, listeners.reasoning
         visible = VisibleText(hide_calls=hide_calls) if on_text is not None else None
         decoder = SSEDecoder()
         accumulator = StreamAccumulator()
@@ -384,11 +406,15 @@ class LLMClient:
                 text = accumulator.feed(item)
             except StreamErrorEvent as event:
                 self._raise_error_event(event, delivered=delivered)
-            if text and visible is not None and on_text is not None:
+            shown, thought = "", accumulator.reasoning_delta
+            if text and visible is not None:
                 shown = visible.feed(text)
-                if shown:
-                    delivered = True
-                    await on_text(shown)
+                thought += visible.take_thoughts()
+            if thought and on_reasoning is not None:
+                await on_reasoning(thought)
+            if shown and on_text is not None:
+                delivered = True
+                await on_text(shown)
 
         while not accumulator.done:
             # Only the network read sits in the try: errors raised by on_text are the caller's.

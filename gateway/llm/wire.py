@@ -15,6 +15,7 @@ from typing import Any
 from gateway.llm.errors import LLMBadResponse
 from gateway.llm.textcalls import parse, split_reasoning
 from gateway.llm.types import Completion, ToolCall, Usage, new_call_id
+from gateway.unicode import valid_unicode
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +113,11 @@ def to_completion(
     """Split `<think>` reasoning out of the content and, when asked, tool calls written as text.
 
     `text_calls` applies only when the server returned no native calls: native calls win.
+    Every text is made encodable here (a reply holding a lone surrogate would otherwise fail
+    the turn when its history is stored), for streamed and whole replies alike.
     """
-    content = raw.content
-    calls = raw.tool_calls
+    content = valid_unicode(raw.content) if raw.content else raw.content
+    calls = tuple(_valid_call(call) for call in raw.tool_calls)
     think: str | None = None
     if content:
         if text_calls and not calls:
@@ -129,12 +132,19 @@ def to_completion(
             content = rest.strip() or None
     else:
         content = None
-    reasoning = "\n\n".join(p for p in (raw.reasoning, think) if p) or None
+    reasoning = valid_unicode("\n\n".join(p for p in (raw.reasoning, think) if p)) or None
     finish = raw.finish_reason
     if calls and finish in (None, "stop"):
         # Decided from the calls themselves: several servers say "stop" after tool calls.
         finish = "tool_calls"
     return Completion(content, calls, reasoning, finish, raw.usage)
+
+
+def _valid_call(call: ToolCall) -> ToolCall:
+    name, arguments = valid_unicode(call.name), valid_unicode(call.arguments)
+    if name is call.name and arguments is call.arguments:
+        return call
+    return ToolCall(call.id, name, arguments)
 
 
 def _list(value: Any) -> list[Any]:

@@ -33,6 +33,10 @@ _UNITS = {
     **dict.fromkeys(("d", "day", "days"), 86400),
     **dict.fromkeys(("w", "wk", "wks", "week", "weeks"), 604800),
 }
+# The longest delay or interval: far beyond any real reminder, well inside what datetime can
+# hold (year 9999), so "99999999999999999999d" is refused in words instead of overflowing.
+MAX_DURATION_YEARS = 100
+_MAX_SECONDS = MAX_DURATION_YEARS * 365.25 * 86400
 _DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?|an?(?=\s))\s*([a-z]+)\s*(?:,|\band\b)?")
 _TIME = re.compile(
     r"^(?:(?P<at>at)\s+)?(?:(?P<word>noon|midnight)|(?P<h>\d{1,2})(?::(?P<m>\d{2}))?"
@@ -54,7 +58,10 @@ def parse_when(text: str, *, now: datetime, timezone: str = "UTC") -> Schedule:
     tz = zone(timezone)
     said = " ".join(tokens).lower()
     for reader in (_cron, _every, _days_at, _iso, _day_word, _weekday_at, _delay, _time_only):
-        schedule = reader(said, now, tz)
+        try:
+            schedule = reader(said, now, tz)
+        except OverflowError:  # a date at the edge of the calendar, moved by its zone
+            raise WhenError(f"'{_cut(said)}' is outside the calendar; give a nearer time") from None
         if schedule is not None:
             return schedule
     raise WhenError(f"I do not understand the time '{' '.join(tokens)}'; try {EXAMPLES}", rank=0)
@@ -83,7 +90,9 @@ def split_when(text: str, *, now: datetime, timezone: str = "UTC") -> tuple[Sche
 
 
 def parse_duration(text: str) -> float | None:
-    """Seconds in '10m', '1h30m', 'an hour', '2 days and 3 hours'; None if it is not one."""
+    """Seconds in '10m', '1h30m', 'an hour', '2 days and 3 hours'; None if it is not one.
+
+    Raises WhenError for a duration longer than MAX_DURATION_YEARS."""
     total, pos, parts = 0.0, 0, 0
     text = text.strip()
     while pos < len(text):
@@ -93,7 +102,13 @@ def parse_duration(text: str) -> float | None:
         amount = 1.0 if match.group(1).startswith("a") else float(match.group(1))
         total += amount * _UNITS[match.group(2)]
         pos, parts = match.end(), parts + 1
+    if total > _MAX_SECONDS:  # inf too, from a number too long for a float
+        raise WhenError(f"'{_cut(text)}' is too long; at most {MAX_DURATION_YEARS} years")
     return total if parts else None
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
 def parse_time(text: str) -> time | None:

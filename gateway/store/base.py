@@ -224,6 +224,10 @@ class Store(ABC):
     @abstractmethod
     async def close(self) -> None: ...
 
+    def abandon(self) -> None:  # noqa: B027 - optional: only stores holding a lock need it
+        """Let go of what the store holds without waiting (the gateway failed to start and
+        no event loop may run): the embedded store's file lock, for one."""
+
     @property
     @abstractmethod
     def shared(self) -> bool:

@@ -12,8 +12,12 @@ from pydantic import BaseModel
 
 import gateway.turns
 from gateway.admission import Status
+from gateway.app import App
 from gateway.channels import Capabilities
+from gateway.config import ConfigError
+from gateway.extensions import Command, CommandCall
 from gateway.messages import ButtonPress, ChatRef, Outbound, SentRef, UserRef
+from gateway.store.embedded import EmbeddedStore
 from gateway.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fixtures_redis import RedisServer
@@ -194,3 +198,24 @@ async def test_typing_pauses_while_waiting_for_approval(
     assert rec.typing_at and rec.typing_at[0] < asked_at  # typing ran before the prompt
     assert during == []  # and paused while the person decided
     assert any(t > asked_at + 0.4 for t in rec.typing_at)  # and resumed after
+
+
+async def test_a_command_that_fails_answers_in_one_line(tmp_path: Path, llm: ScriptedLLM) -> None:
+    async def broken(call: CommandCall) -> str:
+        raise RuntimeError("bug in a command")
+
+    async with running_gateway(gateway_settings(tmp_path, llm.url)) as gw:
+        gw.app.extensions.add_command(Command("broken", "fails", broken))
+        outcome = await gw.say("/broken now")
+        assert outcome.reply == "Something went wrong running /broken; please try again."
+        assert (await gw.say("/help")).reply is not None  # the gateway goes on
+        assert llm.requests == []
+
+
+def test_a_gateway_that_fails_to_build_releases_the_embedded_store(tmp_path: Path) -> None:
+    settings = gateway_settings(
+        tmp_path, "http://llm.invalid/v1", tools={"allow": ["no_such_tool"]}
+    )
+    with pytest.raises(ConfigError, match="no_such_tool"):
+        App(settings)
+    EmbeddedStore(settings.data_dir).abandon()  # the lock is free again

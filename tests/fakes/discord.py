@@ -19,6 +19,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -183,6 +184,7 @@ class FakeDiscord(LocalServer):
             ("PUT", re.compile(r"/applications/\d+(?:/guilds/(\d+))?/commands"), self._commands),
             ("POST", re.compile(r"/channels/(\d+)/messages"), self._create_message),
             ("PATCH", re.compile(r"/channels/(\d+)/messages/(\d+)"), self._edit_message),
+            ("DELETE", re.compile(r"/channels/(\d+)/messages/(\d+)"), self._delete_message),
             ("POST", re.compile(r"/channels/(\d+)/typing"), self._typing),
             ("POST", re.compile(r"/channels/(\d+)/messages/(\d+)/threads"), self._create_thread),
             ("POST", re.compile(r"/interactions/(\d+)/([^/]+)/callback"), self._callback),
@@ -193,7 +195,13 @@ class FakeDiscord(LocalServer):
                 re.compile(r"/webhooks/\d+/([^/]+)/messages/(@original|\d+)"),
                 self._edit_hook,
             ),
+            (
+                "DELETE",
+                re.compile(r"/webhooks/\d+/([^/]+)/messages/(@original|\d+)"),
+                self._delete_hook,
+            ),
         ]
+        self.deleted: set[str] = set()  # message ids deleted (by the bot or, in tests, a person)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -252,6 +260,11 @@ class FakeDiscord(LocalServer):
         async with asyncio.timeout(within), self._changed:
             await self._changed.wait_for(lambda: len(self.calls_to(method, path)) >= count)
         return self.calls_to(method, path)
+
+    async def wait_until(self, predicate: Callable[[], bool], *, within: float = 5.0) -> None:
+        """Wait until `predicate()` holds; it is checked after every REST call."""
+        async with asyncio.timeout(within), self._changed:
+            await self._changed.wait_for(predicate)
 
     async def wait_for_post(self, path: str, content: str, *, within: float = 5.0) -> Call:
         """Wait for a POST to `path` (regex) whose content is `content`, e.g. one turn's answer.
@@ -522,7 +535,10 @@ class FakeDiscord(LocalServer):
         for method, pattern, handler in self._routes:
             match = pattern.fullmatch(path)
             if match is not None and method == request.method:
-                result = handler(call, *match.groups())
+                try:
+                    result = handler(call, *match.groups())
+                except _RestError as exc:
+                    return _json(exc.body, exc.status)
                 if result is None:
                     return web.Response(status=204)
                 return _json(result)
@@ -605,6 +621,8 @@ class FakeDiscord(LocalServer):
         return [self.attachment(f.filename, f.data, f.content_type) for f in call.files]
 
     def _edit_message(self, call: Call, channel_id: str, message_id: str) -> dict[str, Any]:
+        if message_id in self.deleted:
+            raise _RestError(404, {"message": "Unknown Message", "code": 10008})
         message = self.messages.setdefault(
             message_id, {**self._message(channel_id, "", USERS[BOT_ID]), "id": message_id}
         )
@@ -615,6 +633,20 @@ class FakeDiscord(LocalServer):
             message["components"] = body["components"] or []
         message["edited_timestamp"] = _now()
         return message
+
+    def _delete_message(self, call: Call, channel_id: str, message_id: str) -> None:
+        if message_id in self.deleted or message_id not in self.messages:
+            raise _RestError(404, {"message": "Unknown Message", "code": 10008})
+        self.deleted.add(message_id)
+
+    def _delete_hook(self, call: Call, token: str, message_id: str) -> None:
+        self._delete_message(call, "", message_id)
+
+    def shown(self, message_id: str) -> str | None:
+        """What a message shows now (after edits); None once deleted."""
+        if message_id in self.deleted or message_id not in self.messages:
+            return None
+        return str(self.messages[message_id].get("content", ""))
 
     def _typing(self, call: Call, channel_id: str) -> None:
         return None
@@ -700,6 +732,13 @@ class FakeDiscord(LocalServer):
             payload["member"] = member(user_id)
         self._interactions[token] = payload
         return payload
+
+
+class _RestError(Exception):
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(body.get("message"))
+        self.status = status
+        self.body = body
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:

@@ -7,7 +7,9 @@ helpers that deliver Events API requests signed the way Slack signs them.
 
 Web API calls (JSON or form bodies) are recorded in `calls`; `fail()` scripts errors,
 including 429 with Retry-After. The WebSocket at /link sends `hello`, takes envelopes from
-`push()` and records the client's acks.
+`push()` and records the client's acks. Messages the bot posts, streams
+(chat.startStream / appendStream / stopStream), updates and deletes are kept in
+`messages`; `stream_methods = False` makes the stream methods refused.
 """
 
 from __future__ import annotations
@@ -87,10 +89,25 @@ class _Failure:
 
 
 @dataclass
+class Message:
+    """A message of the bot's as Slack shows it: its text, and the task cards a stream added."""
+
+    channel: str
+    ts: str
+    text: str
+    thread_ts: str | None = None
+    streaming: bool = False
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    deleted: bool = False
+
+
+@dataclass
 class FakeSlack(LocalServer):
     calls: list[Call] = field(default_factory=list)
     acks: dict[str, dict[str, Any]] = field(default_factory=dict)
     connections: int = 0
+    messages: dict[str, Message] = field(default_factory=dict)  # by ts
+    stream_methods: bool = True  # False: the workspace or app cannot use chat.*Stream
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -262,10 +279,21 @@ class FakeSlack(LocalServer):
             }
         if method == "chat.postMessage":
             ts = self.next_ts()
+            channel = str(params.get("channel"))
+            self.messages[ts] = Message(channel, ts, str(params.get("text") or ""))
+            self.messages[ts].thread_ts = params.get("thread_ts")
             message = {"type": "message", "text": params.get("text"), "ts": ts, "bot_id": BOT_ID}
             return {"channel": params.get("channel"), "ts": ts, "message": message}
         if method == "chat.update":
+            found = self._message(params)
+            if found is not None:
+                found.text = str(params.get("text") or "")
             return {"channel": params.get("channel"), "ts": params.get("ts")}
+        if method == "chat.delete":
+            self._message(params, need=True).deleted = True  # type: ignore[union-attr]
+            return {"channel": params.get("channel"), "ts": params.get("ts")}
+        if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
+            return self._stream(method, params)
         if method == "chat.postEphemeral":
             return {"message_ts": self.next_ts()}
         if method == "apps.connections.open":
@@ -285,6 +313,56 @@ class FakeSlack(LocalServer):
         if method == "files.completeUploadExternal":
             return {"files": [self._complete(entry, params) for entry in _json_list(params)]}
         return {}  # reactions.add / reactions.remove and the like
+
+    def _message(self, params: dict[str, Any], *, need: bool = False) -> Message | None:
+        found = self.messages.get(str(params.get("ts")))
+        if found is not None and found.deleted:
+            found = None
+        if found is None and need:
+            raise _SlackError("message_not_found")
+        return found
+
+    def _stream(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if not self.stream_methods:
+            raise _SlackError("not_allowed_token_type")
+        channel = str(params.get("channel") or "")
+        if method == "chat.startStream":
+            if not params.get("thread_ts"):
+                raise _SlackError("invalid_arguments")
+            if not channel.startswith("D") and not (
+                params.get("recipient_user_id") and params.get("recipient_team_id")
+            ):
+                raise _SlackError("invalid_arguments")  # required outside DMs
+            ts = self.next_ts()
+            message = Message(channel, ts, "", str(params["thread_ts"]), streaming=True)
+            self.messages[ts] = message
+        else:
+            found = self._message(params, need=True)
+            assert found is not None
+            if not found.streaming:
+                raise _SlackError("message_not_in_streaming_state")
+            message = found
+        chunks = list(params.get("chunks") or [])
+        if params.get("markdown_text"):
+            chunks.append({"type": "markdown_text", "text": params["markdown_text"]})
+        for chunk in chunks:
+            if chunk.get("type") == "markdown_text":
+                message.text += str(chunk.get("text", ""))
+            elif chunk.get("type") == "task_update":
+                message.tasks[str(chunk["id"])] = chunk
+            else:
+                raise _SlackError("invalid_chunks")
+        if method == "chat.stopStream":
+            message.streaming = False
+        return {"channel": channel, "ts": message.ts}
+
+    def bot_messages(self, channel: str | None = None) -> list[Message]:
+        """The bot's messages not deleted, oldest first."""
+        return [
+            m
+            for m in self.messages.values()
+            if not m.deleted and (channel is None or m.channel == channel)
+        ]
 
     def _complete(self, entry: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         file = self.files.get(str(entry.get("id")))

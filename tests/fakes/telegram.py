@@ -41,7 +41,15 @@ CAPTION_LIMIT = 1024
 _UPLOADS = {"sendPhoto": "photo", "sendDocument": "document", "sendVoice": "voice",
             "sendAudio": "audio"}  # fmt: skip
 _JSON_PARAMS = {"reply_markup", "commands", "allowed_updates", "reply_parameters", "entities"}
-_INT_PARAMS = {"chat_id", "message_id", "message_thread_id", "offset", "limit", "user_id"}
+_INT_PARAMS = {
+    "chat_id",
+    "message_id",
+    "message_thread_id",
+    "offset",
+    "limit",
+    "user_id",
+    "draft_id",
+}
 
 
 @dataclass
@@ -111,6 +119,10 @@ class FakeBotAPI(LocalServer):
     pushed_at: dict[int, float] = field(default_factory=dict)
     listeners: list[Callable[[Call], None]] = field(default_factory=list)
     uploads: list[Upload] = field(default_factory=list)
+    # sendMessageDraft (Bot API 9.3): the text each (chat, draft id) shows now. False: the
+    # server is older and has no such method (404, as the real Bot API answers).
+    drafts_supported: bool = True
+    drafts: dict[tuple[int, int], str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -450,7 +462,7 @@ class FakeBotAPI(LocalServer):
     async def _m_editMessageText(self, request: web.Request, params: Params) -> Any:
         key = (_need(params, "chat_id"), _need(params, "message_id"))
         msg = self.messages.get(key)
-        if msg is None or msg["from"].get("id") != self.bot_id:
+        if msg is None or msg["from"].get("id") != self.bot_id or msg.get("deleted"):
             raise _ApiError(400, "Bad Request: message to edit not found")
         text = str(_need(params, "text"))
         _check_text(text, params.get("parse_mode"))
@@ -463,6 +475,36 @@ class FakeBotAPI(LocalServer):
         if markup:
             msg["reply_markup"] = markup
         return msg
+
+    async def _m_sendMessageDraft(self, request: web.Request, params: Params) -> Any:
+        if not self.drafts_supported:
+            raise _ApiError(404, "Not Found: method not found")
+        chat_id = _need(params, "chat_id")
+        draft_id = _need(params, "draft_id")
+        if chat_id < 0:
+            raise _ApiError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        text = str(params.get("text") or "")
+        if text:  # empty text shows a "Thinking..." placeholder
+            _check_text(text, params.get("parse_mode"))
+        self.drafts[(chat_id, draft_id)] = text
+        return True
+
+    async def _m_deleteMessage(self, request: web.Request, params: Params) -> Any:
+        key = (_need(params, "chat_id"), _need(params, "message_id"))
+        msg = self.messages.get(key)
+        if msg is None or msg.get("deleted"):
+            raise _ApiError(400, "Bad Request: message to delete not found")
+        msg["deleted"] = True
+        return True
+
+    def delete(self, chat_id: int, message_id: int) -> None:
+        """As if a person deleted the bot's message: later edits of it fail."""
+        self.messages[(chat_id, message_id)]["deleted"] = True
+
+    def shown(self, chat_id: int, message_id: int) -> str | None:
+        """The text a message shows now (after edits); None once it was deleted."""
+        msg = self.messages.get((chat_id, message_id))
+        return None if msg is None or msg.get("deleted") else str(msg.get("text", ""))
 
     async def _m_sendChatAction(self, request: web.Request, params: Params) -> Any:
         _need(params, "chat_id")

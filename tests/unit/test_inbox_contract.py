@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import fakeredis
 import pytest
@@ -12,6 +13,7 @@ import pytest_asyncio
 
 from gateway import keys
 from gateway.store.base import Batch, Store
+from gateway.store.embedded import EmbeddedStore
 from gateway.store.inbox import InboxEntry, IntakeRequest
 from gateway.store.redis import RedisStore
 
@@ -204,3 +206,23 @@ async def test_one_claim_takes_several_waiting_sessions_oldest_first(store: Stor
     taken = await store.claim("w:1", 5, limit=3)
     assert [c.session for c in taken] == ["wait:0", "wait:1", "wait:2"]
     assert [c.session for c in await store.claim("w:2", 5, limit=10)] == ["wait:3", "wait:4"]
+
+
+async def test_the_embedded_inbox_after_a_restart(tmp_path: Path) -> None:
+    # The process that held the leases is gone: every pending session waits for a worker,
+    # and a reply recorded before the crash is found.
+    store = EmbeddedStore(tmp_path)
+    await store.intake(req(S1, 1, owner="dead:1"))
+    await store.intake(req(S1, 2))
+    await store.intake(req(S2, 1))
+    await store.set(keys.reply(f"{S1}-e1"), '{"message_id": "7"}')
+    await store.close()
+    again = EmbeddedStore(tmp_path)
+    try:
+        assert (await again.inbox_stats())[0] == 3
+        assert await again.lease_owner(keys.session_lease(S1)) is None
+        taken = {c.session: c for c in await again.claim("new:1", 5, limit=5)}
+        assert set(taken) == {S1, S2}
+        assert taken[S1].entry.id == f"{S1}-e1" and taken[S1].reply == '{"message_id": "7"}'
+    finally:
+        await again.close()
