@@ -20,7 +20,7 @@ from tests.e2e.test_telegram_failover import start_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.fakes.mcp_launch import alive, calls, http_server, server_pid, stdio_server, wait_for
 from tests.fakes.telegram import FakeBotAPI
-from tests.harness import Harness, gateway_settings, running_gateway
+from tests.harness import Harness, eventually, gateway_settings, running_gateway
 
 pytestmark = pytest.mark.e2e
 
@@ -60,6 +60,11 @@ async def test_the_model_calls_an_mcp_tool_and_the_process_is_gone_after_shutdow
     assert not alive(pid)
 
 
+async def nth_prompt(gw: Harness, n: int) -> Any:
+    await eventually(lambda: sum(1 for o in gw.console.sent if o.buttons) >= n, what="prompt")
+    return [o for o in gw.console.sent if o.buttons][n - 1]
+
+
 async def test_a_destructive_tool_runs_only_after_approve(tmp_path: Path, llm: ScriptedLLM) -> None:
     state = tmp_path / "s"
     settings = gateway_settings(tmp_path, llm.url, mcp=mcp_settings(notes=stdio_server(state)))
@@ -80,6 +85,20 @@ async def test_a_destructive_tool_runs_only_after_approve(tmp_path: Path, llm: S
         assert (await turn.done).reply == "Deleted it."
         assert calls(state) == ["delete_note groceries"]
         assert tool_results(llm.requests[1]) == [wrap("mcp_notes_delete_note", "deleted groceries")]
+        # "For this session" covers this tool with these arguments only (issue 22 finding 3).
+        llm.push(Reply.calls(("mcp_notes_delete_note", {"name": "todo"})), Reply.text("1"))
+        turn = await gw.submit("delete todo")
+        await press(gw, button(await nth_prompt(gw, 2), "Approve for session"))
+        await turn.done
+        llm.push(Reply.calls(("mcp_notes_delete_note", {"name": "todo"})), Reply.text("2"))
+        assert (await gw.say("delete todo again")).reply == "2"  # no prompt this time
+        llm.push(Reply.calls(("mcp_notes_delete_note", {"name": "work"})), Reply.text("3"))
+        turn = await gw.submit("delete work")
+        other = await nth_prompt(gw, 3)
+        assert '"name": "work"' in other.text
+        await press(gw, button(other, "Deny"))
+        await turn.done
+        assert calls(state) == ["delete_note groceries", "delete_note todo", "delete_note todo"]
 
 
 async def test_a_policy_layer_denying_the_server_refuses_the_call(
