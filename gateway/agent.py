@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from gateway import untrusted
 from gateway.config import AgentSettings
 from gateway.llm import lenient_json
 from gateway.llm.types import Completer, Completion, Message, ToolCall, Usage
@@ -130,6 +131,8 @@ class Agent:
         limits).
         """
         settings = limits or self._settings
+        gate = self._approvals
+        ctx = untrusted.begin(ctx, ask=gate.asks_after_untrusted if gate is not None else True)
         budget = _TurnBudget(settings, llm or self._llm, events)
         by_name = {spec.name: spec for spec in tools}
         schemas = [spec.schema() for spec in tools] or None
@@ -320,12 +323,15 @@ async def run_tool(
         log.warning("bad tool arguments session=%s tool=%s", ctx.session, name)
         return f"error: invalid arguments for {name}: {describe_invalid(exc)}", "invalid"
     try:
-        if spec.approval is not None:
-            need = await spec.approval(args, ctx)
-            if need is not None:
-                refusal = await _ask_approval(approvals, need, name, ctx)
-                if refusal is not None:
-                    return refusal, "denied"
+        need = await spec.approval(args, ctx) if spec.approval is not None else None
+        if need is not None and ctx.trust is not None:
+            need = untrusted.mark(need, ctx.trust)
+        elif need is None:
+            need = await untrusted.need_after_untrusted(spec, args, ctx)
+        if need is not None:
+            refusal = await _ask_approval(approvals, need, name, ctx)
+            if refusal is not None:
+                return refusal, "denied"
     except ToolError as exc:
         return f"error: {exc}", "error"
     except Exception:
@@ -333,6 +339,15 @@ async def run_tool(
         log.exception("approval check failed session=%s tool=%s", ctx.session, name)
         return f"error: {name} was not run: its approval check failed. Tell the user.", "error"
     limit = timeout() if callable(timeout) else timeout
+    tainted = ctx.trust is not None and ctx.trust.tainted
+    output, outcome = await _run_handler(spec, args, ctx, limit)
+    return untrusted.received(spec, args, ctx, output, tainted_before=tainted), outcome
+
+
+async def _run_handler(
+    spec: ToolSpec[Any], args: Any, ctx: ToolContext, limit: float
+) -> tuple[str, str]:
+    name = spec.name
     try:
         async with asyncio.timeout(limit):
             return await spec.handler(args, ctx), "ok"

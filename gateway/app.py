@@ -33,6 +33,7 @@ from gateway.extensions import Extensions
 from gateway.group_context import GroupContext
 from gateway.history import SessionStore
 from gateway.http import HttpServer
+from gateway.integrity import signer_for
 from gateway.llm.client import LLMClient
 from gateway.llm.providers import ProviderPool
 from gateway.media.turn import turn_media
@@ -110,6 +111,8 @@ class App:
             say=self.notifier.say,
             is_admin=self.access.is_admin,
         )
+        # Seals approvals, answers and grants in the store (raises ConfigError without a key).
+        self.signer = signer_for(settings, self.metrics)
         self.approvals = ApprovalService(
             store=self.store,
             outbox=self.outbox,
@@ -117,6 +120,7 @@ class App:
             settings=settings.approvals,
             instance_id=self.instance_id,
             metrics=self.metrics,
+            signer=self.signer,
         )
         self.approvals.register(self.extensions)
         self.agent = Agent(
@@ -187,6 +191,7 @@ class App:
             llm=self.llm,
             approvals=self.approvals,
             submit=self.admission.submit,
+            signer=self.signer,
         )
         install_builtin_tools(self.tools, self.tool_services)
         self.http = (

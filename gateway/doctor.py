@@ -12,6 +12,7 @@ import httpx
 from gateway import keys
 from gateway.checks import CheckResult, probe_api
 from gateway.config import DEFAULT_PROVIDER, ConfigError, Settings, mask_url
+from gateway.integrity import REPLICA_NOTE, key_path, key_problem
 from gateway.llm.client import LLMClient
 from gateway.llm.errors import LLMError
 from gateway.llm.providers import ModelTarget, ProviderPool
@@ -37,6 +38,7 @@ async def run_checks(
         results.append(await _check_replicas(settings))
     results.extend(await check_models(settings))
     results.extend(check_profiles(settings))
+    results.append(_check_approvals_key(settings))
     if platforms:
         async with httpx.AsyncClient(timeout=10) as http:
             for check in platforms:
@@ -66,6 +68,24 @@ async def _check_store(settings: Settings) -> CheckResult:
     finally:
         await store.close()
     return CheckResult("store", True, where)
+
+
+def _check_approvals_key(settings: Settings) -> CheckResult:
+    problem = key_problem(settings)
+    if problem is not None:
+        return CheckResult(
+            "approvals key",
+            False,
+            problem,
+            "set approvals.secret (openssl rand -hex 32) or let the gateway's user write "
+            "the data directory",
+        )
+    if settings.approvals.secret.get_secret_value():
+        return CheckResult("approvals key", True, "approvals.secret")
+    detail = f"{key_path(settings)} (made at first start when missing)"
+    if settings.redis.url:
+        detail += f"; {REPLICA_NOTE}"
+    return CheckResult("approvals key", True, detail)
 
 
 async def _check_replicas(settings: Settings) -> CheckResult:

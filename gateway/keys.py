@@ -5,12 +5,17 @@ so these are the names inside it. They are part of the data format: a deployment
 upgraded in place reads what the previous version wrote, so a name here changes
 only together with a migration.
 
+"Sealed" values are JSON `{"v": value, "mac": HMAC}` under the gateway's own key
+(gateway/integrity.py); one that does not verify is ignored.
+
 Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
 `{chat}` a ChatRef address such as `slack:C0123/1700000000.1`):
 
     session:{session}                 value  a session's history record (JSON)
     chat_sessions:{platform}:{chat}   hash   sessions of a chat -> creation time (for /forget)
-    approved_shapes:{session}         hash   command shapes approved for the session -> approver
+    approved_shapes:{session}         hash   "for this session" grants: a digest of (person, tool,
+                                             shape) -> the sealed grant (gateway/grants.py)
+    standing_grants:{platform}:{chat} hash   "always in this chat" grants, the same way
     context:{chat}                    list   recent group messages not addressed to the bot
     seen:{platform}:{event_id}        value  a platform event already taken (dedupe)
     refused:{chat}:{user_id}          value  a refusal was told to this person here this hour
@@ -28,11 +33,12 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     noticed:{lease owner}             value  the "answer after this" notice was sent for a turn
     replicas                          hash   instance id -> last heartbeat (unix time)
     wipe_offer:{token}                value  /forget's offer to delete a chat's workspace files
-    approval:{id}                     value  an approval request (JSON)
+    approval:{id}                     value  an approval request (sealed JSON)
     approvals:pending                 hash   pending request id -> expiry
     approvals:audit                   list   decisions, newest last
     alive:{instance}                  value  heartbeat of a running gateway process
-    {namespace}:answer:{id}           value  a Rendezvous answer (approvals, clarify)
+    {namespace}:answer:{tag}          value  a sealed Rendezvous answer (approvals, clarify);
+                                             the tag is an HMAC of the id (gateway/integrity.py)
     clarify:open:{session}            value  the question a session's turn is waiting on
     clarify:question:{id}             value  an open question (JSON)
     cron:jobs / cron:state            hash   job specs / run state by job id
@@ -80,6 +86,11 @@ def chat_sessions(chat_scope: str) -> str:
 
 def approved_shapes(key: SessionKey | str) -> str:
     return f"approved_shapes:{key}"
+
+
+def standing_grants(chat_scope: str) -> str:
+    """`chat_scope` is `platform:chat_id` (SessionKey.chat_scope)."""
+    return f"standing_grants:{chat_scope}"
 
 
 def context(chat_address: str) -> str:

@@ -6,11 +6,12 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from gateway.messages import ChatKind, ChatRef, UserRef
+from gateway.untrusted import PROMPT as UNTRUSTED_PROMPT
 
 # Extra prompt sections contributed by other parts (skills index, scheduler hints).
 PromptSection = Callable[[ChatRef, UserRef], str]
 
-BASE_PROMPT = """\
+BASE_PROMPT = f"""\
 You are chatgate, a capable assistant that people reach through a chat app. You can use \
 tools to do real work: read and write files in your workspace, run commands, fetch web \
 pages, remember things and schedule reminders, when those tools are offered to you.
@@ -20,6 +21,7 @@ How to work:
 - Keep replies short and readable in a chat window. Use Markdown sparingly.
 - When a tool returns an error, read it, fix the call and try again, or explain the problem.
 - Actions that change or delete things may need a person to approve them in the chat.
+- {UNTRUSTED_PROMPT}
 - Save durable facts the person asks you to remember with the memory tool; do not save \
 passing details."""
 

@@ -55,6 +55,22 @@ class StreamControl(Protocol):
 NO_STREAM: StreamControl = _NoPause()
 
 
+@dataclass
+class TurnTrust:
+    """What outside content entered one turn; gateway/untrusted.py decides what follows."""
+
+    ask: bool = True  # after outside content, calls with side effects wait for a person
+    sources: list[str] = field(default_factory=list)  # "web_fetch https://example.com/" ...
+    # Text the turn has seen (the person's message, tool results), so a URL followed from a
+    # page can be told from one the model made up to carry data out.
+    seen: list[str] = field(default_factory=list)
+    seen_chars: int = 0
+
+    @property
+    def tainted(self) -> bool:
+        return bool(self.sources)
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Who and where a tool call runs for; long-lived dependencies are bound at build time."""
@@ -71,6 +87,9 @@ class ToolContext:
     # The text of that message: what the person themselves wrote in this turn.
     user_text: str = ""
     typing: TypingControl = NO_TYPING
+    # What outside content entered this turn (gateway/untrusted.py); set by the agent, shared
+    # with sub-agents and execute_code's calls. None: not inside an agent run.
+    trust: TurnTrust | None = None
     stream: StreamControl = NO_STREAM
     # The turn's tool scope and models (its profile's chain), for sub-agents to share.
     scope: ToolScope | None = None
@@ -87,6 +106,7 @@ class ApprovalNeed:
     shape: str = ""
     cwd: str | None = None
     where: str = ""  # where it runs, e.g. "in the sandbox", "on build-host via SSH"
+    untrusted: str = ""  # outside content that entered the turn first ("web_fetch example.com")
 
 
 @dataclass(frozen=True)
@@ -100,6 +120,14 @@ class ToolSpec(Generic[A]):
     approval: Callable[[A, ToolContext], Awaitable[ApprovalNeed | None]] | None = None
     timeout: float | None = None  # overrides the agent's per-tool timeout
     extras: dict[str, Any] = field(default_factory=dict)
+    # Its result is outside content (a web page, an MCP server's answer, a file someone
+    # sent): shown to the model marked as data, and the rest of the turn asks before acting.
+    untrusted_output: bool | Callable[[A, ToolContext], bool] = False
+    # Whether a call changes things or sends data out, which after outside content entered
+    # the turn waits for a person (`approvals.after_untrusted`). True: every call, shown as
+    # the tool's arguments; a function: the approval to ask for this call, None when the
+    # call only reads (the shell: read-only commands).
+    side_effects: bool | Callable[[A, ToolContext], Awaitable[ApprovalNeed | None]] = False
     # The line a streamed reply shows while the call runs ("Reading notes.md"); None: the
     # generic "Running <name>: `<main argument>`". Secrets are scrubbed from it either way.
     progress: Callable[[A], str] | None = None
@@ -144,6 +172,11 @@ class ToolCatalog(Protocol):
 class ApprovalGate(Protocol):
     async def decide(self, need: ApprovalNeed, tool: str, ctx: ToolContext) -> ApprovalOutcome:
         """Wait for a person's decision on a call; a timeout is a deny."""
+        ...
+
+    @property
+    def asks_after_untrusted(self) -> bool:
+        """Whether calls with side effects ask once outside content entered the turn."""
         ...
 
 

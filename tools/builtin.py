@@ -12,6 +12,7 @@ from gateway.channels import Outbox
 from gateway.config import Settings
 from gateway.extensions import Extensions
 from gateway.history import SessionStore
+from gateway.integrity import EntrySigner, signer_for
 from gateway.llm.client import LLMClient
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
@@ -66,6 +67,8 @@ class ToolServices:
     # Filled by install_builtin_tools: call each once the gateway starts; each returns at once
     # and works in the background (MCP servers connecting).
     starters: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # Seals answers in the store (clarify); None: one from the settings' key.
+    signer: EntrySigner | None = None
 
 
 def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> ToolPolicy:
@@ -130,6 +133,7 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     clarify = ClarifyService(
         services.store,
         services.outbox,
+        services.signer or signer_for(settings),
         timeout=cfg.clarify_timeout,
         answer_by=cfg.clarify_answer_by,
     )

@@ -19,17 +19,20 @@ from gateway.config import Settings
 from gateway.llm.client import LLMClient
 from gateway.llm.errors import LLMError
 from gateway.tooling import ApprovalGate, ToolCatalog, ToolContext, ToolError, ToolScope, ToolSpec
+from gateway.untrusted import PROMPT as UNTRUSTED_PROMPT
 from tools.args import ToolArgs
 
 GROUP = "subagent"
 # Tools a sub-agent never gets: it cannot ask the person anything or spawn more agents.
 _NEVER = {"delegate", "clarify"}
 
-SUBAGENT_PROMPT = """\
+SUBAGENT_PROMPT = f"""\
 You are a sub-agent working for another assistant, not for a person. Do the task you are \
 given with the tools you have, then reply with a concise report: what you did, what you \
 found (with file paths, commands and URLs where relevant), and anything left undone. You \
-cannot ask questions; if something is ambiguous, make a reasonable choice and say so."""
+cannot ask questions; if something is ambiguous, make a reasonable choice and say so.
+
+{UNTRUSTED_PROMPT}"""
 
 
 class DelegateArgs(ToolArgs):

@@ -204,6 +204,15 @@ class AccessSettings(Section):
 class ApprovalSettings(Section):
     timeout_seconds: float = Field(default=300.0, gt=0, le=WEEK)  # no decision by then: deny
     audit_max_entries: int = Field(default=10_000, ge=100, le=100_000_000)
+    # Who may press "Always allow in this chat" (a standing grant for one exact call shape):
+    # admins, also the requester, or nobody (the button is not shown).
+    allow_always: Literal["admins", "requester", "off"] = "admins"
+    # After outside content (web pages, MCP results, files people sent) enters a turn,
+    # calls that change things or send data out wait for a person; "off": they do not.
+    after_untrusted: Literal["ask", "off"] = "ask"
+    # Seals approvals, answers and grants in the store; empty: a random key kept in
+    # `{data_dir}/approvals.key` (0600). With several replicas set the same value on each.
+    secret: SecretStr = SecretStr("")
 
 
 class SchedulerSettings(Section):

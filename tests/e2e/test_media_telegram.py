@@ -14,6 +14,7 @@ import pytest
 from gateway.access import NOT_ALLOWED
 from gateway.app import App
 from gateway.media.turn import NO_VISION
+from gateway.untrusted import wrap
 from tests.e2e.test_telegram import telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.fakes.telegram import FakeBotAPI
@@ -126,7 +127,7 @@ async def test_vision_model_answers_through_vision_analyze(
     assert vision["model"] == "eyes-7b" and "tools" not in vision
     [image] = image_parts(vision)
     assert image.size == (800, 600)
-    assert tool_results(last) == ["It is red."]
+    assert tool_results(last) == [wrap("vision_analyze", "It is red.")]  # outside content
     assert tg.texts() == ["The square is red."]  # no "cannot see" notice: the tool could look
 
 
