@@ -81,6 +81,11 @@ FAMILIES: dict[str, Family] = {
         Family("approvals_pending", "gauge", "Approval requests waiting in this process."),
         Family("approvals_decided_total", "counter", "Approval requests decided, by outcome."),
         Family(
+            "approvals_tampered_total",
+            "counter",
+            "Sealed store entries (approvals, answers, grants) that failed verification.",
+        ),
+        Family(
             "approval_decision_seconds",
             "histogram",
             "Time from an approval request to its decision.",
