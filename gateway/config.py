@@ -193,6 +193,21 @@ class ToolsSettings(Section):
     shell_extra_ask: list[str] = []
     shell_extra_block: list[str] = []
     terminal: TerminalSettings = TerminalSettings()
+    # Tools on demand (gateway/toolbox.py): only `core` is sent every turn; the model loads
+    # other allowed groups with load_tools for the rest of the session. false: send them all.
+    on_demand: bool = True
+    core: list[str] = [
+        "read_file",
+        "write_file",
+        "edit_file",
+        "shell",
+        "web_search",
+        "web_fetch",
+        "memory",
+        "skill",
+        "session_search",
+        "delegate",
+    ]
 
     @field_validator("shell_extra_allow", "shell_extra_ask", "shell_extra_block")
     @classmethod
@@ -240,8 +255,36 @@ class AgentSettings(Section):
     tool_timeout: float = Field(default=120.0, gt=0)
     max_tokens_per_turn: int = Field(default=400_000, ge=1000)
     history_token_budget: int = Field(default=24_000, ge=1000)
+    # The model that writes compaction summaries (gateway/compaction.py); empty: llm.model.
+    summary_model: str = ""
     subagent_max_iterations: int = Field(default=15, ge=1)
     subagent_max_seconds: float = Field(default=300.0, gt=0)
+
+
+class SkillsSettings(Section):
+    """Skills the agent writes with skill_manage, kept in the store (tools/skill_store.py)."""
+
+    # A new or changed skill waits for an admin's Approve (access.admins) before it is saved.
+    manage_approval: bool = True
+    max_skill_bytes: int = Field(default=1_000_000, ge=10_000)  # all files of one skill
+    max_file_bytes: int = Field(default=256_000, ge=1_000)  # one file
+    max_files: int = Field(default=50, ge=1)
+
+
+class HistorySettings(Section):
+    """Past conversations: the search index behind session_search, and how long it keeps them."""
+
+    # Conversations (and their index entries) untouched this long are deleted; 0 keeps them.
+    retention_days: float = Field(default=90.0, ge=0)
+
+
+class DelegationSettings(Section):
+    """The delegate tool (tools/subagent.py): sub-agents with their own context and limits."""
+
+    max_parallel: int = Field(default=3, ge=1, le=16)  # tasks in one delegate call
+    # 1: sub-agents cannot delegate; 2: they may, once more; and so on.
+    max_depth: int = Field(default=1, ge=1, le=4)
+    max_tokens_per_task: int = Field(default=200_000, ge=1000)  # prompt + completion
 
 
 class RouterSettings(Section):
@@ -408,6 +451,9 @@ class Settings(BaseSettings):
     scheduler: SchedulerSettings = SchedulerSettings()
     http: HTTPSettings = HTTPSettings()
     mcp: MCPSettings = MCPSettings()
+    skills: SkillsSettings = SkillsSettings()
+    history: HistorySettings = HistorySettings()
+    delegation: DelegationSettings = DelegationSettings()
 
     @classmethod
     def settings_customise_sources(
