@@ -8,6 +8,7 @@ correct. Only LLM errors propagate, for the turn runner to report.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -29,6 +30,7 @@ from gateway.tooling import (
     ToolError,
     ToolSpec,
 )
+from gateway.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 
@@ -96,15 +98,19 @@ class Agent:
         self,
         system_prompt: str,
         history: Sequence[Message],
-        tools: Sequence[ToolSpec[Any]],
+        tools: Sequence[ToolSpec[Any]] | Toolbox,
         ctx: ToolContext,
         *,
         catalog: ToolCatalog | None = None,
     ) -> AgentResult:
-        """Run one turn. `history` ends with the user's message; it is not modified."""
+        """Run one turn. `history` ends with the user's message; it is not modified.
+
+        `tools` is a fixed list or a Toolbox, which may offer more tools from one step to the
+        next (load_tools); its current tools are sent on every step.
+        """
         budget = _TurnBudget(self._settings)
-        by_name = {spec.name: spec for spec in tools}
-        schemas = [spec.schema() for spec in tools] or None
+        box = tools if isinstance(tools, Toolbox) else Toolbox(tools)
+        ctx = dataclasses.replace(ctx, toolbox=box)
         added: list[Message] = []
         calls_made = 0
 
@@ -112,6 +118,7 @@ class Agent:
             return [{"role": "system", "content": system_prompt}, *history, *added]
 
         for iteration in range(1, self._settings.max_iterations + 1):
+            schemas = [spec.schema() for spec in box.specs()] or None
             completion = await self._complete(transcript(), schemas, budget)
             added.append(completion.assistant_message())
             if not completion.tool_calls:
@@ -119,7 +126,7 @@ class Agent:
                     completion.content or "", added, budget.usage, iteration, calls_made
                 )
             calls_made += len(completion.tool_calls)
-            results = await self._run_calls(completion.tool_calls, by_name, ctx, catalog, budget)
+            results = await self._run_calls(completion.tool_calls, box, ctx, catalog, budget)
             added.extend(results)
             if budget.tokens_exhausted:
                 return await self._final_answer(
@@ -178,14 +185,14 @@ class Agent:
     async def _run_calls(
         self,
         calls: Sequence[ToolCall],
-        by_name: dict[str, ToolSpec[Any]],
+        box: Toolbox,
         ctx: ToolContext,
         catalog: ToolCatalog | None,
         budget: _TurnBudget,
     ) -> list[Message]:
         # Parallel calls run concurrently; results keep the model's order.
         outputs = await asyncio.gather(
-            *(self._run_one(call, by_name, ctx, catalog, budget) for call in calls)
+            *(self._run_one(call, box, ctx, catalog, budget) for call in calls)
         )
         return [
             {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
@@ -195,12 +202,12 @@ class Agent:
     async def _run_one(
         self,
         call: ToolCall,
-        by_name: dict[str, ToolSpec[Any]],
+        box: Toolbox,
         ctx: ToolContext,
         catalog: ToolCatalog | None,
         budget: _TurnBudget,
     ) -> str:
-        spec = by_name.get(call.name)
+        spec = box.get(call.name)
         if spec is None:
             known = catalog.get(call.name) if catalog else None
             log.warning(
@@ -211,7 +218,7 @@ class Agent:
             )
             if known is not None:
                 return f"error: the tool '{call.name}' is not allowed in this chat. Do not call it."
-            available = ", ".join(sorted(by_name)) or "none"
+            available = ", ".join(sorted(t.name for t in box.specs())) or "none"
             return f"error: there is no tool named '{call.name}'. Available tools: {available}."
 
         def limit() -> float:  # after any approval wait, which uses up turn time
@@ -245,6 +252,9 @@ async def execute_tool(
     try:
         if spec.approval is not None:
             need = await spec.approval(args, ctx)
+            if need is not None and ctx.task_label:
+                # The person sees which of several parallel sub-tasks wants this.
+                need = dataclasses.replace(need, reason=f"{ctx.task_label}: {need.reason}")
             if need is not None:
                 refusal = await _ask_approval(approvals, need, name, ctx)
                 if refusal is not None:

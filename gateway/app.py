@@ -27,6 +27,7 @@ from gateway.agent import Agent
 from gateway.approvals import ApprovalService
 from gateway.channels import Adapter, AdapterContext, Outbox
 from gateway.commands import register_builtin_commands
+from gateway.compaction import Compactor, summary_client
 from gateway.config import Settings
 from gateway.doctor import CheckResult, PlatformCheck
 from gateway.extensions import Extensions
@@ -47,6 +48,7 @@ from gateway.middlewares import (
     Validate,
 )
 from gateway.platforms import PlatformPlugin
+from gateway.retention import RetentionSweeper
 from gateway.scheduler import Scheduler
 from gateway.scheduling.commands import register_schedule_commands
 from gateway.session_leases import SessionLeases
@@ -92,6 +94,7 @@ class App:
         self.approvals.register(self.extensions)
         self.agent = Agent(self.llm, settings.agent, approvals=self.approvals)
         self.tools = ToolRegistry()
+        self.summary_llm = summary_client(settings, self.llm, llm_transport)
         self.runner = TurnRunner(
             settings=settings,
             agent=self.agent,
@@ -101,6 +104,15 @@ class App:
             outbox=self.outbox,
             metrics=self.metrics,
             prompt_sections=self.extensions.prompt_sections,
+            compactor=Compactor(
+                self.summary_llm, self.memory, settings.agent.history_token_budget
+            ),
+        )
+        self.retention = RetentionSweeper(
+            self.store,
+            self.sessions,
+            retention_days=settings.history.retention_days,
+            instance_id=self.instance_id,
         )
         context = GroupContext(self.store, size=20)
         self.leases = SessionLeases(
@@ -234,6 +246,7 @@ class App:
             await self.http.start()
         # After the adapters: expiring a request left by a dead process edits its message.
         await self.approvals.start()
+        await self.retention.start()
         # Last: a job due at start is delivered through adapters that are already running.
         await self.scheduler.start()
         self._started = True
@@ -246,6 +259,7 @@ class App:
             except Exception:
                 log.exception("adapter stop failed platform=%s", adapter.platform)
         await self.queue.stop()
+        await self.retention.stop()
         await self.approvals.stop()
         for close in self.tool_services.closers:
             try:
@@ -255,6 +269,8 @@ class App:
         if self.http is not None:
             await self.http.stop()
         await self.llm.aclose()
+        if self.summary_llm is not self.llm:
+            await self.summary_llm.aclose()
         await self.store.close()
         self._started = False
 

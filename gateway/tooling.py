@@ -11,12 +11,15 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from gateway.messages import Attachment, ChatRef, UserRef
 from gateway.sessions import SessionKey
+
+if TYPE_CHECKING:
+    from gateway.toolbox import Toolbox
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -59,6 +62,12 @@ class ToolContext:
     # The text of that message: what the person themselves wrote in this turn.
     user_text: str = ""
     typing: TypingControl = NO_TYPING
+    # How many delegations deep this call runs (0: the agent the person talks to).
+    depth: int = 0
+    # Which sub-task of a delegate batch made the call, shown when it asks for approval.
+    task_label: str = ""
+    # The running agent loop's tools; load_tools adds to it (set by Agent.run).
+    toolbox: Toolbox | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,8 @@ class ApprovalNeed:
     shape: str = ""
     cwd: str | None = None
     where: str = ""  # where it runs, e.g. "in the sandbox", "on build-host via SSH"
+    # Only an admin may decide, whatever access.approvers says (e.g. a skill the agent wrote).
+    admins_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,6 +129,13 @@ class ToolCatalog(Protocol):
 
     def get(self, name: str) -> ToolSpec[Any] | None:
         """Any registered tool, allowed here or not (so refusals can name the reason)."""
+        ...
+
+    def toolbox(
+        self, scope: ToolScope, loaded: Sequence[str] = (), *, exclude: Sequence[str] = ()
+    ) -> Toolbox:
+        """What a turn in this scope offers: the allowed tools but `exclude`, on demand or all
+        at once; `loaded` are tools the session loaded in earlier turns."""
         ...
 
 

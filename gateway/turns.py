@@ -13,25 +13,28 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from gateway.agent import Agent, TurnTimeout
 from gateway.channels import DeliveryError, Outbox
+from gateway.compaction import Compactor, summary_block
 from gateway.config import Settings
-from gateway.history import SessionRecord, SessionStore, compact
+from gateway.history import SessionRecord, SessionStore
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
 from gateway.memory import MemoryBook
 from gateway.messages import ChatKind, ChatRef, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
-from gateway.prompt import PromptSection, build_system_prompt
+from gateway.prompt import PromptSection, build_system_prompt, render_sections, turn_prompt
 from gateway.session_leases import TurnLease
 from gateway.sessions import SessionKey
 from gateway.store.base import StoreUnavailable
 from gateway.store.inbox import Claimed
+from gateway.store.search import SearchDoc
 from gateway.tasks import stop_task
-from gateway.tooling import ToolCatalog, ToolContext, ToolScope, ToolSpec
+from gateway.toolbox import Toolbox
+from gateway.tooling import ToolCatalog, ToolContext, ToolScope
+from gateway.turnlog import turn_text
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +127,7 @@ class TurnRunner:
         outbox: Outbox,
         metrics: Metrics,
         prompt_sections: Sequence[PromptSection] = (),
+        compactor: Compactor | None = None,
     ) -> None:
         self._settings = settings
         self._agent = agent
@@ -132,8 +136,13 @@ class TurnRunner:
         self._catalog = catalog
         self._outbox = outbox
         self._metrics = metrics
-        # Read at each new session, so a section registered after this runner was built counts.
+        # Rendered at every turn, so a section registered after this runner was built counts
+        # and a section's text may change while a session runs (a skill was added).
         self._sections = prompt_sections
+        # Without one, the oldest turns are dropped when history passes its budget.
+        self._compactor = compactor or Compactor(
+            None, None, settings.agent.history_token_budget
+        )
 
     async def run(
         self,
@@ -149,7 +158,7 @@ class TurnRunner:
         `on_answering` is called when the final reply is about to be delivered.
         """
         inbound, key = job.inbound, job.key
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         record = self._sessions.parse(lease.record)
         if record.is_new:
             notes = await self._memory.notes(inbound.chat, inbound.sender)
@@ -158,25 +167,28 @@ class TurnRunner:
                 inbound.sender,
                 notes=notes.render(),
                 extra=self._settings.agent.system_prompt,
-                sections=self._sections,
             )
         user_message: Message = {"role": "user", "content": user_content(inbound, context_lines)}
-        history = compact(
-            [*record.messages, user_message], self._settings.agent.history_token_budget
-        )
+        history = [*record.messages, user_message]
         if job.reply is not None:
             return await self._already_answered(job, lease, record, history)
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
         typing.start()
         outcome = TurnOutcome()
+        toolbox = self._toolbox(inbound, record)
+        added: list[Message] = []
         try:
+            history = await self._compactor.compact(
+                record, history, inbound.chat, inbound.sender, str(key)
+            )
             result = await self._agent.run(
-                record.system,
+                await self._system_prompt(record, inbound),
                 history,
-                self._tools(inbound),
+                toolbox,
                 self._context(job, typing),
                 catalog=self._catalog,
             )
+            added = result.new_messages
             history.extend(result.new_messages)
             record.prompt_tokens += result.usage.prompt_tokens
             record.completion_tokens += result.usage.completion_tokens
@@ -195,10 +207,13 @@ class TurnRunner:
                 raise  # the process is stopping: the message stays for another run
             outcome.cancelled = True
             history.append({"role": "assistant", "content": INTERRUPTED_NOTE})
-            await asyncio.shield(self._save(key, record, history, lease))
+            record.tools_loaded = toolbox.loaded
+            doc = self._doc(job, started_at, added, INTERRUPTED_NOTE)
+            await asyncio.shield(self._save(key, record, history, lease, doc))
             raise
         finally:
             await typing.stop()
+        record.tools_loaded = toolbox.loaded
         if outcome.error is not None:
             # Keep the user's message so the next turn still has it in context.
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
@@ -211,19 +226,36 @@ class TurnRunner:
                 await lease.record_reply(outcome.sent, text)
             except StoreUnavailable as exc:
                 log.error("reply not recorded session=%s error=%s", key, exc)
-        await self._save(key, record, history, lease)
+        await self._save(key, record, history, lease, self._doc(job, started_at, added, text))
         self._metrics.observe("turn_seconds", time.monotonic() - started)
         self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
         return outcome
 
-    def _tools(self, inbound: Inbound) -> Sequence[ToolSpec[Any]]:
+    def _toolbox(self, inbound: Inbound, record: SessionRecord) -> Toolbox:
         scope = ToolScope(
             platform=inbound.chat.platform,
             chat_id=inbound.chat.chat_id,
             provider=self._settings.llm.provider_name,
             model=self._settings.llm.model,
         )
-        return self._catalog.for_scope(scope)
+        return self._catalog.toolbox(scope, record.tools_loaded)
+
+    async def _system_prompt(self, record: SessionRecord, inbound: Inbound) -> str:
+        sections: list[str] = []
+        if record.prompt_version >= 2:  # older records hold their sections in `system`
+            sections = await render_sections(self._sections, inbound.chat, inbound.sender)
+        return turn_prompt(record.system, sections, summary_block(record))
+
+    @staticmethod
+    def _doc(job: TurnJob, started_at: float, added: list[Message], answer: str) -> SearchDoc:
+        inbound = job.inbound
+        return SearchDoc.build(
+            job.turn_id,
+            str(job.key),
+            job.key.chat_scope,
+            started_at,
+            turn_text(inbound.text, added, answer),
+        )
 
     def _context(self, job: TurnJob, typing: TypingIndicator) -> ToolContext:
         inbound = job.inbound
@@ -259,16 +291,27 @@ class TurnRunner:
         text = str(sent.get("text", ""))
         log.info("reply already sent; not sending again session=%s turn=%s", job.key, job.turn_id)
         history.append({"role": "assistant", "content": text})
-        await self._save(job.key, record, history, lease)
+        await self._save(job.key, record, history, lease, self._doc(job, time.time(), [], text))
         message = SentRef(chat=job.inbound.chat, message_id=str(sent.get("message_id", "")))
         return TurnOutcome(reply=text, sent=message)
 
     async def _save(
-        self, key: SessionKey, record: SessionRecord, history: list[Message], lease: TurnLease
+        self,
+        key: SessionKey,
+        record: SessionRecord,
+        history: list[Message],
+        lease: TurnLease,
+        doc: SearchDoc,
     ) -> None:
         record.messages = history
         record.turns += 1
         encoded = self._sessions.encode(record)
+        try:
+            # Before the commit: a turn that runs again replaces its own document (same id),
+            # and a /forget waiting for this turn to stop finds it indexed and removes it.
+            await self._sessions.index_turn(doc)
+        except StoreUnavailable as exc:
+            log.warning("turn not indexed for search session=%s error=%s", key, exc)
         try:
             await lease.commit(self._sessions.save_ops(key, record, encoded), encoded)
         except StoreUnavailable as exc:

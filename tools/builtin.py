@@ -29,8 +29,10 @@ from tools.find import find_tools
 from tools.mcp.install import install_mcp_tools
 from tools.memory import memory_tools
 from tools.netguard import AddressGuard
+from tools.on_demand import OnDemand
 from tools.policy import ToolPolicy, check_policy
 from tools.registry import ToolRegistry
+from tools.session_search import session_search_tools
 from tools.shell import gateway_paths, shell_tools
 from tools.skills import default_library, skill_tools
 from tools.subagent import subagent_tools
@@ -142,6 +144,7 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     registry.extend(
         subagent_tools(llm=llm, catalog=registry, settings=settings, approvals=services.approvals)
     )
+    registry.extend(session_search_tools(services.store, settings.access.admins, llm))
 
     install_mcp_tools(
         registry,
@@ -155,4 +158,6 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     check_policy(settings, registry)
     policy = ToolPolicy(cfg)
     registry.set_filter(policy)
+    if cfg.on_demand:
+        registry.set_offer(OnDemand(cfg.core, registry.declared_groups))
     return policy

@@ -22,9 +22,10 @@ TOOLSETS: dict[str, str] = {
     "memory": "durable notes about the chat and the person: memory",
     "session": "working with the user in this conversation: todo, clarify",
     "cron": "reminders and scheduled prompts",
-    "skills": "bundled and installed skills",
+    "skills": "reusable instructions (skills): skill, skill_manage",
     "subagent": "delegating work to sub-agents",
     "mcp": "tools of the MCP servers in mcp.servers (one server: group:mcp:<name>)",
+    "history": "past conversations: session_search",
 }
 
 # Groups made of other toolsets.

@@ -110,17 +110,17 @@ class RedisSearch(SearchIndex):
             sets.append(self._k(keys.search_session(session)))
         scratch = self._k(f"search:tmp:{secrets.token_hex(8)}")
         with self._guard:
-            ids = await self._query(keys=[scratch, *sets], args=[limit])
+            ids = _strs(await self._query(keys=[scratch, *sets], args=[limit]))
             raw = await self._r.mget([self._k(keys.search_doc(i)) for i in ids]) if ids else []
-        docs = [SearchDoc.decode(r) for r in raw if r]
+        docs = [SearchDoc.decode(r) for r in _strs(raw)]
         # A session filter with a chat filter of another chat is empty, as in SQL.
         return [d for d in docs if chat is None or d.chat == chat]
 
     async def forget_chat(self, chat: str) -> int:
         with self._guard:
-            ids = await self._r.zrange(self._k(keys.search_chat(chat)), 0, -1)
+            ids = _strs(await self._r.zrange(self._k(keys.search_chat(chat)), 0, -1))
             sessions: set[str] = set()
-            removed = await self._remove(list(ids), sessions)
+            removed = await self._remove(ids, sessions)
             await self._r.delete(self._k(keys.search_chat(chat)))
             await self._r.zrem(self._k(keys.SEARCH_CHATS), chat)
             if sessions:
@@ -131,15 +131,15 @@ class RedisSearch(SearchIndex):
         cutoff = f"({before!r}"  # exclusive: older than `before`
         removed = 0
         with self._guard:
-            chats = await self._r.zrange(self._k(keys.SEARCH_CHATS), 0, -1)
+            chats = _strs(await self._r.zrange(self._k(keys.SEARCH_CHATS), 0, -1))
             for chat in chats:
                 chat_set = self._k(keys.search_chat(chat))
-                ids = await self._r.zrangebyscore(chat_set, "-inf", cutoff)
-                removed += await self._remove(list(ids))
+                ids = _strs(await self._r.zrangebyscore(chat_set, "-inf", cutoff))
+                removed += await self._remove(ids)
                 if not await self._r.exists(chat_set):
                     await self._r.zrem(self._k(keys.SEARCH_CHATS), chat)
             sessions_key = self._k(keys.SEARCH_SESSIONS)
-            stale = await self._r.zrangebyscore(sessions_key, "-inf", cutoff)
+            stale = _strs(await self._r.zrangebyscore(sessions_key, "-inf", cutoff))
             if stale:
                 await self._r.zrem(sessions_key, *stale)
         return PruneResult(removed, sorted(str(s) for s in stale))
@@ -149,7 +149,7 @@ class RedisSearch(SearchIndex):
             if chat is not None:
                 return int(await self._r.zcard(self._k(keys.search_chat(chat))))
             total = 0
-            for name in await self._r.zrange(self._k(keys.SEARCH_CHATS), 0, -1):
+            for name in _strs(await self._r.zrange(self._k(keys.SEARCH_CHATS), 0, -1)):
                 total += int(await self._r.zcard(self._k(keys.search_chat(name))))
             return total
 
@@ -160,7 +160,7 @@ class RedisSearch(SearchIndex):
         for i in range(0, len(ids), _CHUNK):
             chunk = ids[i : i + _CHUNK]
             raw = await self._r.mget([self._k(keys.search_doc(d)) for d in chunk])
-            docs = [SearchDoc.decode(r) for r in raw if r]
+            docs = [SearchDoc.decode(r) for r in _strs(raw)]
             if sessions is not None:
                 sessions.update(doc.session for doc in docs)
             async with self._r.pipeline(transaction=True) as pipe:
@@ -174,3 +174,8 @@ class RedisSearch(SearchIndex):
                 await pipe.execute()
             removed += len(docs)
         return removed
+
+
+def _strs(values: Any) -> list[str]:
+    """Replies as text (the client decodes responses); missing values are left out."""
+    return [str(v) for v in values if v is not None]
