@@ -22,6 +22,7 @@ from gateway.config import AgentSettings
 from gateway.llm import lenient_json
 from gateway.llm.client import LLMClient
 from gateway.llm.types import Completion, Message, ToolCall, Usage
+from gateway.toolbox import Toolbox
 from gateway.tooling import (
     ApprovalGate,
     ApprovalNeed,
@@ -30,7 +31,6 @@ from gateway.tooling import (
     ToolError,
     ToolSpec,
 )
-from gateway.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 

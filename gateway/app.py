@@ -104,9 +104,7 @@ class App:
             outbox=self.outbox,
             metrics=self.metrics,
             prompt_sections=self.extensions.prompt_sections,
-            compactor=Compactor(
-                self.summary_llm, self.memory, settings.agent.history_token_budget
-            ),
+            compactor=Compactor(self.summary_llm, self.memory, settings.agent.history_token_budget),
         )
         self.retention = RetentionSweeper(
             self.store,

@@ -58,6 +58,7 @@ class ApprovalRequest:
     owner: str  # instance id of the process whose turn waits for the answer
     message: dict[str, Any] | None = None  # SentRef of the prompt, to edit it later
     where: str = ""  # where the command runs ("in the sandbox"); empty in older records
+    admins_only: bool = False  # only an admin may decide (ApprovalNeed.admins_only)
 
     @property
     def chat_ref(self) -> ChatRef:
@@ -158,6 +159,7 @@ class ApprovalService:
             expires=now + self._settings.timeout_seconds,
             owner=self._instance,
             where=need.where,
+            admins_only=need.admins_only,
         )
         await self._save(request)
         await self._store.hset(PENDING, request.id, str(request.expires))
@@ -221,11 +223,11 @@ class ApprovalService:
                 error=f"Already decided: {_outcome_text(Decision.from_json(existing))}."
             )
         requester = request.requester_ref
-        if user.is_bot or not self._access.may_approve(user, requester):
+        admin_needed = request.admins_only and not self._access.is_admin(user)
+        if user.is_bot or admin_needed or not self._access.may_approve(user, requester):
             log.info("approval refused id=%s user=%s", request.id, user.address)
-            return _DecideResult(
-                error=f"Only {self._access.approvers_label(requester)} can decide on this."
-            )
+            who = "an admin" if request.admins_only else self._access.approvers_label(requester)
+            return _DecideResult(error=f"Only {who} can decide on this.")
         decision = Decision(choice, user.label, user.address, reason.strip())
         if not await self._answers.answer(request.id, decision.to_json()):
             current = await self._answers.current(request.id)

@@ -65,7 +65,9 @@ def parse_summary(reply: str) -> Summary:
     for line in (parts[1] if len(parts) > 1 else "").splitlines():
         match = _FACT_LINE.match(line)
         if match and not match.group(2).startswith("<"):
-            scope = MemoryScope.USER if (match.group(1) or "").lower() == "user" else MemoryScope.CHAT
+            scope = (
+                MemoryScope.USER if (match.group(1) or "").lower() == "user" else MemoryScope.CHAT
+            )
             facts.append((scope, match.group(2)))
     return Summary(text, facts)
 
@@ -118,8 +120,7 @@ class Compactor:
             )
         except LLMError as exc:
             log.warning(
-                "compaction summary failed, dropping the oldest turns instead session=%s "
-                "error=%s",
+                "compaction summary failed, dropping the oldest turns instead session=%s error=%s",
                 session,
                 type(exc).__name__,
             )

@@ -40,7 +40,7 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     cron:running:{job}:{slot}         value  a run in progress
     {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
     skills:index                      hash   skill name -> metadata JSON (author, times, digest)
-    skill:{name}                      hash   a skill's files: relative path -> text
+    skill:{name}:{digest}             hash   a skill's files (that version): relative path -> text
     skills:version                    value  counter bumped on every skill change (replicas sync)
     retention:run:{period}            value  a retention sweep was claimed for this period, once
 
@@ -48,7 +48,7 @@ Search index of past conversations (gateway/store/search*.py; one document per t
 is the turn id). Redis keeps an inverted index; the embedded store keeps the same documents in
 SQLite tables (`search_docs`, FTS5 `search_fts`) instead of these keys:
 
-    search:doc:{doc}                  value  a turn's document (JSON: session, chat, ts, text, terms)
+    search:doc:{doc}                  value  a turn's document (JSON: session, chat, time, terms)
     search:chat:{platform}:{chat}     zset   the chat's documents by time
     search:session:{session}          zset   the session's documents by time
     search:term:{platform}:{chat}:{t} zset   the chat's documents containing term t, by time

@@ -29,7 +29,9 @@ def tool_note(messages: Sequence[Message]) -> str:
         for call in message.get("tool_calls") or ():
             function = call.get("function", {})
             result = results.get(call.get("id"), "")
-            parts.append(describe_call(function.get("name", "?"), function.get("arguments"), result))
+            parts.append(
+                describe_call(function.get("name", "?"), function.get("arguments"), result)
+            )
     note = "; ".join(parts)
     return note if len(note) <= _MAX_NOTE else note[: _MAX_NOTE - 1] + "…"
 

@@ -140,9 +140,7 @@ class TurnRunner:
         # and a section's text may change while a session runs (a skill was added).
         self._sections = prompt_sections
         # Without one, the oldest turns are dropped when history passes its budget.
-        self._compactor = compactor or Compactor(
-            None, None, settings.agent.history_token_budget
-        )
+        self._compactor = compactor or Compactor(None, None, settings.agent.history_token_budget)
 
     async def run(
         self,

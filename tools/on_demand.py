@@ -63,7 +63,9 @@ def describe_waiting(waiting: Sequence[ToolSpec[Any]], about: Mapping[str, str])
         label = label.partition(":")[0].strip()
         shown = ", ".join(names[:_NAMES_SHOWN])
         more = f" +{len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
-        lines.append(f"- {group}: {label} ({shown}{more})" if label else f"- {group} ({shown}{more})")
+        lines.append(
+            f"- {group}: {label} ({shown}{more})" if label else f"- {group} ({shown}{more})"
+        )
     return "\n".join(lines)
 
 

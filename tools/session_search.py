@@ -31,7 +31,8 @@ SUMMARY_PROMPT = (
 class SessionSearchArgs(ToolArgs):
     query: str = Field(description="Words to find; every word must occur in a past turn.")
     scope: Literal["chat", "all"] = Field(
-        default="chat", description="chat: this chat's past conversations; all: every chat (admins)."
+        default="chat",
+        description="chat: this chat's past conversations; all: every chat (admins).",
     )
     limit: int = Field(default=8, ge=1, le=20)
     summarize: bool = Field(default=False, description="Also summarise the matches.")

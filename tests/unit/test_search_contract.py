@@ -8,11 +8,17 @@ import pytest
 from gateway.store.base import Store
 from gateway.store.search import SearchDoc, query_terms, terms
 
-# The fixtures `store` (redis, fakeredis, embedded) and `fakeredis_store` come from the Store
-# contract, so every backend there is held to this contract too.
-from tests.unit.test_store_contract import fakeredis_store, store  # noqa: F401
+# The fakeredis fixture of the Store contract; the others come from tests/fixtures_redis.py.
+from tests.unit.test_store_contract import fakeredis_store  # noqa: F401
 
 A, B = "telegram:100", "slack:C9"
+
+
+@pytest.fixture(params=[pytest.param("redis", marks=pytest.mark.redis), "fakeredis", "embedded"])
+def backend(request: pytest.FixtureRequest) -> Store:
+    fixture: Store = request.getfixturevalue(f"{request.param}_store")
+    return fixture
+
 
 DOCS = [
     SearchDoc.build("t01", "telegram:100", A, 1000.0, "We moved the database to Postgres 16."),
@@ -26,9 +32,9 @@ DOCS = [
 ]
 
 
-async def fill(store: Store) -> None:
+async def fill(backend: Store) -> None:
     for doc in DOCS:
-        await store.search.add(doc)
+        await backend.search.add(doc)
 
 
 async def ids(store: Store, query: str, **where: object) -> list[str]:
@@ -43,58 +49,58 @@ def test_terms_are_case_and_accent_free_and_distinct() -> None:
         query_terms("a ! ?")
 
 
-async def test_results_by_scope_newest_first(store: Store) -> None:
-    await fill(store)
-    assert await ids(store, "postgres", chat=A) == ["t05", "t03", "t01"]
-    assert await ids(store, "POSTGRES", chat=None) == ["t05", "t04", "t03", "t01"]
-    assert await ids(store, "postgres", chat=B) == ["t04"]
-    assert await ids(store, "postgres", chat=A, session="telegram:100") == ["t05", "t01"]
-    assert await ids(store, "postgres", chat=A, limit=2) == ["t05", "t03"]
-    assert await ids(store, "git", chat=A) == ["t06", "t05"]  # equal times: larger id first
+async def test_results_by_scope_newest_first(backend: Store) -> None:
+    await fill(backend)
+    assert await ids(backend, "postgres", chat=A) == ["t05", "t03", "t01"]
+    assert await ids(backend, "POSTGRES", chat=None) == ["t05", "t04", "t03", "t01"]
+    assert await ids(backend, "postgres", chat=B) == ["t04"]
+    assert await ids(backend, "postgres", chat=A, session="telegram:100") == ["t05", "t01"]
+    assert await ids(backend, "postgres", chat=A, limit=2) == ["t05", "t03"]
+    assert await ids(backend, "git", chat=A) == ["t06", "t05"]  # equal times: larger id first
 
 
-async def test_every_term_must_match(store: Store) -> None:
-    await fill(store)
-    assert await ids(store, "postgres backup", chat=A) == ["t03"]
-    assert await ids(store, "postgres tabs", chat=None) == []
-    assert await ids(store, "cafe", chat=A) == ["t02"]  # "Café" in the text
-    assert await ids(store, "nothing-like-this", chat=None) == []
+async def test_every_term_must_match(backend: Store) -> None:
+    await fill(backend)
+    assert await ids(backend, "postgres backup", chat=A) == ["t03"]
+    assert await ids(backend, "postgres tabs", chat=None) == []
+    assert await ids(backend, "cafe", chat=A) == ["t02"]  # "Café" in the text
+    assert await ids(backend, "nothing-like-this", chat=None) == []
 
 
-async def test_unicode_words_match_alike(store: Store) -> None:
-    await fill(store)
-    assert await ids(store, "日本語", chat=B) == ["t07"]
-    assert await ids(store, "NAIVE facade", chat=None) == ["t07"]
-    assert await ids(store, "テキスト", chat=None) == ["t07"]
+async def test_unicode_words_match_alike(backend: Store) -> None:
+    await fill(backend)
+    assert await ids(backend, "日本語", chat=B) == ["t07"]
+    assert await ids(backend, "NAIVE facade", chat=None) == ["t07"]
+    assert await ids(backend, "テキスト", chat=None) == ["t07"]
 
 
-async def test_a_document_added_again_is_replaced(store: Store) -> None:
-    await fill(store)
+async def test_a_document_added_again_is_replaced(backend: Store) -> None:
+    await fill(backend)
     again = SearchDoc.build("t01", "telegram:100", A, 1006.0, "We moved the queue to Redis.")
-    await store.search.add(again)
-    assert await ids(store, "database", chat=A) == []
-    assert await ids(store, "redis", chat=A) == ["t01"]
-    assert await store.search.count(A) == 5
+    await backend.search.add(again)
+    assert await ids(backend, "database", chat=A) == []
+    assert await ids(backend, "redis", chat=A) == ["t01"]
+    assert await backend.search.count(A) == 5
 
 
-async def test_forget_chat_removes_only_that_chat(store: Store) -> None:
-    await fill(store)
-    assert await store.search.forget_chat(A) == 5
-    assert await ids(store, "postgres", chat=None) == ["t04"]
-    assert await ids(store, "git", chat=A) == []
-    assert await store.search.count(A) == 0 and await store.search.count() == 2
-    pruned = await store.search.prune(2000.0)
+async def test_forget_chat_removes_only_that_chat(backend: Store) -> None:
+    await fill(backend)
+    assert await backend.search.forget_chat(A) == 5
+    assert await ids(backend, "postgres", chat=None) == ["t04"]
+    assert await ids(backend, "git", chat=A) == []
+    assert await backend.search.count(A) == 0 and await backend.search.count() == 2
+    pruned = await backend.search.prune(2000.0)
     assert pruned.sessions == ["slack:C9"]  # the forgotten chat's sessions are gone already
 
 
-async def test_prune_removes_old_documents_and_reports_idle_sessions(store: Store) -> None:
-    await fill(store)
-    result = await store.search.prune(1003.5)
+async def test_prune_removes_old_documents_and_reports_idle_sessions(backend: Store) -> None:
+    await fill(backend)
+    result = await backend.search.prune(1003.5)
     assert result.docs == 4
     assert result.sessions == ["telegram:100:u7"]
-    assert await ids(store, "postgres", chat=None) == ["t05"]
-    assert await store.search.count() == 3
-    assert (await store.search.prune(1003.5)).docs == 0
+    assert await ids(backend, "postgres", chat=None) == ["t05"]
+    assert await backend.search.count() == 3
+    assert (await backend.search.prune(1003.5)).docs == 0
 
 
 async def test_snippet_shows_the_matching_words() -> None:
