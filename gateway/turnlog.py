@@ -39,6 +39,8 @@ def tool_note(messages: Sequence[Message]) -> str:
 def describe_call(name: str, arguments: Any, result: str) -> str:
     args = _arguments(arguments)
     main = next((str(args[k]) for k in _MAIN_ARGS if args.get(k)), "")
+    if not main:  # a tool of its own kind: its first text argument says what it worked on
+        main = next((v for v in args.values() if isinstance(v, str) and v.strip()), "")
     main = _clip(" ".join(main.split()), _MAX_ARG)
     head = f"ran `{main}`" if name == "shell" and main else f"{name} {main}".strip()
     return f"{head}: {_outcome(result)}"
@@ -85,7 +87,10 @@ def render_turns(messages: Sequence[Message]) -> str:
             lines.append("Tools: " + tool_note(pending))
             pending = []
         content = message.get("content")
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        if isinstance(content, str) or not content:
+            text = content or ""
+        else:  # content parts (text and images)
+            text = json.dumps(content, ensure_ascii=False)
         if message.get("tool_calls"):
             pending.append(message)
             if text and text.strip():
