@@ -17,7 +17,8 @@ from tools.toolsets import GROUP_PREFIX, TOOLSETS, expand
 
 LOAD_TOOLS = "load_tools"
 GROUP = "tools"
-_NAMES_SHOWN = 6  # tool names listed per group; a server with fifty tools stays one short line
+_LABEL = 50  # characters of a group's description
+_NAMES_SHOWN = 3  # tool names listed per group; a server with fifty tools stays one short line
 
 
 class LoadToolsArgs(ToolArgs):
@@ -60,9 +61,9 @@ def describe_waiting(waiting: Sequence[ToolSpec[Any]], about: Mapping[str, str])
     for group, names in sorted(groups.items()):
         # "workspace files: read_file, ..." -> "workspace files"; the names follow anyway.
         label = about.get(group) or about.get(group.partition(":")[0], "")
-        label = label.partition(":")[0].strip()
+        label = _clip(label.partition(":")[0].strip())
         shown = ", ".join(names[:_NAMES_SHOWN])
-        more = f" +{len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
+        more = f" +{len(names) - _NAMES_SHOWN}" if len(names) > _NAMES_SHOWN else ""
         lines.append(
             f"- {group}: {label} ({shown}{more})" if label else f"- {group} ({shown}{more})"
         )
@@ -101,3 +102,9 @@ async def _load(args: LoadToolsArgs, ctx: ToolContext) -> str:
             f"{', '.join(groups) or 'none'}."
         )
     return " ".join(parts)
+
+
+def _clip(label: str) -> str:
+    if len(label) <= _LABEL:
+        return label
+    return label[: label.rfind(" ", 0, _LABEL)].rstrip(",;") + "…"

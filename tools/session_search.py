@@ -70,9 +70,9 @@ def session_search_tools(
         ToolSpec(
             name="session_search",
             description=(
-                "Search earlier conversations in this chat (also ones ended with /new) for "
-                "words; returns dated snippets, optionally a summary. Use it when the person "
-                "refers to something discussed before that is not in this conversation."
+                "Search this chat's earlier conversations (also ones ended with /new): dated "
+                "snippets, optionally summarised. Use it when the person refers to something "
+                "not in this conversation."
             ),
             args=SessionSearchArgs,
             handler=handle,

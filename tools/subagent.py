@@ -41,29 +41,28 @@ found (with file paths, commands and URLs where relevant), and anything left und
 cannot ask questions; if something is ambiguous, make a reasonable choice and say so."""
 
 
-class SubTask(ToolArgs):
-    task: str = Field(description="The task, self-contained: the sub-agent sees nothing else.")
-    context: str = Field(default="", description="Facts from this conversation it needs.")
+@dataclass(frozen=True)
+class SubTask:
+    task: str
+    context: str = ""
 
 
 class DelegateArgs(ToolArgs):
-    task: str = Field(
-        default="", description="One task, self-contained: the sub-agent sees nothing else."
+    task: str = Field(default="", description="One task, self-contained: it sees nothing else.")
+    tasks: list[str] = Field(
+        default_factory=list, description="Or several independent tasks, run at once."
     )
-    context: str = Field(default="", description="Facts from this conversation it needs.")
-    tasks: list[SubTask] = Field(
-        default_factory=list,
-        description="Instead of task: several independent tasks, run at the same time.",
-    )
+    context: str = Field(default="", description="Facts from this conversation they need.")
 
     @model_validator(mode="after")
     def _one_kind(self) -> DelegateArgs:
+        self.tasks = [t for t in self.tasks if t.strip()]
         if bool(self.task.strip()) == bool(self.tasks):
             raise ValueError("give either 'task' (one) or 'tasks' (a list), not both or neither")
         return self
 
     def batch(self) -> list[SubTask]:
-        return self.tasks or [SubTask(task=self.task, context=self.context)]
+        return [SubTask(t, self.context) for t in self.tasks or [self.task]]
 
 
 @dataclass(frozen=True)
@@ -165,9 +164,8 @@ def subagent_tools(
             name=DELEGATE,
             description=(
                 "Hand self-contained work to sub-agents with fresh contexts; each returns a "
-                f"report. One task, or up to {delegation.max_parallel} independent tasks at "
-                "once in `tasks`. Use it for research or multi-step work whose details you do "
-                "not need to keep."
+                f"report. Up to {delegation.max_parallel} tasks run at once. For research or "
+                "multi-step work whose details you need not keep."
             ),
             args=DelegateArgs,
             handler=delegate,

@@ -26,7 +26,7 @@ def offered(request: dict[str, Any]) -> set[str]:
 class Children:
     """Answers sub-agent requests; their first requests meet at a barrier."""
 
-    def __init__(self, tasks: list[dict[str, str]]) -> None:
+    def __init__(self, tasks: list[str]) -> None:
         self.tasks = tasks
         self.expected = len(tasks)
         self.arrived = 0
@@ -56,7 +56,7 @@ class Children:
 async def test_three_tasks_run_at_once_and_failures_stay_their_own(
     tmp_path: Path, llm: ScriptedLLM
 ) -> None:
-    tasks = [{"task": "alpha: count files"}, {"task": "broken one"}, {"task": "slow one"}]
+    tasks = ["alpha: count files", "broken one", "slow one"]
     children = Children(tasks)
     llm.responder = children
     settings = gateway_settings(tmp_path, llm.url, agent={"subagent_max_seconds": 1.0})
@@ -76,7 +76,7 @@ async def test_three_tasks_run_at_once_and_failures_stay_their_own(
 async def test_a_batch_larger_than_max_parallel_is_refused(tmp_path: Path, llm: ScriptedLLM) -> None:
     settings = gateway_settings(tmp_path, llm.url, delegation={"max_parallel": 2})
     async with running_gateway(settings) as gw:
-        tasks = [{"task": f"t{i}"} for i in range(3)]
+        tasks = [f"t{i}" for i in range(3)]
         llm.push(Reply.calls(("delegate", {"tasks": tasks})), Reply.text("ok"))
         await gw.say("go")
         assert tool_results(llm.requests[-1]) == [
@@ -127,7 +127,7 @@ async def test_an_approval_from_a_sub_task_names_it(tmp_path: Path, llm: Scripte
             if not is_child(request):
                 if request["messages"][-1]["role"] == "tool":
                     return Reply.text("parent done")
-                tasks = [{"task": "read the logs"}, {"task": "clean the cache"}]
+                tasks = ["read the logs", "clean the cache"]
                 return Reply.calls(("delegate", {"tasks": tasks}))
             task = last_user_text(request)
             if request["messages"][-1]["role"] == "tool":
