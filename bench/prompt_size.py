@@ -78,9 +78,8 @@ def main() -> None:
     by_name = {t.name: t for t in tools}
     print(f"\n{'group':<22}{'tools':>6}{'schema tok':>12}")
     for group, members, _about in describe_groups(tools):
-        print(
-            f"{group:<22}{len(members):>6}{tokens(schema_chars([by_name[m] for m in members])):>12,}"
-        )
+        size = tokens(schema_chars([by_name[m] for m in members]))
+        print(f"{group:<22}{len(members):>6}{size:>12,}")
     print(f"\n{'tool':<24}{'group':<12}{'tokens':>7}")
     for tool in sorted(tools, key=lambda t: -schema_chars([t])):
         print(f"{tool.name:<24}{tool.group:<12}{tokens(schema_chars([tool])):>7,}")
