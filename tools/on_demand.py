@@ -84,7 +84,8 @@ async def _load(args: LoadToolsArgs, ctx: ToolContext) -> str:
             wanted.append(entry)
             continue
         group = entry.removeprefix(GROUP_PREFIX)
-        members = sorted(expand([GROUP_PREFIX + group], allowed))
+        in_group = expand([GROUP_PREFIX + group], allowed)
+        members = [tool.name for tool in allowed if tool.name in in_group]
         if members:
             wanted.extend(members)
         else:

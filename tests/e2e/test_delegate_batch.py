@@ -73,7 +73,9 @@ async def test_three_tasks_run_at_once_and_failures_stay_their_own(
         assert "## Task 3: slow one\nStatus: timed out after 1 s" in report
 
 
-async def test_a_batch_larger_than_max_parallel_is_refused(tmp_path: Path, llm: ScriptedLLM) -> None:
+async def test_a_batch_larger_than_max_parallel_is_refused(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
     settings = gateway_settings(tmp_path, llm.url, delegation={"max_parallel": 2})
     async with running_gateway(settings) as gw:
         tasks = [f"t{i}" for i in range(3)]

@@ -95,9 +95,7 @@ async def test_retention_prunes_old_turns_and_idle_conversations(
     await gw.say("where is the vpn config?")
     key = gw.app.session_key(gw.console.inbound("x"))
     assert (await gw.app.sessions.load(key)).turns == 1
-    sweeper = RetentionSweeper(
-        gw.app.store, gw.app.sessions, retention_days=90, instance_id="test"
-    )
+    sweeper = RetentionSweeper(gw.app.store, gw.app.sessions, retention_days=90, instance_id="test")
     soon = time.time() + 89 * 86_400
     assert (await sweeper.sweep_once(soon)) is not None
     assert (await gw.app.sessions.load(key)).turns == 1  # not old enough yet

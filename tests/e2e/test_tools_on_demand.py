@@ -19,7 +19,9 @@ def offered(request: dict[str, Any]) -> set[str]:
 
 def loader_text(request: dict[str, Any]) -> str:
     tools = request.get("tools") or ()
-    return next(t["function"]["description"] for t in tools if t["function"]["name"] == "load_tools")
+    return next(
+        t["function"]["description"] for t in tools if t["function"]["name"] == "load_tools"
+    )
 
 
 async def test_core_set_and_group_lines_stay_small(tmp_path: Path, llm: ScriptedLLM) -> None:
