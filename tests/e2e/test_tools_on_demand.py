@@ -47,7 +47,7 @@ async def test_loaded_groups_stay_for_the_session(tmp_path: Path, llm: ScriptedL
             Reply.text("No reminders yet."),
         )
         assert (await gw.say("what reminders do I have?")).reply == "No reminders yet."
-        loading, listing, answering = llm.requests
+        loading, listing, _ = llm.requests
         assert "list_jobs" not in offered(loading)
         assert tool_results(listing)[0].startswith("Loaded: ")
         assert {"schedule_job", "list_jobs"} <= offered(listing)
