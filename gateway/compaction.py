@@ -11,6 +11,7 @@ the memory notes first. When the summary call fails, the oldest turns are droppe
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from dataclasses import dataclass
@@ -87,10 +88,18 @@ def turn_starts(messages: list[Message]) -> list[int]:
 class Compactor:
     """Keeps a session's history under `budget` tokens, summary included."""
 
-    def __init__(self, llm: LLMClient | None, memory: MemoryBook | None, budget: int) -> None:
+    def __init__(
+        self,
+        llm: LLMClient | None,
+        memory: MemoryBook | None,
+        budget: int,
+        *,
+        timeout: float = 90.0,
+    ) -> None:
         self._llm = llm  # None: only drop, as before summaries existed
         self._memory = memory
         self._budget = budget
+        self._timeout = timeout  # the person waits for this call: retries end here too
 
     def needed(self, record: SessionRecord, history: list[Message]) -> bool:
         return estimate_tokens(history) + len(record.summary) // 4 > self._budget
@@ -110,15 +119,16 @@ class Compactor:
         if not fold or self._llm is None:
             return compact(history, self._budget)
         try:
-            reply = await self._llm.complete(
-                [
-                    {"role": "system", "content": SUMMARY_PROMPT},
-                    {"role": "user", "content": self._material(record, fold)},
-                ],
-                stream=False,
-                max_tokens=900,
-            )
-        except LLMError as exc:
+            async with asyncio.timeout(self._timeout):
+                reply = await self._llm.complete(
+                    [
+                        {"role": "system", "content": SUMMARY_PROMPT},
+                        {"role": "user", "content": self._material(record, fold)},
+                    ],
+                    stream=False,
+                    max_tokens=900,
+                )
+        except (LLMError, TimeoutError) as exc:
             log.warning(
                 "compaction summary failed, dropping the oldest turns instead session=%s error=%s",
                 session,

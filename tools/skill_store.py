@@ -141,8 +141,8 @@ class SkillStore:
 
     async def sync(self) -> bool:
         """Bring the mirror up to date; True when something changed. One read when nothing did."""
-        version = await self._store.get(keys.SKILLS_VERSION)
-        if version == self._version and self._version is not None:
+        version = await self._store.get(keys.SKILLS_VERSION) or "0"
+        if version == self._version:
             return False
         index = await self.index()
         complete = True
@@ -159,7 +159,7 @@ class SkillStore:
                 if folder.name not in index and (folder / MARKER).is_file():
                     shutil.rmtree(folder, ignore_errors=True)
         if complete:
-            self._version = version or "0"
+            self._version = version
         return True
 
     # -- writing ------------------------------------------------------------------------

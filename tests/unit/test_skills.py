@@ -155,3 +155,33 @@ def test_skills_cli_installs_from_a_git_repository(
     (bad / ".hidden").write_text("x")
     assert main(["skills", "install", str(bad)]) == 1
     assert "not starting with a dot" in capsys.readouterr().err
+
+
+async def test_shared_skills_sync_between_replicas(tmp_path: Path) -> None:
+    from gateway.config import SkillsSettings
+    from gateway.store.embedded import EmbeddedStore
+    from tools.skill_store import SkillInvalid, SkillStore
+
+    store = EmbeddedStore(tmp_path / "store")
+    try:
+        a = SkillStore(store, tmp_path / "a", SkillsSettings())
+        b = SkillStore(store, tmp_path / "b", SkillsSettings())
+        assert await b.sync() is True  # the first look
+        assert await b.sync() is False  # nothing changed: one read, nothing else
+        files = {"SKILL.md": "---\nname: soup\ndescription: make soup\n---\nBoil.\n"}
+        await a.put("soup", files, author="console:ana (ana)")
+        assert await b.sync() is True
+        assert (tmp_path / "b" / "soup" / "SKILL.md").read_text() == files["SKILL.md"]
+        library = SkillLibrary([(tmp_path / "b", "local")])
+        soup = library.get("soup")
+        assert soup is not None and soup.source == "shared" and soup.author == "console:ana (ana)"
+        # A local folder of the operator's is never touched by the mirror.
+        write_skill(tmp_path / "b", "mine", "name: mine\ndescription: local one")
+        await a.delete("soup")
+        assert await b.sync() is True
+        assert not (tmp_path / "b" / "soup").exists() and (tmp_path / "b" / "mine").is_dir()
+        with pytest.raises(SkillInvalid, match="is 300,001 bytes"):
+            big = {**files, "data.txt": "x" * 300_001}
+            await a.put("soup", big, author="x")
+    finally:
+        await store.close()
