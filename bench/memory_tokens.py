@@ -93,7 +93,11 @@ async def conversation(turns: int, budget: int, summaries_fail: bool) -> dict[st
                 }
                 before = len(llm.requests)
                 await gw.say("search for what we said about orders and invoices")
-                plain = llm.requests[before:]
+                plain = [
+                    r
+                    for r in llm.requests[before:]
+                    if r["messages"][0]["content"] != SUMMARY_PROMPT
+                ]
                 before = len(llm.requests)
                 await gw.say("search and sum up what we said about orders and invoices")
                 summed = [

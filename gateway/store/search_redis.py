@@ -36,8 +36,13 @@ end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
-redis.call('ZADD', KEYS[4], 'GT', ARGV[3], ARGV[4])
-redis.call('ZADD', KEYS[5], 'GT', ARGV[3], ARGV[5])
+-- The newest time per chat and session (ZADD GT by hand: it needs Redis 6.2).
+for i, member in ipairs({ARGV[4], ARGV[5]}) do
+    local current = redis.call('ZSCORE', KEYS[3 + i], member)
+    if not current or tonumber(current) < tonumber(ARGV[3]) then
+        redis.call('ZADD', KEYS[3 + i], ARGV[3], member)
+    end
+end
 for i = 8, #ARGV do
     redis.call('ZADD', ARGV[6] .. ARGV[i], ARGV[3], ARGV[2])
     redis.call('ZADD', ARGV[7] .. ARGV[i], ARGV[3], ARGV[2])
