@@ -1,9 +1,9 @@
 """Prompt size: what every LLM call carries before the conversation starts.
 
 Prints the estimated tokens of the system prompt (with the skills index) plus the tool schemas
-sent on a turn, with every group installed (the built-in tools, the browser, and an MCP server:
-the fake notes server from tests/fakes/mcp_server.py, started over stdio), before tools on
-demand (every allowed schema, `tools.on_demand = false`) and after (the core set plus
+sent on a turn, with every group installed (the built-in tools, the browser, the media tools,
+and an MCP server: the fake notes server from tests/fakes/mcp_server.py over stdio), before
+tools on demand (every allowed schema, `tools.on_demand = false`) and after (the core set plus
 load_tools). Then per group and per tool. Tokens are estimated as characters / 4 (no tokenizer
 is assumed; real counts differ by model, usually within ~20%). Schemas are measured as sent on
 the wire (`json.dumps` with default separators, like gateway/llm/client.py).
@@ -50,8 +50,16 @@ def system_prompt(data_dir: Path) -> str:
 
 def measure(tmp: Path, on_demand: bool) -> tuple[int, int, int, list[ToolSpec[Any]]]:
     """(system chars, schema chars, tools installed, registry tools) for a first turn."""
+    # Media endpoints set so image_generate, text_to_speech and vision_analyze are installed
+    # (nothing is called: the bench only measures schemas).
+    endpoint = {"base_url": "http://127.0.0.1:9/v1"}
     settings = Settings(
-        data_dir=tmp, tools={"on_demand": on_demand}, mcp={"servers": {"notes": MCP_SERVER}}
+        data_dir=tmp,
+        tools={"on_demand": on_demand},
+        mcp={"servers": {"notes": MCP_SERVER}},
+        llm={"vision_model": "vision-model"},
+        images=endpoint,
+        tts=endpoint,
     )
     with offline_registry(settings, mcp_servers=True) as (registry, _policy):
         scope = ToolScope("telegram", "42", settings.llm.provider_name, settings.llm.model)
@@ -64,7 +72,7 @@ def main() -> None:
         before = measure(Path(tmp), on_demand=False)
         after = measure(Path(tmp), on_demand=True)
     print("Estimated tokens = characters / 4 (an estimate, not a tokenizer count).")
-    print(f"Installed: {before[2]} tools (built-in, browser, MCP server 'notes').\n")
+    print(f"Installed: {before[2]} tools (built-in, browser, media, MCP server 'notes').\n")
     print(f"{'first turn':<28}{'system tok':>11}{'schema tok':>12}{'total tok':>11}")
     for label, (system, schemas, _n, _t) in (
         ("before: every schema", before),

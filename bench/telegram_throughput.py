@@ -62,9 +62,8 @@ def serve_adapter_echo(api_url: str, token: str) -> None:
     with no router, store or LLM in between. Isolates the adapter's cost from the core's."""
     from adapters.telegram import TelegramAdapter
     from adapters.telegram.settings import TelegramSettings
-    from gateway.access import AccessPolicy
     from gateway.channels import AdapterContext
-    from gateway.config import AccessSettings
+    from gateway.extensions import Extensions
     from gateway.messages import Inbound, Outbound, PressReply
     from gateway.metrics import Metrics
     from gateway.store.embedded import EmbeddedStore
@@ -84,7 +83,7 @@ def serve_adapter_echo(api_url: str, token: str) -> None:
             submit=submit,
             press=press,
             store=store,
-            access=AccessPolicy(AccessSettings(), store),
+            extensions=Extensions(),
             metrics=Metrics(),
             http=None,
             commands=list,

@@ -102,6 +102,13 @@ class Notifier:
             log.warning("notice not delivered chat=%s error=%s", inbound.chat.address, exc)
             return None
 
+    async def send(self, out: Outbound) -> SentRef | None:
+        try:
+            return await self._send(out)
+        except Exception as exc:
+            log.warning("message not delivered chat=%s error=%s", out.chat.address, exc)
+            return None
+
     async def refuse(
         self, inbound: Inbound, reason: str | None, session: SessionKey | None = None
     ) -> Submission:

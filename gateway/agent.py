@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -53,6 +53,7 @@ class AgentResult:
 @dataclass
 class _TurnBudget:
     settings: AgentSettings
+    events: AgentEvents | None = None  # rides along: every completion of the turn streams
     started: float = field(default_factory=time.monotonic)
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -76,6 +77,21 @@ class _TurnBudget:
 
 class TurnTimeout(Exception):
     """The turn used up its wall-time budget."""
+
+
+class AgentEvents(Protocol):
+    """What the loop reports while it works; the turn's streamed reply listens
+    (gateway/streaming/reply.py). None of these may raise."""
+
+    async def text(self, delta: str) -> None:
+        """Visible reply text as the model writes it (no reasoning, no call markup)."""
+
+    async def reasoning(self, delta: str) -> None: ...
+
+    async def tool_calls(self, calls: Sequence[ToolCall]) -> None:
+        """The completion asked for these calls, so its text was not the answer."""
+
+    async def tool_result(self, call: ToolCall, output: str) -> None: ...
 
 
 class Agent:
@@ -102,13 +118,15 @@ class Agent:
         ctx: ToolContext,
         *,
         catalog: ToolCatalog | None = None,
+        events: AgentEvents | None = None,
     ) -> AgentResult:
         """Run one turn. `history` ends with the user's message; it is not modified.
 
         `tools` is a fixed list or a Toolbox, which may offer more tools from one step to the
-        next (load_tools); its current tools are sent on every step.
+        next (load_tools); its current tools are sent on every step. `events`, when given,
+        hears the reply as it streams and the tool calls as they run.
         """
-        budget = _TurnBudget(self._settings)
+        budget = _TurnBudget(self._settings, events)
         box = tools if isinstance(tools, Toolbox) else Toolbox(tools)
         ctx = dataclasses.replace(ctx, toolbox=box)
         added: list[Message] = []
@@ -126,6 +144,8 @@ class Agent:
                     completion.content or "", added, budget.usage, iteration, calls_made
                 )
             calls_made += len(completion.tool_calls)
+            if events is not None:
+                await events.tool_calls(completion.tool_calls)
             results = await self._run_calls(completion.tool_calls, box, ctx, catalog, budget)
             added.extend(results)
             if budget.tokens_exhausted:
@@ -144,9 +164,15 @@ class Agent:
         remaining = budget.remaining_seconds
         if remaining <= 0:
             raise TurnTimeout
+        events = budget.events
         try:
             async with asyncio.timeout(remaining):
-                completion = await self._llm.complete(messages, tools=schemas)
+                completion = await self._llm.complete(
+                    messages,
+                    tools=schemas,
+                    on_text=events.text if events is not None else None,
+                    on_reasoning=events.reasoning if events is not None else None,
+                )
         except TimeoutError:
             raise TurnTimeout from None
         budget.add(completion.usage)
@@ -190,10 +216,14 @@ class Agent:
         catalog: ToolCatalog | None,
         budget: _TurnBudget,
     ) -> list[Message]:
+        async def run(call: ToolCall) -> str:
+            output = await self._run_one(call, box, ctx, catalog, budget)
+            if budget.events is not None:
+                await budget.events.tool_result(call, output)
+            return output
+
         # Parallel calls run concurrently; results keep the model's order.
-        outputs = await asyncio.gather(
-            *(self._run_one(call, box, ctx, catalog, budget) for call in calls)
-        )
+        outputs = await asyncio.gather(*(run(call) for call in calls))
         return [
             {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": output}
             for call, output in zip(calls, outputs, strict=True)

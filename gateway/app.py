@@ -35,6 +35,7 @@ from gateway.group_context import GroupContext
 from gateway.history import SessionStore
 from gateway.http import HttpServer
 from gateway.llm.client import LLMClient
+from gateway.media.turn import turn_media
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
 from gateway.metrics import Metrics
@@ -94,6 +95,7 @@ class App:
         self.approvals.register(self.extensions)
         self.agent = Agent(self.llm, settings.agent, approvals=self.approvals)
         self.tools = ToolRegistry()
+        self.media = turn_media(settings, self.outbox, self.llm.vision)
         self.summary_llm = summary_client(settings, self.llm, llm_transport)
         self.runner = TurnRunner(
             settings=settings,
@@ -103,8 +105,14 @@ class App:
             catalog=self.tools,
             outbox=self.outbox,
             metrics=self.metrics,
+            media=self.media,
             prompt_sections=self.extensions.prompt_sections,
-            compactor=Compactor(self.summary_llm, self.memory, settings.agent.history_token_budget),
+            compactor=Compactor(
+                self.summary_llm,
+                self.memory,
+                settings.agent.history_token_budget,
+                timeout=min(90.0, settings.agent.max_turn_seconds / 4),
+            ),
         )
         self.retention = RetentionSweeper(
             self.store,
@@ -266,6 +274,7 @@ class App:
                 log.exception("tool service close failed")
         if self.http is not None:
             await self.http.stop()
+        await self.media.aclose()
         await self.llm.aclose()
         if self.summary_llm is not self.llm:
             await self.summary_llm.aclose()

@@ -163,16 +163,19 @@ class ApprovalService:
         )
         await self._save(request)
         await self._store.hset(PENDING, request.id, str(request.expires))
-        request.message = await self._show(request)
-        await self._save(request)
-        log.info("approval requested id=%s session=%s tool=%s", request.id, ctx.session, tool)
-        try:
-            async with ctx.typing.paused():
-                raw = await self._answers.wait(request.id, self._settings.timeout_seconds)
-        except asyncio.CancelledError:
-            # The turn was stopped: close the request so a late press cannot look approved.
-            await asyncio.shield(self._expire(request, "the request was stopped"))
-            raise
+        # The reply being streamed is finished first, so the prompt comes below it and the
+        # reply goes on below the prompt once a decision is in.
+        async with ctx.stream.paused():
+            request.message = await self._show(request)
+            await self._save(request)
+            log.info("approval requested id=%s session=%s tool=%s", request.id, ctx.session, tool)
+            try:
+                async with ctx.typing.paused():
+                    raw = await self._answers.wait(request.id, self._settings.timeout_seconds)
+            except asyncio.CancelledError:
+                # The turn was stopped: close the request so a late press cannot look approved.
+                await asyncio.shield(self._expire(request, "the request was stopped"))
+                raise
         if raw is None:
             raw = await self._expire(request, "no decision in time")
         decision = Decision.from_json(raw)

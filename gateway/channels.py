@@ -7,7 +7,7 @@ Adapters implement `Adapter`; the core only ever talks to them through
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gateway.messages import ButtonPress, ChatRef, Inbound, Outbound, PressReply, SentRef
@@ -20,6 +20,18 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class StreamSupport:
+    """How a platform shows a reply while it is written (gateway/streaming/ drives it)."""
+
+    interval: float  # default seconds between two updates of one message (rate limits)
+    # The core's generic way, where the adapter has no `open_stream` of its own (or it
+    # declines): post the first words, then edit that message.
+    edits: bool = True
+    # Size of a Markdown text as the platform counts it against `max_len` (after rendering).
+    measure: Callable[[str], int] = field(default=len)
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a platform can do; the core adapts its behaviour (buttons, edits) to it."""
 
@@ -28,6 +40,9 @@ class Capabilities:
     buttons: bool = True
     threads: bool = False
     typing: bool = True
+    # Largest file `send` uploads (Outbound.attachments); 0: the platform takes no files.
+    max_upload_bytes: int = 0
+    streaming: StreamSupport | None = None  # None: replies arrive whole
 
 
 class DeliveryError(Exception):
@@ -37,6 +52,17 @@ class DeliveryError(Exception):
         super().__init__(message)
         # Permanent: blocked, kicked, chat gone. Retrying will not help.
         self.permanent = permanent
+
+
+class MessageGone(DeliveryError):
+    """The message to edit no longer exists (someone deleted it)."""
+
+
+@runtime_checkable
+class MessageDeleter(Protocol):
+    """An adapter that can delete a message it sent (a streamed message taken back)."""
+
+    async def delete(self, ref: SentRef) -> None: ...
 
 
 @runtime_checkable
@@ -63,11 +89,22 @@ class AttachmentError(Exception):
     """An attachment could not be fetched; the message says why (too large, expired, ...)."""
 
 
+class AttachmentTooLarge(AttachmentError):
+    """The file is bigger than the caller allowed (checked before and while downloading)."""
+
+
+class AttachmentUnavailable(AttachmentError):
+    """The platform would not give the file (expired or unknown handle, network failure)."""
+
+
 @runtime_checkable
 class FileSource(Protocol):
     """An adapter that can fetch the bytes of an attachment its users sent."""
 
-    async def download(self, file_id: str, max_bytes: int | None = None) -> bytes: ...
+    async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
+        """The bytes of `Attachment.file_id`, from the platform's own file API only; raises
+        AttachmentTooLarge past `max_bytes` and AttachmentUnavailable otherwise."""
+        ...
 
 
 # Callbacks the core hands to adapters.

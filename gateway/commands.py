@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.access import AccessPolicy
-from gateway.extensions import Command, CommandCall, Extensions
+from gateway.extensions import Command, CommandCall, CommandReply, Extensions
 from gateway.history import SessionStore
 from gateway.memory import MemoryBook, MemoryScope
 from gateway.session_queue import SessionQueue
@@ -84,16 +84,18 @@ def register_builtin_commands(
                 lines.extend(f"- {n}" for n in items)
         return "\n".join(lines)
 
-    async def forget(call: CommandCall) -> str:
+    async def forget(call: CommandCall) -> str | CommandReply:
         if not moderates(call):
             return MODERATORS_ONLY.format(name=call.name)
         await queue.stop_session(call.session)
         cleared = await sessions.clear_chat(call.session.chat_scope)
         await sessions.clear(call.session)
         await memory.forget_chat(call.inbound.chat, call.inbound.sender)
-        return (
+        offers = [offer for hook in extensions.forget_hooks if (offer := await hook(call))]
+        return CommandReply(
             f"Forgot this chat: {max(cleared, 1)} conversation(s) and the chat's notes were "
-            "deleted. Your personal notes are kept."
+            "deleted. Your personal notes are kept.",
+            tuple(offers),
         )
 
     for command in (

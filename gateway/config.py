@@ -50,7 +50,8 @@ class LLMSettings(Section):
     # Provider name for the tool policy; empty means derived from the base_url host.
     provider: str = ""
     tool_call_format: Literal["native", "text", "auto"] = "auto"
-    stream: bool = False
+    # Stream completions (SSE); a server that ignores it answers whole and still works.
+    stream: bool = True
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, gt=0)  # per completion
     timeout: float = Field(default=120.0, gt=0)  # seconds for one request (read)
@@ -60,17 +61,85 @@ class LLMSettings(Section):
     retry_max_delay: float = Field(default=30.0, ge=0)
     max_connections: int = Field(default=512, ge=1)
     extra_headers: dict[str, str] = {}
+    # Images to the model as image parts: "auto" tries and, when the server refuses,
+    # remembers it for the model (in memory) and falls back to vision_model or a note.
+    vision: Literal["auto", "on", "off"] = "auto"
+    vision_model: str = ""  # set: the vision_analyze tool asks this model (same server)
 
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
+        return _http_url(value)
 
     @property
     def provider_name(self) -> str:
         return self.provider or (urlsplit(self.base_url).hostname or "")
+
+
+def _http_url(value: str, *, empty_ok: bool = False) -> str:
+    if empty_ok and not value:
+        return value
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return value.rstrip("/")
+
+
+class MediaSettings(Section):
+    """Files in and out of the chat (gateway/media/)."""
+
+    max_image_px: int = Field(default=1568, ge=64)  # long side of images sent to the model
+    max_images: int = Field(default=4, ge=1)  # image parts in one request
+    # Earlier images are sent again when the person refers to them within this many turns.
+    image_lookback_turns: int = Field(default=3, ge=0)
+    max_download_mb: float = Field(default=20.0, gt=0)  # any file fetched from a platform
+    max_upload_mb: float = Field(default=50.0, gt=0)  # any file sent (platforms cap it lower)
+
+    @property
+    def max_download_bytes(self) -> int:
+        return int(self.max_download_mb * 1_000_000)
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 1_000_000)
+
+
+class MediaEndpoint(Section):
+    """An OpenAI-compatible media endpoint; an empty api_key borrows llm.api_key only when the
+    endpoint is on the LLM's own server (a key is never sent to another host)."""
+
+    base_url: str = ""
+    api_key: SecretStr = SecretStr("")
+    timeout: float = Field(default=120.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return _http_url(value, empty_ok=True)
+
+
+class STTSettings(MediaEndpoint):
+    """Speech to text: POST {base_url}/audio/transcriptions (empty base_url: llm.base_url)."""
+
+    enabled: bool = True
+    model: str = "whisper-1"
+    language: str = ""  # ISO-639-1 hint, e.g. "de"; empty: the server detects it
+    echo_transcript: bool = False  # show the person what was understood
+
+
+class TTSSettings(MediaEndpoint):
+    """Text to speech: POST {base_url}/audio/speech; empty base_url: no text_to_speech."""
+
+    model: str = "tts-1"
+    voice: str = "alloy"
+    # Answer with a voice note too: never, when the person sent one, or always.
+    reply_with_voice: Literal["off", "when_voice", "always"] = "off"
+
+
+class ImagesSettings(MediaEndpoint):
+    """Image generation: POST {base_url}/images/generations; empty base_url: no image_generate."""
+
+    model: str = "gpt-image-1"
+    size: str = Field(default="1024x1024", pattern=r"^(auto|\d{2,5}x\d{2,5})$")
 
 
 class RedisSettings(Section):
@@ -362,6 +431,36 @@ class SchedulerSettings(Section):
         return value
 
 
+class StreamingOverride(Section):
+    """`[streaming.platforms.<name>]`: one platform's exceptions to the streaming defaults."""
+
+    enabled: bool | None = None
+    interval_ms: int | None = Field(default=None, ge=100)
+
+
+class StreamingSettings(Section):
+    """Replies shown while the model writes them (gateway/streaming/), when the server streams."""
+
+    enabled: bool = True
+    # Least time between two updates of one streamed message; 0: the platform's own default
+    # (1000 ms on Telegram and Discord, 500 on Slack).
+    interval_ms: int = Field(default=0, ge=0)
+    # A reply that is over within this long after its first words is sent whole, without a
+    # draft or edits first (no flicker and one notification for short, fast answers).
+    first_delay_ms: int = Field(default=400, ge=0)
+    # Lines shown while tools run: none, one short line per call, or with arguments and results.
+    progress: Literal["off", "tools", "verbose"] = "tools"
+    show_reasoning: bool = False  # stream the model's reasoning until the answer starts
+    platforms: dict[str, StreamingOverride] = {}
+
+    def for_platform(self, platform: str) -> tuple[bool, float | None]:
+        """(enabled, interval in seconds or None for the platform's default) for a platform."""
+        override = self.platforms.get(platform, StreamingOverride())
+        enabled = self.enabled if override.enabled is None else override.enabled
+        interval_ms = override.interval_ms or self.interval_ms
+        return enabled, (interval_ms / 1000 if interval_ms else None)
+
+
 class HTTPSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
@@ -451,6 +550,11 @@ class Settings(BaseSettings):
     scheduler: SchedulerSettings = SchedulerSettings()
     http: HTTPSettings = HTTPSettings()
     mcp: MCPSettings = MCPSettings()
+    media: MediaSettings = MediaSettings()
+    stt: STTSettings = STTSettings()
+    tts: TTSSettings = TTSSettings()
+    images: ImagesSettings = ImagesSettings()
+    streaming: StreamingSettings = StreamingSettings()
     skills: SkillsSettings = SkillsSettings()
     history: HistorySettings = HistorySettings()
     delegation: DelegationSettings = DelegationSettings()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import httpx
 
+from gateway import keys
 from gateway.checks import CheckResult, probe_api
 from gateway.config import Settings, mask_url
 from gateway.llm.client import LLMClient
@@ -28,6 +31,8 @@ async def run_checks(
 ) -> list[CheckResult]:
     results = [CheckResult("config", True, "valid")]
     results.append(await _check_store(settings))
+    if settings.redis.url and results[-1].ok:
+        results.append(await _check_replicas(settings))
     results.append(await _check_llm(settings))
     if platforms:
         async with httpx.AsyncClient(timeout=10) as http:
@@ -58,6 +63,29 @@ async def _check_store(settings: Settings) -> CheckResult:
     finally:
         await store.close()
     return CheckResult("store", True, where)
+
+
+async def _check_replicas(settings: Settings) -> CheckResult:
+    """Which gateway processes share this store now, how many sessions each holds, and how
+    much waits: from their heartbeats (gateway/session_leases.py) and the session inbox."""
+    store = open_store(settings)
+    try:
+        beats = await store.hgetall(keys.REPLICAS)
+        pending, waited = await store.inbox_stats()
+    except StoreUnavailable as exc:
+        return CheckResult("replicas", False, str(exc))
+    finally:
+        await store.close()
+    now = time.time()
+    alive = []
+    for instance, raw in sorted(beats.items()):
+        beat = json.loads(raw)
+        if now - float(beat.get("ts", 0)) <= max(3 * settings.router.lease_ttl, 15):
+            alive.append(f"{instance} holds {beat.get('sessions', 0)} session lease(s)")
+    queue = f"{pending} message(s) pending, oldest waiting {waited:.0f} s"
+    if not alive:
+        return CheckResult("replicas", True, f"no gateway running on this store now; {queue}", "")
+    return CheckResult("replicas", True, f"{len(alive)} alive: {'; '.join(alive)}; {queue}")
 
 
 async def _check_llm(settings: Settings) -> CheckResult:

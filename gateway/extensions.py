@@ -9,7 +9,8 @@ platform while they are built. What they register here is what the core consults
   command (`fallback`);
 - `add_access_rule`: a platform rule on who may talk to the bot;
 - `add_prompt_section`: a part of the system prompt, rendered every turn (the skills index);
-- `add_buttons`: the handler for presses of one kind of button (`CallbackData` class).
+- `add_buttons`: the handler for presses of one kind of button (`CallbackData` class);
+- `add_forget_hook`: what else `/forget` should offer to delete (a chat's workspace files).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Literal, TypeVar
 
 from gateway.admission import Middleware
 from gateway.callbacks import CallbackData, CallbackDataError, prefix_of
-from gateway.messages import ButtonPress, Inbound, PressReply
+from gateway.messages import ButtonPress, Inbound, Outbound, PressReply
 from gateway.prompt import PromptSection
 from gateway.sessions import SessionKey
 
@@ -45,7 +46,15 @@ class CommandCall:
     args: str
 
 
-CommandHandler = Callable[[CommandCall], Awaitable[str | None]]
+@dataclass(frozen=True)
+class CommandReply:
+    """A command's answer with more messages after it (an offer with buttons, ...)."""
+
+    text: str
+    follow_ups: tuple[Outbound, ...] = ()
+
+
+CommandHandler = Callable[[CommandCall], Awaitable[str | CommandReply | None]]
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,9 @@ class Command:
 
 
 PressHandler = Callable[[ButtonPress], Awaitable[PressReply]]
+# Called after /forget deleted the chat's history and notes; it may offer more (a message sent
+# after /forget's answer).
+ForgetHook = Callable[[CommandCall], Awaitable[Outbound | None]]
 
 
 class Extensions:
@@ -66,6 +78,7 @@ class Extensions:
         self.access_rules: list[AccessRule] = []
         self.prompt_sections: list[PromptSection] = []
         self._presses: dict[str, PressHandler] = {}
+        self.forget_hooks: list[ForgetHook] = []
 
     # -- registering -------------------------------------------------------------------
 
@@ -83,6 +96,9 @@ class Extensions:
 
     def add_prompt_section(self, section: PromptSection) -> None:
         self.prompt_sections.append(section)
+
+    def add_forget_hook(self, hook: ForgetHook) -> None:
+        self.forget_hooks.append(hook)
 
     def add_buttons(
         self, kind: type[C], handler: Callable[[ButtonPress, C], Awaitable[PressReply]]

@@ -27,6 +27,7 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     reply:{turn_id}                   value  the reply a turn sent (at most once per turn)
     noticed:{lease owner}             value  the "answer after this" notice was sent for a turn
     replicas                          hash   instance id -> last heartbeat (unix time)
+    wipe_offer:{token}                value  /forget's offer to delete a chat's workspace files
     approval:{id}                     value  an approval request (JSON)
     approvals:pending                 hash   pending request id -> expiry
     approvals:audit                   list   decisions, newest last
@@ -141,6 +142,10 @@ def reply(turn_id: str) -> str:
 
 def noticed(lease_owner: str) -> str:
     return f"noticed:{lease_owner}"
+
+
+def wipe_offer(token: str) -> str:
+    return f"wipe_offer:{token}"
 
 
 def approval(request_id: str) -> str:

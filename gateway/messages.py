@@ -64,19 +64,42 @@ class UserRef(_Frozen):
 class AttachmentKind(StrEnum):
     IMAGE = "image"
     DOCUMENT = "document"
-    AUDIO = "audio"
+    AUDIO = "audio"  # an audio file (music, a recording sent as a file)
+    VOICE = "voice"  # a voice note recorded in the chat app
     VIDEO = "video"
     OTHER = "other"
 
 
 class Attachment(_Frozen):
-    """A file the user sent; the bytes stay on the platform until a tool asks for them."""
+    """A file the user sent; the bytes stay on the platform until the turn or a tool asks.
+
+    `file_id` is the owning adapter's handle (Telegram file id, Slack file id, Discord
+    attachment URL); only that adapter's `FileSource.download` turns it into bytes. The
+    MIME type is what the platform claimed: the bytes are sniffed before anything trusts it.
+    """
 
     kind: AttachmentKind
     file_id: str
     name: str | None = None
     size: int | None = None
     mime_type: str | None = None
+
+
+class OutboundFile(_Frozen):
+    """A file for an adapter to upload natively (photo, voice note, audio, document).
+
+    The core has read the bytes already (through the workspace API, or from a media
+    service) and sniffed their type; adapters pick the platform's upload from `kind`.
+    """
+
+    kind: AttachmentKind
+    name: str
+    mime_type: str
+    data: bytes = Field(repr=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
 
 
 class InboundKind(StrEnum):
@@ -125,6 +148,8 @@ class Outbound(_Frozen):
     reply_to: str | None = None  # platform message id to reply to
     markdown: bool = True  # text is the agent's Markdown; adapters convert it
     ephemeral_to: str | None = None  # user id: only they see it (where supported)
+    # Files sent with the message; `text` is then their caption (it may be empty).
+    attachments: tuple[OutboundFile, ...] = ()
 
 
 class SentRef(_Frozen):

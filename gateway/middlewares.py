@@ -30,7 +30,7 @@ from gateway.admission import (
     finished,
 )
 from gateway.config import RouterSettings
-from gateway.extensions import CommandCall, Extensions, Slot
+from gateway.extensions import CommandCall, CommandReply, Extensions, Slot
 from gateway.group_context import GroupContext
 from gateway.messages import ChatKind, Inbound, InboundKind
 from gateway.metrics import Metrics
@@ -268,9 +268,13 @@ class Commands:
         name, args = parsed
         self._metrics.inc("commands_total", command=command.name)
         reply = await command.handler(CommandCall(inbound, admission.session, name, args))
-        outcome = TurnOutcome(reply=reply)
-        if reply:
-            outcome.sent = await self._notifier.say(inbound, reply)
+        text = reply.text if isinstance(reply, CommandReply) else reply
+        follow_ups = reply.follow_ups if isinstance(reply, CommandReply) else ()
+        outcome = TurnOutcome(reply=text)
+        if text:
+            outcome.sent = await self._notifier.say(inbound, text)
+        for message in follow_ups:
+            await self._notifier.send(message)
         return finished(Status.COMMAND, outcome, admission.session)
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from gateway import keys
 from gateway.admission import Admission, Notifier, Status, Submission
 from gateway.config import RouterSettings
+from gateway.faults import crash_point
 from gateway.group_context import GroupContext
 from gateway.messages import UserRef
 from gateway.metrics import Metrics
@@ -40,7 +41,9 @@ QUEUED_NOTICE = "Got it. I will answer this after the current request."
 TURN_FAILED = "Something went wrong on my side while answering; please try again."
 LIMIT_HIT = "Too many messages are waiting right now; please send this again in a few minutes."
 CLAIM_POLL = 1.0  # seconds between claims when nothing woke the claimer (expired leases)
+CLAIM_BATCH = 32  # sessions one claim may take at most
 GC_EVERY = 60.0
+STATS_EVERY = 10.0  # seconds between queue gauges (depth, oldest wait)
 
 
 class Slots:
@@ -72,7 +75,17 @@ class Slots:
                     self._waiters.remove(waiter)
             raise
 
-    def give(self) -> None:
+    def take_up_to(self, count: int) -> int:
+        """Take up to `count` more slots without waiting; returns how many were taken."""
+        taken = min(count, self.free) if not self._waiters else 0
+        self.free -= taken
+        return taken
+
+    def give(self, count: int = 1) -> None:
+        for _ in range(count):
+            self._give_one()
+
+    def _give_one(self) -> None:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -253,6 +266,7 @@ class SessionQueue:
             result.claimed is not None,
         )
         future = self._waiters[admission.turn_id].future
+        crash_point("after_intake")
         if result.claimed is not None:
             self._started.add(result.claimed.owner)
             self._start(result.claimed)
@@ -378,40 +392,59 @@ class SessionQueue:
             running.turn = None
 
     async def _claim_loop(self) -> None:
-        """Take waiting sessions (and those of dead processes) whenever a slot is free."""
+        """Take waiting sessions (and those of dead processes) whenever slots are free: as
+        many at once as there are free slots, in one round trip."""
         while True:
             await self._slots.take()
+            extra = self._slots.take_up_to(CLAIM_BATCH - 1)
+            wanted = 1 + extra
             try:
-                claimed = await self._store.claim(self._leases.new_owner(), self._leases.ttl)
+                claimed = await self._store.claim(
+                    self._leases.new_owner(), self._leases.ttl, limit=wanted
+                )
             except StoreUnavailable as exc:
-                self._slots.give()
+                self._slots.give(wanted)
                 log.warning("claiming waiting sessions failed error=%s", exc)
                 await asyncio.sleep(CLAIM_POLL)
                 continue
             except BaseException:
-                self._slots.give()
+                self._slots.give(wanted)
                 raise
-            if claimed is None or SessionKey.parse(claimed.session) in self._running:
-                self._slots.give()
-                if claimed is not None:  # our own session's lease had lapsed: take it back
-                    await self._leases.let_go(self._leases.turn(claimed))
+            started = 0
+            for found in claimed:
+                if SessionKey.parse(found.session) in self._running:
+                    # Our own session's lease had lapsed: let the worker here carry on.
+                    await self._leases.let_go(self._leases.turn(found))
+                    continue
+                if found.attempt > 1:
+                    self._metrics.inc("sessions_recovered_total")
+                self._start(found)
+                started += 1
+            self._slots.give(wanted - started)
+            if started < wanted:  # nothing more waits now: sleep until woken or the poll
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), CLAIM_POLL)
-                continue
-            if claimed.attempt > 1:
-                self._metrics.inc("sessions_recovered_total")
-            self._start(claimed)
 
     async def _housekeeping(self) -> None:
+        collected = time.monotonic()
         while True:
-            await asyncio.sleep(GC_EVERY)
-            # A submitter whose message was run by another process is never resolved here.
-            limit = time.monotonic() - self._turn_timeout
-            for entry_id, waiter in list(self._waiters.items()):
-                if waiter.since < limit:
-                    del self._waiters[entry_id]
-                    _resolve(waiter.future, TurnOutcome(cancelled=True))
+            await asyncio.sleep(STATS_EVERY)
+            try:
+                pending, waited = await self._store.inbox_stats()
+            except StoreUnavailable:
+                continue
+            self._metrics.gauge("queue_pending_messages", pending)
+            self._metrics.gauge("queue_oldest_wait_seconds", round(waited, 3))
+            self._metrics.gauge("turns_running", len(self._running))
+            if time.monotonic() - collected >= GC_EVERY:
+                collected = time.monotonic()
+                # A submitter whose message another process ran is never resolved here.
+                limit = time.monotonic() - self._turn_timeout
+                for entry_id, waiter in list(self._waiters.items()):
+                    if waiter.since < limit:
+                        del self._waiters[entry_id]
+                        _resolve(waiter.future, TurnOutcome(cancelled=True))
 
     async def _interrupt(self, key: SessionKey, holder: str) -> None:
         running = self._running.get(key)

@@ -49,6 +49,11 @@ class Toolbox:
         """Names loaded beyond the starting set, to keep with the session."""
         return list(self._loaded)
 
+    def known(self) -> list[ToolSpec[Any]]:
+        """Every tool a call may name this turn: the allowed ones and the meta-tool."""
+        loader = self._loader_now()
+        return [*self._allowed.values(), *([loader] if loader is not None else [])]
+
     def waiting(self) -> list[ToolSpec[Any]]:
         """Allowed tools not offered yet."""
         offered = set(self._offered)

@@ -37,13 +37,24 @@ class TypingControl(Protocol):
     def paused(self) -> AbstractAsyncContextManager[None]: ...
 
 
-class _NoTyping:
+class _NoPause:
     @contextlib.asynccontextmanager
     async def paused(self) -> AsyncIterator[None]:
         yield
 
 
-NO_TYPING: TypingControl = _NoTyping()
+NO_TYPING: TypingControl = _NoPause()
+
+
+class StreamControl(Protocol):
+    """The running turn's streamed reply; a tool that sends its own message (an approval
+    prompt, a question) pauses it, so the message being written is finished first and the
+    reply goes on below what the tool sent."""
+
+    def paused(self) -> AbstractAsyncContextManager[None]: ...
+
+
+NO_STREAM: StreamControl = _NoPause()
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,7 @@ class ToolContext:
     # The text of that message: what the person themselves wrote in this turn.
     user_text: str = ""
     typing: TypingControl = NO_TYPING
+    stream: StreamControl = NO_STREAM
     # How many delegations deep this call runs (0: the agent the person talks to).
     depth: int = 0
     # Which sub-task of a delegate batch made the call, shown when it asks for approval.
@@ -95,6 +107,9 @@ class ToolSpec(Generic[A]):
     approval: Callable[[A, ToolContext], Awaitable[ApprovalNeed | None]] | None = None
     timeout: float | None = None  # overrides the agent's per-tool timeout
     extras: dict[str, Any] = field(default_factory=dict)
+    # The line a streamed reply shows while the call runs ("Reading notes.md"); None: the
+    # generic "Running <name>: `<main argument>`". Secrets are scrubbed from it either way.
+    progress: Callable[[A], str] | None = None
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI `tools` entry for this tool (built once: it is sent on every LLM call)."""

@@ -18,11 +18,14 @@ from gateway.agent import Agent, TurnTimeout
 from gateway.channels import DeliveryError, Outbox
 from gateway.compaction import Compactor, summary_block
 from gateway.config import Settings
+from gateway.faults import crash_point
 from gateway.history import SessionRecord, SessionStore
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
+from gateway.media.content import user_content
+from gateway.media.turn import TurnMedia
 from gateway.memory import MemoryBook
-from gateway.messages import ChatKind, ChatRef, Inbound, InboundKind, Outbound, SentRef
+from gateway.messages import ChatRef, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.prompt import PromptSection, build_system_prompt, render_sections, turn_prompt
@@ -31,9 +34,11 @@ from gateway.sessions import SessionKey
 from gateway.store.base import StoreUnavailable
 from gateway.store.inbox import Claimed
 from gateway.store.search import SearchDoc
+from gateway.streaming.factory import ReplyStreams
+from gateway.streaming.reply import ReplyStream
 from gateway.tasks import stop_task
 from gateway.toolbox import Toolbox
-from gateway.tooling import ToolCatalog, ToolContext, ToolScope
+from gateway.tooling import NO_STREAM, ToolCatalog, ToolContext, ToolScope
 from gateway.turnlog import turn_text
 
 log = logging.getLogger(__name__)
@@ -41,7 +46,7 @@ log = logging.getLogger(__name__)
 INTERRUPTED_NOTE = "[This request was interrupted before an answer was given.]"
 EMPTY_ANSWER = "I have no answer to that. Try asking in another way."
 
-__all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator"]
+__all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator", "user_content"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ class TurnJob:
 
 # Platforms show "typing…" for about five seconds per call.
 TYPING_EVERY = 4.0
+# A stopped turn's streamed message gets this long to show "(stopped)".
+STOP_SECONDS = 10.0
 
 
 class TypingIndicator:
@@ -126,10 +133,12 @@ class TurnRunner:
         catalog: ToolCatalog,
         outbox: Outbox,
         metrics: Metrics,
+        media: TurnMedia,
         prompt_sections: Sequence[PromptSection] = (),
         compactor: Compactor | None = None,
     ) -> None:
         self._settings = settings
+        self._media = media  # the person's files: fetched, transcribed, shown to the model
         self._agent = agent
         self._sessions = sessions
         self._memory = memory
@@ -139,6 +148,7 @@ class TurnRunner:
         # Rendered at every turn, so a section registered after this runner was built counts
         # and a section's text may change while a session runs (a skill was added).
         self._sections = prompt_sections
+        self._streams = ReplyStreams(settings, outbox)
         # Without one, the oldest turns are dropped when history passes its budget.
         self._compactor = compactor or Compactor(None, None, settings.agent.history_token_budget)
 
@@ -171,27 +181,35 @@ class TurnRunner:
         if job.reply is not None:
             return await self._already_answered(job, lease, record, history)
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
+        toolbox = self._toolbox(inbound, record)
+        stream = self._streams.open(inbound, toolbox.known(), typing)
         typing.start()
         outcome = TurnOutcome()
-        toolbox = self._toolbox(inbound, record)
         added: list[Message] = []
         try:
-            history = await self._compactor.compact(
-                record, history, inbound.chat, inbound.sender, str(key)
-            )
-            result = await self._agent.run(
-                await self._system_prompt(record, inbound),
-                history,
-                toolbox,
-                self._context(job, typing),
-                catalog=self._catalog,
-            )
-            added = result.new_messages
-            history.extend(result.new_messages)
-            record.prompt_tokens += result.usage.prompt_tokens
-            record.completion_tokens += result.usage.completion_tokens
-            outcome.reply = result.text.strip() or EMPTY_ANSWER
-            self._metrics.inc("tool_calls_total", result.tool_calls)
+            prepared = await self._media.prepare(inbound, context_lines, record.messages)
+            history[-1] = {"role": "user", "content": prepared.text}
+            if prepared.answer is not None:  # nothing in the message the model could use
+                outcome.reply = prepared.answer
+                history.append({"role": "assistant", "content": prepared.answer})
+            else:
+                history = await self._compactor.compact(
+                    record, history, inbound.chat, inbound.sender, str(key)
+                )
+                result = await self._agent.run(
+                    await self._system_prompt(record, inbound),
+                    prepared.request(history),
+                    toolbox,
+                    self._context(job, typing, stream),
+                    catalog=self._catalog,
+                    events=stream,
+                )
+                added = result.new_messages
+                history.extend(result.new_messages)
+                record.prompt_tokens += result.usage.prompt_tokens
+                record.completion_tokens += result.usage.completion_tokens
+                outcome.reply = result.text.strip() or EMPTY_ANSWER
+                self._metrics.inc("tool_calls_total", result.tool_calls)
         except LLMError as exc:
             log.warning("llm error session=%s error=%s", key, type(exc).__name__)
             outcome.error = exc.user_message
@@ -202,12 +220,27 @@ class TurnRunner:
             )
         except asyncio.CancelledError:
             if lease.handing_over:
-                raise  # the process is stopping: the message stays for another run
+                # The process is stopping: the message stays for another run, which answers
+                # it afresh, so what this one showed is taken back.
+                if stream is not None:
+                    await asyncio.shield(stream.aclose())
+                raise
             outcome.cancelled = True
-            history.append({"role": "assistant", "content": INTERRUPTED_NOTE})
+            written = stream.written if stream is not None else ""
+            note = f"{written}\n\n{INTERRUPTED_NOTE}" if written else INTERRUPTED_NOTE
+            history.append({"role": "assistant", "content": note})
             record.tools_loaded = toolbox.loaded
-            doc = self._doc(job, started_at, added, INTERRUPTED_NOTE)
-            await asyncio.shield(self._save(key, record, history, lease, doc))
+            doc = self._doc(job, started_at, added, note)
+            try:
+                # History first: /stop waits for it, so a /new right after is not undone.
+                await asyncio.shield(self._save(key, record, history, lease, doc))
+            finally:
+                if stream is not None:
+                    await asyncio.shield(self._stop_stream(stream))
+            raise
+        except BaseException:
+            if stream is not None:
+                await asyncio.shield(stream.aclose())  # no half answer stays on show
             raise
         finally:
             await typing.stop()
@@ -217,13 +250,20 @@ class TurnRunner:
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
         if on_answering is not None:
             on_answering()
+        await self._media.before_reply(inbound, prepared)
         text = outcome.reply or outcome.error or ""
-        outcome.sent = await self._deliver(job, text)
+        # A failed turn's line replaces whatever part of an answer was streamed.
+        outcome.sent = await self._deliver(job, text, stream)
+        if stream is not None and stream.updates:
+            self._metrics.inc("stream_updates_total", stream.updates)
         if outcome.sent is not None:
             try:
                 await lease.record_reply(outcome.sent, text)
             except StoreUnavailable as exc:
                 log.error("reply not recorded session=%s error=%s", key, exc)
+        if outcome.reply is not None and prepared.answer is None:
+            await self._media.after_reply(inbound, prepared, outcome.reply)
+        crash_point("before_finish")
         await self._save(key, record, history, lease, self._doc(job, started_at, added, text))
         self._metrics.observe("turn_seconds", time.monotonic() - started)
         self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
@@ -255,7 +295,9 @@ class TurnRunner:
             turn_text(inbound.text, added, answer),
         )
 
-    def _context(self, job: TurnJob, typing: TypingIndicator) -> ToolContext:
+    def _context(
+        self, job: TurnJob, typing: TypingIndicator, stream: ReplyStream | None
+    ) -> ToolContext:
         inbound = job.inbound
         return ToolContext(
             session=job.key,
@@ -267,17 +309,30 @@ class TurnRunner:
             # A scheduled prompt was written by the model, not by a person this turn.
             user_text=inbound.text if inbound.kind is InboundKind.USER else "",
             typing=typing,
+            stream=stream or NO_STREAM,
         )
 
-    async def _deliver(self, job: TurnJob, text: str) -> SentRef | None:
+    async def _deliver(self, job: TurnJob, text: str, stream: ReplyStream | None) -> SentRef | None:
+        """The one final message of the turn: the streamed message becomes it, or it is sent."""
         inbound = job.inbound
         out = Outbound(chat=inbound.chat, text=text, reply_to=inbound.message_id)
         try:
+            if stream is not None:
+                return await stream.finish(text)
             return await self._outbox.send(out)
         except DeliveryError as exc:
             log.warning("reply not delivered session=%s error=%s", job.key, exc)
             self._metrics.inc("deliveries_failed_total")
             return None
+
+    async def _stop_stream(self, stream: ReplyStream) -> None:
+        """End a stopped turn's streamed message with what was written and "(stopped)"."""
+        try:
+            async with asyncio.timeout(STOP_SECONDS):
+                await stream.stop()
+        except TimeoutError:
+            log.warning("stopped reply not shown in time chat=%s", stream.chat.address)
+            await stream.aclose()
 
     async def _already_answered(
         self, job: TurnJob, lease: TurnLease, record: SessionRecord, history: list[Message]
@@ -314,21 +369,3 @@ class TurnRunner:
             await lease.commit(self._sessions.save_ops(key, record, encoded), encoded)
         except StoreUnavailable as exc:
             log.error("history not saved session=%s error=%s", key, exc)
-
-
-def user_content(inbound: Inbound, context_lines: Sequence[str] = ()) -> str:
-    """The user's message as the model sees it: text, attachments, recent group context."""
-    parts: list[str] = []
-    if context_lines:
-        parts.append("[Recent messages in this chat, for context]\n" + "\n".join(context_lines))
-    text = inbound.text
-    if inbound.chat.kind is not ChatKind.DIRECT:
-        text = f"{inbound.sender.label}: {text}"
-    parts.append(text)
-    for att in inbound.attachments:
-        size = f", {att.size} bytes" if att.size else ""
-        parts.append(
-            f"[attachment: {att.kind.value} {att.name or ''} ({att.mime_type or 'unknown type'}"
-            f"{size}) file_id={att.file_id}]"
-        )
-    return "\n\n".join(parts)

@@ -90,3 +90,15 @@ async def running_gateway(
         yield Harness(app, console)
     finally:
         await app.stop()
+
+
+@contextlib.asynccontextmanager
+async def configured_gateway(settings: Settings) -> AsyncIterator[App]:
+    """The real App with the platforms its settings configure, started (as `chatgate run`)."""
+    app = App(settings)
+    app.add_configured_adapters()
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.stop()

@@ -1,24 +1,27 @@
 """save_attachment: copy a file the person sent in this conversation into its workspace.
 
 Only file ids that appear in this session's own messages can be fetched, so the model
-cannot pull files from other chats by guessing or being told an id.
+cannot pull files from other chats by guessing or being told an id. The file's type is
+sniffed from its bytes and its name is made one safe path component.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import Field
 
-from gateway.channels import AttachmentError, FileSource, Outbox
+from gateway.channels import AttachmentError, Outbox
 from gateway.history import SessionStore
+from gateway.media.content import find_attachment
+from gateway.media.fetch import fetch
+from gateway.media.sniff import safe_name, sniff
+from gateway.messages import Attachment
 from gateway.tooling import ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 from tools.workspace import WorkspaceFor
 
 GROUP = "fs"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class SaveAttachmentArgs(ToolArgs):
@@ -26,28 +29,42 @@ class SaveAttachmentArgs(ToolArgs):
     path: str = Field(default="", description="Where to save it (default: attachments/<name>).")
 
 
-def attachment_tools(
-    workspace_for: WorkspaceFor, outbox: Outbox, sessions: SessionStore, *, max_bytes: int
-) -> list[ToolSpec[Any]]:
-    async def save(args: SaveAttachmentArgs, ctx: ToolContext) -> str:
-        name = next((a.name for a in ctx.attachments if a.file_id == args.file_id), None)
-        if name is None:
-            note = _attachment_note((await sessions.load(ctx.session)).messages, args.file_id)
-            if note is None:
-                raise ToolError(
-                    f"no attachment with file_id {args.file_id!r} was sent in this conversation."
-                )
-            name = _name_in_note(note)
-        source = outbox.adapter(ctx.chat.platform) if outbox.has(ctx.chat.platform) else None
-        if not isinstance(source, FileSource):
-            raise ToolError(f"attachments from {ctx.chat.platform} cannot be fetched yet.")
+class AttachmentFetcher:
+    """Fetches files of this conversation (and only those) through their platform."""
+
+    def __init__(self, outbox: Outbox, sessions: SessionStore, *, max_bytes: int) -> None:
+        self._outbox = outbox
+        self._sessions = sessions
+        self.max_bytes = max_bytes
+
+    async def find(self, file_id: str, ctx: ToolContext) -> Attachment:
+        found = find_attachment(file_id, ctx.attachments, ())
+        if found is None:
+            history = (await self._sessions.load(ctx.session)).messages
+            found = find_attachment(file_id, (), history)
+        if found is None:
+            raise ToolError(
+                f"no attachment with file_id {file_id!r} was sent in this conversation."
+            )
+        return found
+
+    async def fetch(self, attachment: Attachment, ctx: ToolContext) -> bytes:
         try:
-            data = await source.download(args.file_id, max_bytes)
+            return await fetch(self._outbox, ctx.chat, attachment, self.max_bytes)
         except AttachmentError as exc:
             raise ToolError(f"the attachment could not be fetched: {exc}") from None
-        safe = _UNSAFE.sub("_", name or args.file_id).strip("._") or "attachment"
-        rel, _ = workspace_for(ctx).write_bytes(args.path or f"attachments/{safe}", data)
-        return f"saved {rel} ({len(data):,} bytes)"
+
+
+def attachment_tools(
+    workspace_for: WorkspaceFor, fetcher: AttachmentFetcher
+) -> list[ToolSpec[Any]]:
+    async def save(args: SaveAttachmentArgs, ctx: ToolContext) -> str:
+        attachment = await fetcher.find(args.file_id, ctx)
+        data = await fetcher.fetch(attachment, ctx)
+        mime = sniff(data)
+        name = safe_name(attachment.name, mime, fallback="attachment")
+        rel, _ = workspace_for(ctx).write_bytes(args.path or f"attachments/{name}", data)
+        return f"saved {rel} ({mime}, {len(data):,} bytes)"
 
     return [
         ToolSpec(
@@ -61,21 +78,3 @@ def attachment_tools(
             group=GROUP,
         )
     ]
-
-
-def _attachment_note(messages: list[dict[str, Any]], file_id: str) -> str | None:
-    """The [attachment: ...] line naming this file id in the person's messages, if any."""
-    marker = f"file_id={file_id}]"
-    for message in messages:
-        content = message.get("content")
-        if message.get("role") == "user" and isinstance(content, str) and marker in content:
-            for line in content.splitlines():
-                if line.startswith("[attachment:") and line.endswith(marker):
-                    return line
-    return None
-
-
-def _name_in_note(note: str) -> str | None:
-    # "[attachment: document notes.pdf (application/pdf, 1234 bytes) file_id=doc-1]"
-    words = note.removeprefix("[attachment:").split("(", 1)[0].split()
-    return words[1] if len(words) > 1 else None

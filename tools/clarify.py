@@ -146,9 +146,11 @@ class ClarifyService:
             raise ToolError("another question is already waiting for an answer; ask one at a time.")
         try:
             await self._store.set(_question_key(question.id), question.model_dump_json(), ttl=ttl)
-            sent = await self._send(question, ctx)
-            async with ctx.typing.paused():
-                raw = await self._answers.wait(question.id, self._timeout)
+            # The streamed reply so far is finished first; it goes on below the question.
+            async with ctx.stream.paused():
+                sent = await self._send(question, ctx)
+                async with ctx.typing.paused():
+                    raw = await self._answers.wait(question.id, self._timeout)
         finally:
             await self._store.delete(open_key, _question_key(question.id))
         if raw is None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
+from gateway.streaming.progress import inline_code
 from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 from tools.workspace import OpenFile, Workspace, WorkspaceFor
@@ -122,6 +123,7 @@ def file_tools(
             args=ReadFileArgs,
             handler=read_file,
             group=GROUP,
+            progress=lambda args: f"Reading {inline_code(args.path)}",
         ),
         ToolSpec(
             name="write_file",
@@ -130,6 +132,7 @@ def file_tools(
             handler=write_file,
             group=GROUP,
             approval=overwrite_approval,
+            progress=lambda args: f"Writing {inline_code(args.path)}",
         ),
         ToolSpec(
             name="edit_file",
@@ -141,6 +144,7 @@ def file_tools(
             args=EditFileArgs,
             handler=edit_file,
             group=GROUP,
+            progress=lambda args: f"Editing {inline_code(args.path)}",
         ),
     ]
 

@@ -25,6 +25,8 @@ TOOLSETS: dict[str, str] = {
     "skills": "reusable instructions (skills): skill, skill_manage",
     "subagent": "delegating work to sub-agents",
     "mcp": "tools of the MCP servers in mcp.servers (one server: group:mcp:<name>)",
+    "media": "files and media into the chat: send_file, image_generate, text_to_speech, "
+    "vision_analyze",
     "history": "past conversations: session_search",
 }
 

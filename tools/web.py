@@ -20,6 +20,7 @@ import html2text
 import httpx
 from pydantic import Field
 
+from gateway.streaming.progress import inline_code
 from gateway.tooling import ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 from tools.netguard import Address, AddressGuard
@@ -289,5 +290,6 @@ def web_tools(fetcher: WebFetcher, *, max_chars: int = 16000) -> list[ToolSpec[A
             args=WebFetchArgs,
             handler=web_fetch,
             group=GROUP,
+            progress=lambda args: f"Fetching {inline_code(args.url)}",
         )
     ]

@@ -16,6 +16,7 @@ import httpx
 from pydantic import Field
 
 from gateway.config import ToolsSettings
+from gateway.streaming.progress import inline_code
 from gateway.tooling import ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 
@@ -198,5 +199,6 @@ def web_search_tools(provider: SearchProvider | None) -> list[ToolSpec[Any]]:
             args=WebSearchArgs,
             handler=web_search,
             group=GROUP,
+            progress=lambda args: f"Searching the web for {inline_code(args.query)}",
         )
     ]

@@ -21,7 +21,14 @@ PLATFORM = "console"
 
 class ConsoleAdapter:
     platform = PLATFORM
-    capabilities = Capabilities(max_len=1_000_000, can_edit=True, buttons=False, typing=False)
+    # Files "sent" here are named on the terminal (they are on this machine already).
+    capabilities = Capabilities(
+        max_len=1_000_000,
+        can_edit=True,
+        buttons=False,
+        typing=False,
+        max_upload_bytes=1_000_000_000,
+    )
 
     def __init__(
         self,
@@ -72,7 +79,10 @@ class ConsoleAdapter:
         self.sent.append(out)
         self.received.set()
         if self._echo:
-            self._print(out.text)
+            if out.text or not out.attachments:
+                self._print(out.text)
+            for file in out.attachments:
+                self._print(f"[file: {file.name} ({file.mime_type}, {file.size:,} bytes)]")
             for row in out.buttons:
                 self._print("  " + "   ".join(f"[{b.label}]" for b in row))
         return SentRef(chat=out.chat, message_id=str(next(self._ids)))

@@ -20,6 +20,7 @@ from adapters.discord.access import DiscordAccess
 from adapters.discord.buttons import ActionButton
 from adapters.discord.client import configure_endpoints, gateway_client, rest_client
 from adapters.discord.commands import build_tree, sync_commands
+from adapters.discord.files import DiscordFiles
 from adapters.discord.interactions import InteractionReplies
 from adapters.discord.normalize import (
     PLATFORM,
@@ -34,8 +35,9 @@ from adapters.discord.normalize import (
 from adapters.discord.presses import answer_press, show
 from adapters.discord.sending import MAX_LEN, DiscordSender
 from adapters.discord.settings import DiscordSettings
+from adapters.discord.uploads import MAX_UPLOAD_BYTES, DiscordUploads
 from gateway.admission import Status, Submission
-from gateway.channels import AdapterContext, Capabilities, DeliveryError
+from gateway.channels import AdapterContext, Capabilities, DeliveryError, StreamSupport
 from gateway.leader import LeaderElection
 from gateway.messages import ChatKind, ChatRef, Outbound, PressReply, SentRef
 from gateway.turns import TurnOutcome
@@ -52,7 +54,15 @@ INTENT_HELP = (
 
 class DiscordAdapter:
     platform = PLATFORM
-    capabilities = Capabilities(max_len=MAX_LEN, can_edit=True, buttons=True, threads=True)
+    capabilities = Capabilities(
+        max_len=MAX_LEN,
+        can_edit=True,
+        buttons=True,
+        threads=True,
+        max_upload_bytes=MAX_UPLOAD_BYTES,
+        # Post, then edit (followups for slash commands): about one edit a second.
+        streaming=StreamSupport(interval=1.0, measure=lambda text: len(text.strip())),
+    )
 
     def __init__(self, settings: DiscordSettings, ctx: AdapterContext) -> None:
         if settings.token is None or not settings.token.get_secret_value():
@@ -64,6 +74,8 @@ class DiscordAdapter:
         self._free = frozenset(settings.free_response_channels)
         self._replies = InteractionReplies()
         self._sender = DiscordSender(self._rest_client, self._replies)
+        self._uploads = DiscordUploads(self._rest_client, self._replies, self._sender)
+        self._files = DiscordFiles(self._rest_client, settings.api_url)
         self._rest: discord.Client | None = None
         self._gateway: discord.Client | None = None
         self._gateway_task: asyncio.Task[None] | None = None
@@ -105,6 +117,7 @@ class DiscordAdapter:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._files.close()
         if self._rest is not None:
             await self._rest.close()
             self._rest = None
@@ -112,13 +125,22 @@ class DiscordAdapter:
     # -- Adapter protocol ---------------------------------------------------------------------
 
     async def send(self, out: Outbound) -> SentRef:
+        if out.attachments:
+            return await self._uploads.send(out)
         return await self._sender.send(out)
 
     async def edit(self, ref: SentRef, out: Outbound) -> None:
         await self._sender.edit(ref, out)
 
+    async def delete(self, ref: SentRef) -> None:
+        await self._sender.delete(ref)
+
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)
+
+    async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
+        """An attachment's bytes from Discord's CDN (file_id is its URL)."""
+        return await self._files.download(file_id, max_bytes or MAX_UPLOAD_BYTES)
 
     # -- the gateway connection ----------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import discord
 
+from gateway.media.sniff import declared_kind
 from gateway.messages import (
     Attachment,
     AttachmentKind,
@@ -82,29 +83,20 @@ def clean_text(message: discord.Message, bot_id: int) -> str:
 
 
 def attachments(message: discord.Message) -> tuple[Attachment, ...]:
+    """Message attachments; the handle is the attachment's CDN URL (files.py fetches it, and
+    only from Discord's CDN). A voice message recorded in Discord is a voice note."""
     return tuple(
         Attachment(
-            kind=_kind(item.content_type),
-            file_id=item.url,  # Discord attachments are fetched by URL
+            kind=AttachmentKind.VOICE
+            if item.is_voice_message()
+            else declared_kind(item.content_type),
+            file_id=item.url,
             name=item.filename,
             size=item.size,
             mime_type=item.content_type,
         )
         for item in message.attachments
     )
-
-
-_KINDS = {
-    "image": AttachmentKind.IMAGE,
-    "audio": AttachmentKind.AUDIO,
-    "video": AttachmentKind.VIDEO,
-}
-
-
-def _kind(content_type: str | None) -> AttachmentKind:
-    if not content_type:
-        return AttachmentKind.OTHER
-    return _KINDS.get(content_type.split("/", 1)[0], AttachmentKind.DOCUMENT)
 
 
 def message_inbound(

@@ -19,6 +19,7 @@ from adapters.base import DeliveryError, split_text
 from adapters.discord.buttons import build_view
 from adapters.discord.interactions import InteractionReplies, PendingCommand
 from adapters.discord.normalize import channel_id
+from gateway.channels import MessageGone
 from gateway.messages import ChatRef, Outbound, SentRef
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False, rep
 # Followup failures that mean the interaction token is gone: post to the channel instead.
 _TOKEN_GONE = {10015, 50027}  # Unknown Webhook, Invalid Webhook Token
 _PERMISSION_CODES = {50001: "View Channel", 50013: "Send Messages"}  # Missing Access / Permissions
+_UNKNOWN_MESSAGE = 10008
 
 
 class DiscordSender:
@@ -57,8 +59,26 @@ class DiscordSender:
             channel = self._client().get_partial_messageable(channel_id(ref.chat))
             message = channel.get_partial_message(int(ref.message_id))
             await message.edit(content=text, view=view)
+        except discord.NotFound as exc:
+            if exc.code == _UNKNOWN_MESSAGE:
+                raise MessageGone(f"Discord edit failed: {exc.text}") from exc
+            raise delivery_error(exc, ref.chat, "edit") from exc
         except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
             raise delivery_error(exc, ref.chat, "edit") from exc
+
+    async def delete(self, ref: SentRef) -> None:
+        pending = self._replies.for_message(ref.message_id)
+        try:
+            if pending is not None:
+                await pending.interaction.followup.delete_message(int(ref.message_id))
+                return
+            channel = self._client().get_partial_messageable(channel_id(ref.chat))
+            await channel.get_partial_message(int(ref.message_id)).delete()
+        except discord.NotFound as exc:
+            if exc.code != _UNKNOWN_MESSAGE:
+                raise delivery_error(exc, ref.chat, "delete") from exc
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            raise delivery_error(exc, ref.chat, "delete") from exc
 
     async def typing(self, chat: ChatRef) -> None:
         try:

@@ -3,7 +3,8 @@
 Socket Mode when `slack.app_token` is set, else the Events API at `/slack/events` on the
 gateway's HTTP server. Scopes: app_mentions:read, chat:write, im:history (DMs),
 channels:history/groups:history (thread follow-ups), reactions:write (working
-indicator), commands; events: app_mention, message.im, message.channels/groups.
+indicator), commands, files:read and files:write (attachments in and out); events:
+app_mention, message.im, message.channels/groups.
 """
 
 from __future__ import annotations
@@ -19,16 +20,25 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.access import SlackAccess
+from adapters.slack.files import MAX_UPLOAD_BYTES, SlackFiles
 from adapters.slack.http_events import EventsEndpoint
 from adapters.slack.indicator import WorkingIndicator
-from adapters.slack.listeners import SlackListeners
+from adapters.slack.listeners import NotStored, SlackListeners
+from adapters.slack.mrkdwn import to_mrkdwn
 from adapters.slack.normalize import PLATFORM, BotIdentity
 from adapters.slack.sending import MAX_TEXT, SlackSender, retry_handlers
 from adapters.slack.settings import SlackSettings
 from adapters.slack.socket_mode import SocketModeConnection
+from adapters.slack.streaming import SlackStream
 from adapters.slack.threads import AnsweredThreads
-from gateway.channels import AdapterContext, Capabilities, DeliveryError
-from gateway.messages import ChatRef, Outbound, SentRef
+from gateway.channels import (
+    AdapterContext,
+    AttachmentUnavailable,
+    Capabilities,
+    DeliveryError,
+    StreamSupport,
+)
+from gateway.messages import ChatRef, Outbound, SentRef, UserRef
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +52,14 @@ class SlackStartError(RuntimeError):
 class SlackAdapter:
     platform = PLATFORM
     capabilities = Capabilities(
-        max_len=MAX_TEXT, can_edit=True, buttons=True, threads=True, typing=True
+        max_len=MAX_TEXT,
+        can_edit=True,
+        buttons=True,
+        threads=True,
+        typing=True,
+        max_upload_bytes=MAX_UPLOAD_BYTES,
+        # appendStream is Tier 4 (100+ a minute); chat.update, the fallback, is Tier 3.
+        streaming=StreamSupport(interval=0.5, measure=lambda text: len(to_mrkdwn(text))),
     )
 
     def __init__(self, settings: SlackSettings, ctx: AdapterContext) -> None:
@@ -55,8 +72,10 @@ class SlackAdapter:
         self._threads = AnsweredThreads(ctx.store, settings.thread_ttl)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False
+        self._stream_methods = settings.stream_methods  # false once Slack refuses them
         self._session: aiohttp.ClientSession | None = None
         self._sender: SlackSender | None = None
+        self._files: SlackFiles | None = None
         self._indicator: WorkingIndicator | None = None
         self._socket: SocketModeConnection | None = None
         self.app: AsyncApp | None = None
@@ -91,6 +110,13 @@ class SlackAdapter:
         )
         self.bot = await self._identify(client)
         self._sender = SlackSender(client)
+        self._files = SlackFiles(
+            client,
+            self._session,
+            self._sender,
+            token=settings.bot_token.get_secret_value(),
+            api_url=settings.api_url,
+        )
         self._indicator = WorkingIndicator(self._sender, settings.working_reaction)
         secret = settings.signing_secret.get_secret_value() if settings.signing_secret else ""
         self.app = AsyncApp(
@@ -98,8 +124,12 @@ class SlackAdapter:
             signing_secret=secret,
             # Socket Mode envelopes are not signed; bolt skips the check for them anyway.
             request_verification_enabled=not socket_mode,
+            # Acknowledge (HTTP 200 or the Socket Mode ack) only after the listener stored the
+            # message: a replica that dies before then leaves the event for Slack to retry.
+            process_before_response=True,
             logger=logging.getLogger("slack_bolt"),
         )
+        self.app.error(_on_listener_error)
         SlackListeners(
             ctx=self._ctx,
             settings=settings,
@@ -128,6 +158,7 @@ class SlackAdapter:
         # Sends from turns still finishing now fail as DeliveryError, not on a closed session.
         self._stopped = True
         self._sender = None
+        self._files = None
         self._indicator = None
         if self._socket is not None:
             await self._socket.stop()
@@ -162,6 +193,10 @@ class SlackAdapter:
 
     async def send(self, out: Outbound) -> SentRef:
         sender = _started(self._sender)
+        if out.attachments:  # a file share in the thread (files cannot be ephemeral)
+            ref = await _started(self._files).upload(out)
+            await self._threads.remember(out.chat)
+            return ref
         if out.ephemeral_to:
             return await sender.post_ephemeral(out, out.ephemeral_to)
         ref = await sender.post(out)
@@ -173,9 +208,41 @@ class SlackAdapter:
     async def edit(self, ref: SentRef, out: Outbound) -> None:
         await _started(self._sender).update(ref, out)
 
+    async def delete(self, ref: SentRef) -> None:
+        await _started(self._sender).delete(ref)
+
+    def open_stream(
+        self, chat: ChatRef, *, reply_to: str | None, recipient: UserRef | None
+    ) -> SlackStream | None:
+        """The stream methods in the thread being answered; None elsewhere: post and edit."""
+        if not self._stream_methods or chat.thread_id is None or self._sender is None:
+            return None
+
+        async def started(ref: SentRef) -> None:
+            await self._threads.remember(chat)
+            if reply_to and self._indicator is not None:
+                await self._indicator.answered(chat, reply_to)
+
+        return SlackStream(
+            self._sender, chat, recipient, started=started, refused=self._streams_refused
+        )
+
+    def _streams_refused(self, code: str) -> None:
+        if self._stream_methods:
+            log.warning(
+                "slack refused the chat streaming methods (%s); streaming by chat.update", code
+            )
+        self._stream_methods = False
+
     async def typing(self, chat: ChatRef) -> None:
         if self._indicator is not None:
             await self._indicator.show(chat)
+
+    async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
+        """A file someone shared (its Slack file id), fetched with the bot token."""
+        if self._files is None:
+            raise AttachmentUnavailable("the Slack adapter is not running")
+        return await self._files.download(file_id, max_bytes or MAX_UPLOAD_BYTES)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -202,3 +269,12 @@ def _started(part: _T | None) -> _T:
     if part is None:
         raise DeliveryError("the Slack adapter is not started")
     return part
+
+
+async def _on_listener_error(error: Exception, body: dict[str, Any]) -> None:
+    """Bolt answers 500 (HTTP) or leaves the envelope unacknowledged (Socket Mode): Slack
+    sends the event again. A store outage is expected and logged in one line."""
+    if isinstance(error, NotStored):
+        log.warning("slack event not stored; Slack will send it again event=%s", error)
+        return
+    log.error("slack listener failed event=%s", body.get("event_id"), exc_info=error)

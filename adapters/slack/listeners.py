@@ -42,6 +42,11 @@ Spawn = Callable[[Coroutine[Any, Any, None]], None]
 Json = dict[str, Any]
 
 WORKING = "Working on it…"
+STORE_DOWN = "I could not take that right now (my storage is unreachable); please try again."
+
+
+class NotStored(Exception):
+    """The store is unreachable: the event is not acknowledged, so Slack delivers it again."""
 
 
 @dataclass(frozen=True)
@@ -63,13 +68,16 @@ class SlackListeners:
 
     # -- listeners (bolt injects arguments by name) -------------------------------------
 
+    # The app processes before responding (adapter.py): an event is acknowledged only after
+    # these return, and they return once the message is stored (one store round trip).
+
     async def on_mention(self, body: Json, event: Json, request: AsyncBoltRequest) -> None:
         _log_redelivery(body, request)
-        self.spawn(self._mention(body, event))
+        await self._mention(body, event)
 
     async def on_message(self, body: Json, event: Json, request: AsyncBoltRequest) -> None:
         _log_redelivery(body, request)
-        self.spawn(self._message(body, event))
+        await self._message(body, event)
 
     async def on_command(self, ack: AsyncAck, command: Json) -> None:
         inbound = slash_inbound(command, {name for name, _ in self.ctx.commands()})
@@ -78,9 +86,16 @@ class SlackListeners:
             return
         # Refused here so the refusal is private, not a post in the channel.
         refusal = self.access.refusal(inbound.chat, inbound.sender.user_id)
-        await ack(refusal or WORKING)
-        if refusal is None:
-            self.spawn(self._submit(inbound))
+        if refusal is not None:
+            await ack(refusal)
+            return
+        try:
+            await self._submit(inbound)
+        except NotStored:
+            # Slack does not send a slash command again: say so to the person who typed it.
+            await ack(STORE_DOWN)
+            return
+        await ack(WORKING)
 
     async def on_action(self, ack: AsyncAck, body: Json) -> None:
         await ack()
@@ -125,6 +140,8 @@ class SlackListeners:
 
     async def _submit(self, inbound: Inbound) -> None:
         result = await self.ctx.submit(inbound)
+        if isinstance(result, Submission) and result.status is Status.UNAVAILABLE:
+            raise NotStored(inbound.event_id)
         ts = inbound.message_id
         if not (isinstance(result, Submission) and ts):
             return

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.slack.mrkdwn import to_plain
+from gateway.media.sniff import declared_kind
 from gateway.messages import (
     Attachment,
     AttachmentKind,
@@ -101,14 +102,19 @@ def event_inbound(
 
 
 def attachments(files: Collection[Payload]) -> tuple[Attachment, ...]:
+    """Shared files as Attachments (the handle is the Slack file id; files.info finds the
+    bytes). A clip recorded in Slack (subtype slack_audio) is a voice note."""
     found: list[Attachment] = []
     for file in files:
-        if not file.get("id"):
+        if not file.get("id") or file.get("mode") == "tombstone":  # deleted files
             continue
         mime = str(file.get("mimetype") or "")
+        kind = declared_kind(mime)
+        if file.get("subtype") == "slack_audio":
+            kind = AttachmentKind.VOICE
         found.append(
             Attachment(
-                kind=_attachment_kind(mime),
+                kind=kind,
                 file_id=str(file["id"]),
                 name=file.get("name"),
                 size=file.get("size"),
@@ -116,17 +122,6 @@ def attachments(files: Collection[Payload]) -> tuple[Attachment, ...]:
             )
         )
     return tuple(found)
-
-
-def _attachment_kind(mime: str) -> AttachmentKind:
-    for prefix, kind in (
-        ("image/", AttachmentKind.IMAGE),
-        ("audio/", AttachmentKind.AUDIO),
-        ("video/", AttachmentKind.VIDEO),
-    ):
-        if mime.startswith(prefix):
-            return kind
-    return AttachmentKind.DOCUMENT if mime else AttachmentKind.OTHER
 
 
 def command_text(text: str, command_names: Collection[str]) -> str:

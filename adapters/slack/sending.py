@@ -29,8 +29,8 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from adapters.base import split_text
 from adapters.slack.blocks import SECTION_LIMIT, message_blocks, section
 from adapters.slack.mrkdwn import escape, to_mrkdwn
-from gateway.channels import DeliveryError
-from gateway.messages import Outbound, SentRef
+from gateway.channels import DeliveryError, MessageGone
+from gateway.messages import ChatKind, ChatRef, Outbound, SentRef, UserRef
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,17 @@ _PERMANENT = frozenset(
         "team_access_not_granted",
     }
 )
+
+
+class SlackCallFailed(DeliveryError):
+    """A Web API call Slack answered with an error; `code` is Slack's error string."""
+
+    def __init__(self, message: str, *, code: str, permanent: bool) -> None:
+        super().__init__(message, permanent=permanent)
+        self.code = code
+
+
+Chunk = dict[str, Any]
 
 
 class RetryAfterHandler(AsyncRetryHandler):
@@ -174,10 +185,66 @@ class SlackSender:
         blocks: Sequence[dict[str, Any]] = (
             message_blocks(text, out.buttons) if out.buttons else [section(text)]
         )
+        try:
+            await self.call(
+                "chat.update",
+                self._client.chat_update(
+                    channel=ref.chat.chat_id, ts=ref.message_id, text=text, blocks=blocks
+                ),
+                channel=ref.chat.chat_id,
+            )
+        except SlackCallFailed as exc:
+            if exc.code == "message_not_found":
+                raise MessageGone(str(exc)) from None
+            raise
+
+    async def delete(self, ref: SentRef) -> None:
+        try:
+            await self.call(
+                "chat.delete",
+                self._client.chat_delete(channel=ref.chat.chat_id, ts=ref.message_id),
+                channel=ref.chat.chat_id,
+            )
+        except SlackCallFailed as exc:
+            if exc.code != "message_not_found":
+                raise
+
+    # -- the stream methods (chat.startStream / appendStream / stopStream) -----------------
+
+    async def start_stream(
+        self, chat: ChatRef, recipient: UserRef | None, chunks: list[Chunk]
+    ) -> str:
+        """Start a streamed reply in `chat`'s thread; returns its ts."""
+        assert chat.thread_id is not None
+        recipients: dict[str, str] = {}
+        if recipient is not None and chat.kind is not ChatKind.DIRECT:
+            # Required outside DMs: the person the reply is streamed to.
+            recipients["recipient_user_id"] = recipient.user_id
+            if chat.space_id:
+                recipients["recipient_team_id"] = chat.space_id
+        response = await self.call(
+            "chat.startStream",
+            self._client.chat_startStream(
+                channel=chat.chat_id, thread_ts=chat.thread_id, chunks=chunks, **recipients
+            ),
+            channel=chat.chat_id,
+        )
+        return str(response.get("ts", ""))
+
+    async def append_stream(self, ref: SentRef, chunks: list[Chunk]) -> None:
         await self.call(
-            "chat.update",
-            self._client.chat_update(
-                channel=ref.chat.chat_id, ts=ref.message_id, text=text, blocks=blocks
+            "chat.appendStream",
+            self._client.chat_appendStream(
+                channel=ref.chat.chat_id, ts=ref.message_id, chunks=chunks
+            ),
+            channel=ref.chat.chat_id,
+        )
+
+    async def stop_stream(self, ref: SentRef, chunks: list[Chunk]) -> None:
+        await self.call(
+            "chat.stopStream",
+            self._client.chat_stopStream(
+                channel=ref.chat.chat_id, ts=ref.message_id, chunks=chunks or None
             ),
             channel=ref.chat.chat_id,
         )
@@ -208,7 +275,9 @@ class SlackSender:
                 permanent,
                 f" hint={hint!r}" if hint else "",
             )
-            raise DeliveryError(f"Slack {method} failed: {code}", permanent=permanent) from None
+            raise SlackCallFailed(
+                f"Slack {method} failed: {code}", code=code, permanent=permanent
+            ) from None
         except (aiohttp.ClientError, TimeoutError) as exc:
             log.warning("slack call failed method=%s channel=%s error=%r", method, channel, exc)
             raise DeliveryError(f"Slack {method} failed: {type(exc).__name__}") from None

@@ -22,6 +22,9 @@ class SlackSettings(Section):
     working_reaction: str = "hourglass_flowing_sand"
     send_retries: int = Field(default=3, ge=0)  # retries after 429 or a 5xx
     max_retry_after: float = Field(default=60.0, ge=0)  # a longer 429 wait fails the send
+    # Replies in threads stream with chat.startStream/appendStream/stopStream; false (or
+    # when Slack refuses them) they stream by posting and editing with chat.update.
+    stream_methods: bool = True
     allowed_teams: list[str] = []  # workspace ids (T...); empty: every workspace
     allowed_channels: list[str] = []  # channel ids (C.../G...); empty: all; DMs are not affected
     allowed_users: list[str] = []  # user ids (U...); empty: everyone

@@ -1,37 +1,49 @@
-"""TelegramAdapter: a python-telegram-bot Application running inside the gateway's event loop.
+"""TelegramAdapter: python-telegram-bot's Bot inside the gateway's event loop.
 
 Updates arrive by long polling (only the holder of a leader lease polls when the store is
 shared, since Telegram allows one getUpdates consumer per token) or by webhook on the
-gateway's HTTP server. Either way they are normalized and handed to the router without
-waiting for the turn; presses go to the core (Extensions.press) as tasks of their own.
+gateway's HTTP server. Either way they go through `UpdateIntake`, which hands each message
+to admission and acknowledges it (moves the offset, answers the webhook) only once it is
+stored; presses go to the core (Extensions.press) as tasks of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Coroutine
-from datetime import timedelta
 from typing import Any
 
-from telegram import CallbackQuery, Update
+from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
-from telegram.ext import Application, ApplicationBuilder, ContextTypes, TypeHandler
 
 from adapters.telegram.access import TelegramAccess
 from adapters.telegram.commands import menu, unknown_command_answer
 from adapters.telegram.files import download
-from adapters.telegram.lanes import Lanes
-from adapters.telegram.normalize import PLATFORM, BotIdentity, inbound_from, press_from
+from adapters.telegram.intake import UpdateIntake
+from adapters.telegram.normalize import PLATFORM, BotIdentity
+from adapters.telegram.polling import Poller
+from adapters.telegram.render import TELEGRAM_LIMIT, streamed_size
 from adapters.telegram.sending import TelegramSender
 from adapters.telegram.settings import TelegramSettings
+from adapters.telegram.streaming import DraftStream
 from adapters.telegram.transport import AiohttpRequest
+from adapters.telegram.uploads import MAX_UPLOAD_BYTES, TelegramUploads
 from adapters.telegram.webhook import WEBHOOK_PATH, webhook_handler
 from gateway import keys
-from gateway.channels import AdapterContext, Capabilities
+from gateway.channels import AdapterContext, Capabilities, StreamSupport
 from gateway.extensions import EXPIRED_BUTTON
 from gateway.leader import LeaderElection
-from gateway.messages import ButtonPress, ChatKind, ChatRef, Inbound, Outbound, PressReply, SentRef
+from gateway.messages import (
+    ButtonPress,
+    ChatKind,
+    ChatRef,
+    Outbound,
+    PressReply,
+    SentRef,
+    UserRef,
+)
 from gateway.store.base import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -45,8 +57,6 @@ _STOP_STEP_SECONDS = 10.0
 _POOL_SIZE = 32  # connections for sending (getUpdates has its own); Telegram allows ~30 msg/s
 _POOL_WAIT = 30.0  # seconds a send may wait for a free connection
 
-PTBApp = Application[Any, Any, Any, Any, Any, Any]
-
 
 class TelegramStartError(RuntimeError):
     """The adapter cannot start; the message says what to fix (and never holds the token)."""
@@ -54,7 +64,15 @@ class TelegramStartError(RuntimeError):
 
 class TelegramAdapter:
     platform = PLATFORM
-    capabilities = Capabilities(max_len=4096, can_edit=True, buttons=True, threads=True)
+    capabilities = Capabilities(
+        max_len=TELEGRAM_LIMIT,
+        can_edit=True,
+        buttons=True,
+        threads=True,
+        max_upload_bytes=MAX_UPLOAD_BYTES,
+        # About one edit a second per chat keeps clear of Telegram's flood limits.
+        streaming=StreamSupport(interval=1.0, measure=streamed_size),
+    )
 
     def __init__(self, settings: TelegramSettings, ctx: AdapterContext) -> None:
         if settings.token is None or not settings.token.get_secret_value():
@@ -71,16 +89,26 @@ class TelegramAdapter:
             AiohttpRequest(pool_size=_POOL_SIZE, pool_timeout=_POOL_WAIT),
             AiohttpRequest(pool_size=1),
         )
-        self._app: PTBApp = _build_application(settings, *self._requests)
-        self._sender = TelegramSender(self._app.bot, settings)
+        self._bot = _build_bot(settings, *self._requests)
+        self._sender = TelegramSender(self._bot, settings)
+        self._uploads = TelegramUploads(self._bot, self._sender)
         self._access = TelegramAccess(settings, PLATFORM)
-        self._lanes = Lanes()
         self._tasks: set[asyncio.Task[None]] = set()
         self._me: BotIdentity | None = None
         self._leader: LeaderElection | None = None
-        self._polling = False
-        self._app.add_handler(TypeHandler(Update, self._on_update))
-        self._app.add_error_handler(self._on_error)
+        self._initialized = False
+        self._drafts = settings.drafts
+        self._no_drafts: set[str] = set()  # chats that refused a draft
+        self.intake = UpdateIntake(
+            ctx,
+            self._access,
+            group_context=settings.group_context,
+            on_press=self._answer_press,
+            spawn=self._spawn,
+        )
+        self._poller = Poller(
+            self._bot, self.intake, timeout=settings.poll_timeout, allowed=ALLOWED_UPDATES
+        )
         ctx.extensions.add_access_rule(self._access.rule)
         ctx.extensions.add_middleware("fallback", unknown_command_answer(PLATFORM, self.send))
 
@@ -88,9 +116,8 @@ class TelegramAdapter:
 
     async def start(self) -> None:
         await self._initialize()
-        self._me = BotIdentity.of(self._app.bot.bot)
+        self._me = self.intake.me = BotIdentity.of(self._bot.bot)
         await self._register_commands()
-        await self._app.start()
         if self._settings.mode == "webhook":
             await self._start_webhook()
         elif self._ctx.store.shared:
@@ -110,7 +137,8 @@ class TelegramAdapter:
     async def _initialize(self) -> None:
         """getMe: fail fast, in one sentence, on a wrong token or URL."""
         try:
-            await self._app.initialize()
+            await self._bot.initialize()
+            self._initialized = True
         except TelegramError as exc:
             for request in self._requests:
                 await request.shutdown()
@@ -129,60 +157,57 @@ class TelegramAdapter:
         if self._leader is not None:
             await _bounded(self._leader.stop(), "leader lease")
         await _bounded(self._stop_polling(), "polling")
-        if self._app.running:
-            await _bounded(self._app.stop(), "update processing")  # drains the queue first
-        await self._lanes.drain(_DRAIN_SECONDS)
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=_DRAIN_SECONDS)
-        await _bounded(self._app.shutdown(), "connections")
+        if self._initialized:
+            await _bounded(self._bot.shutdown(), "connections")
+        else:
+            for request in self._requests:
+                await request.shutdown()
 
     @property
     def polling(self) -> bool:
-        return self._polling
+        return self._poller.running
 
     # -- the Adapter protocol --------------------------------------------------------------
 
     async def send(self, out: Outbound) -> SentRef:
+        if out.attachments:
+            return await self._uploads.send(out)
         return await self._sender.send(out)
 
     async def edit(self, ref: SentRef, out: Outbound) -> None:
         await self._sender.edit(ref, out)
 
+    async def delete(self, ref: SentRef) -> None:
+        await self._sender.delete(ref)
+
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)
 
+    def open_stream(
+        self, chat: ChatRef, *, reply_to: str | None, recipient: UserRef | None
+    ) -> DraftStream | None:
+        """Drafts in private chats (not their topics); None elsewhere: post and edit."""
+        if not self._drafts or chat.kind is not ChatKind.DIRECT or chat.thread_id:
+            return None
+        if chat.chat_id in self._no_drafts:
+            return None
+        return DraftStream(self._sender, chat, on_refused=self._no_drafts.add)
+
     async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
-        """The bytes of an attachment (Attachment.file_id); raises AttachmentTooLarge."""
+        """The bytes of an attachment (Attachment.file_id), through getFile and the file URL
+        with the bot's token; raises AttachmentTooLarge or AttachmentUnavailable."""
         limit = min(
             max_bytes or self._settings.download_max_bytes, self._settings.download_max_bytes
         )
-        return await download(self._app.bot, file_id, limit)
+        return await download(self._bot, self._requests[0], file_id, limit)
 
-    # -- receiving -------------------------------------------------------------------------
+    # -- receiving (adapters/telegram/intake.py takes updates) -------------------------
 
-    async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        # Runs inside PTB's one-at-a-time update loop: decide and hand off, never wait on a turn.
-        assert self._me is not None
-        if update.callback_query is not None:
-            self._spawn(self._answer_press(update.callback_query, press_from(update)))
-            return
-        normalized = inbound_from(update, self._me)
-        if normalized is None:
-            return
-        inbound = normalized.inbound
-        self._access.remember(inbound.sender.user_id, normalized.username)
-        if not self._wanted(inbound):
-            return
-        self._lanes.run(inbound.chat.address, lambda: self._ctx.submit(inbound))
-
-    def _wanted(self, inbound: Inbound) -> bool:
-        """Unaddressed group chatter goes to the router only as context, and only if allowed."""
-        if inbound.chat.kind is ChatKind.DIRECT or inbound.mentioned or inbound.is_command:
-            return True
-        # A refusal for chatter nobody addressed to the bot would be noise.
-        return self._settings.group_context and self._access.allows(inbound)
-
-    async def _answer_press(self, query: CallbackQuery, press: ButtonPress | None) -> None:
+    async def _answer_press(self, update: Update, press: ButtonPress | None) -> None:
+        query = update.callback_query
+        assert query is not None
         reply = PressReply(toast=EXPIRED_BUTTON, alert=True)
         if press is not None:
             if not await self._first_press(press):
@@ -210,9 +235,6 @@ class TelegramAdapter:
             # Handle it rather than drop it: a decision is first-answer-wins anyway.
             return True
 
-    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        log.error("telegram update handling failed error=%r", context.error)
-
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.create_task(coro)
         self._tasks.add(task)
@@ -221,24 +243,18 @@ class TelegramAdapter:
     # -- polling and webhook ---------------------------------------------------------------
 
     async def _start_polling(self) -> None:
-        updater = self._app.updater
-        if updater is None or updater.running:
+        if self._poller.running:
             return
         # No drop_pending_updates: a new leader must pick up what the old one left.
-        await updater.start_polling(
-            timeout=timedelta(seconds=self._settings.poll_timeout),
-            bootstrap_retries=3,
-            allowed_updates=ALLOWED_UPDATES,
-        )
-        self._polling = True
+        with contextlib.suppress(TelegramError):
+            await self._bot.delete_webhook()
+        self._poller.start()
         log.info("telegram polling started instance=%s", self._ctx.instance_id)
 
     async def _stop_polling(self) -> None:
-        updater = self._app.updater
-        if updater is not None and updater.running:
-            await updater.stop()  # confirms the fetched updates with one last getUpdates
+        if self._poller.running:
+            await self._poller.stop()  # confirms the taken updates with one last getUpdates
             log.info("telegram polling stopped instance=%s", self._ctx.instance_id)
-        self._polling = False
 
     async def _start_webhook(self) -> None:
         if self._ctx.http is None:
@@ -246,11 +262,11 @@ class TelegramAdapter:
         assert self._settings.webhook_secret is not None
         secret = self._settings.webhook_secret.get_secret_value()
         self._ctx.http.add_route(
-            "POST", WEBHOOK_PATH, webhook_handler(secret, self._app.bot, self._app.update_queue)
+            "POST", WEBHOOK_PATH, webhook_handler(secret, self._bot, self.intake.take_one)
         )
         # Every replica sets the same webhook; Telegram keeps one, so this is idempotent.
         try:
-            await self._app.bot.set_webhook(
+            await self._bot.set_webhook(
                 self._settings.webhook_url, secret_token=secret, allowed_updates=ALLOWED_UPDATES
             )
         except TelegramError as exc:
@@ -258,7 +274,7 @@ class TelegramAdapter:
 
     async def _register_commands(self) -> None:
         try:
-            await self._app.bot.set_my_commands(menu(self._ctx.commands()))
+            await self._bot.set_my_commands(menu(self._ctx.commands()))
         except TelegramError as exc:  # the menu is a convenience; the commands work without it
             log.warning("telegram command menu not set error=%s", exc.message)
 
@@ -270,24 +286,17 @@ async def _bounded(step: Coroutine[Any, Any, None], what: str) -> None:
         log.warning("telegram stop step timed out step=%s", what)
 
 
-def _build_application(
+def _build_bot(
     settings: TelegramSettings, request: AiohttpRequest, updates_request: AiohttpRequest
-) -> PTBApp:
+) -> Bot:
     assert settings.token is not None
     api = settings.api_url.rstrip("/")
-    builder = (
-        ApplicationBuilder()
-        .token(settings.token.get_secret_value())
-        .base_url(f"{api}/bot")
-        .base_file_url(f"{api}/file/bot")
-        # The gateway has its own scheduler; PTB's job queue would only start a second one.
-        .job_queue(None)
-        # Turns are concurrent already (the router); updates stay in order for the lanes.
-        .concurrent_updates(False)
-        # A send that finds every connection busy waits for one instead of failing after 1 s.
-        .request(request)
-        .get_updates_request(updates_request)
+    # A send that finds every connection busy waits for one instead of failing after 1 s;
+    # getUpdates has its own connection.
+    return Bot(
+        settings.token.get_secret_value(),
+        base_url=f"{api}/bot",
+        base_file_url=f"{api}/file/bot",
+        request=request,
+        get_updates_request=updates_request,
     )
-    if settings.mode == "webhook":
-        builder = builder.updater(None)
-    return builder.build()

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from telegram import Chat, Message, MessageEntity, Update, User
 from telegram.constants import ChatType
 
+from gateway.media.sniff import declared_kind, extension_for
 from gateway.messages import (
     Attachment,
     AttachmentKind,
@@ -186,42 +188,54 @@ def _strip_leading_mention(text: str, me: BotIdentity) -> str:
 
 
 def _attachments(message: Message) -> tuple[Attachment, ...]:
+    """Photos, documents, voice notes, audio, videos and video notes, as Attachments. A
+    document is typed by its declared MIME type (a screenshot sent as a file is an image);
+    the turn sniffs the bytes before trusting it."""
     found: list[Attachment] = []
     if message.photo:
         photo = max(message.photo, key=lambda p: (p.width * p.height, p.file_size or 0))
-        found.append(
-            Attachment(
-                kind=AttachmentKind.IMAGE,
-                file_id=photo.file_id,
-                name=f"photo_{photo.file_unique_id}.jpg",
-                size=photo.file_size,
-                mime_type="image/jpeg",
-            )
-        )
+        found.append(_attachment(AttachmentKind.IMAGE, photo, "photo", "image/jpeg"))
     document = message.document
     if document is not None:
+        kind = declared_kind(document.mime_type or "application/octet-stream")
+        found.append(_attachment(kind, document, "document", document.mime_type))
+    voice = message.voice
+    if voice is not None:
         found.append(
-            Attachment(
-                kind=AttachmentKind.DOCUMENT,
-                file_id=document.file_id,
-                name=document.file_name,
-                size=document.file_size,
-                mime_type=document.mime_type,
-            )
+            _attachment(AttachmentKind.VOICE, voice, "voice", voice.mime_type or "audio/ogg")
         )
-    for media, kind in (
-        (message.audio, AttachmentKind.AUDIO),
-        (message.voice, AttachmentKind.AUDIO),
-        (message.video, AttachmentKind.VIDEO),
-    ):
-        if media is not None:
-            found.append(
-                Attachment(
-                    kind=kind,
-                    file_id=media.file_id,
-                    name=getattr(media, "file_name", None),
-                    size=media.file_size,
-                    mime_type=media.mime_type,
-                )
-            )
+    if message.audio is not None:
+        audio = message.audio
+        found.append(_attachment(AttachmentKind.AUDIO, audio, "audio", audio.mime_type))
+    if message.video is not None:
+        video = message.video
+        found.append(_attachment(AttachmentKind.VIDEO, video, "video", video.mime_type))
+    if message.video_note is not None:
+        found.append(
+            _attachment(AttachmentKind.VIDEO, message.video_note, "video_note", "video/mp4")
+        )
     return tuple(found)
+
+
+class _TelegramFile(Protocol):
+    @property
+    def file_id(self) -> str: ...
+
+    @property
+    def file_unique_id(self) -> str: ...
+
+    @property
+    def file_size(self) -> int | None: ...
+
+
+def _attachment(
+    kind: AttachmentKind, media: _TelegramFile, stem: str, mime: str | None
+) -> Attachment:
+    """Telegram's own file name where it has one, else `<stem>_<unique id><extension>`."""
+    name = (
+        getattr(media, "file_name", None)
+        or f"{stem}_{media.file_unique_id}{extension_for(mime or '')}"
+    )
+    return Attachment(
+        kind=kind, file_id=media.file_id, name=name, size=media.file_size, mime_type=mime
+    )

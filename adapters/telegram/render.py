@@ -53,6 +53,12 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+def streamed_size(markdown: str) -> int:
+    """The size of `markdown` as one message, measured the way `render_parts` measures a
+    part; a streamed message is cut before this passes TELEGRAM_LIMIT."""
+    return max(utf16_len(to_html(markdown)), utf16_len(markdown))
+
+
 def render_parts(text: str, *, markdown: bool = True, limit: int = TELEGRAM_LIMIT) -> list[Part]:
     """Split `text` for Telegram and render each part; no part exceeds `limit` when sent.
 

@@ -1,7 +1,9 @@
-"""Sending, editing and typing through the Bot API, with Telegram's failure modes handled.
+"""Sending, editing, drafts and typing through the Bot API, with Telegram's failure modes handled.
 
 429 waits the `retry_after` Telegram asks for (a bounded number of times); 403 (blocked,
 kicked) is permanent and logged once per chat; markup Telegram rejects is resent plain.
+A draft (`sendMessageDraft`, a streamed reply's preview) is never retried: the next one
+carries the newer text anyway, so a 429 only tells the stream to slow down.
 """
 
 from __future__ import annotations
@@ -13,12 +15,21 @@ from typing import TypeVar
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
 
 from adapters.telegram.render import Part, render_parts
 from adapters.telegram.settings import TelegramSettings
-from gateway.channels import DeliveryError
+from gateway.channels import DeliveryError, MessageGone
 from gateway.messages import Button, ChatKind, ChatRef, Outbound, SentRef
+from gateway.streaming.protocol import StreamRefused, StreamThrottled
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +37,7 @@ T = TypeVar("T")
 
 _NETWORK_BACKOFF = 0.5  # seconds before the first retry after a network error; doubles
 _PERMANENT_BAD_REQUESTS = ("chat not found", "thread not found", "have no rights", "not enough")
+_GONE = ("message to edit not found", "message_id_invalid", "message to delete not found")
 
 
 class TelegramSender:
@@ -73,9 +85,57 @@ class TelegramSender:
         except _Migrated:
             raise DeliveryError("the chat moved to a new id; the message is gone") from None
         except DeliveryError as exc:
-            if "not modified" in str(exc).lower():
+            reason = str(exc).lower()
+            if "not modified" in reason:
                 return  # the message already shows this text: nothing to do
+            if any(gone in reason for gone in _GONE):
+                raise MessageGone(str(exc)) from None
             raise
+
+    async def delete(self, ref: SentRef) -> None:
+        try:
+            await self._retrying(
+                ref.chat,
+                lambda: self._bot.delete_message(ref.chat.chat_id, int(ref.message_id)),
+            )
+        except DeliveryError as exc:
+            if not any(gone in str(exc).lower() for gone in _GONE):
+                raise
+
+    async def draft(self, chat: ChatRef, draft_id: int, text: str) -> None:
+        """Show `text` (Markdown) as the chat's draft `draft_id`: a streamed reply's preview.
+
+        Raises StreamThrottled on 429, StreamRefused where drafts cannot be used (an older
+        Bot API, a chat that takes none), DeliveryError otherwise; never retries.
+        """
+        part = render_parts(text)[0]
+
+        async def attempt(body: str, html: bool) -> None:
+            await self._bot.send_message_draft(
+                int(chat.chat_id),
+                draft_id,
+                body,
+                message_thread_id=_thread(chat),
+                parse_mode=ParseMode.HTML if html else None,
+            )
+
+        try:
+            try:
+                await attempt(part.text, part.html)
+            except BadRequest as exc:
+                if not part.html or not _unparsable(exc):
+                    raise
+                await attempt(part.plain, False)
+        except RetryAfter as exc:
+            wait = exc._retry_after.total_seconds()
+            raise StreamThrottled(f"Telegram rate limit: wait {wait:.0f} s", wait) from None
+        except Forbidden as exc:
+            raise self._forbidden(chat, exc) from None
+        except (BadRequest, InvalidToken) as exc:
+            # InvalidToken is how PTB reports a 404: a Bot API server without the method.
+            raise StreamRefused(f"Telegram refused the draft: {exc.message}") from None
+        except TelegramError as exc:
+            raise DeliveryError(f"Telegram draft failed: {exc.message}") from None
 
     async def typing(self, chat: ChatRef) -> None:
         # Cosmetic and renewed every few seconds: one try, no retries.
@@ -85,6 +145,16 @@ class TelegramSender:
             )
         except Forbidden as exc:
             raise self._forbidden(chat, exc) from None
+
+    async def call(
+        self, chat: ChatRef, part: Part, attempt: Callable[[str, bool], Awaitable[None]]
+    ) -> None:
+        """One API call (`attempt(text, html)`) with this sender's retries and its plain-text
+        fallback for markup Telegram rejects; for other senders (uploads.py)."""
+        try:
+            await self._with_fallback(chat, part, attempt)
+        except _Migrated:
+            raise DeliveryError("the chat moved to a new id; send again", permanent=True) from None
 
     async def _send_part(
         self,
@@ -148,7 +218,7 @@ class TelegramSender:
                 raise _Migrated(exc.new_chat_id) from None
             except BadRequest as exc:
                 message = exc.message.lower()
-                if "can't parse entities" in message or "unsupported start tag" in message:
+                if _unparsable(exc):
                     raise _Unparsable(exc.message) from None
                 permanent = any(word in message for word in _PERMANENT_BAD_REQUESTS)
                 raise DeliveryError(
@@ -177,6 +247,11 @@ class _Migrated(Exception):
     def __init__(self, new_chat_id: int) -> None:
         super().__init__(f"chat migrated to {new_chat_id}")
         self.new_chat_id = new_chat_id
+
+
+def _unparsable(exc: BadRequest) -> bool:
+    message = exc.message.lower()
+    return "can't parse entities" in message or "unsupported start tag" in message
 
 
 def keyboard(rows: tuple[tuple[Button, ...], ...]) -> InlineKeyboardMarkup | None:

@@ -27,3 +27,6 @@ class TelegramSettings(Section):
     send_retries: int = Field(default=3, ge=0)  # retries after 429 or a network error
     max_retry_after: float = Field(default=60.0, ge=0)  # a longer 429 wait fails the send
     download_max_bytes: int = Field(default=20_000_000, ge=1)  # Bot API getFile limit: 20 MB
+    # Replies in private chats stream as drafts (sendMessageDraft, Bot API 9.3+); false:
+    # they stream by posting and editing, as in groups.
+    drafts: bool = True

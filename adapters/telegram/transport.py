@@ -15,6 +15,11 @@ from telegram._utils.types import ODVInput
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
+from gateway.channels import AttachmentUnavailable
+from gateway.media.fetch import read_limited
+
+_DOWNLOAD_SECONDS = 120.0  # a whole file download; 20 MB at a slow 1.5 Mbit/s
+
 
 class AiohttpRequest(BaseRequest):
     def __init__(
@@ -82,6 +87,24 @@ class AiohttpRequest(BaseRequest):
         except aiohttp.ClientError as exc:
             # Only the class name: aiohttp's messages can carry the URL, and so the token.
             raise NetworkError(f"aiohttp.{type(exc).__name__}") from exc
+
+    async def download(self, url: str, max_bytes: int) -> bytes:
+        """A file's bytes (getFile's URL), stopped past `max_bytes`; errors never show the
+        URL, which holds the bot token."""
+        if self._session is None or self._session.closed:
+            raise AttachmentUnavailable("the Telegram adapter is not running")
+        try:
+            async with self._session.get(
+                url,
+                timeout=aiohttp.ClientTimeout(total=_DOWNLOAD_SECONDS, sock_connect=self._connect),
+            ) as response:
+                if response.status != 200:
+                    raise AttachmentUnavailable(f"Telegram answered HTTP {response.status}")
+                return await read_limited(response, max_bytes)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise AttachmentUnavailable(
+                f"the file could not be fetched ({type(exc).__name__})"
+            ) from None
 
 
 def _pick(value: ODVInput[float], default: float) -> float | None:

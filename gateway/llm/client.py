@@ -14,6 +14,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 import httpx
@@ -23,6 +24,7 @@ from gateway.llm.errors import (
     RETRYABLE_STATUSES,
     LLMBadResponse,
     LLMError,
+    LLMImagesRejected,
     LLMRequestError,
     LLMUnavailable,
     Redactor,
@@ -34,12 +36,22 @@ from gateway.llm.retry import backoff_delay, retry_after_seconds
 from gateway.llm.stream import SSEDecoder, StreamAccumulator, StreamErrorEvent, VisibleText
 from gateway.llm.transport import AiohttpTransport
 from gateway.llm.types import Completion, Message
+from gateway.llm.vision import Vision
 from gateway.llm.wire import RawReply, reply_from_body, to_completion
 
 log = logging.getLogger(__name__)
 
 OnText = Callable[[str], Awaitable[None]]
 _Finalize = Callable[[RawReply], Completion]
+
+
+@dataclass(frozen=True)
+class _Listeners:
+    """Who hears a completion while it streams: the visible text, and the reasoning."""
+
+    text: OnText | None = None
+    reasoning: OnText | None = None
+
 
 _ENDPOINT = "/chat/completions"
 _ONE_BAD_TOOL = re.compile(r"tools\[\d+\]")
@@ -93,6 +105,7 @@ class LLMClient:
         # Reused while the same schema dicts come back (ToolSpec.schema() caches them).
         self._tools_json: tuple[tuple[Any, ...], str] = ((), "")
         self._stream_usage = True  # cleared if the server refuses stream_options
+        self._vision = Vision(settings)
 
     def _http(self) -> httpx.AsyncClient:
         return self._client
@@ -104,6 +117,11 @@ class LLMClient:
             return "text"
         return "native"
 
+    @property
+    def vision(self) -> Vision:
+        """Whether the model takes images, and what it reads where it cannot see one."""
+        return self._vision
+
     async def complete(
         self,
         messages: list[Message],
@@ -113,14 +131,36 @@ class LLMClient:
         stream: bool | None = None,
         max_tokens: int | None = None,
         on_text: OnText | None = None,
+        on_reasoning: OnText | None = None,
     ) -> Completion:
         """One chat completion. History in and the result out are always native-shaped.
 
         `on_text` receives the visible reply text as it streams (no reasoning, no tool-call
-        markup). Raises an LLMError subclass on failure.
+        markup); `on_reasoning` the reasoning (reasoning fields and `<think>` blocks).
+        Raises an LLMError subclass on failure. Image parts go to the model as
+        `llm.vision` allows (gateway/llm/vision.py).
         """
         use_stream = self._settings.stream if stream is None else stream
-        call = (messages, tools, tool_choice, use_stream, max_tokens, on_text)
+        listeners = _Listeners(on_text, on_reasoning)
+
+        async def send(prepared: list[Message]) -> Completion:
+            return await self._complete_any_format(
+                prepared, tools, tool_choice, use_stream, max_tokens, listeners
+            )
+
+        return await self._vision.complete(messages, send)
+
+    async def _complete_any_format(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | dict[str, Any] | None,
+        use_stream: bool,
+        max_tokens: int | None,
+        listeners: _Listeners,
+    ) -> Completion:
+        """Native tool calls, or text ones once the server refused tools (tool_call_format auto)."""
+        call = (messages, tools, tool_choice, use_stream, max_tokens, listeners)
         if self.format == "native":
             try:
                 return await self._complete("native", *call)
@@ -173,7 +213,7 @@ class LLMClient:
         tool_choice: str | dict[str, Any] | None,
         stream: bool,
         max_tokens: int | None,
-        on_text: OnText | None,
+        listeners: _Listeners,
     ) -> Completion:
         call = prepare(
             format_name,
@@ -187,7 +227,7 @@ class LLMClient:
         def finalize(raw: RawReply) -> Completion:
             return to_completion(raw, text_calls=call.text_calls, names=call.names)
 
-        return await self._send(body, stream, on_text, call.text_calls, finalize)
+        return await self._send(body, stream, listeners, call.text_calls, finalize)
 
     def _refuses_tools(self, error: LLMRequestError, tools: list[dict[str, Any]] | None) -> bool:
         """Whether an "auto" client should switch to text tool calls for good."""
@@ -238,7 +278,7 @@ class LLMClient:
         self,
         body: dict[str, Any],
         stream: bool,
-        on_text: OnText | None,
+        listeners: _Listeners,
         hide_calls: bool,
         finalize: _Finalize,
     ) -> Completion:
@@ -248,7 +288,7 @@ class LLMClient:
         while True:
             try:
                 if stream:
-                    return await self._stream_once(payload, on_text, hide_calls, finalize)
+                    return await self._stream_once(payload, listeners, hide_calls, finalize)
                 return finalize(await self._post_once(payload))
             except LLMRequestError as exc:
                 # A few servers and proxies reject stream_options; usage is optional anyway.
@@ -313,7 +353,7 @@ class LLMClient:
     async def _stream_once(
         self,
         payload: bytes,
-        on_text: OnText | None,
+        listeners: _Listeners,
         hide_calls: bool,
         finalize: _Finalize,
     ) -> Completion:
@@ -331,20 +371,23 @@ class LLMClient:
                 # Some servers ignore stream=true and answer with one JSON document.
                 await self._read(response, delivered=False)
                 completion = finalize(self._reply(response))
-                if on_text is not None and completion.content:
-                    await on_text(completion.content)
+                if listeners.reasoning is not None and completion.reasoning:
+                    await listeners.reasoning(completion.reasoning)
+                if listeners.text is not None and completion.content:
+                    await listeners.text(completion.content)
                 return completion
-            return await self._consume_stream(response, on_text, hide_calls, finalize)
+            return await self._consume_stream(response, listeners, hide_calls, finalize)
         finally:
             await response.aclose()
 
     async def _consume_stream(
         self,
         response: httpx.Response,
-        on_text: OnText | None,
+        listeners: _Listeners,
         hide_calls: bool,
         finalize: _Finalize,
     ) -> Completion:
+        on_text, on_reasoning = listeners.text, listeners.reasoning
         visible = VisibleText(hide_calls=hide_calls) if on_text is not None else None
         decoder = SSEDecoder()
         accumulator = StreamAccumulator()
@@ -357,11 +400,15 @@ class LLMClient:
                 text = accumulator.feed(item)
             except StreamErrorEvent as event:
                 self._raise_error_event(event, delivered=delivered)
-            if text and visible is not None and on_text is not None:
+            shown, thought = "", accumulator.reasoning_delta
+            if text and visible is not None:
                 shown = visible.feed(text)
-                if shown:
-                    delivered = True
-                    await on_text(shown)
+                thought += visible.take_thoughts()
+            if thought and on_reasoning is not None:
+                await on_reasoning(thought)
+            if shown and on_text is not None:
+                delivered = True
+                await on_text(shown)
 
         while not accumulator.done:
             # Only the network read sits in the try: errors raised by on_text are the caller's.
@@ -419,7 +466,7 @@ class LLMClient:
             endpoint=endpoint,
             retry_after=retry_after,
         )
-        if response.status_code in RETRYABLE_STATUSES:
+        if response.status_code in RETRYABLE_STATUSES and not isinstance(error, LLMImagesRejected):
             raise _Retry(error, retry_after)
         raise error
 

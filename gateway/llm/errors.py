@@ -84,6 +84,15 @@ class LLMRequestError(LLMError):
     )
 
 
+class LLMImagesRejected(LLMRequestError):
+    """The server refused image input (a model without vision, a server without a projector)."""
+
+    default_user_message = (
+        "The AI model does not accept images; an admin should set llm.vision to "
+        '"auto" or "off", or configure llm.vision_model.'
+    )
+
+
 # Statuses worth another attempt: timeouts, conflicts, rate limits and server trouble.
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 
@@ -93,6 +102,16 @@ _CONTEXT_WORDS = re.compile(
     re.IGNORECASE,
 )
 _TOOLS_WORDS = re.compile(r"tool|function.?call", re.IGNORECASE)
+# Servers word it many ways: "image_url is only supported by certain models" (OpenAI),
+# "not a multimodal model" (vLLM), "image input is not supported ... mmproj" (llama.cpp,
+# as a 500), "No endpoints found that support image input" (OpenRouter, as a 404).
+_IMAGES_WORDS = re.compile(r"image|vision|multi-?modal|mmproj", re.IGNORECASE)
+_IMAGES_STATUSES = frozenset({400, 404, 415, 422})
+# A 5xx is retried unless it plainly says images are unsupported (llama.cpp's wording).
+_IMAGES_UNSUPPORTED = re.compile(
+    r"(image|vision|multi-?modal)[^.]{0,60}not supported|not support\w*[^.]{0,30}image|mmproj",
+    re.IGNORECASE,
+)
 _MODEL_MISSING = re.compile(
     r"model.{0,120}(not found|does not exist|not exist|unknown|no such|not available|pull)"
     r"|(unknown|invalid|no such) model",
@@ -102,6 +121,11 @@ _MODEL_MISSING = re.compile(
 
 def mentions_context_limit(detail: str) -> bool:
     return bool(_CONTEXT_WORDS.search(detail))
+
+
+def mentions_images(detail: str) -> bool:
+    """An error about images: the model or server cannot take image input."""
+    return bool(_IMAGES_WORDS.search(detail))
 
 
 def mentions_tools(detail: str) -> bool:
@@ -127,6 +151,10 @@ def error_for_status(
         return LLMRateLimited(detail, retry_after=retry_after, status=status)
     if status == 413 or (status in (400, 422) and mentions_context_limit(server_message)):
         return LLMContextTooLong(detail, status=status)
+    if (status in _IMAGES_STATUSES and mentions_images(server_message)) or (
+        status >= 500 and _IMAGES_UNSUPPORTED.search(server_message)
+    ):
+        return LLMImagesRejected(detail, status=status)
     if status >= 500:
         return LLMUnavailable(detail, status=status)
     if status in (408, 409):

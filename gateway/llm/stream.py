@@ -96,6 +96,7 @@ class StreamAccumulator:
         self.finish_reason: str | None = None
         self.usage = Usage()
         self.done = False
+        self.reasoning_delta = ""  # reasoning in the chunk `feed` read last
 
     @property
     def complete(self) -> bool:
@@ -103,6 +104,7 @@ class StreamAccumulator:
         return self.done or self.finish_reason is not None
 
     def feed(self, chunk: Any) -> str:
+        self.reasoning_delta = ""
         if chunk is DONE:
             self.done = True
             return ""
@@ -126,6 +128,7 @@ class StreamAccumulator:
             reasoning = reasoning_of(delta)
             if reasoning:
                 self._reasoning.append(reasoning)
+                self.reasoning_delta += reasoning
             tool_calls = delta.get("tool_calls")
             for raw in tool_calls if isinstance(tool_calls, list) else ():
                 if isinstance(raw, dict):
@@ -234,6 +237,7 @@ class VisibleText:
         self._holding = False
         self._started = False  # no visible text yet
         self._shown: list[str] = []
+        self._thoughts: list[str] = []  # `<think>` text passed over, for `take_thoughts`
 
     def feed(self, delta: str) -> str:
         if self._holding:
@@ -245,8 +249,10 @@ class VisibleText:
                 end = self._pending.find(self._closing)
                 if end < 0:
                     keep = len(self._closing) - 1
+                    self._thoughts.append(self._pending[:-keep] if keep else self._pending)
                     self._pending = self._pending[-keep:] if keep else ""
                     break
+                self._thoughts.append(self._pending[:end])
                 self._pending = self._pending[end + len(self._closing) :]
                 self._closing = None
                 continue
@@ -276,6 +282,12 @@ class VisibleText:
         if text:
             self._shown.append(text)
         return text
+
+    def take_thoughts(self) -> str:
+        """The `<think>` text passed over since the last call (it is never in `feed`'s output)."""
+        thoughts = "".join(self._thoughts)
+        self._thoughts.clear()
+        return thoughts
 
     def _show(self, out: list[str], text: str) -> None:
         if text:

@@ -170,8 +170,11 @@ class Store(ABC):
         """Dedupe, rate-count and store a message; maybe take its session's lease (atomic)."""
 
     @abstractmethod
-    async def claim(self, owner: str, lease_ttl: float, *, scan: int = 64) -> Claimed | None:
-        """Take the lease of the oldest ready session nobody holds; None when there is none."""
+    async def claim(
+        self, owner: str, lease_ttl: float, *, scan: int = 64, limit: int = 1
+    ) -> list[Claimed]:
+        """Take the leases of up to `limit` of the oldest ready sessions nobody holds (looking
+        at `scan` of them at most), oldest first; [] when there is none."""
 
     @abstractmethod
     async def finish(
@@ -194,6 +197,11 @@ class Store(ABC):
     async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
         """Renew session leases held as (session, owner) pairs, in one round trip; False for
         each one this process no longer holds."""
+
+    @abstractmethod
+    async def inbox_stats(self) -> tuple[int, float]:
+        """(messages pending across every session, seconds the longest-waiting session that
+        nobody runs has waited), for the queue metrics."""
 
     @abstractmethod
     async def pending(self, session: str) -> list[InboxEntry]:

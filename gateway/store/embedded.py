@@ -101,6 +101,9 @@ _TRIM = """DELETE FROM items WHERE key = ?1 AND seq <= (
 _LIST_LEN = f"SELECT COUNT(*) FROM items WHERE key = ?1 AND EXISTS ({_LIVE_CONTAINER})"
 _LIST_SLICE = "SELECT value FROM items WHERE key = ?1 ORDER BY seq LIMIT ?2 OFFSET ?3"
 _POP_HEAD = "DELETE FROM items WHERE key = ?1 AND seq = (SELECT MIN(seq) FROM items WHERE key = ?1)"
+_LISTS_WITH_PREFIX = f"""SELECT keys.key, COUNT(items.seq) FROM keys
+JOIN items ON items.key = keys.key WHERE keys.key LIKE ?1 AND keys.kind = 'l'
+AND {_LIVE_KEY.format(n=2)} GROUP BY keys.key"""
 _FIND_ITEM = "SELECT seq FROM items WHERE key = ?1 AND value = ?2 ORDER BY seq LIMIT 1"
 _DROP_EMPTY_LIST = (
     "DELETE FROM keys WHERE key = ?1 AND kind = 'l' "
@@ -169,6 +172,7 @@ class EmbeddedStore(Store):
         self._listeners: dict[str, set[asyncio.Queue[str | None]]] = {}
         self._closed = False
         self._next_purge = 0.0
+        self.inbox = embedded_inbox.load_state(self)
         self._search = EmbeddedSearch(self)
 
     @staticmethod
@@ -368,11 +372,37 @@ class EmbeddedStore(Store):
             self._run(_DROP_EMPTY_LIST, (key,))
         return True
 
-    async def pop_head(self, key: str) -> None:
-        """Drop a list's oldest item (a list left empty stops existing, as on Redis)."""
+    def list_length(self, key: str) -> int:
+        length: int = self._run(_LIST_LEN, (key, "l", time.time())).fetchone()[0]
+        return length
+
+    def list_head(self, key: str) -> str | None:
+        """A list's oldest item (None when it is empty)."""
+        row = self._run(_LIST_SLICE, (key, 1, 0)).fetchone()
+        return None if row is None else str(row[0])
+
+    def list_first_two(self, key: str) -> list[str]:
+        return [str(value) for (value,) in self._run(_LIST_SLICE, (key, 2, 0)).fetchall()]
+
+    def append(self, key: str, value: str) -> None:
+        """`push` without reading the length back (the inbox counts for itself)."""
+        now = self._now_for_write()
+        with self._transaction():
+            self._run(_CONTAINER, (key, "l", now))
+            self._run(_PUSH, (key, value))
+
+    def pending_lists(self, prefix: str) -> list[tuple[str, int]]:
+        """(key, length) of every live list whose key starts with `prefix`."""
+        rows = self._run(_LISTS_WITH_PREFIX, (prefix + "%", time.time())).fetchall()
+        return [(str(key), int(count)) for key, count in rows]
+
+    async def pop_head(self, key: str, *, last: bool | None = None) -> None:
+        """Drop a list's oldest item (a list left empty stops existing, as on Redis);
+        `last`: whether it is the only item, when the caller knows."""
         with self._transaction():
             self._run(_POP_HEAD, (key,))
-            self._run(_DROP_EMPTY_LIST, (key,))
+            if last is not False:
+                self._run(_DROP_EMPTY_LIST, (key,))
 
     # -- leases ---------------------------------------------------------------------
 
@@ -388,6 +418,9 @@ class EmbeddedStore(Store):
         return self._run(_RELEASE, (name, owner, time.time())).rowcount == 1
 
     async def lease_owner(self, name: str) -> str | None:
+        if name.startswith(keys.SESSION_LEASE_PREFIX):  # the inbox keeps these in memory
+            session = name.removeprefix(keys.SESSION_LEASE_PREFIX)
+            return self.inbox.holder(session, time.time())
         row = self._run(_OWNER, (name, time.time())).fetchone()
         return None if row is None else str(row[0])
 
@@ -396,8 +429,10 @@ class EmbeddedStore(Store):
     async def intake(self, request: IntakeRequest) -> IntakeResult:
         return await embedded_inbox.intake(self, request)
 
-    async def claim(self, owner: str, lease_ttl: float, *, scan: int = 64) -> Claimed | None:
-        return await embedded_inbox.claim(self, owner, lease_ttl, scan)
+    async def claim(
+        self, owner: str, lease_ttl: float, *, scan: int = 64, limit: int = 1
+    ) -> list[Claimed]:
+        return await embedded_inbox.claim(self, owner, lease_ttl, max(scan, limit), limit)
 
     async def finish(
         self,
@@ -416,6 +451,9 @@ class EmbeddedStore(Store):
 
     async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
         return await embedded_inbox.renew(self, held, ttl)
+
+    async def inbox_stats(self) -> tuple[int, float]:
+        return await embedded_inbox.stats(self)
 
     async def pending(self, session: str) -> list[InboxEntry]:
         return [InboxEntry.decode(raw) for raw in await self.list_range(keys.pending(session))]

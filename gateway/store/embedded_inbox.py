@@ -1,10 +1,17 @@
-"""The session inbox on the embedded store: each operation is one SQLite transaction built
-from the store's own primitives, with the same results as the Redis scripts
-(gateway/store/redis_inbox.py); tests/unit/test_inbox_contract.py runs both."""
+"""The session inbox on the embedded store, with the same results as the Redis scripts
+(gateway/store/redis_inbox.py); tests/unit/test_inbox_contract.py runs both.
+
+The embedded store serves one process (it holds a lock on its directory), so only what must
+survive that process lives in SQLite: the pending messages, the dedupe keys, the history and
+the reply records. Who runs which session (leases), which sessions wait, attempt counts and
+the pending total are runtime state kept in memory: after a restart no lease is held and
+every session with pending messages waits, which is exactly right for a process that died.
+"""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gateway import keys
@@ -16,20 +23,44 @@ if TYPE_CHECKING:
 
 NOTICE_TTL = 3600.0
 
-# The ready set is a hash: session -> when a worker may take it (unix time as text): when it
-# was queued while nobody runs it, its lease's expiry while someone does.
-READY_NOW = (
-    "SELECT field FROM fields WHERE key = ?1 AND CAST(value AS REAL) <= ?2 "
-    "ORDER BY CAST(value AS REAL), field LIMIT ?3"
-)
+
+@dataclass
+class InboxState:
+    """The inbox's runtime state for the one process using the embedded store."""
+
+    ready: dict[str, float] = field(default_factory=dict)  # session -> when a worker may take it
+    leases: dict[str, tuple[str, float]] = field(default_factory=dict)  # session -> owner, until
+    started: dict[str, int] = field(default_factory=dict)  # entry id -> attempts
+    total: int = 0
+
+    def holder(self, session: str, now: float) -> str | None:
+        lease = self.leases.get(session)
+        if lease is None or lease[1] <= now:
+            self.leases.pop(session, None)
+            return None
+        return lease[0]
+
+    def take(self, session: str, owner: str, ttl: float, now: float) -> None:
+        self.leases[session] = (owner, now + ttl)
+        self.ready[session] = now + ttl
+
+    def attempt(self, entry_id: str) -> int:
+        self.started[entry_id] = self.started.get(entry_id, 0) + 1
+        return self.started[entry_id]
 
 
-def _at(moment: float) -> str:
-    return repr(moment)  # exact: a rounded-up time would not be due yet when read back
+def load_state(store: EmbeddedStore) -> InboxState:
+    """After opening: every session with pending messages waits for a worker."""
+    state = InboxState()
+    now = time.time()
+    for key, count in store.pending_lists(keys.PENDING_PREFIX):
+        state.ready[key.removeprefix(keys.PENDING_PREFIX)] = now
+        state.total += count
+    return state
 
 
 async def intake(store: EmbeddedStore, request: IntakeRequest) -> IntakeResult:
-    session = request.session
+    state, session, now = store.inbox, request.session, time.time()
     pending = keys.pending(session)
     with store.transaction():
         if request.seen and not await store.set(
@@ -41,50 +72,51 @@ async def intake(store: EmbeddedStore, request: IntakeRequest) -> IntakeResult:
             count = await store.incr(request.rate_key, ttl=request.rate_ttl)
             if count > request.rate_limit:
                 return IntakeResult("rate_limited", rate_count=count)
-        queued = len(await store.list_range(pending))
+        queued = store.list_length(pending)
         if queued >= request.max_queued:
             return IntakeResult("queue_full", rate_count=count, queued=queued)
-        total = int(await store.get(keys.PENDING_TOTAL) or 0)
-        if total >= request.max_total:
+        if state.total >= request.max_total:
             return IntakeResult("overloaded", rate_count=count, queued=queued)
-        await store.push(pending, request.entry.encode())
-        await store.incr(keys.PENDING_TOTAL)
-        now = time.time()
-        lease = keys.session_lease(session)
-        holder = await store.lease_owner(lease)
-        waits = holder is not None or request.lease_owner is None
-        if waits and await store.hget(keys.SESSIONS_READY, session) is None:
-            await store.hset(keys.SESSIONS_READY, session, _at(now))
-        if holder is not None:
-            notice = await store.set(keys.noticed(holder), "1", ttl=NOTICE_TTL, only_if_absent=True)
-            return IntakeResult(
-                "stored", rate_count=count, queued=queued + 1, holder=holder, notice=notice
-            )
-        if request.lease_owner is None:
-            return IntakeResult("stored", rate_count=count, queued=queued + 1)
-        await store.acquire_lease(lease, request.lease_owner, request.lease_ttl)
-        await store.hset(keys.SESSIONS_READY, session, _at(now + request.lease_ttl))
-        claimed = await _claimed(store, session, request.lease_owner)
-        assert claimed is not None
-        return IntakeResult("stored", rate_count=count, queued=queued + 1, claimed=claimed)
+        store.append(pending, request.entry.encode())
+        first = request.entry if queued == 0 else None
+        claimed = None
+        holder = state.holder(session, now)
+        if holder is None and request.lease_owner is not None:
+            claimed = await _claimed(store, session, request.lease_owner, head=first)
+    state.total += 1
+    if holder is not None:
+        state.ready.setdefault(session, now)
+        notice = await store.set(keys.noticed(holder), "1", ttl=NOTICE_TTL, only_if_absent=True)
+        return IntakeResult(
+            "stored", rate_count=count, queued=queued + 1, holder=holder, notice=notice
+        )
+    if claimed is None:
+        state.ready.setdefault(session, now)
+        return IntakeResult("stored", rate_count=count, queued=queued + 1)
+    assert request.lease_owner is not None
+    state.take(session, request.lease_owner, request.lease_ttl, now)
+    return IntakeResult("stored", rate_count=count, queued=queued + 1, claimed=claimed)
 
 
-async def claim(store: EmbeddedStore, owner: str, lease_ttl: float, scan: int) -> Claimed | None:
-    with store.transaction():
-        now = time.time()
-        rows = store.query(READY_NOW, (keys.SESSIONS_READY, now, scan))
-        for (session,) in rows:
-            lease = keys.session_lease(session)
-            if await store.lease_owner(lease) is not None:
-                await store.hset(keys.SESSIONS_READY, session, _at(now + lease_ttl))
-                continue
-            if not await store.list_range(keys.pending(session), 0, 0):
-                await store.hdel(keys.SESSIONS_READY, session)
-                continue
-            await store.acquire_lease(lease, owner, lease_ttl)
-            await store.hset(keys.SESSIONS_READY, session, _at(now + lease_ttl))
-            return await _claimed(store, session, owner)
-    return None
+async def claim(
+    store: EmbeddedStore, owner: str, lease_ttl: float, scan: int, limit: int
+) -> list[Claimed]:
+    state, now = store.inbox, time.time()
+    due = sorted((at, s) for s, at in state.ready.items() if at <= now)[:scan]
+    taken: list[Claimed] = []
+    for _, session in due:
+        if len(taken) >= limit:
+            break
+        if state.holder(session, now) is not None:
+            state.ready[session] = state.leases[session][1]
+            continue
+        found = await _claimed(store, session, owner)
+        if found is None:
+            del state.ready[session]
+            continue
+        state.take(session, owner, lease_ttl, now)
+        taken.append(found)
+    return taken
 
 
 async def finish(
@@ -98,94 +130,103 @@ async def finish(
     lease_ttl: float,
     record: str | None,
 ) -> FinishResult:
-    lease = keys.session_lease(session)
+    state, now = store.inbox, time.time()
+    holder = state.holder(session, now)
+    if holder is not None and holder != owner:
+        return FinishResult("lost")
+    for op, _, _ in writes.ops:
+        if op not in ("set", "hset"):
+            raise ValueError(f"finish writes take set and hset only, not {op!r}")
     pending = keys.pending(session)
     with store.transaction():
-        holder = await store.lease_owner(lease)
-        if holder is not None and holder != owner:
-            return FinishResult("lost")
-        for op, _, _ in writes.ops:
-            if op not in ("set", "hset"):
-                raise ValueError(f"finish writes take set and hset only, not {op!r}")
         await store.run(writes)
-        head = await store.list_range(pending, 0, 0)
-        if head and InboxEntry.decode(head[0]).id == entry_id:
-            await store.pop_head(pending)
-            await store.incr(keys.PENDING_TOTAL, -1)
-        await store.hdel(keys.SESSIONS_STARTED, entry_id)
-        if not await store.list_range(pending, 0, 0):
-            await store.hdel(keys.SESSIONS_READY, session)
-            await store.release_lease(lease, owner)
-            return FinishResult("released")
-        if not keep:
-            await store.release_lease(lease, owner)
-            await store.hset(keys.SESSIONS_READY, session, _at(time.time()))
-            return FinishResult("released")
-        await store.acquire_lease(lease, owner, lease_ttl)
-        await store.hset(keys.SESSIONS_READY, session, _at(time.time() + lease_ttl))
-        claimed = await _claimed(store, session, owner, record=record, read_record=False)
-    assert claimed is not None
-    return FinishResult("next", claimed)
+        first_two = store.list_first_two(pending)
+        head = first_two[0] if first_two else None
+        if head is not None and InboxEntry.decode(head).id == entry_id:
+            await store.pop_head(pending, last=len(first_two) == 1)
+            state.total -= 1
+            head = first_two[1] if len(first_two) > 1 else None
+    state.started.pop(entry_id, None)
+    if head is None:
+        state.ready.pop(session, None)
+        state.leases.pop(session, None)
+        return FinishResult("released")
+    if not keep:
+        state.leases.pop(session, None)
+        state.ready[session] = now
+        return FinishResult("released")
+    state.take(session, owner, lease_ttl, now)
+    entry = InboxEntry.decode(head)
+    reply = await store.get(keys.reply(entry.id))
+    return FinishResult(
+        "next",
+        Claimed(session, entry, record, owner, attempt=state.attempt(entry.id), reply=reply),
+    )
 
 
 async def renew(store: EmbeddedStore, held: list[tuple[str, str]], ttl: float) -> list[bool]:
+    state, now = store.inbox, time.time()
     renewed = []
-    with store.transaction():
-        for session, owner in held:
-            ok = await store.renew_lease(keys.session_lease(session), owner, ttl)
-            if ok and await store.hget(keys.SESSIONS_READY, session) is not None:
-                await store.hset(keys.SESSIONS_READY, session, _at(time.time() + ttl))
-            renewed.append(ok)
+    for session, owner in held:
+        ok = state.holder(session, now) == owner
+        if ok:
+            state.take(session, owner, ttl, now)
+        renewed.append(ok)
     return renewed
 
 
 async def remove_pending(store: EmbeddedStore, session: str, entry_id: str) -> bool:
-    pending = keys.pending(session)
+    state, pending = store.inbox, keys.pending(session)
     with store.transaction():
         for raw in await store.list_range(pending):
             if InboxEntry.decode(raw).id == entry_id:
                 await store.remove_item(pending, raw)
-                await store.incr(keys.PENDING_TOTAL, -1)
-                await store.hdel(keys.SESSIONS_STARTED, entry_id)
-                if not await store.list_range(pending, 0, 0):
-                    await store.hdel(keys.SESSIONS_READY, session)
-                return True
-    return False
+                break
+        else:
+            return False
+        empty = store.list_head(pending) is None
+    state.total -= 1
+    state.started.pop(entry_id, None)
+    if empty:
+        state.ready.pop(session, None)
+    return True
 
 
 async def drop_pending(store: EmbeddedStore, session: str) -> int:
-    pending = keys.pending(session)
+    state, pending = store.inbox, keys.pending(session)
     with store.transaction():
         entries = await store.list_range(pending)
-        for raw in entries:
-            await store.hdel(keys.SESSIONS_STARTED, InboxEntry.decode(raw).id)
         await store.delete(pending)
-        await store.hdel(keys.SESSIONS_READY, session)
-        if entries:
-            await store.incr(keys.PENDING_TOTAL, -len(entries))
+    for raw in entries:
+        state.started.pop(InboxEntry.decode(raw).id, None)
+    state.ready.pop(session, None)
+    state.total -= len(entries)
     return len(entries)
 
 
+async def stats(store: EmbeddedStore) -> tuple[int, float]:
+    state, now = store.inbox, time.time()
+    oldest = min(state.ready.values(), default=now)
+    return state.total, max(now - oldest, 0.0)
+
+
 async def _claimed(
-    store: EmbeddedStore,
-    session: str,
-    owner: str,
-    *,
-    record: str | None = None,
-    read_record: bool = True,
+    store: EmbeddedStore, session: str, owner: str, *, head: InboxEntry | None = None
 ) -> Claimed | None:
-    """The session's oldest entry as a turn to run under `owner`'s lease; counts the attempt."""
-    head = await store.list_range(keys.pending(session), 0, 0)
-    if not head:
-        return None
-    entry = InboxEntry.decode(head[0])
-    attempt = int(await store.hget(keys.SESSIONS_STARTED, entry.id) or 0) + 1
-    await store.hset(keys.SESSIONS_STARTED, entry.id, str(attempt))
+    """The session's oldest entry as a turn to run under `owner`'s lease; counts the attempt.
+    `head`: the entry just stored when it is the only one (it has no reply yet)."""
+    fresh = head is not None
+    if head is None:
+        raw = store.list_head(keys.pending(session))
+        if raw is None:
+            return None
+        head = InboxEntry.decode(raw)
     return Claimed(
         session=session,
-        entry=entry,
-        record=await store.get(keys.session(session)) if read_record else record,
+        entry=head,
+        record=await store.get(keys.session(session)),
         owner=owner,
-        attempt=attempt,
-        reply=await store.get(keys.reply(entry.id)),
+        attempt=store.inbox.attempt(head.id),
+        # Read for any older entry: after a restart one whose reply went out has no attempt.
+        reply=None if fresh else await store.get(keys.reply(head.id)),
     )

@@ -39,7 +39,8 @@ from gateway.store.search_redis import RedisSearch
 
 log = logging.getLogger(__name__)
 
-_POOL_WAIT = 5.0  # seconds a command waits for a free pooled connection before giving up
+_POOL_WAIT = 30.0  # seconds a command waits for a pooled connection (a burst, not an outage:
+# a Redis that is down refuses the connection at once)
 _HEALTH_CHECK_INTERVAL = 30  # PING a pooled connection idle longer than this before reuse
 _SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice a dead peer
 # `listen` reads with this timeout, far below the subscriber socket_timeout (PLATFORM-NOTES §5.3),
@@ -466,7 +467,9 @@ class RedisStore(Store):
             raw = await self._intake(keys=script_keys, args=args)
         return redis_inbox.intake_result(list(raw), request)
 
-    async def claim(self, owner: str, lease_ttl: float, *, scan: int = 64) -> Claimed | None:
+    async def claim(
+        self, owner: str, lease_ttl: float, *, scan: int = 64, limit: int = 1
+    ) -> list[Claimed]:
         k = self.keys
         args: list[str | int] = [
             owner,
@@ -475,7 +478,8 @@ class RedisStore(Store):
             k.lease(keys.SESSION_LEASE_PREFIX),
             k.data(keys.SESSION_PREFIX),
             k.data(keys.REPLY_PREFIX),
-            scan,
+            max(scan, limit),
+            limit,
         ]
         script_keys = [k.data(keys.SESSIONS_READY), k.data(keys.SESSIONS_STARTED)]
         with self._guard:
@@ -535,6 +539,20 @@ class RedisStore(Store):
         with self._guard:
             raw = await self._renew_sessions(keys=script_keys, args=args)
         return [bool(int(flag)) for flag in raw]
+
+    async def inbox_stats(self) -> tuple[int, float]:
+        k = self.keys
+        with self._guard:
+            async with self._r.pipeline(transaction=False) as pipe:
+                pipe.get(k.data(keys.PENDING_TOTAL))
+                pipe.zrangebyscore(
+                    k.data(keys.SESSIONS_READY), "-inf", "+inf", start=0, num=1, withscores=True
+                )
+                pipe.time()
+                total, oldest, now = await pipe.execute()
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        waited = max(now_ms - oldest[0][1], 0) / 1000 if oldest else 0.0
+        return int(total or 0), waited
 
     async def pending(self, session: str) -> list[InboxEntry]:
         with self._guard:

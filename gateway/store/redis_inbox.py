@@ -67,12 +67,16 @@ return {'taken', tostring(count), tostring(queued + 1), '', '0', head, tostring(
 )
 
 # KEYS: 1 ready, 2 started. ARGV: 1 owner, 2 lease ttl ms, 3 pending prefix, 4 lease prefix,
-# 5 record prefix, 6 reply prefix, 7 how many ready sessions to look at
+# 5 record prefix, 6 reply prefix, 7 how many ready sessions to look at, 8 how many to take.
+# Returns 7 fields per session taken.
 CLAIM = (
     NOW
     + """
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[7]))
+local taken = {}
+local want = tonumber(ARGV[8])
 for _, m in ipairs(members) do
+  if #taken >= want * 7 then break end
   local lease = ARGV[4] .. m
   if redis.call('EXISTS', lease) == 1 then
     redis.call('ZADD', KEYS[1], 'XX', now + redis.call('PTTL', lease), m)
@@ -87,12 +91,14 @@ for _, m in ipairs(members) do
       local attempt = redis.call('HINCRBY', KEYS[2], hid, 1)
       local record = redis.call('GET', ARGV[5] .. m)
       local reply = redis.call('GET', ARGV[6] .. hid)
-      return {m, head, tostring(attempt), record and '1' or '0', record or '',
-              reply and '1' or '0', reply or ''}
+      for _, field in ipairs({m, head, tostring(attempt), record and '1' or '0', record or '',
+                              reply and '1' or '0', reply or ''}) do
+        table.insert(taken, field)
+      end
     end
   end
 end
-return {}
+return taken
 """
 )
 
@@ -217,17 +223,18 @@ def intake_result(raw: list[Any], request: IntakeRequest) -> IntakeResult:
     return IntakeResult("stored", rate_count=count, queued=queued, claimed=claimed)
 
 
-def claimed_from(raw: list[Any], owner: str) -> Claimed | None:
-    if not raw:
-        return None
-    return Claimed(
-        session=raw[0],
-        entry=InboxEntry.decode(raw[1]),
-        record=raw[4] if raw[3] == "1" else None,
-        owner=owner,
-        attempt=int(raw[2]),
-        reply=raw[6] if raw[5] == "1" else None,
-    )
+def claimed_from(raw: list[Any], owner: str) -> list[Claimed]:
+    return [
+        Claimed(
+            session=raw[i],
+            entry=InboxEntry.decode(raw[i + 1]),
+            record=raw[i + 4] if raw[i + 3] == "1" else None,
+            owner=owner,
+            attempt=int(raw[i + 2]),
+            reply=raw[i + 6] if raw[i + 5] == "1" else None,
+        )
+        for i in range(0, len(raw), 7)
+    ]
 
 
 def finish_result(raw: list[Any], session: str, owner: str, record: str | None) -> FinishResult:

@@ -29,7 +29,7 @@ async def test_save_attachment(tmp_path: Path, llm: ScriptedLLM) -> None:
             tg.push_message(caption="keep this", document=document)
             await tg.wait_for(lambda: "Saved it." in tg.texts())
             saved, foreign = tool_results(llm.requests[1])
-            assert saved == "saved attachments/sales.csv (17 bytes)"
+            assert saved == "saved attachments/sales.csv (text/plain, 17 bytes)"
             chat_files = gw.settings.workspace / "telegram-42"  # the chat's own workspace
             assert (chat_files / "attachments" / "sales.csv").read_bytes() == (
                 b"name,total\nana,3\n"
@@ -49,4 +49,4 @@ async def test_save_attachment(tmp_path: Path, llm: ScriptedLLM) -> None:
                      Reply.text("Again."))  # fmt: skip
             tg.push_message("save the csv again")
             await tg.wait_for(lambda: "Again." in tg.texts())
-            assert tool_results(llm.requests[5])[0] == "saved a/s.csv (17 bytes)"
+            assert tool_results(llm.requests[5])[0] == "saved a/s.csv (text/plain, 17 bytes)"

@@ -36,6 +36,7 @@ from gateway.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.telegram import Call, FakeBotAPI, parse_html, utf16_len
 from tests.harness import gateway_settings
+from tests.media_samples import image_parts, jpeg
 
 GROUP = -1001234567890
 SECRET = "s3cret-Token_value"
@@ -441,29 +442,39 @@ async def test_allowed_users_and_chats(
 
 
 async def test_photo_and_document_attachments(gw: App, tg: FakeBotAPI, llm: ScriptedLLM) -> None:
-    tg.add_file("big-photo", b"\xff\xd8" + b"x" * 5000, path="photos/file_1.jpg")
+    photo = jpeg(2400, 1800)
+    tg.add_file("big-photo", photo, path="photos/file_1.jpg")
     sizes = [
         {"file_id": "small-photo", "file_unique_id": "s1", "width": 90, "height": 60,
          "file_size": 900},
-        {"file_id": "big-photo", "file_unique_id": "b1", "width": 1280, "height": 960,
-         "file_size": 5002},
+        {"file_id": "big-photo", "file_unique_id": "b1", "width": 2400, "height": 1800,
+         "file_size": len(photo)},
     ]  # fmt: skip
+    llm.push(Reply.text("A red square."))
     tg.push_message(caption="what is this?", photo=sizes)
-    await tg.wait_sent(1)
+    await tg.wait_for(lambda: "A red square." in tg.texts())
     content = last_user_text(llm.requests[0])
     assert content.startswith("what is this?")
-    assert "[attachment: image photo_b1.jpg (image/jpeg, 5002 bytes) file_id=big-photo]" in content
-    data = await adapter(gw).download("big-photo", max_bytes=10_000)
-    assert data.startswith(b"\xff\xd8") and len(data) == 5002
+    note = f"[attachment: image photo_b1.jpg (image/jpeg, {len(photo)} bytes) file_id=big-photo]"
+    assert note in content
+    # The largest size went to the model as an image part, scaled to media.max_image_px.
+    [image] = image_parts(llm.requests[0])
+    assert image.size == (1568, 1176) and image.format == "JPEG"
+    data = await adapter(gw).download("big-photo", max_bytes=len(photo))
+    assert data == photo
     with pytest.raises(AttachmentTooLarge):
         await adapter(gw).download("big-photo", max_bytes=1000)
     document = {"file_id": "doc-1", "file_unique_id": "d1", "file_name": "notes.pdf",
                 "mime_type": "application/pdf", "file_size": 1234}  # fmt: skip
+    llm.push(Reply.text("Got the PDF."))
     tg.push_message(document=document)
-    await tg.wait_sent(2)
+    await tg.wait_for(lambda: "Got the PDF." in tg.texts())
     assert "[attachment: document notes.pdf (application/pdf, 1234 bytes) file_id=doc-1]" in (
         last_user_text(llm.requests[1])
     )
+    # History keeps the note, never the image bytes.
+    assert image_parts(llm.requests[1]) == []
+    assert "base64" not in json.dumps(llm.requests[1]["messages"][:-1])
 
 
 # -- webhook and duplicates -----------------------------------------------------------------

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.messages import ButtonPress, UserRef
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import gateway_settings, running_gateway
 
@@ -44,3 +45,43 @@ async def test_two_chats_cannot_see_each_others_files(tmp_path: Path) -> None:
     root = settings.workspace
     assert sorted(p.name for p in root.iterdir()) == ["console-chat1", "console-chat2"]
     assert (root / "console-chat1" / "secret.txt").read_text() == "pin 1234"
+
+
+async def test_forget_offers_to_delete_the_chats_files_and_only_its_sender_decides(
+    tmp_path: Path,
+) -> None:
+    async with ScriptedLLM() as llm:
+        settings = gateway_settings(tmp_path, llm.url)
+        async with running_gateway(settings) as gw:
+            llm.push(
+                Reply.call("write_file", path="draft.md", content="x" * 2048), Reply.text("ok")
+            )
+            await gw.say("write a draft")
+            other = gw.console.inbound("hi", chat_id="chat2")
+            await gw.app.admission.submit(other)  # another chat keeps its files
+            folder = settings.workspace / "console-chat1"
+            assert (folder / "draft.md").exists()
+
+            reply = await gw.say("/forget")
+            assert reply.reply is not None and reply.reply.startswith("Forgot this chat")
+            offer = gw.console.sent[-1]
+            assert offer.text.startswith("This chat's workspace still holds 1 file(s), 2 KB.")
+            delete, keep = offer.buttons[0]
+            assert (delete.label, keep.label) == ("Delete files", "Keep them")
+
+            def press(data: str, user: str) -> ButtonPress:
+                return ButtonPress(
+                    event_id=f"p-{user}-{data}",
+                    chat=gw.console.chat,
+                    user=UserRef(platform="console", user_id=user, display_name=user),
+                    data=data,
+                )
+
+            refused = await gw.app.extensions.press(press(delete.data, "mallory"))
+            assert refused.alert and "Only the person" in refused.toast
+            assert (folder / "draft.md").exists()
+            done = await gw.app.extensions.press(press(delete.data, "alice"))
+            assert done.edit_text == "Deleted 1 file(s), 2 KB from this chat's workspace."
+            assert not folder.exists()
+            again = await gw.app.extensions.press(press(keep.data, "alice"))
+            assert again.alert and "expired" in again.toast

@@ -19,6 +19,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -129,6 +130,14 @@ class Call:
     body: Any
     authorized: bool
     at: float = field(default_factory=time.monotonic)
+    files: list[SentFile] = field(default_factory=list)  # multipart uploads with the call
+
+
+@dataclass
+class SentFile:
+    filename: str
+    content_type: str
+    data: bytes
 
 
 @dataclass
@@ -163,6 +172,9 @@ class FakeDiscord(LocalServer):
         self._connections: list[_Connection] = []
         self._failures: list[_Failure] = []
         self._interactions: dict[str, dict[str, Any]] = {}  # token -> interaction payload
+        self.cdn: dict[str, tuple[bytes, str]] = {}  # attachment id -> (bytes, content type)
+        self.cdn_gets: list[str] = []  # attachment ids served
+        self.expired: set[str] = set()  # attachment URLs (path + query) that answer 404
         self._counter = itertools.count(1)
         self._changed = asyncio.Condition()
         self._routes: list[tuple[str, re.Pattern[str], Any]] = [
@@ -172,16 +184,24 @@ class FakeDiscord(LocalServer):
             ("PUT", re.compile(r"/applications/\d+(?:/guilds/(\d+))?/commands"), self._commands),
             ("POST", re.compile(r"/channels/(\d+)/messages"), self._create_message),
             ("PATCH", re.compile(r"/channels/(\d+)/messages/(\d+)"), self._edit_message),
+            ("DELETE", re.compile(r"/channels/(\d+)/messages/(\d+)"), self._delete_message),
             ("POST", re.compile(r"/channels/(\d+)/typing"), self._typing),
             ("POST", re.compile(r"/channels/(\d+)/messages/(\d+)/threads"), self._create_thread),
             ("POST", re.compile(r"/interactions/(\d+)/([^/]+)/callback"), self._callback),
+            ("POST", re.compile(r"/attachments/refresh-urls"), self._refresh_urls),
             ("POST", re.compile(r"/webhooks/\d+/([^/]+)"), self._followup),
             (
                 "PATCH",
                 re.compile(r"/webhooks/\d+/([^/]+)/messages/(@original|\d+)"),
                 self._edit_hook,
             ),
+            (
+                "DELETE",
+                re.compile(r"/webhooks/\d+/([^/]+)/messages/(@original|\d+)"),
+                self._delete_hook,
+            ),
         ]
+        self.deleted: set[str] = set()  # message ids deleted (by the bot or, in tests, a person)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -193,9 +213,12 @@ class FakeDiscord(LocalServer):
     def gateway_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/gateway"
 
+    max_body = 32 * 1024 * 1024
+
     def routes(self, app: web.Application) -> None:
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
+        app.router.add_get("/attachments/{id}/{filename}", self._attachment)
 
     async def before_stop(self) -> None:
         for conn in list(self._connections):
@@ -238,6 +261,11 @@ class FakeDiscord(LocalServer):
             await self._changed.wait_for(lambda: len(self.calls_to(method, path)) >= count)
         return self.calls_to(method, path)
 
+    async def wait_until(self, predicate: Callable[[], bool], *, within: float = 5.0) -> None:
+        """Wait until `predicate()` holds; it is checked after every REST call."""
+        async with asyncio.timeout(within), self._changed:
+            await self._changed.wait_for(predicate)
+
     async def wait_for_post(self, path: str, content: str, *, within: float = 5.0) -> Call:
         """Wait for a POST to `path` (regex) whose content is `content`, e.g. one turn's answer.
 
@@ -275,6 +303,43 @@ class FakeDiscord(LocalServer):
         for conn in list(self._connections):
             conn.ready = False
             await conn.ws.close(code=code)
+
+    # -- attachments (the CDN) ---------------------------------------------------------------
+
+    def attachment(
+        self, filename: str, data: bytes, content_type: str, *, voice: bool = False
+    ) -> dict[str, Any]:
+        """An attachment payload for `send_message`, its bytes served at its (signed) URL."""
+        attachment_id = self.snowflake()
+        self.cdn[attachment_id] = (data, content_type)
+        url = f"http://127.0.0.1:{self.port}/attachments/{attachment_id}/{filename}?ex=1&hm=sig"
+        item: dict[str, Any] = {
+            "id": attachment_id,
+            "filename": filename,
+            "size": len(data),
+            "url": url,
+            "proxy_url": url,
+            "content_type": content_type,
+        }
+        if voice:
+            item.update(duration_secs=2.5, waveform="AAAAAAAA", flags=0)
+        return item
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        if str(request.rel_url) in self.expired:
+            return web.Response(status=404, text="This content is no longer available.")
+        found = self.cdn.get(request.match_info["id"])
+        if found is None:
+            return web.Response(status=404)
+        self.cdn_gets.append(request.match_info["id"])
+        return web.Response(body=found[0], content_type=found[1])
+
+    def _refresh_urls(self, call: Call) -> dict[str, Any]:
+        refreshed = []
+        for url in (call.body or {}).get("attachment_urls", []):
+            fresh = url.split("?", 1)[0] + "?ex=2&hm=fresh"
+            refreshed.append({"original": url, "refreshed": fresh})
+        return {"refreshed_urls": refreshed}
 
     # -- events the tests push ---------------------------------------------------------------
 
@@ -440,10 +505,26 @@ class FakeDiscord(LocalServer):
 
     async def _rest(self, request: web.Request) -> web.Response:
         path = "/" + request.match_info["tail"]
-        raw = await request.read()
-        body = json.loads(raw) if raw and request.content_type == "application/json" else None
+        body: Any = None
+        files: list[SentFile] = []
+        if request.content_type == "multipart/form-data":  # a message with attachments
+            form = await request.post()
+            for name, value in form.items():
+                if name == "payload_json" and isinstance(value, str):
+                    body = json.loads(value)
+                elif isinstance(value, web.FileField):
+                    files.append(SentFile(value.filename, value.content_type, value.file.read()))
+        else:
+            raw = await request.read()
+            if raw and request.content_type == "application/json":
+                body = json.loads(raw)
         call = Call(
-            request.method, path, dict(request.query), body, "Authorization" in request.headers
+            request.method,
+            path,
+            dict(request.query),
+            body,
+            "Authorization" in request.headers,
+            files=files,
         )
         async with self._changed:
             self.calls.append(call)
@@ -454,7 +535,10 @@ class FakeDiscord(LocalServer):
         for method, pattern, handler in self._routes:
             match = pattern.fullmatch(path)
             if match is not None and method == request.method:
-                result = handler(call, *match.groups())
+                try:
+                    result = handler(call, *match.groups())
+                except _RestError as exc:
+                    return _json(exc.body, exc.status)
                 if result is None:
                     return web.Response(status=204)
                 return _json(result)
@@ -531,9 +615,14 @@ class FakeDiscord(LocalServer):
         return message
 
     def _create_message(self, call: Call, channel_id: str) -> dict[str, Any]:
-        return self._store(channel_id, call.body or {})
+        return self._store(channel_id, call.body or {}, attachments=self._sent_files(call))
+
+    def _sent_files(self, call: Call) -> list[dict[str, Any]]:
+        return [self.attachment(f.filename, f.data, f.content_type) for f in call.files]
 
     def _edit_message(self, call: Call, channel_id: str, message_id: str) -> dict[str, Any]:
+        if message_id in self.deleted:
+            raise _RestError(404, {"message": "Unknown Message", "code": 10008})
         message = self.messages.setdefault(
             message_id, {**self._message(channel_id, "", USERS[BOT_ID]), "id": message_id}
         )
@@ -544,6 +633,20 @@ class FakeDiscord(LocalServer):
             message["components"] = body["components"] or []
         message["edited_timestamp"] = _now()
         return message
+
+    def _delete_message(self, call: Call, channel_id: str, message_id: str) -> None:
+        if message_id in self.deleted or message_id not in self.messages:
+            raise _RestError(404, {"message": "Unknown Message", "code": 10008})
+        self.deleted.add(message_id)
+
+    def _delete_hook(self, call: Call, token: str, message_id: str) -> None:
+        self._delete_message(call, "", message_id)
+
+    def shown(self, message_id: str) -> str | None:
+        """What a message shows now (after edits); None once deleted."""
+        if message_id in self.deleted or message_id not in self.messages:
+            return None
+        return str(self.messages[message_id].get("content", ""))
 
     def _typing(self, call: Call, channel_id: str) -> None:
         return None
@@ -586,7 +689,9 @@ class FakeDiscord(LocalServer):
     def _followup(self, call: Call, token: str) -> dict[str, Any]:
         interaction = self._interactions.get(token, {})
         channel = str(interaction.get("channel_id", GENERAL_ID))
-        return self._store(channel, call.body or {}, webhook_id=str(APP_ID))
+        return self._store(
+            channel, call.body or {}, webhook_id=str(APP_ID), attachments=self._sent_files(call)
+        )
 
     def _edit_hook(self, call: Call, token: str, message_id: str) -> dict[str, Any]:
         interaction = self._interactions.get(token, {})
@@ -627,6 +732,13 @@ class FakeDiscord(LocalServer):
             payload["member"] = member(user_id)
         self._interactions[token] = payload
         return payload
+
+
+class _RestError(Exception):
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(body.get("message"))
+        self.status = status
+        self.body = body
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:

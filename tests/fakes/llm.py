@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.media import MediaEndpoints
 from tests.fakes.server import LocalServer
 
 ToolArgs = dict[str, Any] | str
@@ -40,6 +41,20 @@ class Reply:
     usage: tuple[int, int] = (10, 5)  # (prompt_tokens, completion_tokens)
     reasoning: str | None = None  # sent as `reasoning_content`
     finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"
+    # Streaming: the content goes out in `chunks` pieces (or exactly these `pieces`),
+    # `chunk_delay` seconds apart, as a model writing tokens would.
+    chunks: int = 3
+    pieces: list[str] | None = None
+    chunk_delay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.pieces is not None and self.content is None:
+            self.content = "".join(self.pieces)
+
+    @classmethod
+    def streamed(cls, content: str, *, chunks: int, delay: float, **kwargs: Any) -> Reply:
+        """Text that streams as `chunks` pieces `delay` seconds apart."""
+        return cls(content=content, chunks=chunks, chunk_delay=delay, **kwargs)
 
     @classmethod
     def text(cls, content: str, **kwargs: Any) -> Reply:
@@ -91,6 +106,8 @@ def echo(request: dict[str, Any]) -> Reply:
 
 
 class ScriptedLLM(LocalServer):
+    max_body = 32 * 1024 * 1024  # image parts and audio uploads
+
     def __init__(
         self,
         responder: Responder | None = None,
@@ -106,9 +123,13 @@ class ScriptedLLM(LocalServer):
         self.models = models
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
+        # time.monotonic() at which each streamed reply wrote its first words (benchmarks).
+        self.first_tokens: list[float] = []
         self._script: deque[Reply] = deque()
         self._ids = itertools.count(1)
         self._arrived = asyncio.Condition()
+        # /audio/transcriptions, /audio/speech, /images/generations on the same server.
+        self.media = MediaEndpoints()
 
     @property
     def url(self) -> str:
@@ -135,6 +156,7 @@ class ScriptedLLM(LocalServer):
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_get("/v1/models", self._models)
+        self.media.routes(app, "/v1")
 
     # --- handlers ---------------------------------------------------------------------------
 
@@ -216,7 +238,12 @@ class ScriptedLLM(LocalServer):
             for piece in _pieces(reply.reasoning):
                 await send({"reasoning_content": piece})
         if reply.content:
-            for piece in _pieces(reply.content):
+            pieces = reply.pieces or _pieces(reply.content, reply.chunks)
+            for number, piece in enumerate(pieces):
+                if number and reply.chunk_delay:
+                    await asyncio.sleep(reply.chunk_delay)
+                elif not number:
+                    self.first_tokens.append(time.monotonic())
                 await send({"content": piece})
         for call in calls:
             function = call["function"]

@@ -7,13 +7,14 @@ helpers that deliver Events API requests signed the way Slack signs them.
 
 Web API calls (JSON or form bodies) are recorded in `calls`; `fail()` scripts errors,
 including 429 with Retry-After. The WebSocket at /link sends `hello`, takes envelopes from
-`push()` and records the client's acks.
+`push()` and records the client's acks. Messages the bot posts, streams
+(chat.startStream / appendStream / stopStream), updates and deletes are kept in
+`messages`; `stream_methods = False` makes the stream methods refused.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import itertools
@@ -21,7 +22,6 @@ import json
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -30,8 +30,9 @@ import aiohttp
 from aiohttp import web
 
 from gateway.app import App
-from gateway.config import Settings
+from gateway.media.sniff import sniff
 from tests.fakes.server import LocalServer
+from tests.harness import configured_gateway
 
 SECRET = "test-signing-secret"
 BOT_TOKEN = "xoxb-test-token"
@@ -51,6 +52,35 @@ class Call:
 
 
 @dataclass
+class SharedFile:
+    """A file in the fake workspace: one a person shared, or one the bot uploaded."""
+
+    id: str
+    name: str
+    mimetype: str
+    data: bytes
+    title: str = ""
+    channel: str = ""  # where an upload was shared (completeUploadExternal)
+    thread_ts: str | None = None
+    initial_comment: str | None = None
+    complete: bool = False
+
+    def info(self, base: str) -> dict[str, Any]:
+        url = f"{base}files-pri/{TEAM}-{self.id}/{self.name}"
+        return {
+            "id": self.id,
+            "name": self.name,
+            "title": self.title or self.name,
+            "mimetype": self.mimetype,
+            "filetype": self.name.rsplit(".", 1)[-1],
+            "size": len(self.data),
+            "url_private": url,
+            "url_private_download": url + "?download=1",
+            "mode": "hosted",
+        }
+
+
+@dataclass
 class _Failure:
     error: str
     status: int
@@ -59,13 +89,31 @@ class _Failure:
 
 
 @dataclass
+class Message:
+    """A message of the bot's as Slack shows it: its text, and the task cards a stream added."""
+
+    channel: str
+    ts: str
+    text: str
+    thread_ts: str | None = None
+    streaming: bool = False
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    deleted: bool = False
+
+
+@dataclass
 class FakeSlack(LocalServer):
     calls: list[Call] = field(default_factory=list)
     acks: dict[str, dict[str, Any]] = field(default_factory=dict)
     connections: int = 0
+    messages: dict[str, Message] = field(default_factory=dict)  # by ts
+    stream_methods: bool = True  # False: the workspace or app cannot use chat.*Stream
 
     def __post_init__(self) -> None:
         super().__init__()
+        self.files: dict[str, SharedFile] = {}
+        self.downloads: list[str] = []  # file ids served, after the token was checked
+        self._file_ids = itertools.count(1)
         self._failures: dict[str, deque[_Failure]] = {}
         self._changed = asyncio.Condition()
         self._sockets: list[web.WebSocketResponse] = []
@@ -74,6 +122,21 @@ class FakeSlack(LocalServer):
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api/"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def share(self, name: str, data: bytes, mimetype: str, **extra: Any) -> dict[str, Any]:
+        """A file a person shares: its bytes are served to the bot; returns the event's file
+        object (extra keys such as subtype="slack_audio" are added to it)."""
+        file = SharedFile(f"F{next(self._file_ids):08d}", name, mimetype, data)
+        self.files[file.id] = file
+        return {**file.info(self.base_url), **extra}
+
+    def uploads(self) -> list[SharedFile]:
+        """Files the bot uploaded and shared (completeUploadExternal), in order."""
+        return [f for f in self.files.values() if f.complete]
 
     # -- scripting and inspection --------------------------------------------------------
 
@@ -197,7 +260,10 @@ class FakeSlack(LocalServer):
         if token != expected:
             call.result = {"ok": False, "error": "invalid_auth"}
         else:
-            call.result = {"ok": True, **self._result(method, params)}
+            try:
+                call.result = {"ok": True, **self._result(method, params)}
+            except _SlackError as exc:
+                call.result = {"ok": False, "error": exc.code}
         await self._notify()
         return _json(call.result)
 
@@ -213,15 +279,121 @@ class FakeSlack(LocalServer):
             }
         if method == "chat.postMessage":
             ts = self.next_ts()
+            channel = str(params.get("channel"))
+            self.messages[ts] = Message(channel, ts, str(params.get("text") or ""))
+            self.messages[ts].thread_ts = params.get("thread_ts")
             message = {"type": "message", "text": params.get("text"), "ts": ts, "bot_id": BOT_ID}
             return {"channel": params.get("channel"), "ts": ts, "message": message}
         if method == "chat.update":
+            found = self._message(params)
+            if found is not None:
+                found.text = str(params.get("text") or "")
             return {"channel": params.get("channel"), "ts": params.get("ts")}
+        if method == "chat.delete":
+            self._message(params, need=True).deleted = True  # type: ignore[union-attr]
+            return {"channel": params.get("channel"), "ts": params.get("ts")}
+        if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
+            return self._stream(method, params)
         if method == "chat.postEphemeral":
             return {"message_ts": self.next_ts()}
         if method == "apps.connections.open":
             return {"url": f"ws://127.0.0.1:{self.port}/link?ticket={uuid.uuid4().hex}"}
+        if method == "files.info":
+            file = self.files.get(str(params.get("file")))
+            if file is None:
+                raise _SlackError("file_not_found")
+            return {"file": file.info(self.base_url)}
+        if method == "files.getUploadURLExternal":
+            name, length = str(params.get("filename")), int(params.get("length") or 0)
+            if not name or length <= 0:
+                raise _SlackError("invalid_arguments")
+            file = SharedFile(f"F{next(self._file_ids):08d}", name, "", b"")
+            self.files[file.id] = file
+            return {"upload_url": f"{self.base_url}upload/{file.id}", "file_id": file.id}
+        if method == "files.completeUploadExternal":
+            return {"files": [self._complete(entry, params) for entry in _json_list(params)]}
         return {}  # reactions.add / reactions.remove and the like
+
+    def _message(self, params: dict[str, Any], *, need: bool = False) -> Message | None:
+        found = self.messages.get(str(params.get("ts")))
+        if found is not None and found.deleted:
+            found = None
+        if found is None and need:
+            raise _SlackError("message_not_found")
+        return found
+
+    def _stream(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if not self.stream_methods:
+            raise _SlackError("not_allowed_token_type")
+        channel = str(params.get("channel") or "")
+        if method == "chat.startStream":
+            if not params.get("thread_ts"):
+                raise _SlackError("invalid_arguments")
+            if not channel.startswith("D") and not (
+                params.get("recipient_user_id") and params.get("recipient_team_id")
+            ):
+                raise _SlackError("invalid_arguments")  # required outside DMs
+            ts = self.next_ts()
+            message = Message(channel, ts, "", str(params["thread_ts"]), streaming=True)
+            self.messages[ts] = message
+        else:
+            found = self._message(params, need=True)
+            assert found is not None
+            if not found.streaming:
+                raise _SlackError("message_not_in_streaming_state")
+            message = found
+        chunks = list(params.get("chunks") or [])
+        if params.get("markdown_text"):
+            chunks.append({"type": "markdown_text", "text": params["markdown_text"]})
+        for chunk in chunks:
+            if chunk.get("type") == "markdown_text":
+                message.text += str(chunk.get("text", ""))
+            elif chunk.get("type") == "task_update":
+                message.tasks[str(chunk["id"])] = chunk
+            else:
+                raise _SlackError("invalid_chunks")
+        if method == "chat.stopStream":
+            message.streaming = False
+        return {"channel": channel, "ts": message.ts}
+
+    def bot_messages(self, channel: str | None = None) -> list[Message]:
+        """The bot's messages not deleted, oldest first."""
+        return [
+            m
+            for m in self.messages.values()
+            if not m.deleted and (channel is None or m.channel == channel)
+        ]
+
+    def _complete(self, entry: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+        file = self.files.get(str(entry.get("id")))
+        if file is None or not file.data:
+            raise _SlackError("file_not_found")
+        file.title = str(entry.get("title") or file.name)
+        file.channel = str(params.get("channel_id") or "")
+        file.thread_ts = params.get("thread_ts")
+        file.initial_comment = params.get("initial_comment")
+        file.complete = True
+        return {"id": file.id, "title": file.title}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        file = self.files.get(request.match_info["file_id"])
+        if file is None or file.complete:
+            return web.Response(status=404, text="unknown upload")
+        file.data = await request.read()
+        file.mimetype = sniff(file.data)  # Slack types uploads by their content too
+        await self._notify()
+        return web.Response(text=f"OK - {len(file.data)}")
+
+    async def _file(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {BOT_TOKEN}":
+            # Slack answers a missing or wrong token with its sign-in page, not an error.
+            return web.Response(text="<html>sign in</html>", content_type="text/html")
+        team_file = request.match_info["team_file"]
+        file = self.files.get(team_file.removeprefix(f"{TEAM}-"))
+        if file is None:
+            return web.Response(status=404)
+        self.downloads.append(file.id)
+        return web.Response(body=file.data, content_type=file.mimetype)
 
     def next_ts(self) -> str:
         n = next(self._ts)
@@ -229,13 +401,29 @@ class FakeSlack(LocalServer):
 
     # -- lifecycle -----------------------------------------------------------------------
 
+    max_body = 32 * 1024 * 1024
+
     def routes(self, app: web.Application) -> None:
-        app.router.add_post("/api/{method}", self._api)
+        app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/link", self._link)
+        app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_get("/files-pri/{team_file}/{name}", self._file)
 
     async def before_stop(self) -> None:
         for ws in list(self._sockets):
             await ws.close()
+
+
+class _SlackError(Exception):
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _json_list(params: dict[str, Any]) -> list[dict[str, Any]]:
+    value = params.get("files")
+    parsed = json.loads(value) if isinstance(value, str) else value
+    return [item for item in parsed or [] if isinstance(item, dict)]
 
 
 async def _params(request: web.Request) -> dict[str, Any]:
@@ -243,6 +431,8 @@ async def _params(request: web.Request) -> dict[str, Any]:
     params: dict[str, Any] = dict(request.query)
     if request.content_type == "application/json":
         params.update(await request.json())
+        return params
+    if request.method == "GET":
         return params
     form = await request.post()
     params.update({k: v for k, v in form.items() if isinstance(v, str)})
@@ -418,16 +608,8 @@ def payload_body(payload: dict[str, Any]) -> str:
 # -- a gateway with the Slack adapter ---------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def slack_gateway(settings: Settings) -> AsyncIterator[App]:
-    """The real App with the adapters its settings configure (Slack here), started."""
-    app = App(settings)
-    app.add_configured_adapters()
-    await app.start()
-    try:
-        yield app
-    finally:
-        await app.stop()
+# The real App with the adapters its settings configure (Slack here), started.
+slack_gateway = configured_gateway
 
 
 def events_url(app: App) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import itertools
 import json
 import re
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from PIL import Image
 
 from tests.fakes.server import LocalServer
 
@@ -34,8 +36,20 @@ BOT_ID = 123456
 BOT_USERNAME = "gw_bot"
 TOKEN = f"{BOT_ID}:TEST-token-abcdefghijklmnop"
 TEXT_LIMIT = 4096
+CAPTION_LIMIT = 1024
+# The Bot API's upload methods and the message field each fills.
+_UPLOADS = {"sendPhoto": "photo", "sendDocument": "document", "sendVoice": "voice",
+            "sendAudio": "audio"}  # fmt: skip
 _JSON_PARAMS = {"reply_markup", "commands", "allowed_updates", "reply_parameters", "entities"}
-_INT_PARAMS = {"chat_id", "message_id", "message_thread_id", "offset", "limit", "user_id"}
+_INT_PARAMS = {
+    "chat_id",
+    "message_id",
+    "message_thread_id",
+    "offset",
+    "limit",
+    "user_id",
+    "draft_id",
+}
 
 
 @dataclass
@@ -70,6 +84,19 @@ class _Poll:
     conflicted: bool = False
 
 
+@dataclass
+class Upload:
+    """A file the bot sent (sendPhoto, sendDocument, sendVoice, sendAudio)."""
+
+    method: str
+    chat_id: int
+    filename: str
+    content_type: str
+    data: bytes
+    caption: str | None
+    params: Params
+
+
 class EntityError(ValueError):
     """What Telegram says about HTML it cannot parse."""
 
@@ -91,6 +118,11 @@ class FakeBotAPI(LocalServer):
     pushed: dict[int, dict[str, Any]] = field(default_factory=dict)  # every update, by id
     pushed_at: dict[int, float] = field(default_factory=dict)
     listeners: list[Callable[[Call], None]] = field(default_factory=list)
+    uploads: list[Upload] = field(default_factory=list)
+    # sendMessageDraft (Bot API 9.3): the text each (chat, draft id) shows now. False: the
+    # server is older and has no such method (404, as the real Bot API answers).
+    drafts_supported: bool = True
+    drafts: dict[tuple[int, int], str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -153,6 +185,7 @@ class FakeBotAPI(LocalServer):
         caption: str | None = None,
         photo: list[dict[str, Any]] | None = None,
         document: dict[str, Any] | None = None,
+        **media: dict[str, Any],
     ) -> dict[str, Any]:
         """A Message from a person, stored so that the bot can reply to it or quote it."""
         sender: dict[str, Any] = {"id": user_id, "is_bot": is_bot, "first_name": first_name}
@@ -185,6 +218,8 @@ class FakeBotAPI(LocalServer):
             msg["photo"] = photo
         if document is not None:
             msg["document"] = document
+        for name, value in media.items():  # voice, audio, video, video_note
+            msg[name] = value
         self.messages[(chat_id, msg["message_id"])] = msg
         return msg
 
@@ -207,6 +242,15 @@ class FakeBotAPI(LocalServer):
 
     def add_file(self, file_id: str, content: bytes, *, path: str | None = None) -> None:
         self.files[file_id] = (path or f"documents/{file_id}.bin", content)
+
+    def voice(self, file_id: str, content: bytes, *, duration: int = 3) -> dict[str, Any]:
+        """A voice note's Voice object, its bytes served by getFile."""
+        self.add_file(file_id, content, path=f"voice/{file_id}.oga")
+        return {"file_id": file_id, "file_unique_id": f"u-{file_id}", "duration": duration,
+                "mime_type": "audio/ogg", "file_size": len(content)}  # fmt: skip
+
+    def uploads_of(self, method: str) -> list[Upload]:
+        return [u for u in self.uploads if u.method == method]
 
     def fail(
         self,
@@ -354,10 +398,71 @@ class FakeBotAPI(LocalServer):
         self.messages[(chat_id, msg["message_id"])] = msg
         return msg
 
+    async def _upload(self, method: str, params: Params) -> Any:
+        chat_id = _need(params, "chat_id")
+        field_name = _UPLOADS[method]
+        upload = params.get(field_name)
+        if not isinstance(upload, web.FileField):
+            raise _ApiError(400, f"Bad Request: there is no {field_name} in the request")
+        data = upload.file.read()
+        caption = params.get("caption")
+        if caption is not None:
+            visible = str(caption)
+            if params.get("parse_mode") == "HTML":
+                try:
+                    visible = parse_html(visible)
+                except EntityError as exc:
+                    raise _ApiError(400, f"Bad Request: can't parse entities: {exc}") from None
+            if utf16_len(visible) > CAPTION_LIMIT:
+                raise _ApiError(400, "Bad Request: message caption is too long")
+        file_id = f"sent-{len(self.uploads) + 1}"
+        unique = f"u-{file_id}"
+        self.files[file_id] = (f"sent/{file_id}", data)
+        if field_name == "photo":
+            try:
+                with Image.open(io.BytesIO(data)) as image:
+                    width, height = image.size
+            except Exception:
+                raise _ApiError(400, "Bad Request: IMAGE_PROCESS_FAILED") from None
+            item: Any = [{"file_id": file_id, "file_unique_id": unique, "width": width,
+                          "height": height, "file_size": len(data)}]  # fmt: skip
+        elif field_name == "document":
+            item = {"file_id": file_id, "file_unique_id": unique, "file_name": upload.filename,
+                    "mime_type": upload.content_type, "file_size": len(data)}  # fmt: skip
+        else:
+            item = {"file_id": file_id, "file_unique_id": unique, "duration": 1,
+                    "mime_type": upload.content_type, "file_size": len(data)}  # fmt: skip
+        self.uploads.append(
+            Upload(method, chat_id, upload.filename, upload.content_type, data, caption, params)
+        )
+        msg: dict[str, Any] = {
+            "message_id": self._next_message_id(chat_id),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "from": self.me,
+            field_name: item,
+        }
+        if caption is not None:
+            msg["caption"] = caption
+        self.messages[(chat_id, msg["message_id"])] = msg
+        return msg
+
+    async def _m_sendPhoto(self, request: web.Request, params: Params) -> Any:
+        return await self._upload("sendPhoto", params)
+
+    async def _m_sendDocument(self, request: web.Request, params: Params) -> Any:
+        return await self._upload("sendDocument", params)
+
+    async def _m_sendVoice(self, request: web.Request, params: Params) -> Any:
+        return await self._upload("sendVoice", params)
+
+    async def _m_sendAudio(self, request: web.Request, params: Params) -> Any:
+        return await self._upload("sendAudio", params)
+
     async def _m_editMessageText(self, request: web.Request, params: Params) -> Any:
         key = (_need(params, "chat_id"), _need(params, "message_id"))
         msg = self.messages.get(key)
-        if msg is None or msg["from"].get("id") != self.bot_id:
+        if msg is None or msg["from"].get("id") != self.bot_id or msg.get("deleted"):
             raise _ApiError(400, "Bad Request: message to edit not found")
         text = str(_need(params, "text"))
         _check_text(text, params.get("parse_mode"))
@@ -370,6 +475,36 @@ class FakeBotAPI(LocalServer):
         if markup:
             msg["reply_markup"] = markup
         return msg
+
+    async def _m_sendMessageDraft(self, request: web.Request, params: Params) -> Any:
+        if not self.drafts_supported:
+            raise _ApiError(404, "Not Found: method not found")
+        chat_id = _need(params, "chat_id")
+        draft_id = _need(params, "draft_id")
+        if chat_id < 0:
+            raise _ApiError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        text = str(params.get("text") or "")
+        if text:  # empty text shows a "Thinking..." placeholder
+            _check_text(text, params.get("parse_mode"))
+        self.drafts[(chat_id, draft_id)] = text
+        return True
+
+    async def _m_deleteMessage(self, request: web.Request, params: Params) -> Any:
+        key = (_need(params, "chat_id"), _need(params, "message_id"))
+        msg = self.messages.get(key)
+        if msg is None or msg.get("deleted"):
+            raise _ApiError(400, "Bad Request: message to delete not found")
+        msg["deleted"] = True
+        return True
+
+    def delete(self, chat_id: int, message_id: int) -> None:
+        """As if a person deleted the bot's message: later edits of it fail."""
+        self.messages[(chat_id, message_id)]["deleted"] = True
+
+    def shown(self, chat_id: int, message_id: int) -> str | None:
+        """The text a message shows now (after edits); None once it was deleted."""
+        msg = self.messages.get((chat_id, message_id))
+        return None if msg is None or msg.get("deleted") else str(msg.get("text", ""))
 
     async def _m_sendChatAction(self, request: web.Request, params: Params) -> Any:
         _need(params, "chat_id")

@@ -171,8 +171,8 @@ async def test_intake_stores_the_message_once_and_takes_the_idle_sessions_lease(
     # Nobody started the turn here (the test's queue only records), so the lease and the
     # reserved slot were handed back: another worker may claim the message at once.
     assert await store.lease_owner(keys.session_lease(admission.session)) is None
-    claimed = await store.claim("other:1", 5)
-    assert claimed is not None and claimed.entry.id == admission.turn_id
+    (claimed,) = await store.claim("other:1", 5)
+    assert claimed.entry.id == admission.turn_id
 
 
 async def test_a_command_is_not_stored(store: Store) -> None:

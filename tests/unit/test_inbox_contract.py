@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import fakeredis
 import pytest
@@ -12,6 +13,7 @@ import pytest_asyncio
 
 from gateway import keys
 from gateway.store.base import Batch, Store
+from gateway.store.embedded import EmbeddedStore
 from gateway.store.inbox import InboxEntry, IntakeRequest
 from gateway.store.redis import RedisStore
 
@@ -98,14 +100,14 @@ async def test_finish_hands_the_next_entry_over_under_the_same_lease(store: Stor
     last = await store.finish(S1, f"{S1}-e2", "a:1", history("h2"), keep=True, lease_ttl=5)
     assert last.status == "released" and last.next is None
     assert await store.lease_owner(keys.session_lease(S1)) is None
-    assert await store.pending(S1) == [] and await store.claim("c:1", 5) is None
+    assert await store.pending(S1) == [] and await store.claim("c:1", 5) == []
 
 
 async def test_a_lost_lease_writes_nothing(store: Store) -> None:
     await store.intake(req(owner="a:1", lease_ttl=0.2))
     await asyncio.sleep(0.3)
-    taken = await store.claim("b:1", 5)
-    assert taken is not None and taken.attempt == 2  # it ran before: a re-run
+    (taken,) = await store.claim("b:1", 5)
+    assert taken.attempt == 2  # it ran before: a re-run
     lost = await store.finish(S1, f"{S1}-e1", "a:1", history("late"), keep=True, lease_ttl=5)
     assert lost.status == "lost"
     assert await store.get(keys.session(S1)) is None
@@ -117,12 +119,12 @@ async def test_claim_takes_the_oldest_free_session_and_reports_a_sent_reply(stor
     await asyncio.sleep(0.01)
     await store.intake(req(S2, 1))
     await store.set(keys.reply(f"{S1}-e1"), '{"message_id": "9"}')
-    first = await store.claim("w:1", 5)
-    assert first is not None and first.session == S1 and first.attempt == 1
+    (first,) = await store.claim("w:1", 5)
+    assert first.session == S1 and first.attempt == 1
     assert first.reply == '{"message_id": "9"}'
-    second = await store.claim("w:2", 5)
-    assert second is not None and second.session == S2
-    assert await store.claim("w:3", 5) is None  # both are held
+    (second,) = await store.claim("w:2", 5)
+    assert second.session == S2
+    assert await store.claim("w:3", 5) == []  # both are held
 
 
 async def test_limits_refuse_before_storing(store: Store) -> None:
@@ -153,8 +155,8 @@ async def test_finish_without_keeping_leaves_the_rest_for_anyone(store: Store) -
     await store.intake(req(n=2))
     done = await store.finish(S1, f"{S1}-e1", "a:1", Batch(), keep=False, lease_ttl=5)
     assert done.status == "released"
-    again = await store.claim("b:1", 5)
-    assert again is not None and again.entry.id == f"{S1}-e2" and again.owner == "b:1"
+    (again,) = await store.claim("b:1", 5)
+    assert again.entry.id == f"{S1}-e2" and again.owner == "b:1"
 
 
 async def test_a_busy_session_does_not_hide_the_ones_waiting_behind_it(store: Store) -> None:
@@ -162,8 +164,8 @@ async def test_a_busy_session_does_not_hide_the_ones_waiting_behind_it(store: St
     for n in range(5):
         assert (await store.intake(req(f"busy:{n}", owner=f"a:{n}"))).claimed is not None
     await store.intake(req("waiting:1"))
-    found = await store.claim("w:1", 5, scan=2)
-    assert found is not None and found.session == "waiting:1"
+    (found,) = await store.claim("w:1", 5, scan=2)
+    assert found.session == "waiting:1"
 
 
 async def test_renewal_keeps_a_lease_and_a_lapsed_one_is_claimed_again(store: Store) -> None:
@@ -173,9 +175,9 @@ async def test_renewal_keeps_a_lease_and_a_lapsed_one_is_claimed_again(store: St
     await asyncio.sleep(0.2)
     assert await store.renew_sessions([(S1, "a:1")], 5) == [True]
     await asyncio.sleep(0.25)
-    claimed = await store.claim("c:1", 5)
-    assert claimed is not None and claimed.session == S2 and claimed.attempt == 2
-    assert await store.claim("c:2", 5) is None  # S1 is still held
+    (claimed,) = await store.claim("c:1", 5)
+    assert claimed.session == S2 and claimed.attempt == 2
+    assert await store.claim("c:2", 5) == []  # S1 is still held
 
 
 async def test_a_message_answered_another_way_is_removed(store: Store) -> None:
@@ -186,3 +188,41 @@ async def test_a_message_answered_another_way_is_removed(store: Store) -> None:
     assert not await store.remove_pending(S1, f"{S1}-e2")
     assert [e.id for e in await store.pending(S1)] == [f"{S1}-e1", f"{S1}-e3"]
     assert (await store.intake(req(S2, 1, max_total=3))).status == "stored"  # total is 2 + 1
+
+
+async def test_stats_count_pending_and_the_oldest_wait(store: Store) -> None:
+    assert await store.inbox_stats() == (0, 0.0)
+    await store.intake(req(S1, 1))  # waits: nobody runs it
+    await store.intake(req(S2, 1, owner="a:1"))  # running
+    await asyncio.sleep(0.3)
+    pending, waited = await store.inbox_stats()
+    assert pending == 2 and 0.25 <= waited < 5
+
+
+async def test_one_claim_takes_several_waiting_sessions_oldest_first(store: Store) -> None:
+    for n in range(5):
+        await store.intake(req(f"wait:{n}"))
+        await asyncio.sleep(0.005)
+    taken = await store.claim("w:1", 5, limit=3)
+    assert [c.session for c in taken] == ["wait:0", "wait:1", "wait:2"]
+    assert [c.session for c in await store.claim("w:2", 5, limit=10)] == ["wait:3", "wait:4"]
+
+
+async def test_the_embedded_inbox_after_a_restart(tmp_path: Path) -> None:
+    # The process that held the leases is gone: every pending session waits for a worker,
+    # and a reply recorded before the crash is found.
+    store = EmbeddedStore(tmp_path)
+    await store.intake(req(S1, 1, owner="dead:1"))
+    await store.intake(req(S1, 2))
+    await store.intake(req(S2, 1))
+    await store.set(keys.reply(f"{S1}-e1"), '{"message_id": "7"}')
+    await store.close()
+    again = EmbeddedStore(tmp_path)
+    try:
+        assert (await again.inbox_stats())[0] == 3
+        assert await again.lease_owner(keys.session_lease(S1)) is None
+        taken = {c.session: c for c in await again.claim("new:1", 5, limit=5)}
+        assert set(taken) == {S1, S2}
+        assert taken[S1].entry.id == f"{S1}-e1" and taken[S1].reply == '{"message_id": "7"}'
+    finally:
+        await again.close()

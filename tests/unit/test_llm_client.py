@@ -49,6 +49,8 @@ def make_settings(url: str, **overrides: Any) -> LLMSettings:
         "model": "fake-model",
         "api_key": SecretStr(KEY),
         "tool_call_format": "native",
+        # The non-streaming path by default; streaming tests pass stream=True.
+        "stream": False,
         "max_retries": 2,
         "retry_base_delay": 0.01,
         "retry_max_delay": 2.0,

@@ -1,0 +1,108 @@
+"""Burst: many sessions each send one message at once to one gateway process on Redis.
+
+Prints a table; not a test. Every message is taken (stored, acknowledged) at once; turns then
+run at the LLM's pace, at most `router.max_concurrent_turns` at a time, with no lease held
+while a message waits. Measured: time until every message is stored, time until every one is
+answered, refusals, the process's peak RSS, and the Redis memory each waiting message costs.
+
+    .venv/bin/python bench/burst.py [--sessions 10000] [--llm-delay 0.2] [--turns 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import redis as redis_client
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gateway.admission import Status  # noqa: E402
+from tests.fixtures_redis import RedisServer  # noqa: E402
+from tests.harness import gateway_settings, running_gateway  # noqa: E402
+
+
+def llm_at_pace(delay: float) -> httpx.AsyncBaseTransport:
+    """An OpenAI-compatible model in this process that answers after `delay` seconds."""
+
+    class Pace(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            await asyncio.sleep(delay)
+            text = json.loads(request.content)["messages"][-1]["content"]
+            message = {"role": "assistant", "content": f"re: {text}"}
+            return httpx.Response(
+                200,
+                json={
+                    "id": "c",
+                    "object": "chat.completion",
+                    "model": "m",
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 2},
+                },
+            )
+
+    return Pace()
+
+
+async def run(args: argparse.Namespace) -> None:
+    work = Path(tempfile.mkdtemp(prefix="chatgate-burst-"))
+    (work / "redis").mkdir()
+    server = RedisServer(work / "redis")
+    server.start()
+    info = redis_client.Redis.from_url(server.url)
+    baseline = int(info.info("memory")["used_memory"])
+    settings = gateway_settings(
+        work,
+        "http://llm.invalid/v1",
+        redis_url=server.url,
+        redis={"max_connections": args.pool},
+        llm={"stream": False},
+        router={"max_concurrent_turns": args.turns},
+        scheduler={"enabled": False},
+    )
+    async with running_gateway(settings, llm_transport=llm_at_pace(args.llm_delay)) as gw:
+        started = time.monotonic()
+        submissions = await asyncio.gather(
+            *(gw.submit(f"hello {n}", chat_id=f"c{n}") for n in range(args.sessions))
+        )
+        stored = time.monotonic() - started
+        pending, _ = await gw.app.store.inbox_stats()
+        queued_memory = int(info.info("memory")["used_memory"]) - baseline
+        refused = sum(s.status not in (Status.STARTED, Status.QUEUED) for s in submissions)
+        outcomes = await asyncio.gather(*(s.done for s in submissions))
+        drained = time.monotonic() - started
+    server.stop()
+    answered = sum(o.ok for o in outcomes)
+    per_message = queued_memory / pending if pending else float("nan")
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    pace = args.sessions * args.llm_delay / args.turns
+    print(
+        "| sessions | all stored | all answered | LLM pace floor | refused | answered | "
+        "peak RSS | Redis per waiting message |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    print(
+        f"| {args.sessions} | {stored:.1f} s | {drained:.1f} s | {pace:.1f} s | {refused} | "
+        f"{answered} | {peak_mb:.0f} MB | {per_message:.0f} B ({pending} waiting) |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--llm-delay", type=float, default=0.2)
+    parser.add_argument("--turns", type=int, default=256)
+    parser.add_argument("--pool", type=int, default=16)
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
