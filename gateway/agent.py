@@ -8,6 +8,7 @@ correct. Only LLM errors propagate, for the turn runner to report.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -22,6 +23,7 @@ from gateway.config import AgentSettings
 from gateway.llm import lenient_json
 from gateway.llm.types import Completer, Completion, Message, ToolCall, Usage
 from gateway.telemetry import Telemetry
+from gateway.toolbox import Toolbox
 from gateway.tooling import (
     ApprovalGate,
     ApprovalNeed,
@@ -116,7 +118,7 @@ class Agent:
         self,
         system_prompt: str,
         history: Sequence[Message],
-        tools: Sequence[ToolSpec[Any]],
+        tools: Sequence[ToolSpec[Any]] | Toolbox,
         ctx: ToolContext,
         *,
         catalog: ToolCatalog | None = None,
@@ -126,16 +128,17 @@ class Agent:
     ) -> AgentResult:
         """Run one turn. `history` ends with the user's message; it is not modified.
 
-        `events`, when given, hears the reply as it streams and the tool calls as they run.
-        `llm` and `limits` replace the agent's own for this run (a profile's models and
-        limits).
+        `tools` is a fixed list or a Toolbox, which may offer more tools from one step to the
+        next (load_tools); its current tools are sent on every step. `events`, when given,
+        hears the reply as it streams and the tool calls as they run. `llm` and `limits`
+        replace the agent's own for this run (a profile's models and limits).
         """
         settings = limits or self._settings
         gate = self._approvals
         ctx = untrusted.begin(ctx, ask=gate.asks_after_untrusted if gate is not None else True)
         budget = _TurnBudget(settings, llm or self._llm, events)
-        by_name = {spec.name: spec for spec in tools}
-        schemas = [spec.schema() for spec in tools] or None
+        box = tools if isinstance(tools, Toolbox) else Toolbox(tools)
+        ctx = dataclasses.replace(ctx, toolbox=box)
         added: list[Message] = []
         calls_made = 0
 
@@ -143,6 +146,7 @@ class Agent:
             return [{"role": "system", "content": system_prompt}, *history, *added]
 
         for iteration in range(1, settings.max_iterations + 1):
+            schemas = [spec.schema() for spec in box.specs()] or None
             completion = await self._complete(transcript(), schemas, budget)
             added.append(completion.assistant_message())
             if not completion.tool_calls:
@@ -152,7 +156,7 @@ class Agent:
             calls_made += len(completion.tool_calls)
             if events is not None:
                 await events.tool_calls(completion.tool_calls)
-            results = await self._run_calls(completion.tool_calls, by_name, ctx, catalog, budget)
+            results = await self._run_calls(completion.tool_calls, box, ctx, catalog, budget)
             added.extend(results)
             if budget.tokens_exhausted:
                 return await self._final_answer(
@@ -217,13 +221,13 @@ class Agent:
     async def _run_calls(
         self,
         calls: Sequence[ToolCall],
-        by_name: dict[str, ToolSpec[Any]],
+        box: Toolbox,
         ctx: ToolContext,
         catalog: ToolCatalog | None,
         budget: _TurnBudget,
     ) -> list[Message]:
         async def run(call: ToolCall) -> str:
-            output = await self._run_one(call, by_name, ctx, catalog, budget)
+            output = await self._run_one(call, box, ctx, catalog, budget)
             if budget.events is not None:
                 await budget.events.tool_result(call, output)
             return output
@@ -238,17 +242,17 @@ class Agent:
     async def _run_one(
         self,
         call: ToolCall,
-        by_name: dict[str, ToolSpec[Any]],
+        box: Toolbox,
         ctx: ToolContext,
         catalog: ToolCatalog | None,
         budget: _TurnBudget,
     ) -> str:
         telemetry = self._telemetry
         if telemetry is None:
-            return (await self._tool_result(call, by_name, ctx, catalog, budget))[0]
+            return (await self._tool_result(call, box, ctx, catalog, budget))[0]
         started = time.monotonic()
         with telemetry.span("tool.call", **{"tool.name": call.name}) as span:
-            output, outcome = await self._tool_result(call, by_name, ctx, catalog, budget)
+            output, outcome = await self._tool_result(call, box, ctx, catalog, budget)
             span.set("tool.outcome", outcome)
             if outcome != "ok":
                 span.fail(outcome)
@@ -258,12 +262,12 @@ class Agent:
     async def _tool_result(
         self,
         call: ToolCall,
-        by_name: dict[str, ToolSpec[Any]],
+        box: Toolbox,
         ctx: ToolContext,
         catalog: ToolCatalog | None,
         budget: _TurnBudget,
     ) -> tuple[str, str]:
-        spec = by_name.get(call.name)
+        spec = box.get(call.name)
         if spec is None:
             known = catalog.get(call.name) if catalog else None
             log.warning(
@@ -277,7 +281,7 @@ class Agent:
                     f"error: the tool '{call.name}' is not allowed in this chat. Do not call it.",
                     "refused",
                 )
-            available = ", ".join(sorted(by_name)) or "none"
+            available = ", ".join(sorted(t.name for t in box.specs())) or "none"
             return (
                 f"error: there is no tool named '{call.name}'. Available tools: {available}.",
                 "refused",
@@ -324,6 +328,9 @@ async def run_tool(
         return f"error: invalid arguments for {name}: {describe_invalid(exc)}", "invalid"
     try:
         need = await spec.approval(args, ctx) if spec.approval is not None else None
+        if need is not None and ctx.task_label:
+            # The person sees which of several parallel sub-tasks wants this.
+            need = dataclasses.replace(need, reason=f"{ctx.task_label}: {need.reason}")
         if need is not None and ctx.trust is not None:
             need = untrusted.mark(need, ctx.trust)
         elif need is None:

@@ -27,6 +27,7 @@ from gateway.agent import Agent
 from gateway.approvals import ApprovalService
 from gateway.channels import Adapter, AdapterContext, Outbox
 from gateway.commands import register_builtin_commands
+from gateway.compaction import Compactor, summary_client
 from gateway.config import Settings
 from gateway.doctor import CheckResult, PlatformCheck
 from gateway.extensions import Extensions
@@ -53,6 +54,7 @@ from gateway.otel import Tracing
 from gateway.platforms import PlatformPlugin
 from gateway.profiles.commands import register_profile_commands
 from gateway.profiles.wiring import build_planner
+from gateway.retention import RetentionSweeper
 from gateway.scheduler import Scheduler
 from gateway.scheduling.commands import register_schedule_commands
 from gateway.session_leases import SessionLeases
@@ -128,6 +130,7 @@ class App:
         )
         self.tools = ToolRegistry()
         self.media = turn_media(settings, self.outbox, self.llm.vision)
+        self.summary_llm = summary_client(settings, self.llm, llm_transport)
         self.runner = TurnRunner(
             settings=settings,
             agent=self.agent,
@@ -140,6 +143,18 @@ class App:
             telemetry=self.telemetry,
             media=self.media,
             prompt_sections=self.extensions.prompt_sections,
+            compactor=Compactor(
+                self.summary_llm,
+                self.memory,
+                settings.agent.history_token_budget,
+                timeout=min(90.0, settings.agent.max_turn_seconds / 4),
+            ),
+        )
+        self.retention = RetentionSweeper(
+            self.store,
+            self.sessions,
+            retention_days=settings.history.retention_days,
+            instance_id=self.instance_id,
         )
         context = GroupContext(self.store, size=20)
         self.leases = SessionLeases(
@@ -276,6 +291,7 @@ class App:
             await self.http.start()
         # After the adapters: expiring a request left by a dead process edits its message.
         await self.approvals.start()
+        await self.retention.start()
         # Last: a job due at start is delivered through adapters that are already running.
         await self.scheduler.start()
         self._started = True
@@ -288,6 +304,7 @@ class App:
             except Exception:
                 log.exception("adapter stop failed platform=%s", adapter.platform)
         await self.queue.stop()
+        await self.retention.stop()
         await self.approvals.stop()
         for close in self.tool_services.closers:
             try:
@@ -299,6 +316,8 @@ class App:
         await self.media.aclose()
         await self.providers.aclose()
         await self.planner.ledger.close()  # writes the usage still in memory
+        if self.summary_llm is not self.llm:
+            await self.summary_llm.aclose()
         await self.store.close()
         await self.tracing.shutdown()
         self._started = False

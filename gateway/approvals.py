@@ -69,6 +69,7 @@ class ApprovalRequest:
     message: dict[str, Any] | None = None  # SentRef of the prompt, to edit it later
     where: str = ""  # where the command runs ("in the sandbox"); empty in older records
     untrusted: str = ""  # outside content that entered the turn before this call, if any
+    admins_only: bool = False  # only an admin may decide (ApprovalNeed.admins_only)
 
     @property
     def chat_ref(self) -> ChatRef:
@@ -186,6 +187,7 @@ class ApprovalService:
             owner=self._instance,
             where=need.where,
             untrusted=need.untrusted,
+            admins_only=need.admins_only,
         )
         await self._save(request)
         await self._store.hset(PENDING, request.id, str(request.expires))
@@ -252,11 +254,11 @@ class ApprovalService:
                 error=f"Already decided: {_outcome_text(Decision.from_json(existing))}."
             )
         requester = request.requester_ref
-        if user.is_bot or not self._access.may_approve(user, requester):
+        admin_needed = request.admins_only and not self._access.is_admin(user)
+        if user.is_bot or admin_needed or not self._access.may_approve(user, requester):
             log.info("approval refused id=%s user=%s", request.id, user.address)
-            return _DecideResult(
-                error=f"Only {self._access.approvers_label(requester)} can decide on this."
-            )
+            who = "an admin" if request.admins_only else self._access.approvers_label(requester)
+            return _DecideResult(error=f"Only {who} can decide on this.")
         if choice == "always" and (refusal := self._always_refusal(user, requester)):
             return _DecideResult(error=refusal)
         decision = Decision(choice, user.label, user.address, reason.strip())

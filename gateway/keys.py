@@ -53,6 +53,21 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     usage_index:{period}              hash   "{dim}:{id}" -> "1": who has usage in the period
     budget_notice:{period}:{dim}:{id}:{level}
                                       value  a budget warning (level `warn`, `limit`) was given
+    skills:index                      hash   skill name -> metadata JSON (author, times, digest)
+    skill:{name}:{digest}             hash   a skill's files (that version): relative path -> text
+    skills:version                    value  counter bumped on every skill change (replicas sync)
+    retention:run:{period}            value  a retention sweep was claimed for this period, once
+
+Search index of past conversations (gateway/store/search*.py; one document per turn, `{doc}`
+is the turn id). Redis keeps an inverted index; the embedded store keeps the same documents in
+SQLite tables (`search_docs`, FTS5 `search_fts`) instead of these keys:
+
+    search:doc:{doc}                  value  a turn's document (JSON: session, chat, time, terms)
+    search:chat:{platform}:{chat}     zset   the chat's documents by time
+    search:session:{session}          zset   the session's documents by time
+    search:term:{platform}:{chat}:{t} zset   the chat's documents containing term t, by time
+    search:allterm:{t}                zset   every document containing term t, by time
+    search:chats / search:sessions    zset   chats / sessions by their newest document
 
 Leases (`acquire_lease` names, their own namespace in the store):
 
@@ -206,6 +221,44 @@ def usage_index(period: str) -> str:
 
 def budget_notice(period: str, dimension: str, ident: str, level: str) -> str:
     return f"budget_notice:{period}:{dimension}:{ident}:{level}"
+
+
+SKILLS_INDEX = "skills:index"
+SKILLS_VERSION = "skills:version"
+
+
+def skill(name: str) -> str:
+    return f"skill:{name}"
+
+
+def retention_run(period: str) -> str:
+    return f"retention:run:{period}"
+
+
+# -- the search index on Redis (gateway/store/search_redis.py) ------------------------------
+
+SEARCH_CHATS = "search:chats"
+SEARCH_SESSIONS = "search:sessions"
+
+
+def search_doc(doc_id: str) -> str:
+    return f"search:doc:{doc_id}"
+
+
+def search_chat(chat_scope: str) -> str:
+    return f"search:chat:{chat_scope}"
+
+
+def search_session(key: SessionKey | str) -> str:
+    return f"search:session:{key}"
+
+
+def search_term(chat_scope: str, term: str) -> str:
+    return f"search:term:{chat_scope}:{term}"
+
+
+def search_all_term(term: str) -> str:
+    return f"search:allterm:{term}"
 
 
 # -- lease names ---------------------------------------------------------------------------

@@ -1,15 +1,19 @@
-"""The system prompt a session starts with: who the agent is, where it is, what it remembers."""
+"""The system prompt: the part a session starts with (who the agent is, where it is, what it
+remembers), and the parts added every turn (sections such as the skills index, the summary of
+earlier turns)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 from gateway.messages import ChatKind, ChatRef, UserRef
 from gateway.untrusted import PROMPT as UNTRUSTED_PROMPT
 
-# Extra prompt sections contributed by other parts (skills index, scheduler hints).
-PromptSection = Callable[[ChatRef, UserRef], str]
+# Extra prompt text contributed by other parts (skills index), for a chat and person; "" adds
+# nothing. Rendered at every turn, so it may change while a session runs (a new skill).
+PromptSection = Callable[[ChatRef, UserRef], str | Awaitable[str]]
 
 BASE_PROMPT = f"""\
 You are chatgate, a capable assistant that people reach through a chat app. You can use \
@@ -32,9 +36,10 @@ def build_system_prompt(
     *,
     notes: str = "",
     extra: str = "",
-    sections: Sequence[PromptSection] = (),
+    sections: Sequence[str] = (),
     now: datetime | None = None,
 ) -> str:
+    """The prompt a session starts with; `sections` are texts already rendered."""
     now = now or datetime.now(UTC)
     where = {
         ChatKind.DIRECT: f"a direct chat on {chat.platform} with {user.label}",
@@ -47,7 +52,24 @@ def build_system_prompt(
     ]
     if extra.strip():
         parts.append(extra.strip())
-    parts.extend(text for section in sections if (text := section(chat, user).strip()))
+    parts.extend(text.strip() for text in sections if text.strip())
     if notes:
         parts.append(notes)
     return "\n\n".join(parts)
+
+
+async def render_sections(
+    sections: Sequence[PromptSection], chat: ChatRef, user: UserRef
+) -> list[str]:
+    texts = []
+    for section in sections:
+        value = section(chat, user)
+        text = await value if inspect.isawaitable(value) else value
+        if text.strip():
+            texts.append(text.strip())
+    return texts
+
+
+def turn_prompt(base: str, sections: Sequence[str], summary: str) -> str:
+    """A turn's system message: the session's prompt, then this turn's sections and summary."""
+    return "\n\n".join(part for part in (base, *sections, summary) if part)

@@ -11,13 +11,16 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from gateway.llm.types import Completer
 from gateway.messages import Attachment, ChatRef, UserRef
 from gateway.sessions import SessionKey
+
+if TYPE_CHECKING:
+    from gateway.toolbox import Toolbox
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -94,6 +97,12 @@ class ToolContext:
     # The turn's tool scope and models (its profile's chain), for sub-agents to share.
     scope: ToolScope | None = None
     llm: Completer | None = None
+    # How many delegations deep this call runs (0: the agent the person talks to).
+    depth: int = 0
+    # Which sub-task of a delegate batch made the call, shown when it asks for approval.
+    task_label: str = ""
+    # The running agent loop's tools; load_tools adds to it (set by Agent.run).
+    toolbox: Toolbox | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,8 @@ class ApprovalNeed:
     cwd: str | None = None
     where: str = ""  # where it runs, e.g. "in the sandbox", "on build-host via SSH"
     untrusted: str = ""  # outside content that entered the turn first ("web_fetch example.com")
+    # Only an admin may decide, whatever access.approvers says (e.g. a skill the agent wrote).
+    admins_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -166,6 +177,13 @@ class ToolCatalog(Protocol):
 
     def get(self, name: str) -> ToolSpec[Any] | None:
         """Any registered tool, allowed here or not (so refusals can name the reason)."""
+        ...
+
+    def toolbox(
+        self, scope: ToolScope, loaded: Sequence[str] = (), *, exclude: Sequence[str] = ()
+    ) -> Toolbox:
+        """What a turn in this scope offers: the allowed tools but `exclude`, on demand or all
+        at once; `loaded` are tools the session loaded in earlier turns."""
         ...
 
 

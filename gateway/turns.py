@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from gateway.agent import Agent, TurnTimeout
 from gateway.channels import DeliveryError, Outbox
+from gateway.compaction import Compactor, summary_block
 from gateway.config import Settings
 from gateway.faults import crash_point
-from gateway.history import SessionRecord, SessionStore, compact
+from gateway.history import SessionRecord, SessionStore
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
 from gateway.media.content import user_content
@@ -28,16 +29,18 @@ from gateway.messages import ChatRef, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.profiles.plan import TurnPlan, TurnPlanner, TurnRefused
-from gateway.prompt import PromptSection, build_system_prompt
+from gateway.prompt import PromptSection, build_system_prompt, render_sections, turn_prompt
 from gateway.session_leases import TurnLease
 from gateway.sessions import SessionKey
 from gateway.store.base import Batch, StoreUnavailable
 from gateway.store.inbox import Claimed
+from gateway.store.search import SearchDoc
 from gateway.streaming.factory import ReplyStreams
 from gateway.streaming.reply import ReplyStream
 from gateway.tasks import stop_task
 from gateway.telemetry import SpanRecorder, Telemetry
 from gateway.tooling import NO_STREAM, ToolCatalog, ToolContext
+from gateway.turnlog import turn_text
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +138,7 @@ class TurnRunner:
         planner: TurnPlanner,
         telemetry: Telemetry,
         prompt_sections: Sequence[PromptSection] = (),
+        compactor: Compactor | None = None,
     ) -> None:
         self._settings = settings
         self._media = media  # the person's files: fetched, transcribed, shown to the model
@@ -146,9 +150,12 @@ class TurnRunner:
         self._catalog = catalog
         self._outbox = outbox
         self._metrics = metrics
-        # Read at each new session, so a section registered after this runner was built counts.
+        # Rendered at every turn, so a section registered after this runner was built counts
+        # and a section's text may change while a session runs (a skill was added).
         self._sections = prompt_sections
         self._streams = ReplyStreams(settings, outbox)
+        # Without one, the oldest turns are dropped when history passes its budget.
+        self._compactor = compactor or Compactor(None, None, settings.agent.history_token_budget)
 
     async def run(
         self,
@@ -180,7 +187,7 @@ class TurnRunner:
         span: SpanRecorder,
     ) -> TurnOutcome:
         inbound, key = job.inbound, job.key
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         plan: TurnPlan | None = None
         if job.reply is None:  # a re-run whose reply went out is not planned (nor refused)
             try:
@@ -196,20 +203,18 @@ class TurnRunner:
                 inbound.sender,
                 notes=notes.render(),
                 extra=plan.instructions if plan else self._planner.instructions(inbound),
-                sections=self._sections,
             )
         user_message: Message = {"role": "user", "content": user_content(inbound, context_lines)}
-        history = compact(
-            [*record.messages, user_message], self._settings.agent.history_token_budget
-        )
+        history = [*record.messages, user_message]
         if plan is None:
             return await self._already_answered(job, lease, record, history)
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
-        tools = self._catalog.for_scope(plan.scope)
-        stream = self._streams.open(inbound, tools, typing, plan.model_settings)
+        toolbox = self._catalog.toolbox(plan.scope, record.tools_loaded)
+        stream = self._streams.open(inbound, toolbox.known(), typing, plan.model_settings)
         typing.start()
         outcome = TurnOutcome()
         iterations: int | None = None
+        added: list[Message] = []
         try:
             prepared = await self._media.prepare(
                 inbound, context_lines, record.messages, plan.vision
@@ -219,16 +224,20 @@ class TurnRunner:
                 outcome.reply = prepared.answer
                 history.append({"role": "assistant", "content": prepared.answer})
             else:
+                history = await self._compactor.compact(
+                    record, history, inbound.chat, inbound.sender, str(key)
+                )
                 result = await self._agent.run(
-                    record.system,
+                    await self._system_prompt(record, inbound),
                     prepared.request(history),
-                    tools,
+                    toolbox,
                     self._context(job, typing, stream, plan),
                     catalog=self._catalog,
                     events=stream,
                     llm=plan.route,
                     limits=plan.limits,
                 )
+                added = result.new_messages
                 history.extend(result.new_messages)
                 record.prompt_tokens += result.usage.prompt_tokens
                 record.completion_tokens += result.usage.completion_tokens
@@ -255,9 +264,11 @@ class TurnRunner:
             written = stream.written if stream is not None else ""
             note = f"{written}\n\n{INTERRUPTED_NOTE}" if written else INTERRUPTED_NOTE
             history.append({"role": "assistant", "content": note})
+            record.tools_loaded = toolbox.loaded
+            doc = self._doc(job, started_at, added, note)
             try:
                 # History first: /stop waits for it, so a /new right after is not undone.
-                await asyncio.shield(self._save(key, record, history, lease))
+                await asyncio.shield(self._save(key, record, history, lease, doc))
             finally:
                 if stream is not None:
                     await asyncio.shield(self._stop_stream(stream))
@@ -268,6 +279,7 @@ class TurnRunner:
             raise
         finally:
             await typing.stop()
+        record.tools_loaded = toolbox.loaded
         if outcome.error is not None:
             # Keep the user's message so the next turn still has it in context.
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
@@ -287,7 +299,7 @@ class TurnRunner:
         if outcome.reply is not None and prepared.answer is None:
             await self._media.after_reply(inbound, prepared, outcome.reply)
         crash_point("before_finish")
-        await self._save(key, record, history, lease)
+        await self._save(key, record, history, lease, self._doc(job, started_at, added, text))
         await plan.settle()
         status = "ok" if outcome.ok else "error"
         self._telemetry.turn(plan.profile, status, time.monotonic() - started, iterations)
@@ -373,16 +385,45 @@ class TurnRunner:
         text = str(sent.get("text", ""))
         log.info("reply already sent; not sending again session=%s turn=%s", job.key, job.turn_id)
         history.append({"role": "assistant", "content": text})
-        await self._save(job.key, record, history, lease)
+        await self._save(job.key, record, history, lease, self._doc(job, time.time(), [], text))
         message = SentRef(chat=job.inbound.chat, message_id=str(sent.get("message_id", "")))
         return TurnOutcome(reply=text, sent=message)
 
+    async def _system_prompt(self, record: SessionRecord, inbound: Inbound) -> str:
+        sections: list[str] = []
+        if record.prompt_version >= 2:  # older records hold their sections in `system`
+            sections = await render_sections(self._sections, inbound.chat, inbound.sender)
+        return turn_prompt(record.system, sections, summary_block(record))
+
+    @staticmethod
+    def _doc(job: TurnJob, started_at: float, added: list[Message], answer: str) -> SearchDoc:
+        inbound = job.inbound
+        return SearchDoc.build(
+            job.turn_id,
+            str(job.key),
+            job.key.chat_scope,
+            started_at,
+            turn_text(inbound.text, added, answer),
+        )
+
     async def _save(
-        self, key: SessionKey, record: SessionRecord, history: list[Message], lease: TurnLease
+        self,
+        key: SessionKey,
+        record: SessionRecord,
+        history: list[Message],
+        lease: TurnLease,
+        doc: SearchDoc | None = None,
     ) -> None:
         record.messages = history
         record.turns += 1
         encoded = self._sessions.encode(record)
+        if doc is not None:
+            try:
+                # Before the commit: a turn that runs again replaces its own document (same
+                # id), and a /forget waiting for this turn to stop finds it indexed.
+                await self._sessions.index_turn(doc)
+            except StoreUnavailable as exc:
+                log.warning("turn not indexed for search session=%s error=%s", key, exc)
         try:
             await lease.commit(self._sessions.save_ops(key, record, encoded), encoded)
         except StoreUnavailable as exc:

@@ -147,6 +147,11 @@ def validate_policy(settings: Settings, registry: ToolRegistry) -> list[str]:
     for key, rule in s.profiles.items():
         check(f"profiles.{_quote(key)}.", rule)
     check("subagent.", s.subagent)
+    # The default core set may name tools a build leaves out; a configured one must be right.
+    for entry in s.core if "core" in s.model_fields_set else ():
+        problem = _unknown(entry, names, groups)
+        if problem:
+            problems.append(f"tools.core: {problem}")
     known = ", ".join(sorted(s.profiles)) or "none defined"
     refs = [("platform_profiles", k, v) for k, v in s.platform_profiles.items()]
     refs += [("chat_profiles", k, v) for k, v in s.chat_profiles.items()]

@@ -45,6 +45,9 @@ from gateway.config.base import config_file, known_timezone
 from gateway.config.browser import BrowserSettings as BrowserSettings
 from gateway.config.budgets import BudgetSettings as BudgetSettings
 from gateway.config.budgets import OtelSettings as OtelSettings
+from gateway.config.learning import DelegationSettings as DelegationSettings
+from gateway.config.learning import HistorySettings as HistorySettings
+from gateway.config.learning import SkillsSettings as SkillsSettings
 from gateway.config.llm import DEFAULT_PROVIDER as DEFAULT_PROVIDER
 from gateway.config.llm import LLMSettings as LLMSettings
 from gateway.config.llm import ModelSettings as ModelSettings
@@ -128,6 +131,21 @@ class ToolsSettings(Section):
     shell_extra_ask: list[str] = []
     shell_extra_block: list[str] = []
     terminal: TerminalSettings = TerminalSettings()
+    # Tools on demand (gateway/toolbox.py): only `core` is sent every turn; the model loads
+    # other allowed groups with load_tools for the rest of the session. false: send them all.
+    on_demand: bool = True
+    core: list[str] = [
+        "read_file",
+        "write_file",
+        "edit_file",
+        "shell",
+        "web_search",
+        "web_fetch",
+        "memory",
+        "skill",
+        "session_search",
+        "delegate",
+    ]
 
     @field_validator("shell_extra_allow", "shell_extra_ask", "shell_extra_block")
     @classmethod
@@ -157,6 +175,8 @@ class AgentSettings(Section):
     tool_timeout: float = Field(default=120.0, gt=0, le=DAY)
     max_tokens_per_turn: int = Field(default=400_000, ge=1000, le=1_000_000_000)
     history_token_budget: int = Field(default=24_000, ge=1000, le=100_000_000)
+    # The model that writes compaction summaries (gateway/compaction.py); empty: llm.model.
+    summary_model: str = ""
     subagent_max_iterations: int = Field(default=15, ge=1, le=10_000)
     subagent_max_seconds: float = Field(default=300.0, gt=0, le=DAY)
 
@@ -281,6 +301,9 @@ class Settings(BaseSettings):
     profiles: ProfilesSettings = ProfilesSettings()
     budgets: BudgetSettings = BudgetSettings()
     otel: OtelSettings = OtelSettings()
+    skills: SkillsSettings = SkillsSettings()
+    history: HistorySettings = HistorySettings()
+    delegation: DelegationSettings = DelegationSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -29,6 +29,9 @@ def mcp_settings(**servers: dict[str, Any]) -> dict[str, Any]:
     return {"servers": servers, "reconnect_min_seconds": 0.05}
 
 
+ALL_OFFERED = {"on_demand": False}
+
+
 def offered(request: dict[str, Any]) -> set[str]:
     return {tool["function"]["name"] for tool in request.get("tools") or ()}
 
@@ -41,7 +44,10 @@ async def test_the_model_calls_an_mcp_tool_and_the_process_is_gone_after_shutdow
     tmp_path: Path, llm: ScriptedLLM
 ) -> None:
     state = tmp_path / "s"
-    settings = gateway_settings(tmp_path, llm.url, mcp=mcp_settings(notes=stdio_server(state)))
+    # Every tool's schema in every request (tools on demand would list the server in one line).
+    settings = gateway_settings(
+        tmp_path, llm.url, tools=ALL_OFFERED, mcp=mcp_settings(notes=stdio_server(state))
+    )
     async with running_gateway(settings) as gw:
         await tools_ready(gw, "mcp_notes_echo")
         llm.push(Reply.call("mcp_notes_echo", text="ping"), Reply.text("The server said pong-ish."))
@@ -110,6 +116,7 @@ async def test_a_policy_layer_denying_the_server_refuses_the_call(
         "chat_profiles": {"console:chat1": "no_notes"},
         # A server that is configured but never connects may be named without error.
         "subagent": {"deny": ["group:mcp:ghost"]},
+        **ALL_OFFERED,
     }
     servers = mcp_settings(notes=stdio_server(state), ghost={"command": str(tmp_path / "none")})
     settings = gateway_settings(tmp_path, llm.url, tools=tools, mcp=servers)
@@ -155,7 +162,10 @@ async def test_a_crash_mid_call_is_a_tool_error_and_the_server_comes_back(
 
 async def test_list_changed_offers_the_new_tool(tmp_path: Path, llm: ScriptedLLM) -> None:
     settings = gateway_settings(
-        tmp_path, llm.url, mcp=mcp_settings(notes=stdio_server(tmp_path / "s"))
+        tmp_path,
+        llm.url,
+        tools=ALL_OFFERED,
+        mcp=mcp_settings(notes=stdio_server(tmp_path / "s")),
     )
     async with running_gateway(settings) as gw:
         await tools_ready(gw, "mcp_notes_grow")

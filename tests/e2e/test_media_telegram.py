@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,15 @@ REFUSED = "Invalid content type. image_url is only supported by certain models."
 
 
 def offered(request: dict[str, Any]) -> set[str]:
-    return {t["function"]["name"] for t in request.get("tools") or []}
+    """Tools the model may call: those described, and those named by load_tools (tools on
+    demand: a group's line lists its tools in brackets)."""
+    tools = [t["function"] for t in request.get("tools") or []]
+    names = {t["name"] for t in tools}
+    for tool in tools:
+        if tool["name"] == "load_tools":
+            for listed in re.findall(r"\(([^)]*)\)", tool["description"]):
+                names.update(n.split(" +")[0].strip() for n in listed.split(","))
+    return names
 
 
 def photo_sizes(tg: FakeBotAPI, file_id: str, data: bytes) -> list[dict[str, Any]]:
