@@ -1,9 +1,12 @@
 """Prompt size: what every LLM call carries before the conversation starts.
 
-Prints the estimated tokens of the system prompt plus the tool schemas for the default
-toolset and for each group, then per tool. Tokens are estimated as characters / 4 (no
-tokenizer is assumed; real counts differ by model, usually within ~20%). Schemas are measured
-as sent on the wire (`json.dumps` with default separators, like gateway/llm/client.py).
+Prints the estimated tokens of the system prompt (with the skills index) plus the tool schemas
+sent on a turn, with every group installed (the built-in tools, the browser, the media tools,
+and an MCP server: the fake notes server from tests/fakes/mcp_server.py over stdio), before
+tools on demand (every allowed schema, `tools.on_demand = false`) and after (the core set plus
+load_tools). Then per group and per tool. Tokens are estimated as characters / 4 (no tokenizer
+is assumed; real counts differ by model, usually within ~20%). Schemas are measured as sent on
+the wire (`json.dumps` with default separators, like gateway/llm/client.py).
 
     .venv/bin/python bench/prompt_size.py
 """
@@ -16,14 +19,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from gateway.config import Settings
-from gateway.messages import ChatKind, ChatRef, UserRef
-from gateway.prompt import build_system_prompt
-from gateway.tooling import ToolScope, ToolSpec
-from tools.cli import offline_registry
-from tools.toolsets import describe_groups
+from gateway.config import Settings  # noqa: E402
+from gateway.messages import ChatKind, ChatRef, UserRef  # noqa: E402
+from gateway.prompt import build_system_prompt, turn_prompt  # noqa: E402
+from gateway.tooling import ToolScope, ToolSpec  # noqa: E402
+from tools.cli import offline_registry  # noqa: E402
+from tools.skills import default_library  # noqa: E402
+from tools.toolsets import describe_groups  # noqa: E402
+
+CHAT = ChatRef(platform="telegram", chat_id="42", kind=ChatKind.DIRECT)
+USER = UserRef(platform="telegram", user_id="7", display_name="Ana")
+MCP_SERVER = {"command": sys.executable, "args": [str(ROOT / "tests" / "fakes" / "mcp_server.py")]}
 
 
 def tokens(chars: int) -> int:
@@ -34,41 +43,54 @@ def schema_chars(tools: list[ToolSpec[Any]]) -> int:
     return len(json.dumps([t.schema() for t in tools], ensure_ascii=False)) if tools else 0
 
 
+def system_prompt(data_dir: Path) -> str:
+    skills = default_library(data_dir).prompt_section(CHAT, USER)
+    return turn_prompt(build_system_prompt(CHAT, USER), [skills], "")
+
+
+def measure(tmp: Path, on_demand: bool) -> tuple[int, int, int, list[ToolSpec[Any]]]:
+    """(system chars, schema chars, tools installed, registry tools) for a first turn."""
+    # Media endpoints set so image_generate, text_to_speech and vision_analyze are installed
+    # (nothing is called: the bench only measures schemas).
+    endpoint = {"base_url": "http://127.0.0.1:9/v1"}
+    settings = Settings(
+        data_dir=tmp,
+        tools={"on_demand": on_demand},
+        mcp={"servers": {"notes": MCP_SERVER}},
+        llm={"vision_model": "vision-model"},
+        images=endpoint,
+        tts=endpoint,
+    )
+    with offline_registry(settings, mcp_servers=True) as (registry, _policy):
+        scope = ToolScope("telegram", "42", settings.llm.provider_name, settings.llm.model)
+        sent = registry.toolbox(scope).specs()
+        return len(system_prompt(tmp)), schema_chars(sent), len(registry.all()), registry.all()
+
+
 def main() -> None:
-    chat = ChatRef(platform="telegram", chat_id="42", kind=ChatKind.DIRECT)
-    user = UserRef(platform="telegram", user_id="7", display_name="Ana")
-    prompt = build_system_prompt(chat, user)
-    base = len(prompt)
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(data_dir=Path(tmp))
-        with offline_registry(settings) as (registry, _policy):
-            scope = ToolScope("telegram", "42", settings.llm.provider_name, settings.llm.model)
-            default = list(registry.for_scope(scope))
-            by_name = {t.name: t for t in registry.all()}
-            rows: list[tuple[str, int, int]] = [
-                ("default toolset", len(default), schema_chars(default))
-            ]
-            rows.append(("(no tools)", 0, 0))
-            for group, members, _about in describe_groups(registry.all()):
-                tools = [by_name[m] for m in members]
-                rows.append((group, len(tools), schema_chars(tools)))
+        before = measure(Path(tmp), on_demand=False)
+        after = measure(Path(tmp), on_demand=True)
+    print("Estimated tokens = characters / 4 (an estimate, not a tokenizer count).")
+    print(f"Installed: {before[2]} tools (built-in, browser, media, MCP server 'notes').\n")
+    print(f"{'first turn':<28}{'system tok':>11}{'schema tok':>12}{'total tok':>11}")
+    for label, (system, schemas, _n, _t) in (
+        ("before: every schema", before),
+        ("after: core + load_tools", after),
+    ):
+        print(
+            f"{label:<28}{tokens(system):>11,}{tokens(schemas):>12,}{tokens(system + schemas):>11,}"
+        )
 
-            print("Estimated tokens = characters / 4 (an estimate, not a tokenizer count).")
-            print(f"System prompt alone: {base:,} chars, ~{tokens(base):,} tokens.\n")
-            print(
-                f"{'toolset':<18}{'tools':>6}{'schema chars':>14}{'schema tok':>12}"
-                f"{'prompt+schema tok':>19}"
-            )
-            for name, count, chars in rows:
-                print(
-                    f"{name:<18}{count:>6}{chars:>14,}{tokens(chars):>12,}"
-                    f"{tokens(base + chars):>19,}"
-                )
-
-            print(f"\n{'tool':<14}{'group':<10}{'chars':>7}{'tokens':>8}")
-            for tool in sorted(registry.all(), key=lambda t: -schema_chars([t])):
-                chars = schema_chars([tool])
-                print(f"{tool.name:<14}{tool.group:<10}{chars:>7,}{tokens(chars):>8,}")
+    tools = before[3]
+    by_name = {t.name: t for t in tools}
+    print(f"\n{'group':<22}{'tools':>6}{'schema tok':>12}")
+    for group, members, _about in describe_groups(tools):
+        size = tokens(schema_chars([by_name[m] for m in members]))
+        print(f"{group:<22}{len(members):>6}{size:>12,}")
+    print(f"\n{'tool':<24}{'group':<12}{'tokens':>7}")
+    for tool in sorted(tools, key=lambda t: -schema_chars([t])):
+        print(f"{tool.name:<24}{tool.group:<12}{tokens(schema_chars([tool])):>7,}")
 
 
 if __name__ == "__main__":

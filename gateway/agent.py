@@ -8,6 +8,7 @@ correct. Only LLM errors propagate, for the turn runner to report.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -17,10 +18,12 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from gateway import untrusted
 from gateway.config import AgentSettings
 from gateway.llm import lenient_json
-from gateway.llm.client import LLMClient
-from gateway.llm.types import Completion, Message, ToolCall, Usage
+from gateway.llm.types import Completer, Completion, Message, ToolCall, Usage
+from gateway.telemetry import Telemetry
+from gateway.toolbox import Toolbox
 from gateway.tooling import (
     ApprovalGate,
     ApprovalNeed,
@@ -51,6 +54,7 @@ class AgentResult:
 @dataclass
 class _TurnBudget:
     settings: AgentSettings
+    llm: Completer  # the model (or chain of models) this run calls
     events: AgentEvents | None = None  # rides along: every completion of the turn streams
     started: float = field(default_factory=time.monotonic)
     prompt_tokens: int = 0
@@ -95,43 +99,54 @@ class AgentEvents(Protocol):
 class Agent:
     def __init__(
         self,
-        llm: LLMClient,
+        llm: Completer,
         settings: AgentSettings,
         *,
         approvals: ApprovalGate | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._llm = llm
         self._settings = settings
         self._approvals = approvals
+        self._telemetry = telemetry
 
     @property
-    def llm(self) -> LLMClient:
+    def llm(self) -> Completer:
         return self._llm
 
     async def run(
         self,
         system_prompt: str,
         history: Sequence[Message],
-        tools: Sequence[ToolSpec[Any]],
+        tools: Sequence[ToolSpec[Any]] | Toolbox,
         ctx: ToolContext,
         *,
         catalog: ToolCatalog | None = None,
         events: AgentEvents | None = None,
+        llm: Completer | None = None,
+        limits: AgentSettings | None = None,
     ) -> AgentResult:
         """Run one turn. `history` ends with the user's message; it is not modified.
 
-        `events`, when given, hears the reply as it streams and the tool calls as they run.
+        `tools` is a fixed list or a Toolbox, which may offer more tools from one step to the
+        next (load_tools); its current tools are sent on every step. `events`, when given,
+        hears the reply as it streams and the tool calls as they run. `llm` and `limits`
+        replace the agent's own for this run (a profile's models and limits).
         """
-        budget = _TurnBudget(self._settings, events)
-        by_name = {spec.name: spec for spec in tools}
-        schemas = [spec.schema() for spec in tools] or None
+        settings = limits or self._settings
+        gate = self._approvals
+        ctx = untrusted.begin(ctx, ask=gate.asks_after_untrusted if gate is not None else True)
+        budget = _TurnBudget(settings, llm or self._llm, events)
+        box = tools if isinstance(tools, Toolbox) else Toolbox(tools)
+        ctx = dataclasses.replace(ctx, toolbox=box)
         added: list[Message] = []
         calls_made = 0
 
         def transcript() -> list[Message]:
             return [{"role": "system", "content": system_prompt}, *history, *added]
 
-        for iteration in range(1, self._settings.max_iterations + 1):
+        for iteration in range(1, settings.max_iterations + 1):
+            schemas = [spec.schema() for spec in box.specs()] or None
             completion = await self._complete(transcript(), schemas, budget)
             added.append(completion.assistant_message())
             if not completion.tool_calls:
@@ -141,7 +156,7 @@ class Agent:
             calls_made += len(completion.tool_calls)
             if events is not None:
                 await events.tool_calls(completion.tool_calls)
-            results = await self._run_calls(completion.tool_calls, by_name, ctx, catalog, budget)
+            results = await self._run_calls(completion.tool_calls, box, ctx, catalog, budget)
             added.extend(results)
             if budget.tokens_exhausted:
                 return await self._final_answer(
@@ -150,7 +165,7 @@ class Agent:
             if budget.remaining_seconds <= 0:
                 return self._out_of_time(added, budget, iteration, calls_made)
         return await self._final_answer(
-            transcript(), added, budget, self._settings.max_iterations, calls_made, "iterations"
+            transcript(), added, budget, settings.max_iterations, calls_made, "iterations"
         )
 
     async def _complete(
@@ -162,7 +177,7 @@ class Agent:
         events = budget.events
         try:
             async with asyncio.timeout(remaining):
-                completion = await self._llm.complete(
+                completion = await budget.llm.complete(
                     messages,
                     tools=schemas,
                     on_text=events.text if events is not None else None,
@@ -197,7 +212,7 @@ class Agent:
         self, added: list[Message], budget: _TurnBudget, iterations: int, calls_made: int
     ) -> AgentResult:
         text = (
-            f"I ran out of time on this request (limit {self._settings.max_turn_seconds:.0f} s) "
+            f"I ran out of time on this request (limit {budget.settings.max_turn_seconds:.0f} s) "
             "before finishing. Ask me to continue, or break it into smaller steps."
         )
         added.append({"role": "assistant", "content": text})
@@ -206,13 +221,13 @@ class Agent:
     async def _run_calls(
         self,
         calls: Sequence[ToolCall],
-        by_name: dict[str, ToolSpec[Any]],
+        box: Toolbox,
         ctx: ToolContext,
         catalog: ToolCatalog | None,
         budget: _TurnBudget,
     ) -> list[Message]:
         async def run(call: ToolCall) -> str:
-            output = await self._run_one(call, by_name, ctx, catalog, budget)
+            output = await self._run_one(call, box, ctx, catalog, budget)
             if budget.events is not None:
                 await budget.events.tool_result(call, output)
             return output
@@ -227,12 +242,32 @@ class Agent:
     async def _run_one(
         self,
         call: ToolCall,
-        by_name: dict[str, ToolSpec[Any]],
+        box: Toolbox,
         ctx: ToolContext,
         catalog: ToolCatalog | None,
         budget: _TurnBudget,
     ) -> str:
-        spec = by_name.get(call.name)
+        telemetry = self._telemetry
+        if telemetry is None:
+            return (await self._tool_result(call, box, ctx, catalog, budget))[0]
+        started = time.monotonic()
+        with telemetry.span("tool.call", **{"tool.name": call.name}) as span:
+            output, outcome = await self._tool_result(call, box, ctx, catalog, budget)
+            span.set("tool.outcome", outcome)
+            if outcome != "ok":
+                span.fail(outcome)
+        telemetry.tool_call(call.name, outcome, time.monotonic() - started)
+        return output
+
+    async def _tool_result(
+        self,
+        call: ToolCall,
+        box: Toolbox,
+        ctx: ToolContext,
+        catalog: ToolCatalog | None,
+        budget: _TurnBudget,
+    ) -> tuple[str, str]:
+        spec = box.get(call.name)
         if spec is None:
             known = catalog.get(call.name) if catalog else None
             log.warning(
@@ -242,18 +277,22 @@ class Agent:
                 known is not None,
             )
             if known is not None:
-                return f"error: the tool '{call.name}' is not allowed in this chat. Do not call it."
-            available = ", ".join(sorted(by_name)) or "none"
-            return f"error: there is no tool named '{call.name}'. Available tools: {available}."
+                return (
+                    f"error: the tool '{call.name}' is not allowed in this chat. Do not call it.",
+                    "refused",
+                )
+            available = ", ".join(sorted(t.name for t in box.specs())) or "none"
+            return (
+                f"error: there is no tool named '{call.name}'. Available tools: {available}.",
+                "refused",
+            )
 
         def limit() -> float:  # after any approval wait, which uses up turn time
             return min(
-                spec.timeout or self._settings.tool_timeout, max(budget.remaining_seconds, 1)
+                spec.timeout or budget.settings.tool_timeout, max(budget.remaining_seconds, 1)
             )
 
-        return await execute_tool(
-            spec, call.arguments, ctx, approvals=self._approvals, timeout=limit
-        )
+        return await run_tool(spec, call.arguments, ctx, approvals=self._approvals, timeout=limit)
 
 
 async def execute_tool(
@@ -267,40 +306,68 @@ async def execute_tool(
     """Validate, ask for approval if the tool wants it, run: the one path every tool call
     takes (the agent's, and execute_code's calls from a script). Never raises for anything
     the tool does; the result is the text the model reads ("error: ..." on failure)."""
+    text, _ = await run_tool(spec, arguments, ctx, approvals=approvals, timeout=timeout)
+    return text
+
+
+async def run_tool(
+    spec: ToolSpec[Any],
+    arguments: str | Mapping[str, Any],
+    ctx: ToolContext,
+    *,
+    approvals: ApprovalGate | None,
+    timeout: float | Callable[[], float],  # noqa: ASYNC109 - a callable is read after approval
+) -> tuple[str, str]:
+    """`execute_tool`, with the outcome for metrics: ok, error, invalid, denied, timeout."""
     name = spec.name
     try:
         raw = arguments if isinstance(arguments, Mapping) else parse_arguments(arguments)
         args = spec.args.model_validate(raw)
     except (ValueError, ValidationError) as exc:
         log.warning("bad tool arguments session=%s tool=%s", ctx.session, name)
-        return f"error: invalid arguments for {name}: {describe_invalid(exc)}"
+        return f"error: invalid arguments for {name}: {describe_invalid(exc)}", "invalid"
     try:
-        if spec.approval is not None:
-            need = await spec.approval(args, ctx)
-            if need is not None:
-                refusal = await _ask_approval(approvals, need, name, ctx)
-                if refusal is not None:
-                    return refusal
+        need = await spec.approval(args, ctx) if spec.approval is not None else None
+        if need is not None and ctx.task_label:
+            # The person sees which of several parallel sub-tasks wants this.
+            need = dataclasses.replace(need, reason=f"{ctx.task_label}: {need.reason}")
+        if need is not None and ctx.trust is not None:
+            need = untrusted.mark(need, ctx.trust)
+        elif need is None:
+            need = await untrusted.need_after_untrusted(spec, args, ctx)
+        if need is not None:
+            refusal = await _ask_approval(approvals, need, name, ctx)
+            if refusal is not None:
+                return refusal, "denied"
     except ToolError as exc:
-        return f"error: {exc}"
+        return f"error: {exc}", "error"
     except Exception:
         # Fail closed: when we cannot tell whether approval is needed, nothing runs.
         log.exception("approval check failed session=%s tool=%s", ctx.session, name)
-        return f"error: {name} was not run: its approval check failed. Tell the user."
+        return f"error: {name} was not run: its approval check failed. Tell the user.", "error"
     limit = timeout() if callable(timeout) else timeout
+    tainted = ctx.trust is not None and ctx.trust.tainted
+    output, outcome = await _run_handler(spec, args, ctx, limit)
+    return untrusted.received(spec, args, ctx, output, tainted_before=tainted), outcome
+
+
+async def _run_handler(
+    spec: ToolSpec[Any], args: Any, ctx: ToolContext, limit: float
+) -> tuple[str, str]:
+    name = spec.name
     try:
         async with asyncio.timeout(limit):
-            return await spec.handler(args, ctx)
+            return await spec.handler(args, ctx), "ok"
     except ToolError as exc:
-        return f"error: {exc}"
+        return f"error: {exc}", "error"
     except TimeoutError:
         log.warning("tool timed out session=%s tool=%s", ctx.session, name)
-        return f"error: {name} did not finish within {limit:g} s and was stopped."
+        return f"error: {name} did not finish within {limit:g} s and was stopped.", "timeout"
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         log.exception("tool crashed session=%s tool=%s", ctx.session, name)
-        return f"error: {name} failed unexpectedly ({type(exc).__name__}: {exc})."
+        return f"error: {name} failed unexpectedly ({type(exc).__name__}: {exc}).", "error"
 
 
 async def _ask_approval(

@@ -27,13 +27,16 @@ from gateway.agent import Agent
 from gateway.approvals import ApprovalService
 from gateway.channels import Adapter, AdapterContext, Outbox
 from gateway.commands import register_builtin_commands
+from gateway.compaction import Compactor, summary_client
 from gateway.config import Settings
 from gateway.doctor import CheckResult, PlatformCheck
 from gateway.extensions import Extensions
 from gateway.group_context import GroupContext
 from gateway.history import SessionStore
 from gateway.http import HttpServer
+from gateway.integrity import signer_for
 from gateway.llm.client import LLMClient
+from gateway.llm.providers import ProviderPool
 from gateway.media.turn import turn_media
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
@@ -47,7 +50,11 @@ from gateway.middlewares import (
     SlotMiddlewares,
     Validate,
 )
+from gateway.otel import Tracing
 from gateway.platforms import PlatformPlugin
+from gateway.profiles.commands import register_profile_commands
+from gateway.profiles.wiring import build_planner
+from gateway.retention import RetentionSweeper
 from gateway.scheduler import Scheduler
 from gateway.scheduling.commands import register_schedule_commands
 from gateway.session_leases import SessionLeases
@@ -55,6 +62,7 @@ from gateway.session_queue import SessionQueue
 from gateway.sessions import SessionKey, key_for
 from gateway.store import open_store
 from gateway.store.base import Store
+from gateway.telemetry import MeteredOutbox, Telemetry
 from gateway.turns import TurnRunner
 from gateway.web.console.site import AdminConsole
 from gateway.web.console.views import ConsoleParts
@@ -76,10 +84,13 @@ class App:
         *,
         store: Store | None = None,
         llm_transport: httpx.AsyncBaseTransport | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.settings = settings
         self.instance_id = uuid.uuid4().hex[:10]
         self.metrics = Metrics()
+        self.tracing = tracing or Tracing.from_settings(settings.otel)
+        self.telemetry = Telemetry(self.metrics, self.tracing.tracer)
         self.store = store or open_store(settings)
         try:
             self._wire(settings, llm_transport)
@@ -89,24 +100,42 @@ class App:
             raise
 
     def _wire(self, settings: Settings, llm_transport: httpx.AsyncBaseTransport | None) -> None:
-        self.outbox = Outbox()
+        self.outbox: Outbox = MeteredOutbox(self.metrics)
         self.extensions = Extensions()
         self.notifier = Notifier(self.outbox.send)
         self.access = AccessPolicy(settings.access, self.store, self.extensions.access_rules)
         self.sessions = SessionStore(self.store)
         self.memory = MemoryBook(self.store, settings.memory)
         self.llm = LLMClient(settings.llm, transport=llm_transport)
+        self.providers = ProviderPool(
+            settings.llm, transport=llm_transport, default_client=self.llm
+        )
+        self.planner = build_planner(
+            settings,
+            store=self.store,
+            pool=self.providers,
+            telemetry=self.telemetry,
+            say=self.notifier.say,
+            is_admin=self.access.is_admin,
+        )
+        # Seals approvals, answers and grants in the store (raises ConfigError without a key).
+        self.signer = signer_for(settings, self.metrics)
         self.approvals = ApprovalService(
             store=self.store,
             outbox=self.outbox,
             access=self.access,
             settings=settings.approvals,
             instance_id=self.instance_id,
+            metrics=self.metrics,
+            signer=self.signer,
         )
         self.approvals.register(self.extensions)
-        self.agent = Agent(self.llm, settings.agent, approvals=self.approvals)
+        self.agent = Agent(
+            self.llm, settings.agent, approvals=self.approvals, telemetry=self.telemetry
+        )
         self.tools = ToolRegistry()
         self.media = turn_media(settings, self.outbox, self.llm.vision)
+        self.summary_llm = summary_client(settings, self.llm, llm_transport)
         self.runner = TurnRunner(
             settings=settings,
             agent=self.agent,
@@ -115,8 +144,22 @@ class App:
             catalog=self.tools,
             outbox=self.outbox,
             metrics=self.metrics,
+            planner=self.planner,
+            telemetry=self.telemetry,
             media=self.media,
             prompt_sections=self.extensions.prompt_sections,
+            compactor=Compactor(
+                self.summary_llm,
+                self.memory,
+                settings.agent.history_token_budget,
+                timeout=min(90.0, settings.agent.max_turn_seconds / 4),
+            ),
+        )
+        self.retention = RetentionSweeper(
+            self.store,
+            self.sessions,
+            retention_days=settings.history.retention_days,
+            instance_id=self.instance_id,
         )
         context = GroupContext(self.store, size=20)
         self.leases = SessionLeases(
@@ -144,6 +187,7 @@ class App:
         register_builtin_commands(
             self.extensions, self.queue, self.sessions, self.memory, self.access
         )
+        register_profile_commands(self.extensions, self.planner, self.access)
         self.scheduler = Scheduler(
             settings.scheduler,
             store=self.store,
@@ -154,6 +198,7 @@ class App:
             admins=settings.access.admins,
             instance_id=self.instance_id,
             turn_timeout=settings.agent.max_turn_seconds + 30,
+            metrics=self.metrics,
         )
         register_schedule_commands(self.extensions, self.scheduler)
         self.tool_services = ToolServices(
@@ -166,6 +211,7 @@ class App:
             llm=self.llm,
             approvals=self.approvals,
             submit=self.admission.submit,
+            signer=self.signer,
         )
         self.tool_policy = install_builtin_tools(self.tools, self.tool_services)
         self.http = (
@@ -289,6 +335,7 @@ class App:
             self.relay.start()
         # After the adapters: expiring a request left by a dead process edits its message.
         await self.approvals.start()
+        await self.retention.start()
         # Last: a job due at start is delivered through adapters that are already running.
         await self.scheduler.start()
         self._started = True
@@ -304,6 +351,7 @@ class App:
         await self.relay.stop()
         if self.console is not None:
             await self.console.stop()
+        await self.retention.stop()
         await self.approvals.stop()
         for close in self.tool_services.closers:
             try:
@@ -313,8 +361,12 @@ class App:
         if self.http is not None:
             await self.http.stop()
         await self.media.aclose()
-        await self.llm.aclose()
+        await self.providers.aclose()
+        await self.planner.ledger.close()  # writes the usage still in memory
+        if self.summary_llm is not self.llm:
+            await self.summary_llm.aclose()
         await self.store.close()
+        await self.tracing.shutdown()
         self._started = False
 
     async def __aenter__(self) -> App:

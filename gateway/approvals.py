@@ -8,6 +8,10 @@ second press can never change it. Only the requester or an admin may decide
 (configurable), never the model: decisions come only from button presses and
 commands typed by a person. Requests left pending by a process that died are
 expired with a notice, so their command never runs.
+
+Requests and decisions are sealed (gateway/integrity.py): an entry that a command wrote
+into the store itself does not verify and is ignored. "Approve for session" and "Always
+allow in this chat" become grants for the requester's exact call shape (gateway/grants.py).
 """
 
 from __future__ import annotations
@@ -28,8 +32,12 @@ from gateway.callbacks import CallbackData
 from gateway.channels import Outbox
 from gateway.config import ApprovalSettings
 from gateway.extensions import Command, CommandCall, Extensions
+from gateway.grants import Grant, GrantBook, PermissionsCommand, Scope
+from gateway.integrity import EntrySigner
 from gateway.messages import Button, ButtonPress, ChatRef, Outbound, PressReply, SentRef, UserRef
+from gateway.metrics import Metrics
 from gateway.rendezvous import Rendezvous
+from gateway.sessions import SessionKey
 from gateway.store.base import Store, StoreUnavailable
 from gateway.tasks import stop_tasks
 from gateway.tooling import ApprovalNeed, ApprovalOutcome, ToolContext
@@ -38,7 +46,9 @@ log = logging.getLogger(__name__)
 
 PENDING = keys.APPROVALS_PENDING
 AUDIT = keys.APPROVALS_AUDIT
-Choice = Literal["once", "session", "deny", "expired"]
+Choice = Literal["once", "session", "always", "deny", "expired"]
+_PRESSABLE = ("once", "session", "always", "deny")
+_REQUEST = "approval request"
 _HEARTBEAT_TTL = 15.0
 
 
@@ -58,6 +68,8 @@ class ApprovalRequest:
     owner: str  # instance id of the process whose turn waits for the answer
     message: dict[str, Any] | None = None  # SentRef of the prompt, to edit it later
     where: str = ""  # where the command runs ("in the sandbox"); empty in older records
+    untrusted: str = ""  # outside content that entered the turn before this call, if any
+    admins_only: bool = False  # only an admin may decide (ApprovalNeed.admins_only)
 
     @property
     def chat_ref(self) -> ChatRef:
@@ -96,7 +108,7 @@ class Decision:
 
     @property
     def approved(self) -> bool:
-        return self.choice in ("once", "session")
+        return self.choice in ("once", "session", "always")
 
 
 class ApprovalService:
@@ -110,14 +122,24 @@ class ApprovalService:
         access: AccessPolicy,
         settings: ApprovalSettings,
         instance_id: str,
+        signer: EntrySigner,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
+        self._metrics = metrics or Metrics()
+        self._waiting = 0  # requests turns in this process are waiting on
         self._outbox = outbox
         self._access = access
         self._settings = settings
         self._instance = instance_id
-        self._answers = Rendezvous(store, "approvals")
+        self._signer = signer
+        self._answers = Rendezvous(store, "approvals", signer)
+        self._grants = GrantBook(store, signer)
         self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def asks_after_untrusted(self) -> bool:
+        return self._settings.after_untrusted == "ask"
 
     def register(self, extensions: Extensions) -> None:
         extensions.add_buttons(ApprovalChoice, self.handle_press)
@@ -126,6 +148,7 @@ class ApprovalService:
             ("deny", "deny a pending action: /deny ID [reason]"),
         ):
             extensions.add_command(Command(name, text, self._cmd))
+        extensions.add_command(PermissionsCommand(self._grants, self._access).command())
 
     async def start(self) -> None:
         self._tasks = [
@@ -141,8 +164,13 @@ class ApprovalService:
 
     async def decide(self, need: ApprovalNeed, tool: str, ctx: ToolContext) -> ApprovalOutcome:
         shape = need.shape or need.summary
-        if await self._store.hget(_shapes_key(str(ctx.session)), shape):
-            return ApprovalOutcome(True, "approved earlier for this session")
+        session = ctx.session
+        grant = await self._grants.find(
+            str(session), session.chat_scope, ctx.user.address, tool, shape
+        )
+        if grant is not None:
+            log.info("approval covered session=%s tool=%s grant=%s", session, tool, grant.id)
+            return ApprovalOutcome(True, f"approved earlier by {grant.by_label} {grant.scope_text}")
         now = time.time()
         request = ApprovalRequest(
             id=secrets.token_hex(5),
@@ -158,6 +186,8 @@ class ApprovalService:
             expires=now + self._settings.timeout_seconds,
             owner=self._instance,
             where=need.where,
+            untrusted=need.untrusted,
+            admins_only=need.admins_only,
         )
         await self._save(request)
         await self._store.hset(PENDING, request.id, str(request.expires))
@@ -167,6 +197,7 @@ class ApprovalService:
             request.message = await self._show(request)
             await self._save(request)
             log.info("approval requested id=%s session=%s tool=%s", request.id, ctx.session, tool)
+            self._pending(+1)
             try:
                 async with ctx.typing.paused():
                     raw = await self._answers.wait(request.id, self._settings.timeout_seconds)
@@ -174,19 +205,18 @@ class ApprovalService:
                 # The turn was stopped: close the request so a late press cannot look approved.
                 await asyncio.shield(self._expire(request, "the request was stopped"))
                 raise
+            finally:
+                self._pending(-1)
         if raw is None:
             raw = await self._expire(request, "no decision in time")
         decision = Decision.from_json(raw)
-        if decision.choice == "session":
-            await self._store.hset(_shapes_key(request.session), shape, decision.by_address)
-            await self._store.expire(_shapes_key(request.session), 7 * 24 * 3600)
         return ApprovalOutcome(decision.approved, _outcome_text(decision))
 
     # -- deciding --------------------------------------------------------------------------
 
     async def handle_press(self, press: ButtonPress, data: ApprovalChoice) -> PressReply:
         choice = data.choice
-        if choice not in ("once", "session", "deny"):
+        if choice not in _PRESSABLE or (choice == "always" and not self._offers_always):
             return PressReply(toast="This button is not valid.", alert=True)
         result = await self._decide(data.request_id, press.user, press.chat, choice, "")  # type: ignore[arg-type]
         if result.error:
@@ -254,11 +284,13 @@ class ApprovalService:
                 error=f"Already decided: {_outcome_text(Decision.from_json(existing))}."
             )
         requester = request.requester_ref
-        if user.is_bot or not self._access.may_approve(user, requester):
+        admin_needed = request.admins_only and not self._access.is_admin(user)
+        if user.is_bot or admin_needed or not self._access.may_approve(user, requester):
             log.info("approval refused id=%s user=%s", request.id, user.address)
-            return _DecideResult(
-                error=f"Only {self._access.approvers_label(requester)} can decide on this."
-            )
+            who = "an admin" if request.admins_only else self._access.approvers_label(requester)
+            return _DecideResult(error=f"Only {who} can decide on this.")
+        if choice == "always" and (refusal := self._always_refusal(user, requester)):
+            return _DecideResult(error=refusal)
         return await self._record(request, user, choice, reason)
 
     async def _record(
@@ -270,11 +302,54 @@ class ApprovalService:
             current = await self._answers.current(request.id)
             text = _outcome_text(Decision.from_json(current)) if current else "decided"
             return _DecideResult(error=f"Already decided: {text}.")
+        if choice in ("session", "always"):
+            await self._grant(request, decision, "session" if choice == "session" else "chat")
         await self._finish(request, decision)
         toast = "Approved." if decision.approved else "Denied."
         return _DecideResult(
             toast=toast, edit_text=_decided_text(request, decision), request=request
         )
+
+    @property
+    def _offers_always(self) -> bool:
+        return self._settings.allow_always != "off"
+
+    def _always_refusal(self, user: UserRef, requester: UserRef) -> str | None:
+        if self._access.is_admin(user):
+            return None
+        if self._settings.allow_always == "requester" and user.address == requester.address:
+            return None
+        who = (
+            "an admin"
+            if self._settings.allow_always == "admins"
+            else f"{requester.label} or an admin"
+        )
+        return f"Only {who} can allow this always; approve once or for this session instead."
+
+    async def _grant(self, request: ApprovalRequest, decision: Decision, scope: Scope) -> Grant:
+        session = request.session
+        place = session if scope == "session" else SessionKey.parse(session).chat_scope
+        requester = request.requester_ref
+        grant = await self._grants.add(
+            scope,
+            place,
+            owner=requester.address,
+            owner_label=requester.label,
+            tool=request.tool,
+            shape=request.shape,
+            command=request.command,
+            by=decision.by_address,
+            by_label=decision.by,
+        )
+        log.info(
+            "approval grant id=%s scope=%s tool=%s owner=%s by=%s",
+            grant.id,
+            scope,
+            request.tool,
+            grant.owner,
+            grant.by,
+        )
+        return grant
 
     async def _expire(self, request: ApprovalRequest, why: str) -> str:
         expired = Decision("expired", reason=why)
@@ -300,7 +375,13 @@ class ApprovalService:
         except Exception as exc:
             log.warning("approval outcome not delivered id=%s error=%s", request.id, exc)
 
+    def _pending(self, change: int) -> None:
+        self._waiting += change
+        self._metrics.gauge("approvals_pending", self._waiting)
+
     async def _finish(self, request: ApprovalRequest, decision: Decision) -> None:
+        self._metrics.inc("approvals_decided_total", outcome=decision.choice)
+        self._metrics.observe("approval_decision_seconds", max(time.time() - request.created, 0))
         await self._store.hdel(PENDING, request.id)
         entry = {
             "ts": time.time(),
@@ -310,6 +391,7 @@ class ApprovalService:
             "requester": request.requester_ref.address,
             "chat": request.chat_ref.address,
             "outcome": decision.choice,
+            "shape": request.shape,
             "by": decision.by_address,
             "reason": decision.reason,
         }
@@ -325,24 +407,27 @@ class ApprovalService:
 
     async def _show(self, request: ApprovalRequest) -> dict[str, Any] | None:
         chat = request.chat_ref
-        buttons: tuple[tuple[Button, ...], ...] = (
-            (
-                Button(
-                    label="Approve once",
-                    data=ApprovalChoice(request.id, "once").pack(),
-                    style="primary",
-                ),
-                Button(
-                    label="Approve for session", data=ApprovalChoice(request.id, "session").pack()
-                ),
-                Button(
-                    label="Deny", data=ApprovalChoice(request.id, "deny").pack(), style="danger"
-                ),
+        row = (
+            Button(
+                label="Approve once",
+                data=ApprovalChoice(request.id, "once").pack(),
+                style="primary",
             ),
+            Button(label="Approve for session", data=ApprovalChoice(request.id, "session").pack()),
+            Button(label="Deny", data=ApprovalChoice(request.id, "deny").pack(), style="danger"),
         )
+        always = Button(
+            label="Always allow in this chat", data=ApprovalChoice(request.id, "always").pack()
+        )
+        buttons = (row, (always,)) if self._offers_always else (row,)
         try:
             ref = await self._outbox.send(
-                Outbound(chat=chat, text=_prompt_text(request), buttons=buttons, markdown=True)
+                Outbound(
+                    chat=chat,
+                    text=_prompt_text(request, always=self._offers_always),
+                    buttons=buttons,
+                    markdown=True,
+                )
             )
         except Exception as exc:
             # The request still stands: /approve works from the chat, and timeout denies.
@@ -354,13 +439,22 @@ class ApprovalService:
 
     async def _save(self, request: ApprovalRequest) -> None:
         ttl = max(request.expires - time.time(), 0) + 24 * 3600
-        await self._store.set(keys.approval(request.id), json.dumps(asdict(request)), ttl=ttl)
+        key = keys.approval(request.id)
+        await self._store.set(key, self._signer.seal(_REQUEST, key, asdict(request)), ttl=ttl)
 
     async def _load(self, request_id: str) -> ApprovalRequest | None:
+        """The request, when its record verifies (a forged or altered one reads as absent)."""
         if not request_id or len(request_id) > 32:
             return None
-        raw = await self._store.get(keys.approval(request_id))
-        return ApprovalRequest(**json.loads(raw)) if raw else None
+        key = keys.approval(request_id)
+        value = self._signer.open(_REQUEST, key, await self._store.get(key))
+        if not isinstance(value, dict):
+            return None
+        try:
+            return ApprovalRequest(**value)
+        except TypeError:
+            self._signer.report(_REQUEST, key)
+            return None
 
     async def _heartbeat(self) -> None:
         while True:
@@ -405,20 +499,26 @@ class _DecideResult:
     request: ApprovalRequest | None = None
 
 
-def _shapes_key(session: str) -> str:
-    return keys.approved_shapes(session)
-
-
-def _prompt_text(request: ApprovalRequest) -> str:
+def _prompt_text(request: ApprovalRequest, *, always: bool) -> str:
     expires = datetime.fromtimestamp(request.expires, UTC).strftime("%H:%M:%S UTC")
     minutes = max(round((request.expires - request.created) / 60), 1)
     where = f"\nIn: `{request.cwd}`" if request.cwd else ""
     runs = f"\nRuns {request.where}." if request.where else ""
+    warning = (
+        f"\nCaution: this comes after outside content ({request.untrusted}) entered the "
+        "conversation; make sure it is what you asked for."
+        if request.untrusted
+        else ""
+    )
+    standing = "for the session or always" if always else "for the session"
+    exactly = f"`{request.shape}`" if request.shape != request.command else "this exact call"
+    covers = f"\nApproving {standing} covers only {exactly} for {request.requester_ref.label}."
     return (
         f"**Approval needed** ({request.tool})\n"
         f"```\n{request.command}\n```\n"
-        f"Why: {request.reason}{where}{runs}\n"
-        f"Asked by {request.requester_ref.label}; expires at {expires} (in {minutes} min).\n"
+        f"Why: {request.reason}{where}{runs}{warning}\n"
+        f"Asked by {request.requester_ref.label}; expires at {expires} (in {minutes} min)."
+        f"{covers}\n"
         f"Or reply `/approve {request.id}` or `/deny {request.id} [reason]`."
     )
 
@@ -433,6 +533,8 @@ def _outcome_text(decision: Decision) -> str:
         return f"approved by {decision.by}"
     if decision.choice == "session":
         return f"approved by {decision.by} for this session"
+    if decision.choice == "always":
+        return f"approved by {decision.by}, always in this chat"
     if decision.choice == "deny":
         reason = f": {decision.reason}" if decision.reason else ""
         return f"denied by {decision.by}{reason}"

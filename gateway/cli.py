@@ -47,6 +47,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"config error: {problem}", file=sys.stderr)
         return EXIT_CONFIG
     func: Callable[[Settings, argparse.Namespace], int] = args.func
+    if args.command in ("run", "chat", "ask"):
+        from gateway.llm.firstrun import no_model_message
+
+        missing = no_model_message(settings)
+        if missing is not None:
+            print(missing, file=sys.stderr)
+            return EXIT_CONFIG
     try:
         return func(settings, args)
     except ConfigError as exc:  # found while building (tool policy names, timezones, ...)
@@ -131,6 +138,15 @@ def _register_cron(sub: Any) -> None:
 
 
 EXTRA_COMMANDS.append(_register_cron)
+
+
+def _register_usage(sub: Any) -> None:
+    from gateway.budgets.cli import register
+
+    register(sub)
+
+
+EXTRA_COMMANDS.append(_register_usage)
 
 
 def _run(coro: Coroutine[Any, Any, int]) -> int:

@@ -83,9 +83,17 @@ def register_builtin_commands(
     async def status(call: CommandCall) -> str:
         record = await sessions.load(call.session)
         state = "running a request" if queue.is_running(call.session) else "idle"
+        summary = (
+            f"Summary of {record.summary_turns} earlier turn(s): {len(record.summary):,} "
+            f"characters (~{len(record.summary) // 4:,} tokens).\n"
+            if record.summary
+            else ""
+        )
+        loaded = f"Tools loaded: {', '.join(record.tools_loaded)}.\n" if record.tools_loaded else ""
         return (
             f"Session {call.session}: {state}.\n"
             f"Messages in history: {len(record.messages)}; turns: {record.turns}.\n"
+            f"{summary}{loaded}"
             f"Tokens used: {record.prompt_tokens + record.completion_tokens:,} "
             f"({record.prompt_tokens:,} prompt, {record.completion_tokens:,} completion).\n"
             f"Waiting messages: {await queue.waiting(call.session)}."

@@ -88,7 +88,10 @@ def _resolve(model: type[BaseModel], parts: tuple[str, ...]) -> tuple[int, Any]:
         if fields is not None:
             field = fields.get(part)
             if field is None:
-                return depth, None
+                # A section may keep keys of its own in a table (`[profiles.coding]`).
+                field = _table_values(fields.get(_free_keys(annotation)))
+                if field is None or not part:
+                    return depth, None
             annotation = field
             continue
         value_type = _table_values(annotation)
@@ -127,6 +130,12 @@ def _fields(annotation: Any) -> dict[str, Any] | None:
     if isinstance(inner, type) and issubclass(inner, BaseModel):
         return {name.lower(): f.annotation for name, f in inner.model_fields.items()}
     return None
+
+
+def _free_keys(annotation: Any) -> str:
+    """The table a section keeps unknown keys in (its `FREE_KEYS`), or ""."""
+    inner = _optional_inner(annotation)
+    return str(getattr(inner, "FREE_KEYS", "")).lower()
 
 
 def _table_values(annotation: Any) -> Any:

@@ -8,7 +8,7 @@ platform while they are built. What they register here is what the core consults
   a question a running turn asked (`questions`), or a platform's reply to an unknown
   command (`fallback`);
 - `add_access_rule`: a platform rule on who may talk to the bot;
-- `add_prompt_section`: a part of the system prompt (the skills index);
+- `add_prompt_section`: a part of the system prompt, rendered every turn (the skills index);
 - `add_buttons`: the handler for presses of one kind of button (`CallbackData` class);
 - `add_forget_hook`: what else `/forget` should offer to delete (a chat's workspace files).
 """
@@ -21,13 +21,12 @@ from typing import Literal, TypeVar
 
 from gateway.admission import Middleware
 from gateway.callbacks import CallbackData, CallbackDataError, prefix_of
-from gateway.messages import ButtonPress, ChatRef, Inbound, Outbound, PressReply, UserRef
+from gateway.messages import ButtonPress, Inbound, Outbound, PressReply
+from gateway.prompt import PromptSection
 from gateway.sessions import SessionKey
 
 # A rule returns None to let the message through, or one sentence for the person.
 AccessRule = Callable[[Inbound], str | None]
-# Extra system-prompt text for a chat and person; "" adds nothing.
-PromptSection = Callable[[ChatRef, UserRef], str]
 # `questions`: consulted only while the session has a turn in progress (here or in another
 # process), so ordinary messages cost nothing. `fallback`: last, before the session queue.
 Slot = Literal["questions", "fallback"]

@@ -1,4 +1,8 @@
-"""A session's persisted state (history, prompt snapshot, usage) and history compaction."""
+"""A session's persisted state (history, prompt snapshot, summary, usage) and history trimming.
+
+/new archives a conversation: its record goes, but its turns stay in the search index
+(gateway/store/search.py) until retention prunes them. /forget deletes both.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from gateway import keys
 from gateway.llm.types import Message
 from gateway.sessions import SessionKey
 from gateway.store.base import Batch, Store
+from gateway.store.search import SearchDoc
 from gateway.unicode import valid_unicode
 
 TRIMMED_NOTE = "[Earlier messages in this conversation were removed to save space.]"
@@ -27,6 +32,14 @@ class SessionRecord:
     turns: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # The oldest turns, folded into a summary by gateway/compaction.py, and how many they were.
+    summary: str = ""
+    summary_turns: int = 0
+    # Tools the session loaded with load_tools beyond the core set (gateway/toolbox.py).
+    tools_loaded: list[str] = field(default_factory=list)
+    # 1: `system` holds the prompt sections too (records written before they were rendered
+    # each turn); 2: sections are added per turn, so a new skill shows up at once.
+    prompt_version: int = 2
 
     @property
     def is_new(self) -> bool:
@@ -35,6 +48,7 @@ class SessionRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SessionRecord:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known.setdefault("prompt_version", 1)
         return cls(**known)
 
 
@@ -86,12 +100,14 @@ class SessionStore:
         await self._store.run(self.save_ops(key, record))
 
     async def clear(self, key: SessionKey) -> None:
+        """End a conversation (/new): its turns stay searchable (session_search)."""
         # Approvals granted "for this session" end with the session.
         await self._store.delete(self._key(key), keys.approved_shapes(key))
         await self._store.hdel(self._index(key.chat_scope), str(key))
 
     async def clear_chat(self, chat_scope: str) -> int:
-        """Delete every session of a chat (all threads and users); returns how many."""
+        """Delete every session of a chat (all threads and users) and its turns in the search
+        index (/forget); returns how many sessions."""
         index = self._index(chat_scope)
         names = list(await self._store.hgetall(index))
         if names:
@@ -100,7 +116,12 @@ class SessionStore:
             )
         await self._store.delete(index)
         await self._store.hdel(keys.CHATS, chat_scope)
+        await self._store.search.forget_chat(chat_scope)
         return len(names)
+
+    async def index_turn(self, doc: SearchDoc) -> None:
+        """Keep a finished turn searchable (one document per turn id)."""
+        await self._store.search.add(doc)
 
     async def chats(self) -> dict[str, float]:
         """Every chat with a saved session -> when its latest session began (the console)."""

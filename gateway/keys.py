@@ -5,12 +5,17 @@ so these are the names inside it. They are part of the data format: a deployment
 upgraded in place reads what the previous version wrote, so a name here changes
 only together with a migration.
 
+"Sealed" values are JSON `{"v": value, "mac": HMAC}` under the gateway's own key
+(gateway/integrity.py); one that does not verify is ignored.
+
 Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
 `{chat}` a ChatRef address such as `slack:C0123/1700000000.1`):
 
     session:{session}                 value  a session's history record (JSON)
     chat_sessions:{platform}:{chat}   hash   sessions of a chat -> creation time (for /forget)
-    approved_shapes:{session}         hash   command shapes approved for the session -> approver
+    approved_shapes:{session}         hash   "for this session" grants: a digest of (person, tool,
+                                             shape) -> the sealed grant (gateway/grants.py)
+    standing_grants:{platform}:{chat} hash   "always in this chat" grants, the same way
     context:{chat}                    list   recent group messages not addressed to the bot
     seen:{platform}:{event_id}        value  a platform event already taken (dedupe)
     refused:{chat}:{user_id}          value  a refusal was told to this person here this hour
@@ -28,11 +33,12 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     noticed:{lease owner}             value  the "answer after this" notice was sent for a turn
     replicas                          hash   instance id -> last heartbeat (unix time)
     wipe_offer:{token}                value  /forget's offer to delete a chat's workspace files
-    approval:{id}                     value  an approval request (JSON)
+    approval:{id}                     value  an approval request (sealed JSON)
     approvals:pending                 hash   pending request id -> expiry
     approvals:audit                   list   decisions, newest last
     alive:{instance}                  value  heartbeat of a running gateway process
-    {namespace}:answer:{id}           value  a Rendezvous answer (approvals, clarify)
+    {namespace}:answer:{tag}          value  a sealed Rendezvous answer (approvals, clarify);
+                                             the tag is an HMAC of the id (gateway/integrity.py)
     clarify:open:{session}            value  the question a session's turn is waiting on
     clarify:question:{id}             value  an open question (JSON)
     cron:jobs / cron:state            hash   job specs / run state by job id
@@ -51,6 +57,28 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     api:open:{session}                hash   message id -> API request: replies nobody has read
     api:live:{request}                value  a client is waiting for this API request's answer
     relayed:{approval id}             value  an API session's approval went to the admins
+    model_choice:{session}            value  the model /model chose for a session ("provider/model")
+    usage:{period}:{dim}:{id}:{unit}  value  what turns used in a period: `in` / `out` tokens, `usd`
+                                             in micro-dollars. period `d2025-01-31` or `m2025-01`;
+                                             dim user | chat | job | profile | model | all
+    usage_index:{period}              hash   "{dim}:{id}" -> "1": who has usage in the period
+    budget_notice:{period}:{dim}:{id}:{level}
+                                      value  a budget warning (level `warn`, `limit`) was given
+    skills:index                      hash   skill name -> metadata JSON (author, times, digest)
+    skill:{name}:{digest}             hash   a skill's files (that version): relative path -> text
+    skills:version                    value  counter bumped on every skill change (replicas sync)
+    retention:run:{period}            value  a retention sweep was claimed for this period, once
+
+Search index of past conversations (gateway/store/search*.py; one document per turn, `{doc}`
+is the turn id). Redis keeps an inverted index; the embedded store keeps the same documents in
+SQLite tables (`search_docs`, FTS5 `search_fts`) instead of these keys:
+
+    search:doc:{doc}                  value  a turn's document (JSON: session, chat, time, terms)
+    search:chat:{platform}:{chat}     zset   the chat's documents by time
+    search:session:{session}          zset   the session's documents by time
+    search:term:{platform}:{chat}:{t} zset   the chat's documents containing term t, by time
+    search:allterm:{t}                zset   every document containing term t, by time
+    search:chats / search:sessions    zset   chats / sessions by their newest document
 
 Leases (`acquire_lease` names, their own namespace in the store):
 
@@ -89,6 +117,11 @@ def chat_sessions(chat_scope: str) -> str:
 
 def approved_shapes(key: SessionKey | str) -> str:
     return f"approved_shapes:{key}"
+
+
+def standing_grants(chat_scope: str) -> str:
+    """`chat_scope` is `platform:chat_id` (SessionKey.chat_scope)."""
+    return f"standing_grants:{chat_scope}"
 
 
 def context(chat_address: str) -> str:
@@ -188,6 +221,60 @@ def cron_running(job_id: str, slot: str) -> str:
 
 def platform_thread(platform: str, chat_id: str, thread_id: str) -> str:
     return f"{platform}:thread:{chat_id}:{thread_id}"
+
+
+def model_choice(key: SessionKey | str) -> str:
+    return f"model_choice:{key}"
+
+
+def usage(period: str, dimension: str, ident: str, unit: str) -> str:
+    return f"usage:{period}:{dimension}:{ident}:{unit}"
+
+
+def usage_index(period: str) -> str:
+    return f"usage_index:{period}"
+
+
+def budget_notice(period: str, dimension: str, ident: str, level: str) -> str:
+    return f"budget_notice:{period}:{dimension}:{ident}:{level}"
+
+
+SKILLS_INDEX = "skills:index"
+SKILLS_VERSION = "skills:version"
+
+
+def skill(name: str) -> str:
+    return f"skill:{name}"
+
+
+def retention_run(period: str) -> str:
+    return f"retention:run:{period}"
+
+
+# -- the search index on Redis (gateway/store/search_redis.py) ------------------------------
+
+SEARCH_CHATS = "search:chats"
+SEARCH_SESSIONS = "search:sessions"
+
+
+def search_doc(doc_id: str) -> str:
+    return f"search:doc:{doc_id}"
+
+
+def search_chat(chat_scope: str) -> str:
+    return f"search:chat:{chat_scope}"
+
+
+def search_session(key: SessionKey | str) -> str:
+    return f"search:session:{key}"
+
+
+def search_term(chat_scope: str, term: str) -> str:
+    return f"search:term:{chat_scope}:{term}"
+
+
+def search_all_term(term: str) -> str:
+    return f"search:allterm:{term}"
 
 
 # -- lease names ---------------------------------------------------------------------------

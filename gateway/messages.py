@@ -135,6 +135,7 @@ class Inbound(_Frozen):
     # An explicit session (SessionKey text) instead of the isolation strategy's; scheduled
     # prompts use it to run in a fresh session of their chat.
     session: str | None = None
+    job_id: str | None = None  # the scheduled job that sent it (kind agent), for its budget
 
     @property
     def is_command(self) -> bool:

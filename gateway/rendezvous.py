@@ -5,6 +5,10 @@ but the button press can land on any replica (Slack and Telegram webhooks are
 spread over all of them). The answer is written once (first writer wins, atomic
 in the store) and announced on a channel; the waiter also polls the key, so a
 lost notification only delays the answer, never loses it.
+
+Answers are sealed (gateway/integrity.py) and written under a name derived from the key, so
+a command that can write the store can neither forge an answer nor take an answer's place
+before a person gives it; an answer that does not verify is ignored.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import logging
 import time
 
 from gateway import keys
+from gateway.integrity import EntrySigner
 from gateway.store.base import Store, StoreUnavailable
 from gateway.tasks import stop_task
 
@@ -24,15 +29,27 @@ _POLL_SECONDS = 2.0
 
 
 class Rendezvous:
-    def __init__(self, store: Store, namespace: str, *, answer_ttl: float = 7 * 24 * 3600) -> None:
+    def __init__(
+        self,
+        store: Store,
+        namespace: str,
+        signer: EntrySigner,
+        *,
+        answer_ttl: float = 7 * 24 * 3600,
+    ) -> None:
         self._store = store
         self._ns = namespace
+        self._signer = signer
         self._ttl = answer_ttl
         self._waiters: dict[str, asyncio.Future[str]] = {}
         self._listener: asyncio.Task[None] | None = None
 
     def _key(self, item_id: str) -> str:
-        return keys.rendezvous_answer(self._ns, item_id)
+        return keys.rendezvous_answer(self._ns, self._signer.tag(self._ns, item_id))
+
+    @property
+    def _kind(self) -> str:
+        return f"{self._ns} answer"
 
     @property
     def _channel(self) -> str:
@@ -40,7 +57,9 @@ class Rendezvous:
 
     async def answer(self, item_id: str, value: str) -> bool:
         """Record the answer; False when someone answered first (their answer stands)."""
-        first = await self._store.set(self._key(item_id), value, ttl=self._ttl, only_if_absent=True)
+        key = self._key(item_id)
+        sealed = self._signer.seal(self._kind, key, value)
+        first = await self._store.set(key, sealed, ttl=self._ttl, only_if_absent=True)
         if first:
             self._wake(item_id, value)
             try:
@@ -50,7 +69,13 @@ class Rendezvous:
         return first
 
     async def current(self, item_id: str) -> str | None:
-        return await self._store.get(self._key(item_id))
+        """The answer, when there is one that verifies."""
+        key = self._key(item_id)
+        value = self._signer.open(self._kind, key, await self._store.get(key))
+        if value is None or isinstance(value, str):
+            return value
+        self._signer.report(self._kind, key)
+        return None
 
     async def wait(self, item_id: str, timeout: float) -> str | None:  # noqa: ASYNC109
         """The answer, or None when the timeout passes first."""

@@ -35,6 +35,7 @@ from gateway.channels import Outbox
 from gateway.config import SchedulerSettings
 from gateway.leader import LeaderElection
 from gateway.messages import ChatRef, UserRef
+from gateway.metrics import Metrics
 from gateway.scheduling.delivery import Courier
 from gateway.scheduling.jobs import (
     CHANNEL,
@@ -82,6 +83,7 @@ class Scheduler:
         admins: Sequence[str],
         instance_id: str,
         turn_timeout: float,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.book = JobBook(store, run_log_size=settings.run_log_size)
@@ -114,6 +116,7 @@ class Scheduler:
             turn_timeout=turn_timeout,
             heartbeat=settings.leader_ttl,
             lock=self._lock,
+            metrics=metrics,
         )
         self._runs: dict[tuple[str, str], asyncio.Task[None]] = {}  # (job, slot) in flight here
         self._listener: asyncio.Task[None] | None = None

@@ -11,12 +11,16 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from gateway.llm.types import Completer
 from gateway.messages import Attachment, ChatRef, UserRef
 from gateway.sessions import SessionKey
+
+if TYPE_CHECKING:
+    from gateway.toolbox import Toolbox
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -54,6 +58,22 @@ class StreamControl(Protocol):
 NO_STREAM: StreamControl = _NoPause()
 
 
+@dataclass
+class TurnTrust:
+    """What outside content entered one turn; gateway/untrusted.py decides what follows."""
+
+    ask: bool = True  # after outside content, calls with side effects wait for a person
+    sources: list[str] = field(default_factory=list)  # "web_fetch https://example.com/" ...
+    # Text the turn has seen (the person's message, tool results), so a URL followed from a
+    # page can be told from one the model made up to carry data out.
+    seen: list[str] = field(default_factory=list)
+    seen_chars: int = 0
+
+    @property
+    def tainted(self) -> bool:
+        return bool(self.sources)
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Who and where a tool call runs for; long-lived dependencies are bound at build time."""
@@ -70,7 +90,19 @@ class ToolContext:
     # The text of that message: what the person themselves wrote in this turn.
     user_text: str = ""
     typing: TypingControl = NO_TYPING
+    # What outside content entered this turn (gateway/untrusted.py); set by the agent, shared
+    # with sub-agents and execute_code's calls. None: not inside an agent run.
+    trust: TurnTrust | None = None
     stream: StreamControl = NO_STREAM
+    # The turn's tool scope and models (its profile's chain), for sub-agents to share.
+    scope: ToolScope | None = None
+    llm: Completer | None = None
+    # How many delegations deep this call runs (0: the agent the person talks to).
+    depth: int = 0
+    # Which sub-task of a delegate batch made the call, shown when it asks for approval.
+    task_label: str = ""
+    # The running agent loop's tools; load_tools adds to it (set by Agent.run).
+    toolbox: Toolbox | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +115,9 @@ class ApprovalNeed:
     shape: str = ""
     cwd: str | None = None
     where: str = ""  # where it runs, e.g. "in the sandbox", "on build-host via SSH"
+    untrusted: str = ""  # outside content that entered the turn first ("web_fetch example.com")
+    # Only an admin may decide, whatever access.approvers says (e.g. a skill the agent wrote).
+    admins_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,6 +131,14 @@ class ToolSpec(Generic[A]):
     approval: Callable[[A, ToolContext], Awaitable[ApprovalNeed | None]] | None = None
     timeout: float | None = None  # overrides the agent's per-tool timeout
     extras: dict[str, Any] = field(default_factory=dict)
+    # Its result is outside content (a web page, an MCP server's answer, a file someone
+    # sent): shown to the model marked as data, and the rest of the turn asks before acting.
+    untrusted_output: bool | Callable[[A, ToolContext], bool] = False
+    # Whether a call changes things or sends data out, which after outside content entered
+    # the turn waits for a person (`approvals.after_untrusted`). True: every call, shown as
+    # the tool's arguments; a function: the approval to ask for this call, None when the
+    # call only reads (the shell: read-only commands).
+    side_effects: bool | Callable[[A, ToolContext], Awaitable[ApprovalNeed | None]] = False
     # The line a streamed reply shows while the call runs ("Reading notes.md"); None: the
     # generic "Running <name>: `<main argument>`". Secrets are scrubbed from it either way.
     progress: Callable[[A], str] | None = None
@@ -124,6 +167,7 @@ class ToolScope:
     provider: str
     model: str
     is_subagent: bool = False
+    profile: str = ""  # the agent profile ([profiles.<name>]) the turn runs under
 
 
 class ToolCatalog(Protocol):
@@ -135,10 +179,22 @@ class ToolCatalog(Protocol):
         """Any registered tool, allowed here or not (so refusals can name the reason)."""
         ...
 
+    def toolbox(
+        self, scope: ToolScope, loaded: Sequence[str] = (), *, exclude: Sequence[str] = ()
+    ) -> Toolbox:
+        """What a turn in this scope offers: the allowed tools but `exclude`, on demand or all
+        at once; `loaded` are tools the session loaded in earlier turns."""
+        ...
+
 
 class ApprovalGate(Protocol):
     async def decide(self, need: ApprovalNeed, tool: str, ctx: ToolContext) -> ApprovalOutcome:
         """Wait for a person's decision on a call; a timeout is a deny."""
+        ...
+
+    @property
+    def asks_after_untrusted(self) -> bool:
+        """Whether calls with side effects ask once outside content entered the turn."""
         ...
 
 

@@ -13,13 +13,13 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from gateway.agent import Agent, TurnTimeout
 from gateway.channels import DeliveryError, Outbox
+from gateway.compaction import Compactor, summary_block
 from gateway.config import Settings
 from gateway.faults import crash_point
-from gateway.history import SessionRecord, SessionStore, compact
+from gateway.history import SessionRecord, SessionStore
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
 from gateway.media.content import user_content
@@ -28,15 +28,19 @@ from gateway.memory import MemoryBook
 from gateway.messages import ChatRef, Inbound, InboundKind, Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
-from gateway.prompt import PromptSection, build_system_prompt
+from gateway.profiles.plan import TurnPlan, TurnPlanner, TurnRefused
+from gateway.prompt import PromptSection, build_system_prompt, render_sections, turn_prompt
 from gateway.session_leases import TurnLease
 from gateway.sessions import SessionKey
-from gateway.store.base import StoreUnavailable
+from gateway.store.base import Batch, StoreUnavailable
 from gateway.store.inbox import Claimed
+from gateway.store.search import SearchDoc
 from gateway.streaming.factory import ReplyStreams
 from gateway.streaming.reply import ReplyStream
 from gateway.tasks import stop_task
-from gateway.tooling import NO_STREAM, ToolCatalog, ToolContext, ToolScope, ToolSpec
+from gateway.telemetry import SpanRecorder, Telemetry
+from gateway.tooling import NO_STREAM, ToolCatalog, ToolContext
+from gateway.turnlog import turn_text
 
 log = logging.getLogger(__name__)
 
@@ -131,19 +135,27 @@ class TurnRunner:
         outbox: Outbox,
         metrics: Metrics,
         media: TurnMedia,
+        planner: TurnPlanner,
+        telemetry: Telemetry,
         prompt_sections: Sequence[PromptSection] = (),
+        compactor: Compactor | None = None,
     ) -> None:
         self._settings = settings
         self._media = media  # the person's files: fetched, transcribed, shown to the model
+        self._planner = planner  # the profile, models, limits and budget of each turn
+        self._telemetry = telemetry
         self._agent = agent
         self._sessions = sessions
         self._memory = memory
         self._catalog = catalog
         self._outbox = outbox
         self._metrics = metrics
-        # Read at each new session, so a section registered after this runner was built counts.
+        # Rendered at every turn, so a section registered after this runner was built counts
+        # and a section's text may change while a session runs (a skill was added).
         self._sections = prompt_sections
         self._streams = ReplyStreams(settings, outbox)
+        # Without one, the oldest turns are dropped when history passes its budget.
+        self._compactor = compactor or Compactor(None, None, settings.agent.history_token_budget)
 
     async def run(
         self,
@@ -158,8 +170,31 @@ class TurnRunner:
         `context_lines` are recent unaddressed group messages, oldest first;
         `on_answering` is called when the final reply is about to be delivered.
         """
+        inbound = job.inbound
+        self._metrics.observe("queue_wait_seconds", max(time.time() - inbound.received_at, 0.0))
+        with self._telemetry.span(
+            "turn",
+            **{"chat.platform": inbound.chat.platform, "session": str(job.key)},
+        ) as span:
+            return await self._run(job, lease, context_lines, on_answering, span)
+
+    async def _run(
+        self,
+        job: TurnJob,
+        lease: TurnLease,
+        context_lines: Sequence[str],
+        on_answering: Callable[[], None] | None,
+        span: SpanRecorder,
+    ) -> TurnOutcome:
         inbound, key = job.inbound, job.key
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
+        plan: TurnPlan | None = None
+        if job.reply is None:  # a re-run whose reply went out is not planned (nor refused)
+            try:
+                plan = await self._planner.plan(inbound, key)
+            except TurnRefused as exc:
+                return await self._refuse(job, lease, exc, on_answering, span)
+            span.set("profile", plan.profile)
         record = self._sessions.parse(lease.record)
         if record.is_new:
             notes = await self._memory.notes(inbound.chat, inbound.sender)
@@ -167,49 +202,58 @@ class TurnRunner:
                 inbound.chat,
                 inbound.sender,
                 notes=notes.render(),
-                extra=self._settings.agent.system_prompt,
-                sections=self._sections,
+                extra=plan.instructions if plan else self._planner.instructions(inbound),
             )
         user_message: Message = {"role": "user", "content": user_content(inbound, context_lines)}
-        history = compact(
-            [*record.messages, user_message], self._settings.agent.history_token_budget
-        )
-        if job.reply is not None:
+        history = [*record.messages, user_message]
+        if plan is None:
             return await self._already_answered(job, lease, record, history)
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
-        tools = self._tools(inbound)
-        stream = self._streams.open(inbound, tools, typing)
+        toolbox = self._catalog.toolbox(plan.scope, record.tools_loaded)
+        stream = self._streams.open(inbound, toolbox.known(), typing, plan.model_settings)
         typing.start()
         outcome = TurnOutcome()
+        iterations: int | None = None
+        added: list[Message] = []
         try:
-            prepared = await self._media.prepare(inbound, context_lines, record.messages)
+            prepared = await self._media.prepare(
+                inbound, context_lines, record.messages, plan.vision
+            )
             history[-1] = {"role": "user", "content": prepared.text}
             if prepared.answer is not None:  # nothing in the message the model could use
                 outcome.reply = prepared.answer
                 history.append({"role": "assistant", "content": prepared.answer})
             else:
+                history = await self._compactor.compact(
+                    record, history, inbound.chat, inbound.sender, str(key)
+                )
                 result = await self._agent.run(
-                    record.system,
+                    await self._system_prompt(record, inbound),
                     prepared.request(history),
-                    tools,
-                    self._context(job, typing, stream),
+                    toolbox,
+                    self._context(job, typing, stream, plan),
                     catalog=self._catalog,
                     events=stream,
+                    llm=plan.route,
+                    limits=plan.limits,
                 )
+                added = result.new_messages
                 history.extend(result.new_messages)
                 record.prompt_tokens += result.usage.prompt_tokens
                 record.completion_tokens += result.usage.completion_tokens
                 outcome.reply = result.text.strip() or EMPTY_ANSWER
-                self._metrics.inc("tool_calls_total", result.tool_calls)
+                iterations = result.iterations
         except LLMError as exc:
             log.warning("llm error session=%s error=%s", key, type(exc).__name__)
             outcome.error = exc.user_message
+            span.fail(exc.kind, exc.detail)
         except TurnTimeout:
             outcome.error = (
                 f"I ran out of time on this request (limit "
-                f"{self._settings.agent.max_turn_seconds:.0f} s). Try a smaller request."
+                f"{plan.limits.max_turn_seconds:.0f} s). Try a smaller request."
             )
         except asyncio.CancelledError:
+            await asyncio.shield(plan.settle())  # what was used is spent, either way
             if lease.handing_over:
                 # The process is stopping: the message stays for another run, which answers
                 # it afresh, so what this one showed is taken back.
@@ -220,9 +264,11 @@ class TurnRunner:
             written = stream.written if stream is not None else ""
             note = f"{written}\n\n{INTERRUPTED_NOTE}" if written else INTERRUPTED_NOTE
             history.append({"role": "assistant", "content": note})
+            record.tools_loaded = toolbox.loaded
+            doc = self._doc(job, started_at, added, note)
             try:
                 # History first: /stop waits for it, so a /new right after is not undone.
-                await asyncio.shield(self._save(key, record, history, lease))
+                await asyncio.shield(self._save(key, record, history, lease, doc))
             finally:
                 if stream is not None:
                     await asyncio.shield(self._stop_stream(stream))
@@ -233,6 +279,7 @@ class TurnRunner:
             raise
         finally:
             await typing.stop()
+        record.tools_loaded = toolbox.loaded
         if outcome.error is not None:
             # Keep the user's message so the next turn still has it in context.
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
@@ -241,7 +288,7 @@ class TurnRunner:
         await self._media.before_reply(inbound, prepared)
         text = outcome.reply or outcome.error or ""
         # A failed turn's line replaces whatever part of an answer was streamed.
-        outcome.sent = await self._deliver(job, text, stream)
+        outcome.sent = await self._deliver(job, text, stream, reply=plan.reply_to_message)
         if stream is not None and stream.updates:
             self._metrics.inc("stream_updates_total", stream.updates)
         if outcome.sent is not None:
@@ -252,22 +299,40 @@ class TurnRunner:
         if outcome.reply is not None and prepared.answer is None:
             await self._media.after_reply(inbound, prepared, outcome.reply)
         crash_point("before_finish")
-        await self._save(key, record, history, lease)
-        self._metrics.observe("turn_seconds", time.monotonic() - started)
-        self._metrics.inc("turns_total", status="ok" if outcome.ok else "error")
+        await self._save(key, record, history, lease, self._doc(job, started_at, added, text))
+        await plan.settle()
+        status = "ok" if outcome.ok else "error"
+        self._telemetry.turn(plan.profile, status, time.monotonic() - started, iterations)
         return outcome
 
-    def _tools(self, inbound: Inbound) -> Sequence[ToolSpec[Any]]:
-        scope = ToolScope(
-            platform=inbound.chat.platform,
-            chat_id=inbound.chat.chat_id,
-            provider=self._settings.llm.provider_name,
-            model=self._settings.llm.model,
-        )
-        return self._catalog.for_scope(scope)
+    async def _refuse(
+        self,
+        job: TurnJob,
+        lease: TurnLease,
+        refused: TurnRefused,
+        on_answering: Callable[[], None] | None,
+        span: SpanRecorder,
+    ) -> TurnOutcome:
+        """A turn that may not run: say why; the message is not taken into history."""
+        text = refused.user_message
+        span.fail("refused", text)
+        if on_answering is not None:
+            on_answering()
+        outcome = TurnOutcome(error=text)
+        outcome.sent = await self._deliver(job, text, None)
+        try:
+            await lease.commit(Batch(), lease.record)  # drops the message; history unchanged
+        except StoreUnavailable as exc:
+            log.error("refused message not dropped session=%s error=%s", job.key, exc)
+        self._metrics.inc("turns_total", status="refused", profile=refused.profile)
+        return outcome
 
     def _context(
-        self, job: TurnJob, typing: TypingIndicator, stream: ReplyStream | None
+        self,
+        job: TurnJob,
+        typing: TypingIndicator,
+        stream: ReplyStream | None,
+        plan: TurnPlan,
     ) -> ToolContext:
         inbound = job.inbound
         return ToolContext(
@@ -281,12 +346,17 @@ class TurnRunner:
             user_text=inbound.text if inbound.kind is InboundKind.USER else "",
             typing=typing,
             stream=stream or NO_STREAM,
+            scope=plan.scope,
+            llm=plan.route,
         )
 
-    async def _deliver(self, job: TurnJob, text: str, stream: ReplyStream | None) -> SentRef | None:
+    async def _deliver(
+        self, job: TurnJob, text: str, stream: ReplyStream | None, *, reply: bool = True
+    ) -> SentRef | None:
         """The one final message of the turn: the streamed message becomes it, or it is sent."""
         inbound = job.inbound
-        out = Outbound(chat=inbound.chat, text=text, reply_to=inbound.message_id)
+        reply_to = inbound.message_id if reply else None
+        out = Outbound(chat=inbound.chat, text=text, reply_to=reply_to)
         try:
             if stream is not None:
                 return await stream.finish(text)
@@ -315,16 +385,45 @@ class TurnRunner:
         text = str(sent.get("text", ""))
         log.info("reply already sent; not sending again session=%s turn=%s", job.key, job.turn_id)
         history.append({"role": "assistant", "content": text})
-        await self._save(job.key, record, history, lease)
+        await self._save(job.key, record, history, lease, self._doc(job, time.time(), [], text))
         message = SentRef(chat=job.inbound.chat, message_id=str(sent.get("message_id", "")))
         return TurnOutcome(reply=text, sent=message)
 
+    async def _system_prompt(self, record: SessionRecord, inbound: Inbound) -> str:
+        sections: list[str] = []
+        if record.prompt_version >= 2:  # older records hold their sections in `system`
+            sections = await render_sections(self._sections, inbound.chat, inbound.sender)
+        return turn_prompt(record.system, sections, summary_block(record))
+
+    @staticmethod
+    def _doc(job: TurnJob, started_at: float, added: list[Message], answer: str) -> SearchDoc:
+        inbound = job.inbound
+        return SearchDoc.build(
+            job.turn_id,
+            str(job.key),
+            job.key.chat_scope,
+            started_at,
+            turn_text(inbound.text, added, answer),
+        )
+
     async def _save(
-        self, key: SessionKey, record: SessionRecord, history: list[Message], lease: TurnLease
+        self,
+        key: SessionKey,
+        record: SessionRecord,
+        history: list[Message],
+        lease: TurnLease,
+        doc: SearchDoc | None = None,
     ) -> None:
         record.messages = history
         record.turns += 1
         encoded = self._sessions.encode(record)
+        if doc is not None:
+            try:
+                # Before the commit: a turn that runs again replaces its own document (same
+                # id), and a /forget waiting for this turn to stop finds it indexed.
+                await self._sessions.index_turn(doc)
+            except StoreUnavailable as exc:
+                log.warning("turn not indexed for search session=%s error=%s", key, exc)
         try:
             await lease.commit(self._sessions.save_ops(key, record, encoded), encoded)
         except StoreUnavailable as exc:

@@ -2,11 +2,14 @@
 
 Only file ids that appear in this session's own messages can be fetched, so the model
 cannot pull files from other chats by guessing or being told an id. The file's type is
-sniffed from its bytes and its name is made one safe path component.
+sniffed from its bytes and its name is made one safe path component. Files are saved under
+`attachments/`, and what read_file reads from there reaches the model marked as outside
+content (gateway/untrusted.py).
 """
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from pydantic import Field
@@ -22,11 +25,14 @@ from tools.args import ToolArgs
 from tools.workspace import WorkspaceFor
 
 GROUP = "fs"
+FOLDER = "attachments"
 
 
 class SaveAttachmentArgs(ToolArgs):
     file_id: str = Field(description="The file_id shown in the [attachment: ...] note.")
-    path: str = Field(default="", description="Where to save it (default: attachments/<name>).")
+    path: str = Field(
+        default="", description="Name inside attachments/ (default: the file's own name)."
+    )
 
 
 class AttachmentFetcher:
@@ -63,7 +69,7 @@ def attachment_tools(
         data = await fetcher.fetch(attachment, ctx)
         mime = sniff(data)
         name = safe_name(attachment.name, mime, fallback="attachment")
-        rel, _ = workspace_for(ctx).write_bytes(args.path or f"attachments/{name}", data)
+        rel, _ = workspace_for(ctx).write_bytes(_inside_folder(args.path or name), data)
         return f"saved {rel} ({mime}, {len(data):,} bytes)"
 
     return [
@@ -78,3 +84,14 @@ def attachment_tools(
             group=GROUP,
         )
     ]
+
+
+def _inside_folder(path: str) -> str:
+    """Files people sent stay under attachments/, so what is read from there is known."""
+    path = posixpath.normpath("/" + path).lstrip("/")  # no way out with ../
+    return path if received_file(path) else f"{FOLDER}/{path}"
+
+
+def received_file(rel: str) -> bool:
+    """Is `rel` (relative to the workspace, resolved) under the folder of files people sent?"""
+    return rel.split("/", 1)[0] == FOLDER

@@ -12,6 +12,7 @@ from gateway.channels import Outbox
 from gateway.config import Settings
 from gateway.extensions import Extensions
 from gateway.history import SessionStore
+from gateway.integrity import EntrySigner, signer_for
 from gateway.llm.client import LLMClient
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
@@ -30,10 +31,14 @@ from tools.mcp.install import install_mcp_tools
 from tools.media import media_tools
 from tools.memory import memory_tools
 from tools.netguard import AddressGuard
+from tools.on_demand import OnDemand
 from tools.policy import ToolPolicy, check_policy
 from tools.registry import ToolRegistry
+from tools.session_search import session_search_tools
 from tools.shell import gateway_paths, shell_tools
-from tools.skills import default_library, skill_tools
+from tools.skill_manage import skill_manage_tools
+from tools.skill_store import SkillStore
+from tools.skills import default_library, live_index, skill_tools
 from tools.subagent import subagent_tools
 from tools.terminal.factory import build_backend
 from tools.todo import todo_tools
@@ -66,6 +71,8 @@ class ToolServices:
     # Filled by install_builtin_tools: call each once the gateway starts; each returns at once
     # and works in the background (MCP servers connecting).
     starters: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # Seals answers in the store (clarify); None: one from the settings' key.
+    signer: EntrySigner | None = None
 
 
 def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> ToolPolicy:
@@ -130,6 +137,7 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     clarify = ClarifyService(
         services.store,
         services.outbox,
+        services.signer or signer_for(settings),
         timeout=cfg.clarify_timeout,
         answer_by=cfg.clarify_answer_by,
     )
@@ -137,9 +145,19 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     services.closers.append(clarify.close)
     registry.extend(clarify.tools())
 
-    skills = default_library(settings.data_dir.expanduser())
-    registry.extend(skill_tools(skills))
-    services.extensions.add_prompt_section(skills.prompt_section)
+    data_dir = settings.data_dir.expanduser()
+    skills = default_library(data_dir)
+    shared = SkillStore(services.store, data_dir / "skills", settings.skills)
+    registry.extend(skill_tools(skills, shared.sync))
+    registry.extend(
+        skill_manage_tools(
+            shared,
+            skills,
+            approval=settings.skills.manage_approval,
+            admins=settings.access.admins,
+        )
+    )
+    services.extensions.add_prompt_section(live_index(skills, shared.sync))
     llm = services.llm
     if llm is None:
         llm = LLMClient(settings.llm)
@@ -147,6 +165,7 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     registry.extend(
         subagent_tools(llm=llm, catalog=registry, settings=settings, approvals=services.approvals)
     )
+    registry.extend(session_search_tools(services.store, settings.access.admins, llm))
 
     install_mcp_tools(
         registry,
@@ -158,6 +177,8 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
     )
 
     check_policy(settings, registry)
-    policy = ToolPolicy(cfg)
+    policy = ToolPolicy(cfg, settings.profiles)
     registry.set_filter(policy)
+    if cfg.on_demand:
+        registry.set_offer(OnDemand(cfg.core, registry.declared_groups))
     return policy

@@ -21,6 +21,7 @@ from gateway.admission import Admission, Next, Status, Submission, finished
 from gateway.callbacks import CallbackData
 from gateway.channels import DeliveryError, Outbox
 from gateway.extensions import Extensions
+from gateway.integrity import EntrySigner
 from gateway.messages import (
     Button,
     ButtonPress,
@@ -89,6 +90,7 @@ class ClarifyService:
         self,
         store: Store,
         outbox: Outbox,
+        signer: EntrySigner,
         *,
         timeout: float = 300.0,
         answer_by: Literal["asker", "chat"] = "asker",
@@ -97,7 +99,8 @@ class ClarifyService:
         self._outbox = outbox
         self._timeout = timeout
         self._answer_by = answer_by
-        self._answers = Rendezvous(store, "clarify", answer_ttl=timeout + 60)
+        # Sealed: an answer a command wrote into the store is not taken for the person's.
+        self._answers = Rendezvous(store, "clarify", signer, answer_ttl=timeout + 60)
 
     def register(self, extensions: Extensions) -> None:
         extensions.add_buttons(ClarifyChoice, self.on_press)

@@ -42,6 +42,7 @@ def register(subparsers: Any) -> None:
     ls.add_argument("--provider", help="LLM provider (default: from llm settings)")
     ls.add_argument("--model", help="LLM model (default: llm.model)")
     ls.add_argument("--subagent", action="store_true", help="as a sub-agent sees them")
+    ls.add_argument("--profile", default="", help="under this agent profile ([profiles.NAME])")
     ls.add_argument("--all", action="store_true", help="also list removed tools and why")
     ls.set_defaults(func=cmd_list)
 
@@ -113,6 +114,7 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
         provider=args.provider if args.provider is not None else settings.llm.provider_name,
         model=args.model if args.model is not None else settings.llm.model,
         is_subagent=args.subagent,
+        profile=args.profile,
     )
 
     def body(registry: ToolRegistry, policy: ToolPolicy) -> int:
@@ -120,7 +122,7 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
         print(
             f"scope: platform={scope.platform} chat={scope.chat_id or '-'} "
             f"provider={scope.provider or '-'} model={scope.model or '-'} "
-            f"subagent={'yes' if scope.is_subagent else 'no'}"
+            f"subagent={'yes' if scope.is_subagent else 'no'} profile={scope.profile or '-'}"
         )
         print("layers: " + ", ".join(layer.label for layer in policy.layers(scope)))
         print()

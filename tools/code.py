@@ -33,6 +33,7 @@ from gateway.tooling import (
 )
 from tools.args import ToolArgs
 from tools.shell import GROUP, WorkspaceFor
+from tools.shellsafety.shape import exact
 from tools.terminal.base import (
     DRAIN_SECONDS,
     KILL_GRACE,
@@ -103,15 +104,17 @@ def code_tools(
         )
         return {t.name: t for t in catalog.for_scope(scope) if t.name not in _NEVER}
 
-    async def approval(args: CodeArgs, ctx: ToolContext) -> ApprovalNeed | None:
-        if not ask:
-            return None
+    def need(args: CodeArgs, reason: str) -> ApprovalNeed:
+        # The shape is the script itself: "for this session" covers this script, no other.
         return ApprovalNeed(
-            summary=args.code,
-            reason="runs a Python script that is not sandboxed",
-            shape="execute_code",
-            where=backend.describe(),
+            summary=args.code, reason=reason, shape=exact(args.code), where=backend.describe()
         )
+
+    async def approval(args: CodeArgs, ctx: ToolContext) -> ApprovalNeed | None:
+        return need(args, "runs a Python script that is not sandboxed") if ask else None
+
+    async def side_effects(args: CodeArgs, ctx: ToolContext) -> ApprovalNeed | None:
+        return need(args, "")  # a script can do anything: after outside content, it asks
 
     async def call_tool(request: dict[str, Any], ctx: ToolContext, calls: _Calls) -> str:
         name = str(request.get("tool", ""))
@@ -231,6 +234,7 @@ def code_tools(
             handler=execute_code,
             group=GROUP,
             approval=approval,
+            side_effects=side_effects,
             # Calls inside the script (and their approvals) do not count against its own
             # limit; the agent's limit must leave room for one approval wait at least.
             timeout=limit

@@ -113,6 +113,7 @@ def cron_tools(scheduler: Scheduler | None) -> list[ToolSpec[Any]]:
             args=ScheduleJobArgs,
             handler=schedule_job,
             group=GROUP,
+            side_effects=True,
         ),
         ToolSpec(
             name="list_jobs",
@@ -127,6 +128,7 @@ def cron_tools(scheduler: Scheduler | None) -> list[ToolSpec[Any]]:
             args=JobIdArgs,
             handler=remove_job,
             group=GROUP,
+            side_effects=True,
         ),
         ToolSpec(
             name="pause_job",
@@ -134,6 +136,7 @@ def cron_tools(scheduler: Scheduler | None) -> list[ToolSpec[Any]]:
             args=JobIdArgs,
             handler=pause_job,
             group=GROUP,
+            side_effects=True,
         ),
         ToolSpec(
             name="resume_job",
@@ -141,6 +144,7 @@ def cron_tools(scheduler: Scheduler | None) -> list[ToolSpec[Any]]:
             args=JobIdArgs,
             handler=resume_job,
             group=GROUP,
+            side_effects=True,
         ),
     ]
 

@@ -11,6 +11,7 @@ from pydantic import Field
 from gateway.streaming.progress import inline_code
 from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
+from tools.attachments import received_file
 from tools.workspace import OpenFile, Workspace, WorkspaceFor
 
 GROUP = "fs"
@@ -58,6 +59,14 @@ def file_tools(
             shape=f"write_file {rel}",
             cwd=".",
         )
+
+    def sent_by_someone(args: ReadFileArgs, ctx: ToolContext) -> bool:
+        """A file people sent (saved under attachments/) is outside content."""
+        workspace = workspace_for(ctx)
+        try:
+            return received_file(workspace.relative(workspace.resolve(args.path)))
+        except ToolError:
+            return False
 
     async def read_file(args: ReadFileArgs, ctx: ToolContext) -> str:
         workspace = workspace_for(ctx)
@@ -123,6 +132,7 @@ def file_tools(
             args=ReadFileArgs,
             handler=read_file,
             group=GROUP,
+            untrusted_output=sent_by_someone,
             progress=lambda args: f"Reading {inline_code(args.path)}",
         ),
         ToolSpec(
@@ -132,6 +142,7 @@ def file_tools(
             handler=write_file,
             group=GROUP,
             approval=overwrite_approval,
+            side_effects=True,
             progress=lambda args: f"Writing {inline_code(args.path)}",
         ),
         ToolSpec(
@@ -144,6 +155,7 @@ def file_tools(
             args=EditFileArgs,
             handler=edit_file,
             group=GROUP,
+            side_effects=True,
             progress=lambda args: f"Editing {inline_code(args.path)}",
         ),
     ]

@@ -151,6 +151,7 @@ def send_file_tool(workspace_for: WorkspaceFor, sender: FileSender) -> ToolSpec[
         args=SendFileArgs,
         handler=send_file,
         group=GROUP,
+        side_effects=True,  # after outside content, posting a workspace file asks first
     )
 
 
@@ -181,6 +182,7 @@ def image_generate_tool(
         args=ImageGenerateArgs,
         handler=image_generate,
         group=GROUP,
+        side_effects=True,
         timeout=180.0,
     )
 

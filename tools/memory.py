@@ -62,5 +62,7 @@ def memory_tools(memory: MemoryBook) -> list[ToolSpec[Any]]:
             args=MemoryArgs,
             handler=handle,
             group=GROUP,
+            # Notes are read into every later conversation: outside content must not write them.
+            side_effects=True,
         )
     ]

@@ -1,10 +1,12 @@
-"""The tool policy: which registered tools the model gets in a scope, decided in four layers.
+"""The tool policy: which registered tools the model gets in a scope, decided in five layers.
 
 Layers, each narrowing what the previous ones left: (1) global `tools.allow`/`tools.deny`;
-(2) `tools.providers` for the LLM provider, then for "provider/model"; (3) the profile of the
-chat (`tools.chat_profiles`) or, when the chat has none, of its platform
-(`tools.platform_profiles`); (4) `tools.subagent` for sub-agents. In every layer a non-empty
-allow list keeps only what it names, and deny wins over allow.
+(2) `tools.providers` for the LLM provider, then for "provider/model"; (3) the tool profile of
+the chat (`tools.chat_profiles`) or, when the chat has none, of its platform
+(`tools.platform_profiles`); (4) the turn's agent profile (`[profiles.<name>]`): the
+`tools.profiles` rule it names as `tool_policy`, then its `toolsets` and `tools`;
+(5) `tools.subagent` for sub-agents. In every layer a non-empty allow list keeps only what
+it names, and deny wins over allow.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config import ConfigError, Settings, ToolRule, ToolsSettings
+from gateway.config import (
+    ConfigError,
+    ProfileSettings,
+    ProfilesSettings,
+    Settings,
+    ToolRule,
+    ToolsSettings,
+)
 from gateway.tooling import ToolScope, ToolSpec
 from tools.registry import ToolRegistry
 from tools.toolsets import GROUP_PREFIX, WILDCARD, expand, known_groups
@@ -24,6 +33,8 @@ log = logging.getLogger(__name__)
 
 # A profile named in config but missing at run time (validation should have stopped it).
 _DENY_ALL = ToolRule(deny=[WILDCARD])
+# In an agent profile's `toolsets`: whatever the other layers allow.
+DEFAULT_TOOLSET = "default"
 
 
 class ToolPolicyError(ConfigError):
@@ -39,8 +50,9 @@ class Layer:
 class ToolPolicy:
     """A `ScopeFilter` for `ToolRegistry`: evaluated on every call, so it is never stale."""
 
-    def __init__(self, settings: ToolsSettings) -> None:
+    def __init__(self, settings: ToolsSettings, profiles: ProfilesSettings | None = None) -> None:
         self._settings = settings
+        self._profiles = profiles or ProfilesSettings()
 
     def layers(self, scope: ToolScope) -> list[Layer]:
         s = self._settings
@@ -60,8 +72,22 @@ class ToolPolicy:
             if rule is None:
                 log.error("tool profile missing profile=%s for=%s; no tools allowed", name, where)
             layers.append(Layer(f"profile {name} ({where})", rule or _DENY_ALL))
+        layers.extend(self._agent_profile_layers(scope.profile))
         if scope.is_subagent:
             layers.append(Layer("subagent", s.subagent))
+        return layers
+
+    def _agent_profile_layers(self, name: str) -> list[Layer]:
+        profile = self._profiles.get(name) if name else None
+        if profile is None:
+            return []
+        layers = []
+        if profile.tool_policy:
+            rule = self._settings.profiles.get(profile.tool_policy) or _DENY_ALL
+            layers.append(Layer(f"agent profile {name} (tool_policy {profile.tool_policy})", rule))
+        own = profile_rule(profile)
+        if own is not None:
+            layers.append(Layer(f"agent profile {name}", own))
         return layers
 
     def removed_by(self, scope: ToolScope, tools: Sequence[ToolSpec[Any]]) -> dict[str, str]:
@@ -79,6 +105,20 @@ class ToolPolicy:
         for layer in self.layers(scope):
             left = _apply(layer.rule, left, tools)
         return [tool for tool in tools if tool.name in left]
+
+
+def profile_rule(profile: ProfileSettings) -> ToolRule | None:
+    """An agent profile's `toolsets` and `tools` as one rule; None when they narrow nothing.
+    `toolsets = ["default"]` narrows nothing, `toolsets = []` leaves no tools."""
+    allow, deny = list(profile.tools.allow), list(profile.tools.deny)
+    toolsets = profile.toolsets
+    if toolsets is not None and DEFAULT_TOOLSET not in toolsets:
+        if not toolsets and not allow:
+            deny = [WILDCARD]
+        allow = [GROUP_PREFIX + name for name in toolsets] + allow
+    if not allow and not deny:
+        return None
+    return ToolRule(allow=allow, deny=deny)
 
 
 def _apply(rule: ToolRule, left: set[str], tools: Sequence[ToolSpec[Any]]) -> set[str]:
@@ -107,6 +147,11 @@ def validate_policy(settings: Settings, registry: ToolRegistry) -> list[str]:
     for key, rule in s.profiles.items():
         check(f"profiles.{_quote(key)}.", rule)
     check("subagent.", s.subagent)
+    # The default core set may name tools a build leaves out; a configured one must be right.
+    for entry in s.core if "core" in s.model_fields_set else ():
+        problem = _unknown(entry, names, groups)
+        if problem:
+            problems.append(f"tools.core: {problem}")
     known = ", ".join(sorted(s.profiles)) or "none defined"
     refs = [("platform_profiles", k, v) for k, v in s.platform_profiles.items()]
     refs += [("chat_profiles", k, v) for k, v in s.chat_profiles.items()]
@@ -115,6 +160,21 @@ def validate_policy(settings: Settings, registry: ToolRegistry) -> list[str]:
             problems.append(
                 f"tools.{table}.{_quote(key)}: unknown profile {profile!r} (profiles: {known})"
             )
+    for name, agent_profile in settings.profiles.named.items():
+        for group in agent_profile.toolsets or ():
+            if group != DEFAULT_TOOLSET and group not in groups:
+                problems.append(
+                    f"profiles.{_quote(name)}.toolsets: unknown toolset {group!r}"
+                    f"{_suggest(group, groups)}"
+                )
+        for field, entries in (
+            ("allow", agent_profile.tools.allow),
+            ("deny", agent_profile.tools.deny),
+        ):
+            for entry in entries:
+                problem = _unknown(entry, names, groups)
+                if problem:
+                    problems.append(f"profiles.{_quote(name)}.tools.{field}: {problem}")
     for key in s.chat_profiles:
         platform, _, chat_id = key.partition(":")
         if not platform or not chat_id:

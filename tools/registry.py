@@ -11,12 +11,15 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from gateway.toolbox import Toolbox
 from gateway.tooling import ToolScope, ToolSpec
 
 log = logging.getLogger(__name__)
 
 # Decides which registered tools a scope may use; None means "all of them".
 ScopeFilter = Callable[[ToolScope, Sequence[ToolSpec[Any]]], Sequence[ToolSpec[Any]]]
+# Builds a turn's Toolbox from the allowed tools and those the session loaded (tools on demand).
+Offer = Callable[[Sequence[ToolSpec[Any]], Sequence[str]], Toolbox]
 
 
 class DuplicateTool(ValueError):
@@ -44,6 +47,7 @@ class ToolRegistry:
         self._sources: list[ToolSource] = []
         self._shadowed: set[str] = set()  # source tool names already reported as clashing
         self._filter = scope_filter
+        self._offer: Offer | None = None
         for tool in tools:
             self.register(tool)
 
@@ -65,6 +69,10 @@ class ToolRegistry:
 
     def set_filter(self, scope_filter: ScopeFilter | None) -> None:
         self._filter = scope_filter
+
+    def set_offer(self, offer: Offer | None) -> None:
+        """How turns are offered the allowed tools (None: all of them, every step)."""
+        self._offer = offer
 
     def get(self, name: str) -> ToolSpec[Any] | None:
         tool = self._tools.get(name)
@@ -94,6 +102,12 @@ class ToolRegistry:
     def for_scope(self, scope: ToolScope) -> Sequence[ToolSpec[Any]]:
         tools = self.all()
         return tools if self._filter is None else self._filter(scope, tools)
+
+    def toolbox(
+        self, scope: ToolScope, loaded: Sequence[str] = (), *, exclude: Sequence[str] = ()
+    ) -> Toolbox:
+        allowed = [tool for tool in self.for_scope(scope) if tool.name not in exclude]
+        return Toolbox(allowed) if self._offer is None else self._offer(allowed, loaded)
 
     def _from_sources(self) -> list[ToolSpec[Any]]:
         out: list[ToolSpec[Any]] = []

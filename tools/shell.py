@@ -16,7 +16,9 @@ import tools
 from gateway.config import Settings, ToolsSettings, config_path
 from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
+from tools.shell_readonly import read_only
 from tools.shellsafety import ShellPolicy, Verdict, classify
+from tools.shellsafety.shape import exact
 from tools.skills import bundled_skills_dir
 from tools.terminal.base import DRAIN_SECONDS, KILL_GRACE, TerminalBackend, run_command
 from tools.terminal.env import safe_env
@@ -112,6 +114,23 @@ def shell_tools(
             where=backend.describe(),
         )
 
+    async def side_effects(args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
+        """After outside content entered the turn: every command but a read-only one asks."""
+        if read_only(args.command):
+            return None
+        workspace = workspace_for(ctx)
+        cwd = where(args, workspace)
+        verdict = judge(args, cwd)
+        if verdict.action == "block":
+            return None  # refused by the handler; nobody is asked
+        return ApprovalNeed(
+            summary=args.command,
+            reason="",
+            shape=verdict.shape or exact(args.command),
+            cwd=workspace.relative(cwd),
+            where=backend.describe(),
+        )
+
     async def shell(args: ShellArgs, ctx: ToolContext) -> str:
         workspace = workspace_for(ctx)
         cwd = where(args, workspace)
@@ -153,6 +172,7 @@ def shell_tools(
             handler=shell,
             group=GROUP,
             approval=approval,
+            side_effects=side_effects,
             # Our own timeout and stop must fire before the agent gives up on the call.
             timeout=limit + KILL_GRACE + DRAIN_SECONDS + 15,
         )

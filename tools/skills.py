@@ -4,13 +4,17 @@ Progressive disclosure: the system prompt carries only each skill's name and one
 description; the `skill` tool loads the full instructions (and any extra files in the
 skill's folder) on demand, so twenty skills cost a few hundred tokens, not twenty pages.
 Bundled skills live in the `skills/` package; skills in `{data_dir}/skills` override
-them by name.
+them by name. That folder mirrors the shared skills in the store (tools/skill_store.py;
+folders with a marker file, source "shared") and may hold an operator's own local folders
+(source "local"). The index is rendered every turn, after a sync with the store.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,9 +29,13 @@ log = logging.getLogger(__name__)
 
 GROUP = "skills"
 SKILL_FILE = "SKILL.md"
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
-_MAX_DESCRIPTION = 300
+MARKER = ".chatgate-skill.json"  # in a folder mirrored from the store: the skill's metadata
+NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+MAX_DESCRIPTION = 300
 _MAX_FILE_BYTES = 256 * 1024
+# Sources: "bundled" (the skills package), "local" (an operator's folder in {data_dir}/skills),
+# "shared" (in the store, mirrored). Only shared skills may be changed by skill_manage.
+SHARED = "shared"
 
 
 @dataclass(frozen=True)
@@ -35,16 +43,18 @@ class Skill:
     name: str
     description: str
     folder: Path
-    source: str  # "bundled" or "installed"
+    source: str  # "bundled", "local" or "shared"
+    author: str = ""  # shared skills: who wrote it, and when (unix time)
+    updated: float = 0.0
 
     def instructions(self) -> str:
-        return _split_front_matter((self.folder / SKILL_FILE).read_text(encoding="utf-8"))[1]
+        return split_front_matter((self.folder / SKILL_FILE).read_text(encoding="utf-8"))[1]
 
     def files(self) -> list[str]:
         return sorted(
             str(p.relative_to(self.folder))
             for p in self.folder.rglob("*")
-            if p.is_file() and p.name != SKILL_FILE and not p.is_symlink()
+            if p.is_file() and p.name not in (SKILL_FILE, MARKER) and not p.is_symlink()
         )
 
 
@@ -58,28 +68,38 @@ class SkillLibrary:
     """The skills found in a list of folders; later folders override earlier ones by name."""
 
     def __init__(self, folders: list[tuple[Path, str]]) -> None:
+        self._folders = folders
         self._skills: dict[str, Skill] = {}
         self.problems: list[SkillProblem] = []
-        for folder, source in folders:
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the folders again (after the mirror of shared skills changed)."""
+        self._skills = {}
+        self.problems = []
+        for folder, source in self._folders:
             if folder.is_dir():
                 for skill_md in sorted(folder.glob(f"*/{SKILL_FILE}")):
                     self._load(skill_md.parent, source)
 
     def _load(self, folder: Path, source: str) -> None:
         try:
-            meta, _ = _split_front_matter(folder.joinpath(SKILL_FILE).read_text(encoding="utf-8"))
+            meta, _ = split_front_matter(folder.joinpath(SKILL_FILE).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             self._problem(folder, f"cannot read {SKILL_FILE}: {exc}")
             return
         name, description = meta.get("name", ""), " ".join(meta.get("description", "").split())
-        if not _NAME.match(name):
+        if not NAME.match(name):
             self._problem(folder, "front matter needs `name:` in lowercase letters, digits and -")
         elif not description:
             self._problem(folder, "front matter needs a one-line `description:`")
-        elif len(description) > _MAX_DESCRIPTION:
-            self._problem(folder, f"description is longer than {_MAX_DESCRIPTION} characters")
+        elif len(description) > MAX_DESCRIPTION:
+            self._problem(folder, f"description is longer than {MAX_DESCRIPTION} characters")
         else:
-            self._skills[name] = Skill(name, description, folder.resolve(), source)
+            author, updated = "", 0.0
+            if source != "bundled" and (folder / MARKER).is_file():
+                source, (author, updated) = SHARED, _marker(folder)
+            self._skills[name] = Skill(name, description, folder.resolve(), source, author, updated)
 
     def _problem(self, folder: Path, problem: str) -> None:
         log.warning("skill skipped folder=%s problem=%s", folder, problem)
@@ -110,7 +130,31 @@ def bundled_skills_dir() -> Path:
 
 
 def default_library(data_dir: Path) -> SkillLibrary:
-    return SkillLibrary([(bundled_skills_dir(), "bundled"), (data_dir / "skills", "installed")])
+    return SkillLibrary([(bundled_skills_dir(), "bundled"), (data_dir / "skills", "local")])
+
+
+def _marker(folder: Path) -> tuple[str, float]:
+    try:
+        data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        return str(data.get("author", "")), float(data.get("updated", 0.0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return "", 0.0
+
+
+def live_index(
+    library: SkillLibrary, sync: Callable[[], Awaitable[bool]]
+) -> Callable[[ChatRef, UserRef], Awaitable[str]]:
+    """The skills index as a per-turn prompt section: sync with the store, then render."""
+
+    async def section(chat: ChatRef, user: UserRef) -> str:
+        try:
+            if await sync():
+                library.reload()
+        except Exception as exc:  # a stale index beats a failed turn
+            log.warning("skills not synced error=%s", exc)
+        return library.prompt_section(chat, user)
+
+    return section
 
 
 class SkillArgs(ToolArgs):
@@ -121,9 +165,14 @@ class SkillArgs(ToolArgs):
     path: str = Field(default="", description="For read_file: a file listed by view.")
 
 
-def skill_tools(library: SkillLibrary) -> list[ToolSpec[Any]]:
+def skill_tools(
+    library: SkillLibrary, sync: Callable[[], Awaitable[bool]] | None = None
+) -> list[ToolSpec[Any]]:
     async def handle(args: SkillArgs, ctx: ToolContext) -> str:
         skill = library.get(args.name)
+        if skill is None and sync is not None and await sync():
+            library.reload()  # written since this turn started, perhaps on another replica
+            skill = library.get(args.name)
         if skill is None:
             known = ", ".join(s.name for s in library.all()) or "none"
             raise ToolError(f"there is no skill named {args.name!r}. Skills: {known}.")
@@ -158,7 +207,7 @@ def _read_skill_file(skill: Skill, path: str) -> str:
     return target.read_text(encoding="utf-8", errors="replace")
 
 
-def _split_front_matter(text: str) -> tuple[dict[str, str], str]:
+def split_front_matter(text: str) -> tuple[dict[str, str], str]:
     """`---` delimited `key: value` lines, then the body. Values may be quoted."""
     if not text.startswith("---"):
         raise ValueError("SKILL.md must start with a `---` front matter block")
@@ -173,39 +222,11 @@ def _split_front_matter(text: str) -> tuple[dict[str, str], str]:
     return meta, body.lstrip("-").lstrip("\n")
 
 
-# -- `chatgate skills` ----------------------------------------------------------------------
+# -- `chatgate skills` (tools/skills_cli.py) ----------------------------------------------
 
 
 def register_cli(subparsers: Any) -> None:
-    """Add `skills list | show NAME` to the `chatgate` command (called from gateway/cli.py)."""
-    skills = subparsers.add_parser("skills", help="the bundled and installed skills")
-    sub = skills.add_subparsers(dest="skills_command", required=True)
-    sub.add_parser("list", help="every skill, and folders that are not valid skills").set_defaults(
-        func=_cmd_list
-    )
-    show = sub.add_parser("show", help="a skill's full instructions and files")
-    show.add_argument("name")
-    show.set_defaults(func=_cmd_show)
+    """Add `skills list | show | install | remove` to the `chatgate` command."""
+    from tools.skills_cli import register
 
-
-def _cmd_list(settings: Any, args: Any) -> int:
-    library = default_library(settings.data_dir.expanduser())
-    for skill in library.all():
-        print(f"{skill.name:24} {skill.source:9} {skill.description}")
-    if not library.all():
-        print(f"no skills; add folders with a SKILL.md under {settings.data_dir}/skills")
-    for problem in library.problems:
-        print(f"skipped {problem.folder}: {problem.problem}")
-    return 1 if library.problems else 0
-
-
-def _cmd_show(settings: Any, args: Any) -> int:
-    skill = default_library(settings.data_dir.expanduser()).get(args.name)
-    if skill is None:
-        print(f"chatgate: there is no skill named {args.name!r} (see `chatgate skills list`)")
-        return 1
-    print(f"# {skill.name} ({skill.source}, {skill.folder})\n{skill.description}\n")
-    print(skill.instructions().strip())
-    if skill.files():
-        print("\nFiles: " + ", ".join(skill.files()))
-    return 0
+    register(subparsers)

@@ -1,40 +1,83 @@
-"""Sub-agent delegation: the agent hands a self-contained task to a child agent loop.
+"""Sub-agent delegation: the agent hands self-contained tasks to child agent loops.
 
-The child gets a fresh history (so a long investigation does not flood the parent's
-context), only the tools the policy allows sub-agents, no way to delegate further or
-to talk to the person, and its own iteration and time limits. Approvals still apply:
-a destructive call from a sub-agent waits for the same person's Approve in the chat.
-Several delegate calls in one reply run in parallel.
+Each child gets a fresh history (so a long investigation does not flood the parent's
+context), only the tools the policy allows sub-agents, no way to talk to the person, and its
+own iteration, token and time limits. One call may carry a batch of up to
+`delegation.max_parallel` tasks, run at once; the reports come back together with a status
+per task, and a child that fails or runs out of time never fails the others. Children may
+delegate again only while `delegation.max_depth` allows. Approvals still apply: a destructive
+call from a child waits for a person's Approve in the chat, which says which sub-task asked.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from gateway.agent import Agent
+from gateway.agent import Agent, TurnTimeout
 from gateway.config import Settings
 from gateway.llm.client import LLMClient
 from gateway.llm.errors import LLMError
 from gateway.tooling import ApprovalGate, ToolCatalog, ToolContext, ToolError, ToolScope, ToolSpec
+from gateway.untrusted import PROMPT as UNTRUSTED_PROMPT
 from tools.args import ToolArgs
 
-GROUP = "subagent"
-# Tools a sub-agent never gets: it cannot ask the person anything or spawn more agents.
-_NEVER = {"delegate", "clarify"}
+log = logging.getLogger(__name__)
 
-SUBAGENT_PROMPT = """\
+GROUP = "subagent"
+DELEGATE = "delegate"
+# Tools a sub-agent never gets: it cannot ask the person anything.
+_NEVER = ("clarify",)
+_GRACE = 10.0  # seconds past a child's own limit before it is stopped from outside
+
+SUBAGENT_PROMPT = f"""\
 You are a sub-agent working for another assistant, not for a person. Do the task you are \
 given with the tools you have, then reply with a concise report: what you did, what you \
 found (with file paths, commands and URLs where relevant), and anything left undone. You \
-cannot ask questions; if something is ambiguous, make a reasonable choice and say so."""
+cannot ask questions; if something is ambiguous, make a reasonable choice and say so.
+
+{UNTRUSTED_PROMPT}"""
+
+
+@dataclass(frozen=True)
+class SubTask:
+    task: str
+    context: str = ""
 
 
 class DelegateArgs(ToolArgs):
-    task: str = Field(description="The task, self-contained: the sub-agent sees nothing else.")
-    context: str = Field(default="", description="Facts from this conversation it needs.")
+    task: str = Field(default="", description="One task, self-contained: it sees nothing else.")
+    tasks: list[str] = Field(
+        default_factory=list, description="Or several independent tasks, run at once."
+    )
+    context: str = Field(default="", description="Facts from this conversation they need.")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> DelegateArgs:
+        self.tasks = [t for t in self.tasks if t.strip()]
+        if bool(self.task.strip()) == bool(self.tasks):
+            raise ValueError("give either 'task' (one) or 'tasks' (a list), not both or neither")
+        return self
+
+    def batch(self) -> list[SubTask]:
+        return [SubTask(t, self.context) for t in self.tasks or [self.task]]
+
+
+@dataclass(frozen=True)
+class ChildReport:
+    status: str  # "done", "stopped at its <x> limit", "timed out", "failed: ..."
+    text: str = ""
+    steps: int = 0
+    tool_calls: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.status.startswith(("failed", "timed out"))
 
 
 def subagent_tools(
@@ -44,57 +87,108 @@ def subagent_tools(
     settings: Settings,
     approvals: ApprovalGate | None,
 ) -> list[ToolSpec[Any]]:
+    delegation = settings.delegation
+    seconds = settings.agent.subagent_max_seconds
     limits = settings.agent.model_copy(
         update={
             "max_iterations": settings.agent.subagent_max_iterations,
-            "max_turn_seconds": settings.agent.subagent_max_seconds,
+            "max_turn_seconds": seconds,
+            "max_tokens_per_turn": delegation.max_tokens_per_task,
         }
     )
     agent = Agent(llm, limits, approvals=approvals)
 
-    async def delegate(args: DelegateArgs, ctx: ToolContext) -> str:
-        if ctx.is_subagent:
-            raise ToolError("a sub-agent cannot delegate; do the task yourself.")
-        scope = ToolScope(
-            platform=ctx.chat.platform,
-            chat_id=ctx.chat.chat_id,
-            provider=settings.llm.provider_name,
-            model=settings.llm.model,
-            is_subagent=True,
-        )
-        tools = [t for t in catalog.for_scope(scope) if t.name not in _NEVER]
-        brief = args.task.strip()
-        if args.context.strip():
-            brief += f"\n\nContext:\n{args.context.strip()}"
-        try:
-            result = await agent.run(
-                SUBAGENT_PROMPT,
-                [{"role": "user", "content": brief}],
-                tools,
-                dataclasses.replace(ctx, is_subagent=True),
-                catalog=catalog,
+    async def run_child(sub: SubTask, ctx: ToolContext, label: str) -> ChildReport:
+        depth = _depth(ctx) + 1
+        if ctx.scope is not None:  # the turn's profile and models
+            scope = dataclasses.replace(ctx.scope, is_subagent=True)
+        else:
+            scope = ToolScope(
+                platform=ctx.chat.platform,
+                chat_id=ctx.chat.chat_id,
+                provider=settings.llm.provider_name,
+                model=settings.llm.model,
+                is_subagent=True,
             )
-        except LLMError as exc:
-            raise ToolError(f"the sub-agent could not run: {exc.user_message}") from None
-        note = f" (stopped at its {result.limit_hit} limit)" if result.limit_hit else ""
-        return (
-            f"Sub-agent report{note}, {result.iterations} steps, {result.tool_calls} tool "
-            f"calls:\n{result.text}"
+        never = _NEVER if depth < delegation.max_depth else (*_NEVER, DELEGATE)
+        brief = sub.task.strip()
+        if sub.context.strip():
+            brief += f"\n\nContext:\n{sub.context.strip()}"
+        child = dataclasses.replace(
+            ctx, is_subagent=True, depth=depth, task_label=label, scope=scope
         )
+        try:
+            async with asyncio.timeout(seconds + _GRACE):
+                result = await agent.run(
+                    SUBAGENT_PROMPT,
+                    [{"role": "user", "content": brief}],
+                    catalog.toolbox(scope, exclude=never),
+                    child,
+                    catalog=catalog,
+                    llm=ctx.llm,
+                )
+        except (TimeoutError, TurnTimeout):
+            return ChildReport(f"timed out after {seconds:g} s")
+        except LLMError as exc:
+            return ChildReport(f"failed: {exc.user_message}")
+        except Exception as exc:  # a child's crash must not take its siblings down
+            log.exception("sub-agent crashed session=%s task=%s", ctx.session, label)
+            return ChildReport(f"failed: {type(exc).__name__}")
+        status = f"stopped at its {result.limit_hit} limit" if result.limit_hit else "done"
+        return ChildReport(status, result.text, result.iterations, result.tool_calls)
+
+    async def delegate(args: DelegateArgs, ctx: ToolContext) -> str:
+        if _depth(ctx) >= delegation.max_depth:
+            raise ToolError("a sub-agent at this depth cannot delegate; do the task yourself.")
+        batch = args.batch()
+        if len(batch) > delegation.max_parallel:
+            raise ToolError(
+                f"at most {delegation.max_parallel} tasks at once; send the rest in another call."
+            )
+        if len(batch) == 1:
+            report = await run_child(batch[0], ctx, "sub-task")
+            if not report.ok:
+                raise ToolError(f"the sub-agent {report.status}.")
+            note = "" if report.status == "done" else f" ({report.status})"
+            return (
+                f"Sub-agent report{note}, {report.steps} steps, {report.tool_calls} tool "
+                f"calls:\n{report.text}"
+            )
+        labels = [f"sub-task {i}/{len(batch)} ({_short(s.task)})" for i, s in enumerate(batch, 1)]
+        reports = await asyncio.gather(
+            *(run_child(sub, ctx, label) for sub, label in zip(batch, labels, strict=True))
+        )
+        done = sum(r.ok for r in reports)
+        parts = [f"Sub-agent reports: {done} of {len(batch)} tasks finished."]
+        for i, (sub, report) in enumerate(zip(batch, reports, strict=True), 1):
+            parts.append(
+                f"\n## Task {i}: {_short(sub.task)}\nStatus: {report.status}"
+                + (f", {report.steps} steps, {report.tool_calls} tool calls" if report.ok else "")
+                + (f"\n{report.text}" if report.text else "")
+            )
+        return "\n".join(parts)
 
     return [
         ToolSpec(
-            name="delegate",
+            name=DELEGATE,
             description=(
-                "Hand a self-contained task to a sub-agent with its own fresh context and "
-                "tools; it returns a report. Use it for research or multi-step work whose "
-                "details you do not need to keep; call it several times at once to work "
-                "in parallel."
+                "Hand self-contained work to sub-agents with fresh contexts; each returns a "
+                f"report. Up to {delegation.max_parallel} tasks run at once. For research or "
+                "multi-step work whose details you need not keep."
             ),
             args=DelegateArgs,
             handler=delegate,
             group=GROUP,
-            # The child has its own wall-time limit; allow a little for the report.
-            timeout=settings.agent.subagent_max_seconds + 15,
+            # The children have their own wall-time limit; allow a little for the reports.
+            timeout=seconds + _GRACE + 5,
         )
     ]
+
+
+def _depth(ctx: ToolContext) -> int:
+    return max(ctx.depth, 1 if ctx.is_subagent else 0)
+
+
+def _short(task: str, limit: int = 60) -> str:
+    line = " ".join(task.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -22,11 +22,12 @@ TOOLSETS: dict[str, str] = {
     "memory": "durable notes about the chat and the person: memory",
     "session": "working with the user in this conversation: todo, clarify",
     "cron": "reminders and scheduled prompts",
-    "skills": "bundled and installed skills",
+    "skills": "reusable instructions (skills): skill, skill_manage",
     "subagent": "delegating work to sub-agents",
     "mcp": "tools of the MCP servers in mcp.servers (one server: group:mcp:<name>)",
     "media": "files and media into the chat: send_file, image_generate, text_to_speech, "
     "vision_analyze",
+    "history": "past conversations: session_search",
 }
 
 # Groups made of other toolsets.

@@ -81,4 +81,5 @@ def vision_tool(
         args=VisionArgs,
         handler=vision_analyze,
         group=GROUP,
+        untrusted_output=True,  # text in an image is outside content like a web page's
     )

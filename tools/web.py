@@ -22,6 +22,7 @@ from pydantic import Field
 
 from gateway.streaming.progress import inline_code
 from gateway.tooling import ToolContext, ToolError, ToolSpec
+from gateway.untrusted import unseen_urls_check
 from tools.args import ToolArgs
 from tools.netguard import Address, AddressGuard
 
@@ -290,6 +291,8 @@ def web_tools(fetcher: WebFetcher, *, max_chars: int = 16000) -> list[ToolSpec[A
             args=WebFetchArgs,
             handler=web_fetch,
             group=GROUP,
+            untrusted_output=True,
+            side_effects=unseen_urls_check("web_fetch", lambda a: [a.url]),
             progress=lambda args: f"Fetching {inline_code(args.url)}",
         )
     ]

@@ -20,6 +20,7 @@ from urllib.robotparser import RobotFileParser
 from pydantic import Field
 
 from gateway.tooling import ToolContext, ToolError, ToolSpec
+from gateway.untrusted import unseen_urls_check
 from tools.args import ToolArgs
 from tools.web import GROUP, USER_AGENT, HTTPStatusError, RawPage, WebFetcher, html_to_markdown
 
@@ -312,6 +313,8 @@ def web_extract_tools(
             args=WebExtractArgs,
             handler=web_extract,
             group=GROUP,
+            untrusted_output=True,
+            side_effects=unseen_urls_check("web_extract", lambda a: a.urls),
             timeout=fetch_timeout + 10,
         ),
         ToolSpec(
@@ -323,6 +326,8 @@ def web_extract_tools(
             args=WebCrawlArgs,
             handler=web_crawl,
             group=GROUP,
+            untrusted_output=True,
+            side_effects=unseen_urls_check("web_crawl", lambda a: [a.url]),
             timeout=CRAWL_SECONDS + fetch_timeout + 10,
         ),
     ]

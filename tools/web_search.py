@@ -199,6 +199,7 @@ def web_search_tools(provider: SearchProvider | None) -> list[ToolSpec[Any]]:
             args=WebSearchArgs,
             handler=web_search,
             group=GROUP,
+            untrusted_output=True,
             progress=lambda args: f"Searching the web for {inline_code(args.query)}",
         )
     ]

@@ -106,7 +106,11 @@ class SlackAdapter:
             token=settings.bot_token.get_secret_value(),
             base_url=settings.api_url,
             session=self._session,
-            retry_handlers=retry_handlers(settings.send_retries, settings.max_retry_after),
+            retry_handlers=retry_handlers(
+                settings.send_retries,
+                settings.max_retry_after,
+                lambda: self._ctx.metrics.inc("platform_rate_limited_total", platform=PLATFORM),
+            ),
         )
         self.bot = await self._identify(client)
         self._sender = SlackSender(client)

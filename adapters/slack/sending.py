@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -84,9 +84,15 @@ class RetryAfterHandler(AsyncRetryHandler):
     for minutes is worse than a clear failure, so waits beyond `max_wait` are not retried.
     """
 
-    def __init__(self, max_retry_count: int, max_wait: float) -> None:
+    def __init__(
+        self,
+        max_retry_count: int,
+        max_wait: float,
+        on_rate_limited: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(max_retry_count)
         self.max_wait = max_wait
+        self.on_rate_limited = on_rate_limited  # counts 429s for the metrics
 
     async def _can_retry_async(
         self,
@@ -96,11 +102,10 @@ class RetryAfterHandler(AsyncRetryHandler):
         response: HttpResponse | None = None,
         error: Exception | None = None,
     ) -> bool:
-        return (
-            response is not None
-            and response.status_code == 429
-            and retry_after(response) <= self.max_wait
-        )
+        limited = response is not None and response.status_code == 429
+        if limited and self.on_rate_limited is not None:
+            self.on_rate_limited()
+        return limited and response is not None and retry_after(response) <= self.max_wait
 
     async def prepare_for_next_attempt_async(
         self,
@@ -128,10 +133,14 @@ def retry_after(response: HttpResponse) -> float:
     return 1.0
 
 
-def retry_handlers(retries: int, max_wait: float) -> list[AsyncRetryHandler]:
+def retry_handlers(
+    retries: int, max_wait: float, on_rate_limited: Callable[[], None] | None = None
+) -> list[AsyncRetryHandler]:
     return [
         AsyncConnectionErrorRetryHandler(max_retry_count=retries),
-        RetryAfterHandler(max_retry_count=retries, max_wait=max_wait),
+        RetryAfterHandler(
+            max_retry_count=retries, max_wait=max_wait, on_rate_limited=on_rate_limited
+        ),
         AsyncServerErrorRetryHandler(max_retry_count=retries),
     ]
 

@@ -90,7 +90,7 @@ class TelegramAdapter:
             AiohttpRequest(pool_size=1),
         )
         self._bot = _build_bot(settings, *self._requests)
-        self._sender = TelegramSender(self._bot, settings)
+        self._sender = TelegramSender(self._bot, settings, on_rate_limited=self._rate_limited)
         self._uploads = TelegramUploads(self._bot, self._sender)
         self._access = TelegramAccess(settings, PLATFORM)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -113,6 +113,9 @@ class TelegramAdapter:
         ctx.extensions.add_middleware("fallback", unknown_command_answer(PLATFORM, self.send))
 
     # -- lifecycle -------------------------------------------------------------------------
+
+    def _rate_limited(self) -> None:
+        self._ctx.metrics.inc("platform_rate_limited_total", platform=PLATFORM)
 
     async def start(self) -> None:
         await self._initialize()

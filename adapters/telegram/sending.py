@@ -41,9 +41,15 @@ _GONE = ("message to edit not found", "message_id_invalid", "message to delete n
 
 
 class TelegramSender:
-    def __init__(self, bot: Bot, settings: TelegramSettings) -> None:
+    def __init__(
+        self,
+        bot: Bot,
+        settings: TelegramSettings,
+        on_rate_limited: Callable[[], None] | None = None,
+    ) -> None:
         self._bot = bot
         self._settings = settings
+        self._on_rate_limited = on_rate_limited  # counts 429s for the metrics
         self._forbidden_logged: set[str] = set()
 
     async def send(self, out: Outbound) -> SentRef:
@@ -204,6 +210,8 @@ class TelegramSender:
             try:
                 return await call()
             except RetryAfter as exc:
+                if self._on_rate_limited is not None:
+                    self._on_rate_limited()
                 # The public `retry_after` is deprecated (int or timedelta); this is a timedelta.
                 wait = exc._retry_after.total_seconds()
                 if attempt == retries or wait > self._settings.max_retry_after:

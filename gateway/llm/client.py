@@ -13,13 +13,13 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 import httpx
 
-from gateway.config import LLMSettings
+from gateway.config import ProviderSettings
 from gateway.llm.errors import (
     RETRYABLE_STATUSES,
     LLMBadResponse,
@@ -35,14 +35,13 @@ from gateway.llm.formats import FormatName, prepare
 from gateway.llm.retry import backoff_delay, retry_after_seconds
 from gateway.llm.stream import SSEDecoder, StreamAccumulator, StreamErrorEvent, VisibleText
 from gateway.llm.transport import AiohttpTransport
-from gateway.llm.types import Completion, Message
+from gateway.llm.types import Completion, Message, OnText
 from gateway.llm.vision import Vision
 from gateway.llm.wire import RawReply, reply_from_body, to_completion
 from gateway.unicode import valid_unicode
 
 log = logging.getLogger(__name__)
 
-OnText = Callable[[str], Awaitable[None]]
 _Finalize = Callable[[RawReply], Completion]
 
 
@@ -73,7 +72,7 @@ class LLMClient:
     """Shared by every session; safe for concurrent use."""
 
     def __init__(
-        self, settings: LLMSettings, *, transport: httpx.AsyncBaseTransport | None = None
+        self, settings: ProviderSettings, *, transport: httpx.AsyncBaseTransport | None = None
     ) -> None:
         self._settings = settings
         api_key = settings.api_key.get_secret_value()
@@ -120,6 +119,10 @@ class LLMClient:
         return "native"
 
     @property
+    def settings(self) -> ProviderSettings:
+        return self._settings
+
+    @property
     def vision(self) -> Vision:
         """Whether the model takes images, and what it reads where it cannot see one."""
         return self._vision
@@ -134,11 +137,13 @@ class LLMClient:
         max_tokens: int | None = None,
         on_text: OnText | None = None,
         on_reasoning: OnText | None = None,
+        temperature: float | None = None,
     ) -> Completion:
         """One chat completion. History in and the result out are always native-shaped.
 
         `on_text` receives the visible reply text as it streams (no reasoning, no tool-call
-        markup); `on_reasoning` the reasoning (reasoning fields and `<think>` blocks).
+        markup); `on_reasoning` the reasoning (reasoning fields and `<think>` blocks);
+        `temperature` overrides the provider's.
         Raises an LLMError subclass on failure. Image parts go to the model as
         `llm.vision` allows (gateway/llm/vision.py).
         """
@@ -147,7 +152,7 @@ class LLMClient:
 
         async def send(prepared: list[Message]) -> Completion:
             return await self._complete_any_format(
-                prepared, tools, tool_choice, use_stream, max_tokens, listeners
+                prepared, tools, tool_choice, use_stream, max_tokens, listeners, temperature
             )
 
         return await self._vision.complete(messages, send)
@@ -160,9 +165,10 @@ class LLMClient:
         use_stream: bool,
         max_tokens: int | None,
         listeners: _Listeners,
+        temperature: float | None = None,
     ) -> Completion:
         """Native tool calls, or text ones once the server refused tools (tool_call_format auto)."""
-        call = (messages, tools, tool_choice, use_stream, max_tokens, listeners)
+        call = (messages, tools, tool_choice, use_stream, max_tokens, listeners, temperature)
         if self.format == "native":
             try:
                 return await self._complete("native", *call)
@@ -216,6 +222,7 @@ class LLMClient:
         stream: bool,
         max_tokens: int | None,
         listeners: _Listeners,
+        temperature: float | None,
     ) -> Completion:
         call = prepare(
             format_name,
@@ -224,7 +231,7 @@ class LLMClient:
             tool_choice,
             lenient=self._settings.tool_call_format == "auto",
         )
-        body = {**self._body(call.messages, stream, max_tokens), **call.body}
+        body = {**self._body(call.messages, stream, max_tokens, temperature), **call.body}
 
         def finalize(raw: RawReply) -> Completion:
             return to_completion(raw, text_calls=call.text_calls, names=call.names)
@@ -241,11 +248,17 @@ class LLMClient:
         return not _ONE_BAD_TOOL.search(error.detail)
 
     def _body(
-        self, messages: list[Message], stream: bool, max_tokens: int | None
+        self,
+        messages: list[Message],
+        stream: bool,
+        max_tokens: int | None,
+        temperature: float | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self._settings.model, "messages": messages}
-        if self._settings.temperature is not None:
-            body["temperature"] = self._settings.temperature
+        if temperature is None:
+            temperature = self._settings.temperature
+        if temperature is not None:
+            body["temperature"] = temperature
         limit = max_tokens or self._settings.max_tokens
         if limit:
             body["max_tokens"] = limit
@@ -319,10 +332,10 @@ class LLMClient:
 
     def _delay(self, attempt: int, retry_after: float | None) -> float | None:
         """Seconds before the next attempt; None when the server asks for more than we'd wait."""
-        cap = self._settings.retry_max_delay
+        settings = self._settings
         if retry_after is not None:
-            return retry_after if retry_after <= cap else None
-        return backoff_delay(attempt, self._settings.retry_base_delay, cap)
+            return retry_after if retry_after <= settings.wait_cap else None
+        return backoff_delay(attempt, settings.retry_base_delay, settings.retry_max_delay)
 
     async def _post_once(self, payload: bytes) -> RawReply:
         request = httpx.Request(
@@ -491,9 +504,13 @@ class LLMClient:
         return self._redact(text)
 
     def _transport_error(self, exc: httpx.RequestError) -> LLMUnavailable:
-        what = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
+        timed_out = isinstance(exc, httpx.TimeoutException)
+        what = "timed out" if timed_out else "failed"
         reason = self._redact(str(exc)) or type(exc).__name__
-        return LLMUnavailable(f"request to {self._where} {what}: {reason}")
+        return LLMUnavailable(
+            f"request to {self._where} {what}: {reason}",
+            kind="timeout" if timed_out else "unreachable",
+        )
 
 
 def _model_ids(response: httpx.Response) -> list[str] | None:

@@ -10,17 +10,31 @@ from collections.abc import Iterable
 
 
 class LLMError(Exception):
-    """Base class; `user_message` says in one sentence what the chat user can do next."""
+    """Base class; `user_message` says in one sentence what the chat user can do next.
+
+    `kind` names the failure for metrics and notes (server_error, timeout, rate_limited,
+    auth, model_missing, ...); `switch_model` says whether another model may do better: the
+    failure is one that retrying the same server will not fix soon.
+    """
 
     default_user_message = "The AI model failed to answer; please try again in a moment."
+    kind = "error"
+    switch_model = False
 
     def __init__(
-        self, detail: str, *, user_message: str | None = None, status: int | None = None
+        self,
+        detail: str,
+        *,
+        user_message: str | None = None,
+        status: int | None = None,
+        kind: str | None = None,
     ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.user_message = user_message or self.default_user_message
         self.status = status  # HTTP status from the server, when there was one
+        if kind is not None:
+            self.kind = kind
 
 
 class LLMUnavailable(LLMError):
@@ -29,6 +43,8 @@ class LLMUnavailable(LLMError):
     default_user_message = (
         "The AI model is not reachable right now; please try again in a few minutes."
     )
+    kind = "unavailable"  # "timeout" and "server_error" when that is what happened
+    switch_model = True
 
 
 class LLMAuthError(LLMError):
@@ -37,10 +53,15 @@ class LLMAuthError(LLMError):
     default_user_message = (
         "The AI model rejected the gateway's credentials; an admin needs to check llm.api_key."
     )
+    kind = "auth"
+    switch_model = True
 
 
 class LLMRateLimited(LLMError):
     """429 after retries, or a Retry-After longer than the gateway is willing to wait."""
+
+    kind = "rate_limited"
+    switch_model = True
 
     def __init__(
         self,
@@ -68,12 +89,14 @@ class LLMContextTooLong(LLMError):
         "This conversation has grown too long for the AI model; "
         "please start a new conversation and try again."
     )
+    kind = "context_too_long"
 
 
 class LLMBadResponse(LLMError):
     """The server answered with something that is not a chat completion we can read."""
 
     default_user_message = "The AI model sent a reply the gateway could not read; please try again."
+    kind = "bad_response"
 
 
 class LLMRequestError(LLMError):
@@ -82,6 +105,14 @@ class LLMRequestError(LLMError):
     default_user_message = (
         "The AI model refused the request; an admin should check the gateway's llm settings."
     )
+    kind = "refused"
+
+
+class LLMModelMissing(LLMRequestError):
+    """The server does not serve the model (unknown model, not pulled, no chat endpoint)."""
+
+    kind = "model_missing"
+    switch_model = True
 
 
 class LLMImagesRejected(LLMRequestError):
@@ -156,9 +187,9 @@ def error_for_status(
     ):
         return LLMImagesRejected(detail, status=status)
     if status >= 500:
-        return LLMUnavailable(detail, status=status)
+        return LLMUnavailable(detail, status=status, kind="server_error")
     if status in (408, 409):
-        return LLMUnavailable(detail, status=status)
+        return LLMUnavailable(detail, status=status, kind="timeout" if status == 408 else None)
     if status in (400, 422) and mentions_tools(server_message):
         return LLMRequestError(
             detail,
@@ -169,7 +200,7 @@ def error_for_status(
             ),
         )
     if _MODEL_MISSING.search(server_message) or (status == 404 and "model" in server_message):
-        return LLMRequestError(
+        return LLMModelMissing(
             detail,
             status=status,
             user_message=(
@@ -178,9 +209,10 @@ def error_for_status(
             ),
         )
     if status in (404, 405):
-        return LLMRequestError(
+        return LLMModelMissing(
             detail,
             status=status,
+            kind="no_endpoint",
             user_message=(
                 "The AI server has no chat endpoint at the configured address; "
                 "an admin should check llm.base_url."

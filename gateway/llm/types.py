@@ -6,11 +6,15 @@ Whatever the server spoke (native tool calls or text markup), callers only ever 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 Message = dict[str, Any]
 """One OpenAI chat message (`role`, `content`, maybe `tool_calls` / `tool_call_id`)."""
+
+OnText = Callable[[str], Awaitable[None]]
+"""Receives the visible reply text while it streams."""
 
 
 def new_call_id() -> str:
@@ -70,3 +74,21 @@ class Completion:
             "content": self.content,
             "tool_calls": [call.to_message_part() for call in self.tool_calls],
         }
+
+
+class Completer(Protocol):
+    """What the agent loop calls: one client (`LLMClient`) or a turn's models with fallback
+    (`gateway.llm.fallback.ModelRoute`)."""
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        stream: bool | None = None,
+        max_tokens: int | None = None,
+        on_text: OnText | None = None,
+        on_reasoning: OnText | None = None,
+        temperature: float | None = None,
+    ) -> Completion: ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from gateway.config import LLMSettings
+from gateway.config import ProviderSettings
 from gateway.llm.errors import LLMImagesRejected, LLMRequestError
 from gateway.llm.images import has_images, without_images
 from gateway.llm.types import Completion, Message
@@ -26,7 +26,7 @@ _MAYBE_IMAGES = frozenset({400, 404, 415, 422})
 
 
 class Vision:
-    def __init__(self, settings: LLMSettings) -> None:
+    def __init__(self, settings: ProviderSettings) -> None:
         self._settings = settings
         self._known: dict[str, bool] = {}  # model -> took images (True) / refused (False)
 

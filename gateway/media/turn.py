@@ -60,6 +60,7 @@ class PreparedInput:
     answer: str | None = None  # set: nothing usable for the model; this line is the answer
     voice: bool = False  # the person spoke (tts.reply_with_voice = when_voice)
     told_no_vision: bool = False
+    vision: Vision | None = None  # the turn's model's, when it is not the default one
 
     def request(self, history: list[Message]) -> list[Message]:
         """`history` (ending with this message as stored) as the model gets it this turn."""
@@ -93,13 +94,18 @@ class TurnMedia:
         self._speaker = speaker
 
     async def prepare(
-        self, inbound: Inbound, context_lines: Sequence[str], history: Sequence[Message]
+        self,
+        inbound: Inbound,
+        context_lines: Sequence[str],
+        history: Sequence[Message],
+        vision: Vision | None = None,
     ) -> PreparedInput:
         """The message with its files turned into what the model can use; never raises for
-        a file (each failure is a notice and a note)."""
+        a file (each failure is a notice and a note). `vision` is the turn's model's (its
+        profile's), when not the default model's."""
         lines = [user_text(inbound, context_lines)]
         said = [inbound.text]  # the person's own words, transcripts included
-        prepared = PreparedInput(text="")
+        prepared = PreparedInput(text="", vision=vision)
         usable = bool(inbound.text.strip())
         for index, attachment in enumerate(inbound.attachments):
             lines.append(note(attachment))
@@ -129,7 +135,7 @@ class TurnMedia:
         (with llm.vision = auto) that the model turned out not to see images."""
         if (
             prepared.images
-            and self._vision.accepts_images is False
+            and (prepared.vision or self._vision).accepts_images is False
             and not self._settings.llm.vision_model
             and not prepared.told_no_vision
         ):
@@ -171,8 +177,9 @@ class TurnMedia:
         self, inbound: Inbound, attachment: Attachment, prepared: PreparedInput
     ) -> bool:
         """Add the image for the model (or say why not); True when the model can use it."""
-        if self._vision.accepts_images is False:
-            prepared.model_lines.append(self._vision.note)
+        vision = prepared.vision or self._vision
+        if vision.accepts_images is False:
+            prepared.model_lines.append(vision.note)
             if self._settings.llm.vision_model:
                 return True  # vision_analyze can look at it
             if not prepared.told_no_vision:
@@ -198,7 +205,7 @@ class TurnMedia:
     async def _earlier_images(
         self, inbound: Inbound, history: Sequence[Message], prepared: PreparedInput
     ) -> None:
-        if self._vision.accepts_images is False:
+        if (prepared.vision or self._vision).accepts_images is False:
             return
         earlier = recent_images(history, self._media.image_lookback_turns)
         for attachment in earlier[: self._media.max_images]:

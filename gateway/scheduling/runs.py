@@ -14,6 +14,7 @@ from typing import Any
 
 from gateway.admission import Status, Submission
 from gateway.messages import Inbound, InboundKind, Outbound
+from gateway.metrics import Metrics
 from gateway.scheduling.delivery import Courier, Delivery
 from gateway.scheduling.jobs import (
     JobBook,
@@ -52,6 +53,7 @@ class JobRunner:
         turn_timeout: float,
         heartbeat: float,
         lock: asyncio.Lock,
+        metrics: Metrics | None = None,
     ) -> None:
         self._book = book
         self._courier = courier
@@ -62,6 +64,7 @@ class JobRunner:
         self._heartbeat = heartbeat
         # The scheduler's lock: a run's state update must not interleave with the leader's.
         self._lock = lock
+        self._metrics = metrics or Metrics()
 
     async def execute(self, spec: JobSpec, slot: datetime, action: RunAction, final: bool) -> None:
         """Carry out a claimed run, log it, and report a failure (once per streak)."""
@@ -91,6 +94,7 @@ class JobRunner:
             )
         finally:
             beating.cancel()
+        self._metrics.inc("scheduler_runs_total", kind=spec.kind.value, status=str(record.status))
         log.info(
             "job run done job=%s slot=%s status=%s message=%s error=%s",
             spec.id,
@@ -150,6 +154,7 @@ class JobRunner:
             mentioned=True,
             kind=InboundKind.AGENT,
             session=str(session),
+            job_id=spec.id,
         )
         try:
             submission = await self._submit(inbound)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+from gateway.store.search import SearchIndex
 
 
 class StoreUnavailable(Exception):
@@ -214,6 +215,13 @@ class Store(ABC):
     @abstractmethod
     async def drop_pending(self, session: str) -> int:
         """Drop every stored message of the session (a running turn still finishes)."""
+
+    # -- the search index of past turns (gateway/store/search.py) ------------------------
+
+    @property
+    @abstractmethod
+    def search(self) -> SearchIndex:
+        """Full-text index of past turns; both backends return the same results."""
 
     # -- lifecycle ------------------------------------------------------------------
 

@@ -17,6 +17,9 @@ from gateway import keys
 from gateway.store import embedded_inbox
 from gateway.store.base import Batch, Store, StoreUnavailable
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+from gateway.store.search import SearchIndex
+from gateway.store.search_embedded import SCHEMA as SEARCH_SCHEMA
+from gateway.store.search_embedded import EmbeddedSearch
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +173,7 @@ class EmbeddedStore(Store):
         self._closed = False
         self._next_purge = 0.0
         self.inbox = embedded_inbox.load_state(self)
+        self._search = EmbeddedSearch(self)
 
     @staticmethod
     def _connect(file: Path) -> sqlite3.Connection:
@@ -190,6 +194,7 @@ class EmbeddedStore(Store):
             # last commits. No fsync per commit is what makes per-message writes cheap.
             db.execute("PRAGMA synchronous = NORMAL")
             db.executescript(_SCHEMA)
+            db.executescript(SEARCH_SCHEMA)
         except BaseException as exc:
             db.close()
             if isinstance(exc, sqlite3.Error):
@@ -481,6 +486,10 @@ class EmbeddedStore(Store):
             listeners.discard(queue)
             if not listeners and self._listeners.get(channel) is listeners:
                 del self._listeners[channel]
+
+    @property
+    def search(self) -> SearchIndex:
+        return self._search
 
     # -- lifecycle ------------------------------------------------------------------
 

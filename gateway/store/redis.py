@@ -34,6 +34,8 @@ from gateway import keys
 from gateway.store import redis_inbox
 from gateway.store.base import Batch, Store, StoreUnavailable
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+from gateway.store.search import SearchIndex
+from gateway.store.search_redis import RedisSearch
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +252,7 @@ class RedisStore(Store):
         self._renew_sessions = client.register_script(redis_inbox.RENEW)
         self._remove = client.register_script(redis_inbox.REMOVE)
         self._scripts = (self._acquire, self._renew, self._release, self._incr_with_ttl)
+        self._search = RedisSearch(client, self.keys.data, self._guard)
 
     # -- plain values ---------------------------------------------------------------
 
@@ -622,6 +625,10 @@ class RedisStore(Store):
             if failures and not self._closed:
                 backoff = min(_LISTEN_BACKOFF_CAP, _LISTEN_BACKOFF_BASE * 2**failures)
                 await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
+
+    @property
+    def search(self) -> SearchIndex:
+        return self._search
 
     # -- lifecycle ------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.channels import Outbox
-from gateway.config import Settings
+from gateway.config import ProviderSettings, Settings
 from gateway.messages import Inbound
 from gateway.secrets import secret_values
 from gateway.streaming.holdback import CallHoldback
@@ -26,11 +26,18 @@ class ReplyStreams:
         self._scrub = SecretScrubber(secret_values(settings))
 
     def open(
-        self, inbound: Inbound, tools: Sequence[ToolSpec[Any]], typing: TypingControl
+        self,
+        inbound: Inbound,
+        tools: Sequence[ToolSpec[Any]],
+        typing: TypingControl,
+        llm: ProviderSettings | None = None,
     ) -> ReplyStream | None:
+        """The turn's reply stream, or None; `llm` is the turn's model's settings (its
+        profile's), when not `[llm]`."""
         settings = self._settings
+        llm = llm or settings.llm
         platform = inbound.chat.platform
-        if not settings.llm.stream or not self._outbox.has(platform):
+        if not llm.stream or not self._outbox.has(platform):
             return None
         adapter = self._outbox.adapter(platform)
         support = adapter.capabilities.streaming
@@ -46,7 +53,7 @@ class ReplyStreams:
             show_reasoning=settings.streaming.show_reasoning,
         )
         holdback = None
-        if tools and settings.llm.tool_call_format != "native":
+        if tools and llm.tool_call_format != "native":
             holdback = CallHoldback([spec.name for spec in tools])
         return ReplyStream(
             adapter,

@@ -244,10 +244,12 @@ async def test_orphan_from_dead_process_is_expired_with_notice(
         turn = await gw.submit("make a disk")
         prompt = await prompt_of(gw)
         request_id = button(prompt, "Deny").split(":")[1]
-        # Pretend a process that died made this request: change its owner.
-        raw = json.loads(await gw.app.store.get(f"approval:{request_id}") or "{}")
+        # Pretend a process that died made this request: change its owner (and seal it
+        # with the gateway's key, as that process would have).
+        key = f"approval:{request_id}"
+        raw = gw.app.signer.open("approval request", key, await gw.app.store.get(key))
         raw["owner"] = "dead-process"
-        await gw.app.store.set(f"approval:{request_id}", json.dumps(raw))
+        await gw.app.store.set(key, gw.app.signer.seal("approval request", key, raw))
         assert await gw.app.approvals.sweep_once() == 1
         assert any("gateway restarted" in out.text for _, out in gw.console.edits)
         outcome = await turn.done
@@ -300,3 +302,37 @@ async def test_write_file_overwrite_needs_approval_when_configured(
         assert (await turn.done).reply == "done"
         assert target.read_text() == "keep me"
         assert "not run: denied by alice" in tool_results(llm.requests[2])[0]
+
+
+async def test_always_survives_a_restart_and_is_offered_only_as_configured(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    """Issue 15: "always" persists (the key that seals it is kept in the data directory);
+    `approvals.allow_always` says who may grant it, and "off" offers no such button."""
+    settings = gateway_settings(tmp_path, llm.url, approvals={"allow_always": "requester"})
+    async with running_gateway(settings) as gw:
+        ran = add_danger_tool(gw)
+        llm.push(Reply.call("danger", command="make clean"), Reply.text("first"))
+        turn = await gw.submit("clean")
+        reply = await press(gw, button(await prompt_of(gw), "Always allow in this chat"))
+        assert reply.toast == "Approved."
+        assert (await turn.done).reply == "first"
+    async with running_gateway(settings) as gw:
+        ran = add_danger_tool(gw)
+        llm.push(Reply.call("danger", command="make clean"), Reply.text("again"))
+        assert (await gw.say("clean again")).reply == "again"
+        assert ran == ["make clean"] and not any(out.buttons for out in gw.console.sent)
+    off = settings.model_copy(
+        update={"approvals": settings.approvals.model_copy(update={"allow_always": "off"})}
+    )
+    async with running_gateway(off) as gw:
+        add_danger_tool(gw)
+        llm.push(Reply.call("danger", command="make dist"), Reply.text("no"))
+        turn = await gw.submit("dist")
+        prompt = await prompt_of(gw)
+        labels = {b.label for row in prompt.buttons for b in row}
+        assert labels == {"Approve once", "Approve for session", "Deny"}
+        forged_press = await press(gw, button(prompt, "Deny").replace(":deny", ":always"))
+        assert forged_press.alert and forged_press.toast == "This button is not valid."
+        await press(gw, button(prompt, "Deny"))
+        await turn.done

@@ -61,7 +61,12 @@ async def test_approve_runs_the_command_and_the_model_sees_its_output(
     gw: App, tg: FakeBotAPI, llm: ScriptedLLM
 ) -> None:
     prompt = await ask_to_clean(tg, llm, then="Cleaned.")
-    assert set(buttons(prompt)) == {"Approve once", "Approve for session", "Deny"}
+    assert set(buttons(prompt)) == {
+        "Approve once",
+        "Approve for session",
+        "Deny",
+        "Always allow in this chat",
+    }
     assert (chat_dir(gw.settings) / "build").exists()  # nothing runs before the decision
     tg.push_press(buttons(prompt)["Approve once"], on=prompt.result, user_id=ALICE)
     sent = await tg.wait_sent(2)

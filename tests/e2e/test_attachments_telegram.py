@@ -49,4 +49,6 @@ async def test_save_attachment(tmp_path: Path, llm: ScriptedLLM) -> None:
                      Reply.text("Again."))  # fmt: skip
             tg.push_message("save the csv again")
             await tg.wait_for(lambda: "Again." in tg.texts())
-            assert tool_results(llm.requests[5])[0] == "saved a/s.csv (text/plain, 17 bytes)"
+            assert tool_results(llm.requests[5])[0] == (
+                "saved attachments/a/s.csv (text/plain, 17 bytes)"
+            )

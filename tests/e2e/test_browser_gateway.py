@@ -32,7 +32,14 @@ async def site() -> AsyncIterator[PageSite]:
 @pytest.fixture
 async def gw(tmp_path: Path, llm: ScriptedLLM, site: PageSite) -> AsyncIterator[Harness]:
     # The page site is on 127.0.0.1, which the guard refuses unless allowed by name.
-    settings = gateway_settings(tmp_path, llm.url, tools={"web_allow_hosts": ["127.0.0.1"]})
+    # These tests are about the browser's own approvals; what outside content makes ask
+    # (approvals.after_untrusted) is tested in tests/e2e/test_untrusted.py.
+    settings = gateway_settings(
+        tmp_path,
+        llm.url,
+        tools={"web_allow_hosts": ["127.0.0.1"]},
+        approvals={"after_untrusted": "off"},
+    )
     async with running_gateway(settings) as harness:
         yield harness
 

@@ -21,6 +21,8 @@ async def test_typed_answer_reaches_the_turn_in_another_replica(
             key_prefix="shared-clarify",
             tools={"clarify_timeout": 10},
             scheduler={"enabled": False},
+            # Replicas verify each other's sealed answers: they share the key.
+            approvals={"secret": "replicas-share-this-secret-0123"},
         )
         two = one.model_copy(update={"data_dir": tmp_path / "b"})
         async with running_gateway(one) as a, running_gateway(two) as b:

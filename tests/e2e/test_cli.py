@@ -91,7 +91,7 @@ async def test_health_ready_and_metrics(tmp_path: Path, llm: ScriptedLLM) -> Non
             ready = await http.get("/readyz")
             assert ready.status_code == 200 and ready.json()["ready"] is True
             metrics = (await http.get("/metrics")).text
-    assert 'chatgate_turns_total{status="ok"} 1' in metrics
+    assert 'chatgate_turns_total{profile="default",status="ok"} 1' in metrics
 
 
 async def test_run_with_an_unreachable_platform_fails_in_one_line(

@@ -180,7 +180,7 @@ async def test_real_approval_prompt_refused_for_bob_approved_by_alice(
         await fake.press(prompt, approve, user_id=ALICE)
         _, approved = await fake.wait_for("POST", CALLBACK, count=2)
         await fake.wait_for_post(GENERAL, "Deleted build/.")
-    assert len(fake.custom_ids(prompt_call.body)) == 3
+    assert len(fake.custom_ids(prompt_call.body)) == 4  # once, session, deny, always
     assert refused.body["data"]["flags"] == 64
     assert "Only alice or an admin" in refused.body["data"]["content"]
     assert approved.body["type"] == 7 and approved.body["data"]["components"] == []

@@ -38,6 +38,7 @@ class Person:
 
     approve: bool = True
     asked: list[tuple[str, ApprovalNeed]] = field(default_factory=list)
+    asks_after_untrusted: bool = True
 
     async def decide(self, need: ApprovalNeed, tool: str, ctx: ToolContext) -> ApprovalOutcome:
         self.asked.append((tool, need))

@@ -68,7 +68,10 @@ async def test_stdio_tools_results_errors_and_limits(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="'b' is a required property"):
             spec(manager, "mcp_notes_add").args.model_validate({"a": 1})
 
-        with pytest.raises(ToolError, match=r"fail on MCP server 'notes' failed: .*cannot do that"):
+        with pytest.raises(
+            ToolError,
+            match=r"(?s)fail on MCP server 'notes' failed: <untrusted-data.*cannot do that",
+        ):
             await call(manager, "mcp_notes_fail", reason="no")
         assert await call(manager, "mcp_notes_picture") == (
             "a tiny picture\n[image: image/png, 66 B]"

@@ -14,18 +14,22 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.untrusted import wrap
 from tests.e2e.test_approvals import button, press, prompt_of
 from tests.e2e.test_telegram_failover import start_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.fakes.mcp_launch import alive, calls, http_server, server_pid, stdio_server, wait_for
 from tests.fakes.telegram import FakeBotAPI
-from tests.harness import Harness, gateway_settings, running_gateway
+from tests.harness import Harness, eventually, gateway_settings, running_gateway
 
 pytestmark = pytest.mark.e2e
 
 
 def mcp_settings(**servers: dict[str, Any]) -> dict[str, Any]:
     return {"servers": servers, "reconnect_min_seconds": 0.05}
+
+
+ALL_OFFERED = {"on_demand": False}
 
 
 def offered(request: dict[str, Any]) -> set[str]:
@@ -40,7 +44,10 @@ async def test_the_model_calls_an_mcp_tool_and_the_process_is_gone_after_shutdow
     tmp_path: Path, llm: ScriptedLLM
 ) -> None:
     state = tmp_path / "s"
-    settings = gateway_settings(tmp_path, llm.url, mcp=mcp_settings(notes=stdio_server(state)))
+    # Every tool's schema in every request (tools on demand would list the server in one line).
+    settings = gateway_settings(
+        tmp_path, llm.url, tools=ALL_OFFERED, mcp=mcp_settings(notes=stdio_server(state))
+    )
     async with running_gateway(settings) as gw:
         await tools_ready(gw, "mcp_notes_echo")
         llm.push(Reply.call("mcp_notes_echo", text="ping"), Reply.text("The server said pong-ish."))
@@ -52,11 +59,16 @@ async def test_the_model_calls_an_mcp_tool_and_the_process_is_gone_after_shutdow
             if t["function"]["name"] == "mcp_notes_echo"
         )
         assert schema["parameters"]["properties"]["text"]["type"] == "string"
-        assert tool_results(llm.requests[1]) == ["echo: ping"]
+        assert tool_results(llm.requests[1]) == [wrap("mcp_notes_echo", "echo: ping")]
         assert not any(out.buttons for out in gw.console.sent)  # read-only: no approval
         pid = server_pid(state)
         assert alive(pid)
     assert not alive(pid)
+
+
+async def nth_prompt(gw: Harness, n: int) -> Any:
+    await eventually(lambda: sum(1 for o in gw.console.sent if o.buttons) >= n, what="prompt")
+    return [o for o in gw.console.sent if o.buttons][n - 1]
 
 
 async def test_a_destructive_tool_runs_only_after_approve(tmp_path: Path, llm: ScriptedLLM) -> None:
@@ -78,7 +90,21 @@ async def test_a_destructive_tool_runs_only_after_approve(tmp_path: Path, llm: S
         await press(gw, button(prompt, "Approve once"))
         assert (await turn.done).reply == "Deleted it."
         assert calls(state) == ["delete_note groceries"]
-        assert tool_results(llm.requests[1]) == ["deleted groceries"]
+        assert tool_results(llm.requests[1]) == [wrap("mcp_notes_delete_note", "deleted groceries")]
+        # "For this session" covers this tool with these arguments only (issue 22 finding 3).
+        llm.push(Reply.calls(("mcp_notes_delete_note", {"name": "todo"})), Reply.text("1"))
+        turn = await gw.submit("delete todo")
+        await press(gw, button(await nth_prompt(gw, 2), "Approve for session"))
+        await turn.done
+        llm.push(Reply.calls(("mcp_notes_delete_note", {"name": "todo"})), Reply.text("2"))
+        assert (await gw.say("delete todo again")).reply == "2"  # no prompt this time
+        llm.push(Reply.calls(("mcp_notes_delete_note", {"name": "work"})), Reply.text("3"))
+        turn = await gw.submit("delete work")
+        other = await nth_prompt(gw, 3)
+        assert '"name": "work"' in other.text
+        await press(gw, button(other, "Deny"))
+        await turn.done
+        assert calls(state) == ["delete_note groceries", "delete_note todo", "delete_note todo"]
 
 
 async def test_a_policy_layer_denying_the_server_refuses_the_call(
@@ -90,6 +116,7 @@ async def test_a_policy_layer_denying_the_server_refuses_the_call(
         "chat_profiles": {"console:chat1": "no_notes"},
         # A server that is configured but never connects may be named without error.
         "subagent": {"deny": ["group:mcp:ghost"]},
+        **ALL_OFFERED,
     }
     servers = mcp_settings(notes=stdio_server(state), ghost={"command": str(tmp_path / "none")})
     settings = gateway_settings(tmp_path, llm.url, tools=tools, mcp=servers)
@@ -129,13 +156,16 @@ async def test_a_crash_mid_call_is_a_tool_error_and_the_server_comes_back(
         await tools_ready(gw, "mcp_notes_echo")
         llm.push(Reply.call("mcp_notes_echo", text="again"), Reply.text("Back."))
         assert (await gw.say("echo again")).reply == "Back."
-        assert tool_results(llm.requests[3]) == ["echo: again"]
+        assert tool_results(llm.requests[3]) == [wrap("mcp_notes_echo", "echo: again")]
         assert not alive(first)
 
 
 async def test_list_changed_offers_the_new_tool(tmp_path: Path, llm: ScriptedLLM) -> None:
     settings = gateway_settings(
-        tmp_path, llm.url, mcp=mcp_settings(notes=stdio_server(tmp_path / "s"))
+        tmp_path,
+        llm.url,
+        tools=ALL_OFFERED,
+        mcp=mcp_settings(notes=stdio_server(tmp_path / "s")),
     )
     async with running_gateway(settings) as gw:
         await tools_ready(gw, "mcp_notes_grow")
@@ -146,7 +176,7 @@ async def test_list_changed_offers_the_new_tool(tmp_path: Path, llm: ScriptedLLM
         llm.push(Reply.call("mcp_notes_fresh", text="hi"), Reply.text("Used it."))
         await gw.say("use the new tool")
         assert "mcp_notes_fresh" in offered(llm.requests[2])
-        assert tool_results(llm.requests[3]) == ["fresh: hi"]
+        assert tool_results(llm.requests[3]) == [wrap("mcp_notes_fresh", "fresh: hi")]
 
 
 async def test_a_prompt_listed_in_settings_is_a_slash_command(
@@ -178,7 +208,7 @@ async def test_streamable_http_server_from_settings(tmp_path: Path, llm: Scripte
             await tools_ready(gw, "mcp_remote_add")
             llm.push(Reply.call("mcp_remote_add", a=20, b=22), Reply.text("42."))
             assert (await gw.say("add")).reply == "42."
-            assert tool_results(llm.requests[1]) == ["42"]
+            assert tool_results(llm.requests[1]) == [wrap("mcp_remote_add", "42")]
 
 
 async def test_run_is_ready_while_a_server_never_answers(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from gateway.access import NOT_ALLOWED
 from gateway.app import App
 from gateway.media.turn import NO_VISION
+from gateway.untrusted import wrap
 from tests.e2e.test_telegram import telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.fakes.telegram import FakeBotAPI
@@ -26,7 +28,15 @@ REFUSED = "Invalid content type. image_url is only supported by certain models."
 
 
 def offered(request: dict[str, Any]) -> set[str]:
-    return {t["function"]["name"] for t in request.get("tools") or []}
+    """Tools the model may call: those described, and those named by load_tools (tools on
+    demand: a group's line lists its tools in brackets)."""
+    tools = [t["function"] for t in request.get("tools") or []]
+    names = {t["name"] for t in tools}
+    for tool in tools:
+        if tool["name"] == "load_tools":
+            for listed in re.findall(r"\(([^)]*)\)", tool["description"]):
+                names.update(n.split(" +")[0].strip() for n in listed.split(","))
+    return names
 
 
 def photo_sizes(tg: FakeBotAPI, file_id: str, data: bytes) -> list[dict[str, Any]]:
@@ -126,7 +136,7 @@ async def test_vision_model_answers_through_vision_analyze(
     assert vision["model"] == "eyes-7b" and "tools" not in vision
     [image] = image_parts(vision)
     assert image.size == (800, 600)
-    assert tool_results(last) == ["It is red."]
+    assert tool_results(last) == [wrap("vision_analyze", "It is red.")]  # outside content
     assert tg.texts() == ["The square is red."]  # no "cannot see" notice: the tool could look
 
 

@@ -119,9 +119,10 @@ async def test_a_streamed_reply_grows_in_place(site: Site) -> None:
 async def test_a_file_goes_up_and_comes_back(site: Site, tmp_path: Path) -> None:
     def responder(request: dict[str, Any]) -> Reply:
         results = tool_results(request)
-        if results and results[0].startswith("saved inbox/notes.txt"):
-            return Reply.call("send_file", path="inbox/notes.txt", caption="Here it is back.")
+        if results and results[0].startswith("saved "):  # "saved <path> (...)"
+            return Reply.call("send_file", path=results[0].split()[1], caption="Here it is back.")
         if results:
+            assert results[0].startswith("sent "), results
             return Reply.text("Sent.")
         found = re.search(r"file_id=(\S+)\]", last_user_text(request))
         assert found is not None, "the upload is named to the model with its file_id"

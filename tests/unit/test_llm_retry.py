@@ -7,6 +7,7 @@ import pytest
 from gateway.llm.errors import (
     LLMAuthError,
     LLMContextTooLong,
+    LLMModelMissing,
     LLMRateLimited,
     LLMRequestError,
     LLMUnavailable,
@@ -54,7 +55,7 @@ def test_retry_after(headers: dict[str, str], expected: float | None) -> None:
         (500, "", LLMUnavailable),
         (529, "overloaded", LLMUnavailable),
         (408, "", LLMUnavailable),
-        (404, "The model `gpt-9` does not exist", LLMRequestError),
+        (404, "The model `gpt-9` does not exist", LLMModelMissing),
         (400, "unsupported parameter: logit_bias", LLMRequestError),
     ],
 )

@@ -105,3 +105,83 @@ def test_skills_cli(
     assert main(["skills", "list"]) == 1
     assert "skipped" in capsys.readouterr().out
     assert main(["skills", "show", "nope"]) == 1
+
+
+def test_skills_cli_install_list_remove(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gateway.cli import main
+
+    data = tmp_path / "data"
+    monkeypatch.setenv("CHATGATE_DATA_DIR", str(data))
+    source = write_skill(tmp_path / "src", "deploy", "name: deploy\ndescription: ship it", "Go.\n")
+    (source / "scripts").mkdir()
+    (source / "scripts" / "run.sh").write_text("echo ship\n")
+    assert main(["skills", "install", str(source)]) == 0
+    assert "installed deploy (2 files" in capsys.readouterr().out
+    assert (data / "skills" / "deploy" / "scripts" / "run.sh").read_text() == "echo ship\n"
+    assert main(["skills", "list"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("deploy"))
+    assert "shared" in line and "by operator (chatgate skills install)" in line
+    assert main(["skills", "remove", "git-workflow"]) == 1
+    assert "ships with chatgate" in capsys.readouterr().err
+    assert main(["skills", "remove", "deploy"]) == 0
+    assert not (data / "skills" / "deploy").exists()
+    assert main(["skills", "remove", "deploy"]) == 1
+
+
+def test_skills_cli_installs_from_a_git_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import subprocess
+
+    from gateway.cli import main
+
+    monkeypatch.setenv("CHATGATE_DATA_DIR", str(tmp_path / "data"))
+    work = tmp_path / "work"
+    write_skill(work, "one", "name: one\ndescription: first")
+    write_skill(work, "two", "name: two\ndescription: second")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", str(work)], check=True)
+    subprocess.run([*git, "-C", str(work), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(work), "commit", "-qm", "skills"], check=True)
+    bare = tmp_path / "skills.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
+    assert main(["skills", "install", str(bare)]) == 0
+    out = capsys.readouterr().out
+    assert "installed one" in out and "installed two" in out
+    # A path escape in a folder is refused and nothing is installed.
+    bad = write_skill(tmp_path / "bad", "x", "name: bad-one\ndescription: d")
+    (bad / ".hidden").write_text("x")
+    assert main(["skills", "install", str(bad)]) == 1
+    assert "not starting with a dot" in capsys.readouterr().err
+
+
+async def test_shared_skills_sync_between_replicas(tmp_path: Path) -> None:
+    from gateway.config import SkillsSettings
+    from gateway.store.embedded import EmbeddedStore
+    from tools.skill_store import SkillInvalid, SkillStore
+
+    store = EmbeddedStore(tmp_path / "store")
+    try:
+        a = SkillStore(store, tmp_path / "a", SkillsSettings())
+        b = SkillStore(store, tmp_path / "b", SkillsSettings())
+        assert await b.sync() is True  # the first look
+        assert await b.sync() is False  # nothing changed: one read, nothing else
+        files = {"SKILL.md": "---\nname: soup\ndescription: make soup\n---\nBoil.\n"}
+        await a.put("soup", files, author="console:ana (ana)")
+        assert await b.sync() is True
+        assert (tmp_path / "b" / "soup" / "SKILL.md").read_text() == files["SKILL.md"]
+        library = SkillLibrary([(tmp_path / "b", "local")])
+        soup = library.get("soup")
+        assert soup is not None and soup.source == "shared" and soup.author == "console:ana (ana)"
+        # A local folder of the operator's is never touched by the mirror.
+        write_skill(tmp_path / "b", "mine", "name: mine\ndescription: local one")
+        await a.delete("soup")
+        assert await b.sync() is True
+        assert not (tmp_path / "b" / "soup").exists() and (tmp_path / "b" / "mine").is_dir()
+        with pytest.raises(SkillInvalid, match="is 300,001 bytes"):
+            big = {**files, "data.txt": "x" * 300_001}
+            await a.put("soup", big, author="x")
+    finally:
+        await store.close()

@@ -15,6 +15,7 @@ import pytest_asyncio
 from gateway.admission import Admission, Status, Submission, finished
 from gateway.channels import Capabilities, Outbox
 from gateway.extensions import Extensions
+from gateway.integrity import EntrySigner
 from gateway.messages import (
     ButtonPress,
     ChatKind,
@@ -36,6 +37,7 @@ ANA = UserRef(platform="fake", user_id="ana", display_name="Ana")
 BO = UserRef(platform="fake", user_id="bo", display_name="Bo")
 SESSION = SessionKey("fake", "c1")
 CTX = ToolContext(session=SESSION, chat=CHAT, user=ANA, message_id="m0")
+SIGNER = EntrySigner(b"clarify test key" * 2)  # shared by every node, as by replicas
 
 
 class FakeAdapter:
@@ -80,7 +82,7 @@ class Node:
         outbox = Outbox()
         outbox.register(self.adapter)
         self.extensions = Extensions()
-        self.service = ClarifyService(store, outbox, **options)
+        self.service = ClarifyService(store, outbox, SIGNER, **options)
         self.service.register(self.extensions)
         (self.tool,) = self.service.tools()
 

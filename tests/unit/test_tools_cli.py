@@ -73,7 +73,7 @@ def test_groups(config: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--config", config, "tools", "groups"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^group:session +clarify, todo ", out, re.M)
-    assert re.search(r"^group:skills +skill ", out, re.M)
+    assert re.search(r"^group:skills +skill, skill_manage ", out, re.M)
     assert re.search(r"^group:subagent +delegate ", out, re.M)
 
 

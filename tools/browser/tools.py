@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import Field
 
 from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
+from gateway.untrusted import unseen_urls_check
 from tools.args import ToolArgs
 from tools.browser.actions import consequence, from_the_person
 from tools.browser.guardproxy import REFUSED_HEADER
@@ -209,6 +210,8 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
         return "No browser was open for this chat."
 
     def spec(name: str, description: str, args: Any, handler: Any, **kw: Any) -> ToolSpec[Any]:
+        # Pages are outside content: every tool that answers with one is marked.
+        kw.setdefault("untrusted_output", True)
         return ToolSpec(name, description, args, handler, GROUP, **kw)
 
     slow = settings.navigation_timeout + SETTLE_SECONDS + 5
@@ -220,6 +223,7 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             NavigateArgs,
             navigate,
             timeout=slow,
+            side_effects=unseen_urls_check("browser_navigate", lambda a: [a.url]),
         ),
         spec(
             "browser_snapshot",
@@ -234,6 +238,7 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             click,
             approval=click_approval,
             timeout=slow,
+            side_effects=True,
         ),
         spec(
             "browser_type",
@@ -242,12 +247,14 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             type_text,
             approval=type_approval,
             timeout=slow,
+            side_effects=True,
         ),
         spec(
             "browser_select",
             "Choose an option of the drop-down list [ref=N] by its text or value.",
             SelectArgs,
             select,
+            side_effects=True,
         ),
         spec(
             "browser_scroll",
@@ -267,6 +274,7 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             "Close this chat's browser (pages, cookies and logins are dropped).",
             NoArgs,
             close,
+            untrusted_output=False,
         ),
     ]
 
@@ -291,7 +299,9 @@ async def _approval(
     return ApprovalNeed(
         summary=summary,
         reason=f"the browser action looks like it would {word} something",
-        shape=f"{tool} {where.netloc} {info.name.casefold()[:80]}",
+        # Exactly what was shown (page, element, where the form goes): approving "Delete"
+        # on one page for the session does not approve another page's or form's.
+        shape=summary,
     )
 
 

@@ -9,10 +9,12 @@ from typing import Any, Literal
 from mcp.types import Tool
 
 from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
+from gateway.untrusted import wrap
 from tools.mcp.arguments import MCPArguments, arguments_model
 from tools.mcp.connection import ServerConnection
 from tools.mcp.naming import tool_name
 from tools.mcp.results import tool_output
+from tools.shellsafety.shape import exact
 
 GROUP = "mcp"
 _SHOWN_ARGUMENTS = 1500  # characters of arguments in an approval prompt
@@ -56,7 +58,10 @@ def _spec(conn: ServerConnection, tool: Tool, name: str, max_chars: int) -> Tool
     async def handler(args: MCPArguments, ctx: ToolContext) -> str:
         output = tool_output(await conn.call_tool(tool.name, args.root), max_chars=max_chars)
         if output.is_error:
-            raise ToolError(f"{tool.name} on MCP server '{server}' failed: {output.text}")
+            # The server's words are outside content even in an error.
+            raise ToolError(
+                f"{tool.name} on MCP server '{server}' failed: {wrap(name, output.text)}"
+            )
         return output.text
 
     async def approval(args: MCPArguments, ctx: ToolContext) -> ApprovalNeed | None:
@@ -65,11 +70,12 @@ def _spec(conn: ServerConnection, tool: Tool, name: str, max_chars: int) -> Tool
         shown = json.dumps(args.root, ensure_ascii=False, indent=1, sort_keys=True)
         if len(shown) > _SHOWN_ARGUMENTS:
             shown = shown[:_SHOWN_ARGUMENTS] + " …"
+        canonical = json.dumps(args.root, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         return ApprovalNeed(
             summary=f"MCP server {server}, tool {tool.name}\n{shown}",
             reason=reason,
-            # "Approve for session" trusts this tool of this server for the session.
-            shape=f"mcp {server} {tool.name}",
+            # "For this session" or "always" covers this tool with exactly these arguments.
+            shape=exact(f"mcp {server} {tool.name} {canonical}"),
         )
 
     return ToolSpec(
@@ -80,5 +86,9 @@ def _spec(conn: ServerConnection, tool: Tool, name: str, max_chars: int) -> Tool
         group=group_of(server),
         approval=approval if reason is not None else None,
         timeout=conn.cfg.timeout_seconds + _CALL_MARGIN,
+        # What a server answers is outside content; after it, calls of tools the server does
+        # not mark read-only wait for a person.
+        untrusted_output=True,
+        side_effects=not (tool.annotations and tool.annotations.read_only_hint is True),
         extras={"mcp_server": server, "mcp_tool": tool.name},
     )
