@@ -232,6 +232,7 @@ class App:
         )
         self.relay.register(self.extensions)
         self.console = self._console()
+        _check_api_models(settings)
         self._started = False
 
     def _console(self) -> AdminConsole | None:
@@ -382,6 +383,17 @@ class App:
         except Exception as exc:
             return f"store unreachable: {type(exc).__name__}"
         return None
+
+
+def _check_api_models(settings: Settings) -> None:
+    """Every API model name must run a profile that exists (`api.models` -> `[profiles.*]`)."""
+    models: dict[str, str] = getattr(getattr(settings, "api", None), "models", {})
+    for model, profile in models.items():
+        if profile not in settings.profiles.named:
+            known = ", ".join(sorted(settings.profiles.named)) or "none is defined"
+            raise config.ConfigError(
+                [f"api.models.{model}: there is no profile {profile!r} ({known})"]
+            )
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:

@@ -136,6 +136,8 @@ class Inbound(_Frozen):
     # prompts use it to run in a fresh session of their chat.
     session: str | None = None
     job_id: str | None = None  # the scheduled job that sent it (kind agent), for its budget
+    # A profile asked for by name (the API's model name); None: the bindings decide.
+    profile: str | None = None
 
     @property
     def is_command(self) -> bool:

@@ -105,28 +105,32 @@ class ApiSite:
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         self._user(request)
-        model = {
-            "id": self._settings.model,
-            "object": "model",
-            "created": 0,
-            "owned_by": "chatgate",
-        }
-        return web.json_response({"object": "list", "data": [model]})
+        models = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "chatgate"}
+            for name in self._model_names()
+        ]
+        return web.json_response({"object": "list", "data": models})
+
+    def _model_names(self) -> list[str]:
+        return [self._settings.model, *self._settings.models]
 
     # -- completions ----------------------------------------------------------------------------
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         user = self._user(request)
         body = await _body(request)
-        model = body.get("model")
-        if model != self._settings.model:
+        model = str(body.get("model"))
+        try:
+            profile = self._settings.profile_of(model)
+        except KeyError:
+            served = ", ".join(repr(m) for m in self._model_names())
             raise ApiError(
                 404,
-                f"The model {model!r} does not exist here; this gateway serves "
-                f"{self._settings.model!r} (GET /v1/models).",
+                f"The model {model!r} does not exist here; this gateway serves {served} "
+                "(GET /v1/models).",
                 "invalid_request_error",
                 "model_not_found",
-            )
+            ) from None
         text = _newest_user_text(body.get("messages"))
         conversation = _conversation(request.headers.get(SESSION_HEADER) or body.get("user"))
         where = RequestChat(user, conversation, uuid.uuid4().hex[:24])
@@ -146,6 +150,7 @@ class ApiSite:
                 message_id=where.request_id,
                 mentioned=True,
                 session=str(where.session),
+                profile=profile,
             )
             submission = await self._ctx.submit(inbound)
             assert isinstance(submission, Submission)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_serializer, field_validator
+from pydantic import Field, SecretStr, field_serializer, field_validator, model_validator
 
 from gateway.config import Section
 from gateway.web.settings import check_name, masked_keys
@@ -16,8 +16,10 @@ _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$")
 class ApiSettings(Section):
     # API key -> user name; the key's requests come from `api:<name>`.
     keys: dict[SecretStr, str] = {}
-    # The model name clients send and /v1/models lists.
+    # The model name clients send and /v1/models lists: the profile the bindings choose.
     model: str = "chatgate"
+    # More model names, each running a profile of [profiles.<name>]: model name -> profile.
+    models: dict[str, str] = {}
     # A tool call that needs approval: "wait" keeps the response open until an operator
     # decides; "pending" answers at once with a notice (the outcome comes with the next reply).
     approval_wait: Literal["wait", "pending"] = "wait"
@@ -36,9 +38,32 @@ class ApiSettings(Section):
     @field_validator("model")
     @classmethod
     def _model(cls, value: str) -> str:
-        if not _MODEL.match(value):
-            raise ValueError("use letters, digits and . _ : / - (at most 64)")
+        return _model_name(value)
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            _model_name(name)
         return value
+
+    @model_validator(mode="after")
+    def _distinct(self) -> ApiSettings:
+        if self.model in self.models:
+            raise ValueError(f"models: {self.model!r} is already api.model (the bound profile)")
+        return self
+
+    def profile_of(self, model: str) -> str | None:
+        """The profile a model name runs (None: the bindings decide); KeyError: unknown."""
+        if model == self.model:
+            return None
+        return self.models[model]
+
+
+def _model_name(value: str) -> str:
+    if not _MODEL.match(value):
+        raise ValueError(f"model name {value!r}: use letters, digits and . _ : / - (at most 64)")
+    return value
 
     @field_serializer("keys", when_used="json")
     def _masked(self, value: dict[SecretStr, str]) -> dict[str, str]:

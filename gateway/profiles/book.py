@@ -49,7 +49,10 @@ class ProfileBook:
     def bindings(self) -> list[ProfileBinding]:
         return list(self._settings.bind)
 
-    def resolve(self, chat: ChatRef, user: UserRef) -> Resolution:
+    def resolve(self, chat: ChatRef, user: UserRef, wanted: str | None = None) -> Resolution:
+        if wanted is not None and wanted in self._settings.named:
+            # Asked for by name (the API's model name, which the operator mapped to it).
+            return Resolution(wanted, self._settings.named[wanted], f"asked for by name ({wanted})")
         for index, rule in self._rules:
             if matches(rule, chat, user):
                 profile = self._settings.named[rule.profile]

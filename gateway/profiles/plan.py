@@ -130,11 +130,11 @@ class TurnPlanner:
 
     def instructions(self, inbound: Inbound) -> str:
         """The prompt instructions of the profile that applies to a message."""
-        return self.book.prompt(self.book.resolve(inbound.chat, inbound.sender))
+        return self.book.prompt(self.book.resolve(inbound.chat, inbound.sender, inbound.profile))
 
     async def plan(self, inbound: Inbound, session: SessionKey) -> TurnPlan:
         """The plan for a turn; raises TurnRefused when a budget is used up."""
-        resolution = self.book.resolve(inbound.chat, inbound.sender)
+        resolution = self.book.resolve(inbound.chat, inbound.sender, inbound.profile)
         who = Who(inbound.sender, inbound.chat, inbound.job_id)
         refusal = await self.gate.check(who)
         if refusal is not None:

@@ -57,7 +57,11 @@ class Api:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def api(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Api]:
     tmp = tmp_path_factory.mktemp("api")
-    sections = {"api": {"approval_wait": "pending"}, "llm": {"stream": True}}
+    sections = {
+        "api": {"approval_wait": "pending", "models": {"terse-bot": "terse"}},
+        "llm": {"stream": True},
+        "profiles": {"terse": {"system_prompt": "Answer in one word.", "temperature": 0.1}},
+    }
     async with running_site(tmp, browser=False, **sections) as site:
         client = AsyncOpenAI(base_url=f"{site.url}/v1", api_key=API_KEY, max_retries=0)
         yield Api(site, client)
@@ -75,7 +79,7 @@ def api_chat() -> ChatRef:
 
 async def test_models_and_a_plain_answer(api: Api) -> None:
     models = await api.client.models.list()
-    assert [m.id for m in models.data] == ["chatgate"]
+    assert [m.id for m in models.data] == ["chatgate", "terse-bot"]
     answer = await api.client.chat.completions.create(
         model="chatgate", messages=[{"role": "user", "content": "hello"}], user="plain"
     )
@@ -86,6 +90,21 @@ async def test_models_and_a_plain_answer(api: Api) -> None:
     sent = api.llm.requests[-1]
     assert sent["model"] == "fake-model" and sent["messages"][0]["role"] == "system"
     assert any(t["function"]["name"] == "shell" for t in sent["tools"])
+
+
+async def test_the_model_name_selects_a_profile(api: Api) -> None:
+    answer = await api.client.chat.completions.create(
+        model="terse-bot", messages=[{"role": "user", "content": "hi"}], user="terse"
+    )
+    assert answer.choices[0].message.content == "echo: hi"
+    sent = api.llm.requests[-1]
+    assert sent["temperature"] == 0.1
+    assert "Answer in one word." in sent["messages"][0]["content"]
+    await api.client.chat.completions.create(
+        model="chatgate", messages=[{"role": "user", "content": "hi"}], user="bound"
+    )
+    assert "temperature" not in api.llm.requests[-1]
+    assert "Answer in one word." not in api.llm.requests[-1]["messages"][0]["content"]
 
 
 async def test_a_streamed_answer(api: Api) -> None:
@@ -163,7 +182,7 @@ async def test_a_bad_key_and_an_unknown_model_are_refused(api: Api) -> None:
     with pytest.raises(openai.AuthenticationError):
         await wrong.models.list()
     await wrong.close()
-    with pytest.raises(openai.NotFoundError, match="serves 'chatgate'"):
+    with pytest.raises(openai.NotFoundError, match="serves 'chatgate', 'terse-bot'"):
         await api.client.chat.completions.create(
             model="gpt-9", messages=[{"role": "user", "content": "hi"}]
         )

@@ -319,3 +319,17 @@ async def test_sign_in_attempts_are_limited(site: Site, tmp_path: Path) -> None:
         assert "Too many sign-in attempts" in await page.inner_text(".error")
         assert not [c for c in await context.cookies() if c["name"] == "chatgate_admin"]
         await context.close()
+
+
+async def test_usage_by_person_updates_while_open(site: Site) -> None:
+    page = await admin_page(site)
+    await page.goto(f"{site.url}/admin/usage?by=user")
+    assert "web:frank" not in await page.inner_text("[data-part=usage]")
+    site.llm.push(Reply.text("Counted."))
+    submission = await site.app.admission.submit(web_message("frank", "u1", "count me", "u1"))
+    await submission.done
+    today = page.locator("[data-part=usage] .card").first
+    await today.locator("tr", has_text="web:frank").wait_for()  # no reload: a live update
+    row = await today.locator("tr", has_text="web:frank").inner_text()
+    assert row.split("\t")[1:3] == ["10", "5"]  # the scripted server's usage
+    await page.context.close()

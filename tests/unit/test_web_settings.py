@@ -71,3 +71,15 @@ def test_nothing_is_on_without_a_token() -> None:
     assert not settings.web.console_enabled and not settings.web.chat_enabled  # type: ignore[attr-defined]
     chat_only = load_settings(None, web={"chat_tokens": {ALICE: "alice"}})
     assert chat_only.web.chat_enabled and not chat_only.web.console_enabled  # type: ignore[attr-defined]
+
+
+def test_api_model_names_need_their_profiles(tmp_path: Path) -> None:
+    from gateway.app import App
+
+    settings = load_settings(
+        None, data_dir=tmp_path, http={"enabled": False}, api={"models": {"fast": "quick"}}
+    )
+    with pytest.raises(ConfigError, match=r"api\.models\.fast: there is no profile 'quick'"):
+        App(settings)
+    with pytest.raises(ConfigError, match=r"already api\.model"):
+        load_settings(None, api={"models": {"chatgate": "quick"}})

@@ -66,6 +66,7 @@ PAGES = {
     "job": Page("Job", ("job",), "scheduler"),
     "conversations": Page("Conversations", ("chats",), "conversations"),
     "conversation": Page("Conversation", ("history",), "conversations"),
+    "usage": Page("Usage", ("usage",), "usage"),
     "tools": Page("Skills and tools", ("tables",), "tools", live=False),
 }
 NAV = (
@@ -73,6 +74,7 @@ NAV = (
     ("approvals", "Approvals", f"{ROOT}/approvals"),
     ("scheduler", "Scheduler", f"{ROOT}/scheduler"),
     ("conversations", "Conversations", f"{ROOT}/conversations"),
+    ("usage", "Usage", f"{ROOT}/usage"),
     ("tools", "Tools", f"{ROOT}/tools"),
 )
 
@@ -125,6 +127,7 @@ class AdminConsole:
         add("GET", f"{ROOT}/conversations/{{session}}", self._conversation)
         add("POST", f"{ROOT}/conversations/{{session}}", self._conversation_action)
         add("POST", f"{ROOT}/links", self._link)
+        add("GET", f"{ROOT}/usage", self._simple("usage"))
         add("GET", f"{ROOT}/tools", self._simple("tools"))
         add("GET", f"{ROOT}/events", self._events)
         add("GET", f"{ROOT}/static/{{name}}", static_handler(()))

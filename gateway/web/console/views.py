@@ -12,6 +12,8 @@ from typing import Any
 
 from gateway import keys
 from gateway.approvals import AUDIT, ApprovalService
+from gateway.budgets.ledger import DIMENSIONS, Spend, UsageLedger
+from gateway.budgets.periods import Periods
 from gateway.channels import Adapter
 from gateway.config import Settings
 from gateway.history import SessionStore
@@ -27,6 +29,7 @@ from gateway.web.console.health import LLMHealth
 from gateway.web.info import InfoSource
 
 AUDIT_SHOWN = 100
+USAGE_BY = tuple(d for d in DIMENSIONS if d != "all")
 CHATS_SHOWN = 100
 SESSIONS_SHOWN = 20  # per chat
 TOOL_OUTPUT_CHARS = 2000
@@ -187,6 +190,36 @@ class Views:
             "known": record is not None and not record.is_new,
             "record": record,
             "entries": [_entry(m) for m in record.messages] if record is not None else [],
+        }
+
+    # -- usage --------------------------------------------------------------------------------
+
+    async def _usage(self, query: Mapping[str, str]) -> dict[str, Any]:
+        budgets = self._p.settings.budgets
+        by = query.get("by", "user")
+        by = by if by in USAGE_BY else "user"
+        periods = Periods(budgets.timezone)
+        ledger = UsageLedger(self._p.store, periods, keep_days=budgets.keep_days)
+        tables = []
+        for label, period in (
+            ("Today", periods.current("day")),
+            ("This month", periods.current("month")),
+        ):
+            spent = await ledger.table([period], by)
+            rows = sorted(spent.items(), key=lambda kv: (-kv[1].micro_usd, -kv[1].tokens, kv[0]))
+            total = sum((spend for _, spend in rows), Spend())
+            tables.append({"label": label, "period": period, "rows": rows, "total": total})
+        limits = [
+            (name.replace("_", " "), value)
+            for name, value in budgets.model_dump().items()
+            if name.startswith(("per_", "global_")) and value
+        ]
+        return {
+            "by": by,
+            "choices": USAGE_BY,
+            "tables": tables,
+            "limits": limits,
+            "tz": periods.timezone,
         }
 
     # -- tools --------------------------------------------------------------------------------
