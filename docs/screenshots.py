@@ -55,6 +55,7 @@ async def main() -> None:
                     ("scheduler", "/admin/scheduler"),
                     ("conversations", "/admin/conversations"),
                     ("conversation", "/admin/conversations/web%3Aalice%3Atdemo"),
+                    ("usage", "/admin/usage?by=chat"),
                     ("tools", "/admin/tools"),
                 ):
                     await page.goto(url + path)

@@ -29,7 +29,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
     tmp = tmp_path_factory.mktemp("chat")
-    async with running_site(tmp, browser=True, llm={"stream": True}) as found:
+    sections: dict[str, Any] = {
+        "llm": {"stream": True},
+        "web": {"signin_attempts_per_minute": 1000},  # every test signs in afresh
+    }
+    async with running_site(tmp, browser=True, **sections) as found:
         yield found
 
 
