@@ -23,18 +23,25 @@ import logging
 import secrets
 import time
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from gateway import keys
 from gateway.access import AccessPolicy
-from gateway.callbacks import CallbackData
+from gateway.approval_records import (
+    ApprovalChoice,
+    ApprovalRequest,
+    Choice,
+    Decision,
+    decided_text,
+    outcome_text,
+    prompt_text,
+)
 from gateway.channels import Outbox
 from gateway.config import ApprovalSettings
 from gateway.extensions import Command, CommandCall, Extensions
 from gateway.grants import Grant, GrantBook, PermissionsCommand, Scope
 from gateway.integrity import EntrySigner
-from gateway.messages import Button, ButtonPress, ChatRef, Outbound, PressReply, SentRef, UserRef
+from gateway.messages import Button, ButtonPress, ChatRef, Outbound, PressReply, UserRef
 from gateway.metrics import Metrics
 from gateway.rendezvous import Rendezvous
 from gateway.sessions import SessionKey
@@ -46,69 +53,9 @@ log = logging.getLogger(__name__)
 
 PENDING = keys.APPROVALS_PENDING
 AUDIT = keys.APPROVALS_AUDIT
-Choice = Literal["once", "session", "always", "deny", "expired"]
 _PRESSABLE = ("once", "session", "always", "deny")
 _REQUEST = "approval request"
 _HEARTBEAT_TTL = 15.0
-
-
-@dataclass
-class ApprovalRequest:
-    id: str
-    tool: str
-    command: str
-    reason: str
-    cwd: str | None
-    shape: str
-    session: str
-    chat: dict[str, Any]
-    requester: dict[str, Any]
-    created: float
-    expires: float
-    owner: str  # instance id of the process whose turn waits for the answer
-    message: dict[str, Any] | None = None  # SentRef of the prompt, to edit it later
-    where: str = ""  # where the command runs ("in the sandbox"); empty in older records
-    untrusted: str = ""  # outside content that entered the turn before this call, if any
-    admins_only: bool = False  # only an admin may decide (ApprovalNeed.admins_only)
-
-    @property
-    def chat_ref(self) -> ChatRef:
-        return ChatRef.model_validate(self.chat)
-
-    @property
-    def requester_ref(self) -> UserRef:
-        return UserRef.model_validate(self.requester)
-
-    @property
-    def sent_ref(self) -> SentRef | None:
-        return SentRef.model_validate(self.message) if self.message else None
-
-
-@dataclass(frozen=True)
-class ApprovalChoice(CallbackData, prefix="ap"):
-    """An approval button: which request, and which choice the button makes."""
-
-    request_id: str
-    choice: str
-
-
-@dataclass(frozen=True)
-class Decision:
-    choice: Choice
-    by: str = ""  # label of the person who decided
-    by_address: str = ""
-    reason: str = ""
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, raw: str) -> Decision:
-        return cls(**json.loads(raw))
-
-    @property
-    def approved(self) -> bool:
-        return self.choice in ("once", "session", "always")
 
 
 class ApprovalService:
@@ -210,7 +157,7 @@ class ApprovalService:
         if raw is None:
             raw = await self._expire(request, "no decision in time")
         decision = Decision.from_json(raw)
-        return ApprovalOutcome(decision.approved, _outcome_text(decision))
+        return ApprovalOutcome(decision.approved, outcome_text(decision))
 
     # -- deciding --------------------------------------------------------------------------
 
@@ -281,7 +228,7 @@ class ApprovalService:
         existing = await self._answers.current(request.id)
         if existing is not None:
             return _DecideResult(
-                error=f"Already decided: {_outcome_text(Decision.from_json(existing))}."
+                error=f"Already decided: {outcome_text(Decision.from_json(existing))}."
             )
         requester = request.requester_ref
         admin_needed = request.admins_only and not self._access.is_admin(user)
@@ -300,14 +247,14 @@ class ApprovalService:
         decision = Decision(choice, user.label, user.address, reason.strip())
         if not await self._answers.answer(request.id, decision.to_json()):
             current = await self._answers.current(request.id)
-            text = _outcome_text(Decision.from_json(current)) if current else "decided"
+            text = outcome_text(Decision.from_json(current)) if current else "decided"
             return _DecideResult(error=f"Already decided: {text}.")
         if choice in ("session", "always"):
             await self._grant(request, decision, "session" if choice == "session" else "chat")
         await self._finish(request, decision)
         toast = "Approved." if decision.approved else "Denied."
         return _DecideResult(
-            toast=toast, edit_text=_decided_text(request, decision), request=request
+            toast=toast, edit_text=decided_text(request, decision), request=request
         )
 
     @property
@@ -357,7 +304,7 @@ class ApprovalService:
             # Someone decided at the last moment; their decision stands.
             return await self._answers.current(request.id) or expired.to_json()
         await self._finish(request, expired)
-        await self._announce(request, _decided_text(request, expired))
+        await self._announce(request, decided_text(request, expired))
         return expired.to_json()
 
     async def _announce(self, request: ApprovalRequest, text: str) -> None:
@@ -424,7 +371,7 @@ class ApprovalService:
             ref = await self._outbox.send(
                 Outbound(
                     chat=chat,
-                    text=_prompt_text(request, always=self._offers_always),
+                    text=prompt_text(request, always=self._offers_always),
                     buttons=buttons,
                     markdown=True,
                 )
@@ -497,45 +444,3 @@ class _DecideResult:
     edit_text: str | None = None
     error: str | None = None
     request: ApprovalRequest | None = None
-
-
-def _prompt_text(request: ApprovalRequest, *, always: bool) -> str:
-    expires = datetime.fromtimestamp(request.expires, UTC).strftime("%H:%M:%S UTC")
-    minutes = max(round((request.expires - request.created) / 60), 1)
-    where = f"\nIn: `{request.cwd}`" if request.cwd else ""
-    runs = f"\nRuns {request.where}." if request.where else ""
-    warning = (
-        f"\nCaution: this comes after outside content ({request.untrusted}) entered the "
-        "conversation; make sure it is what you asked for."
-        if request.untrusted
-        else ""
-    )
-    standing = "for the session or always" if always else "for the session"
-    exactly = f"`{request.shape}`" if request.shape != request.command else "this exact call"
-    covers = f"\nApproving {standing} covers only {exactly} for {request.requester_ref.label}."
-    return (
-        f"**Approval needed** ({request.tool})\n"
-        f"```\n{request.command}\n```\n"
-        f"Why: {request.reason}{where}{runs}{warning}\n"
-        f"Asked by {request.requester_ref.label}; expires at {expires} (in {minutes} min)."
-        f"{covers}\n"
-        f"Or reply `/approve {request.id}` or `/deny {request.id} [reason]`."
-    )
-
-
-def _decided_text(request: ApprovalRequest, decision: Decision) -> str:
-    command = f"\n```\n{request.command}\n```"
-    return f"{_outcome_text(decision)[:1].upper()}{_outcome_text(decision)[1:]}.{command}"
-
-
-def _outcome_text(decision: Decision) -> str:
-    if decision.choice == "once":
-        return f"approved by {decision.by}"
-    if decision.choice == "session":
-        return f"approved by {decision.by} for this session"
-    if decision.choice == "always":
-        return f"approved by {decision.by}, always in this chat"
-    if decision.choice == "deny":
-        reason = f": {decision.reason}" if decision.reason else ""
-        return f"denied by {decision.by}{reason}"
-    return f"expired, not run ({decision.reason})"

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from adapters.api.adapter import ApiAdapter, RequestChat
 from gateway import keys
-from gateway.approvals import ApprovalChoice
+from gateway.approval_records import ApprovalChoice
 from gateway.callbacks import prefix_of
 from gateway.outcome import TurnOutcome
 from gateway.store.base import Store

@@ -15,29 +15,25 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 import httpx
 
 from gateway.config import ProviderSettings
 from gateway.llm.errors import (
-    RETRYABLE_STATUSES,
     LLMBadResponse,
-    LLMError,
-    LLMImagesRejected,
     LLMRequestError,
-    LLMUnavailable,
     Redactor,
-    error_for_status,
     mentions_tools,
 )
 from gateway.llm.formats import FormatName, prepare
-from gateway.llm.retry import backoff_delay, retry_after_seconds
+from gateway.llm.responses import Responses, Retry, model_ids, stream_broken
+from gateway.llm.retry import backoff_delay
 from gateway.llm.stream import SSEDecoder, StreamAccumulator, StreamErrorEvent, VisibleText
 from gateway.llm.transport import AiohttpTransport
 from gateway.llm.types import Completion, Message, OnText
 from gateway.llm.vision import Vision
-from gateway.llm.wire import RawReply, reply_from_body, to_completion
+from gateway.llm.wire import RawReply, to_completion
 from gateway.unicode import valid_unicode
 
 log = logging.getLogger(__name__)
@@ -57,15 +53,6 @@ _ENDPOINT = "/chat/completions"
 _ONE_BAD_TOOL = re.compile(r"tools\[\d+\]")
 _JSON = {"Content-Type": "application/json"}
 _SSE = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-
-
-class _Retry(Exception):
-    """A transient failure: the request may be sent again after a delay."""
-
-    def __init__(self, error: LLMError, retry_after: float | None = None) -> None:
-        super().__init__(error.detail)
-        self.error = error
-        self.retry_after = retry_after
 
 
 class LLMClient:
@@ -102,6 +89,7 @@ class LLMClient:
         self._post_extensions = {"timeout": timeout.as_dict()}
         # Where the server is, without any credentials that may sit in the URL.
         self._where = str(httpx.URL(settings.base_url).copy_with(username=None, password=None))
+        self._responses = Responses(self._redact, settings.model, self._where, _ENDPOINT)
         self._text_fallback = False
         # Reused while the same schema dicts come back (ToolSpec.schema() caches them).
         self._tools_json: tuple[tuple[Any, ...], str] = ((), "")
@@ -190,10 +178,10 @@ class LLMClient:
         try:
             response = await self._http().get("/models")
         except httpx.RequestError as exc:
-            raise self._transport_error(exc) from exc
+            raise self._responses.transport_error(exc) from exc
         if response.status_code in (401, 403):
-            self._raise_for_status(response, "/models")
-        models = _model_ids(response) if response.is_success else None
+            self._responses.raise_for_status(response, "/models")
+        models = model_ids(response) if response.is_success else None
         if models is not None and model in models:
             return f"{self._where}: reachable, {len(models)} model(s), '{model}' available"
         # No usable model list (or the model is an alias not in it): a 1-token completion decides.
@@ -316,7 +304,7 @@ class LLMClient:
                 self._stream_usage = False
                 body = {k: v for k, v in body.items() if k != "stream_options"}
                 payload = self._encode(body)
-            except _Retry as retry:
+            except Retry as retry:
                 delay = self._delay(attempt, retry.retry_after)
                 if attempt >= retries or delay is None:
                     raise retry.error from retry.__cause__
@@ -349,25 +337,10 @@ class LLMClient:
             response = await self._wire.handle_async_request(request)
             await response.aread()
         except httpx.RequestError as exc:
-            raise _Retry(self._transport_error(exc)) from exc
+            raise Retry(self._responses.transport_error(exc)) from exc
         if not response.is_success:
-            self._raise_for_status(response, _ENDPOINT)
-        return self._reply(response)
-
-    def _reply(self, response: httpx.Response) -> RawReply:
-        body = self._json_body(response)
-        if isinstance(body, dict) and body.get("error") and not body.get("choices"):
-            # OpenRouter and some proxies report upstream failures as 200 + {"error": ...}.
-            self._raise_error_event(StreamErrorEvent(body["error"]))
-        return reply_from_body(body)
-
-    def _raise_error_event(self, event: StreamErrorEvent, *, delivered: bool = False) -> NoReturn:
-        error = error_for_status(
-            event.status, self._redact(str(event)), model=self._settings.model, endpoint=_ENDPOINT
-        )
-        if event.status in RETRYABLE_STATUSES:
-            self._stream_broken(error, delivered, None)
-        raise error
+            self._responses.raise_for_status(response, _ENDPOINT)
+        return self._responses.reply(response)
 
     async def _stream_once(
         self,
@@ -381,15 +354,15 @@ class LLMClient:
         try:
             response = await http.send(request, stream=True)
         except httpx.RequestError as exc:
-            raise _Retry(self._transport_error(exc)) from exc
+            raise Retry(self._responses.transport_error(exc)) from exc
         try:
             if not response.is_success:
-                await self._read(response, delivered=False)
-                self._raise_for_status(response, _ENDPOINT)
+                await self._responses.read(response, delivered=False)
+                self._responses.raise_for_status(response, _ENDPOINT)
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 # Some servers ignore stream=true and answer with one JSON document.
-                await self._read(response, delivered=False)
-                completion = finalize(self._reply(response))
+                await self._responses.read(response, delivered=False)
+                completion = finalize(self._responses.reply(response))
                 if listeners.reasoning is not None and completion.reasoning:
                     await listeners.reasoning(completion.reasoning)
                 if listeners.text is not None and completion.content:
@@ -418,7 +391,7 @@ class LLMClient:
             try:
                 text = accumulator.feed(item)
             except StreamErrorEvent as event:
-                self._raise_error_event(event, delivered=delivered)
+                self._responses.raise_error_event(event, delivered=delivered)
             shown, thought = "", accumulator.reasoning_delta
             if text and visible is not None:
                 shown = visible.feed(text)
@@ -436,13 +409,13 @@ class LLMClient:
             except StopAsyncIteration:
                 break
             except httpx.RequestError as exc:
-                self._stream_broken(self._transport_error(exc), delivered, exc)
+                stream_broken(self._responses.transport_error(exc), delivered, exc)
             for item in decoder.feed_line(line):
                 await take(item)
         for item in decoder.close():
             await take(item)
         if not accumulator.complete:
-            self._stream_broken(
+            stream_broken(
                 LLMBadResponse("the stream ended before the reply was complete"), delivered, None
             )
         completion = finalize(accumulator.result())
@@ -451,75 +424,3 @@ class LLMClient:
             if rest:
                 await on_text(rest)
         return completion
-
-    @staticmethod
-    def _stream_broken(error: LLMError, delivered: bool, cause: BaseException | None) -> NoReturn:
-        """Retry a broken stream unless the user already saw part of it."""
-        if delivered:
-            raise LLMBadResponse(
-                f"the stream broke after part of the reply was shown ({error.detail})"
-            ) from cause
-        raise _Retry(error) from cause
-
-    # --- errors -------------------------------------------------------------------------
-
-    async def _read(self, response: httpx.Response, *, delivered: bool) -> None:
-        try:
-            await response.aread()
-        except httpx.RequestError as exc:
-            self._stream_broken(self._transport_error(exc), delivered, exc)
-
-    def _json_body(self, response: httpx.Response) -> Any:
-        try:
-            return json.loads(response.content)
-        except ValueError:
-            snippet = self._redact(response.text, limit=120)
-            raise LLMBadResponse(f"response is not JSON: {snippet!r}") from None
-
-    def _raise_for_status(self, response: httpx.Response, endpoint: str) -> NoReturn:
-        retry_after = retry_after_seconds(response.headers)
-        error = error_for_status(
-            response.status_code,
-            self._server_message(response),
-            model=self._settings.model,
-            endpoint=endpoint,
-            retry_after=retry_after,
-        )
-        if response.status_code in RETRYABLE_STATUSES and not isinstance(error, LLMImagesRejected):
-            raise _Retry(error, retry_after)
-        raise error
-
-    def _server_message(self, response: httpx.Response) -> str:
-        """The error text from the usual shapes: {"error": {"message"}}, {"error"}, {"detail"}."""
-        try:
-            data = json.loads(response.content)
-        except ValueError:
-            return self._redact(response.text)
-        found: Any = data
-        for _ in range(2):  # {"error": {"message": ...}} is two levels deep
-            if not isinstance(found, dict):
-                break
-            found = next((found[k] for k in ("error", "message", "detail") if found.get(k)), found)
-        text = found if isinstance(found, str) else json.dumps(found, ensure_ascii=False)
-        return self._redact(text)
-
-    def _transport_error(self, exc: httpx.RequestError) -> LLMUnavailable:
-        timed_out = isinstance(exc, httpx.TimeoutException)
-        what = "timed out" if timed_out else "failed"
-        reason = self._redact(str(exc)) or type(exc).__name__
-        return LLMUnavailable(
-            f"request to {self._where} {what}: {reason}",
-            kind="timeout" if timed_out else "unreachable",
-        )
-
-
-def _model_ids(response: httpx.Response) -> list[str] | None:
-    try:
-        data = response.json()
-    except ValueError:
-        return None
-    entries = data.get("data", data.get("models")) if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        return None
-    ids = [e.get("id") or e.get("name") if isinstance(e, dict) else e for e in entries]
-    return [i for i in ids if isinstance(i, str)]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,7 @@ import httpx
 
 from gateway.config import LLMSettings, MediaEndpoint
 from gateway.llm.errors import Redactor
+from gateway.llm.responses import server_message
 from gateway.media.sniff import WEB_IMAGES, extension_for, sniff
 
 _MAX_RESULT_BYTES = 50_000_000  # generated audio or images read at most
@@ -125,23 +125,11 @@ class MediaClient:
             )
         if status == 413:
             return self.error("refused the file as too large (HTTP 413)")
-        detail = self._redact(_server_message(response), limit=200)
+        detail = self._redact(server_message(response), limit=200)
         return self.error(f"answered HTTP {status}" + (f": {detail}" if detail else ""))
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-
-def _server_message(response: httpx.Response) -> str:
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text
-    found: Any = data
-    for _ in range(2):
-        if isinstance(found, dict):
-            found = next((found[k] for k in ("error", "message", "detail") if found.get(k)), found)
-    return found if isinstance(found, str) else json.dumps(found, ensure_ascii=False)
 
 
 class Transcriber:

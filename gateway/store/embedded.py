@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway import keys
 from gateway.store import embedded_inbox
+from gateway.store import embedded_sql as sql
 from gateway.store.base import Batch, Store, StoreUnavailable
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
 from gateway.store.search import SearchIndex
@@ -25,100 +26,10 @@ log = logging.getLogger(__name__)
 
 _DB_FILE = "chatgate.db"
 _LOCK_FILE = "chatgate.lock"
-_SCHEMA_VERSION = 1
 _PURGE_INTERVAL = 60.0  # seconds between sweeps of expired rows
 _PURGE_BATCH = 1000  # rows per sweep, so one sweep never stalls the event loop
 _LISTEN_BACKLOG = 10_000  # messages a slow listener may fall behind before the oldest are dropped
 _DELETE_CHUNK = 500  # keys per DELETE, well under SQLite's bound-parameter limit
-
-# One row per key in `keys`; hash fields and list items hang off it. Triggers drop the children
-# whenever a key row is deleted or re-typed (kind appears in an UPDATE), so every writer is a
-# single upsert: `set` over a hash, or `hset` reviving an expired hash, leaves no stale fields.
-_SCHEMA = f"""
-PRAGMA user_version = {_SCHEMA_VERSION};
-CREATE TABLE IF NOT EXISTS keys (
-    key TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,  -- 's' string, 'h' hash, 'l' list
-    value TEXT,          -- the string; NULL for hashes and lists
-    expires_at REAL      -- unix time (wall clock, so TTLs survive restarts); NULL: never
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS keys_expiry ON keys (expires_at) WHERE expires_at IS NOT NULL;
-CREATE TABLE IF NOT EXISTS fields (
-    key TEXT NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (key, field)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS items (
-    key TEXT NOT NULL, seq INTEGER NOT NULL, value TEXT NOT NULL, PRIMARY KEY (key, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS leases (
-    name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS keys_deleted AFTER DELETE ON keys WHEN OLD.kind != 's' BEGIN
-    DELETE FROM fields WHERE key = OLD.key;
-    DELETE FROM items WHERE key = OLD.key;
-END;
-CREATE TRIGGER IF NOT EXISTS keys_retyped AFTER UPDATE OF kind ON keys WHEN OLD.kind != 's' BEGIN
-    DELETE FROM fields WHERE key = OLD.key;
-    DELETE FROM items WHERE key = OLD.key;
-END;
-"""
-
-_LIVE = "(expires_at IS NULL OR expires_at > ?{n})"
-_LIVE_KEY = "(keys.expires_at IS NULL OR keys.expires_at > ?{n})"
-
-# ?1 key, ?2 value, ?3 expires_at, ?4 now
-_SET = """INSERT INTO keys (key, kind, value, expires_at) VALUES (?1, 's', ?2, ?3)
-ON CONFLICT (key) DO UPDATE SET kind = 's', value = ?2, expires_at = ?3"""
-_SET_NX = _SET + " WHERE keys.expires_at <= ?4"
-_GET = f"SELECT value FROM keys WHERE key = ?1 AND kind = 's' AND {_LIVE.format(n=2)}"
-# ?1 key, ?2 amount, ?3 expires_at if created, ?4 now
-_INCR = f"""INSERT INTO keys (key, kind, value, expires_at) VALUES (?1, 's', ?2, ?3)
-ON CONFLICT (key) DO UPDATE SET
-    value = CASE WHEN keys.kind = 's' AND {_LIVE_KEY.format(n=4)}
-            THEN CAST(keys.value AS INTEGER) + ?2 ELSE ?2 END,
-    expires_at = CASE WHEN keys.kind = 's' AND {_LIVE_KEY.format(n=4)}
-            THEN keys.expires_at ELSE ?3 END,
-    kind = 's'
-RETURNING value"""
-_EXPIRE = f"UPDATE keys SET expires_at = ?2 WHERE key = ?1 AND {_LIVE.format(n=3)}"
-# Make `key` a live container of `kind` (?2): create it, or reset it when expired or retyped.
-_CONTAINER = f"""INSERT INTO keys (key, kind) VALUES (?1, ?2)
-ON CONFLICT (key) DO UPDATE SET kind = ?2, value = NULL, expires_at = NULL
-WHERE keys.kind != ?2 OR NOT {_LIVE_KEY.format(n=3)}"""
-_LIVE_CONTAINER = f"SELECT 1 FROM keys WHERE key = ?1 AND kind = ?2 AND {_LIVE.format(n=3)}"
-_HSET = """INSERT INTO fields (key, field, value) VALUES (?1, ?2, ?3)
-ON CONFLICT (key, field) DO UPDATE SET value = ?3"""
-_HGET = f"SELECT value FROM fields WHERE key = ?1 AND field = ?4 AND EXISTS ({_LIVE_CONTAINER})"
-_HGETALL = f"SELECT field, value FROM fields WHERE key = ?1 AND EXISTS ({_LIVE_CONTAINER})"
-_HDEL = f"DELETE FROM fields WHERE key = ?1 AND EXISTS ({_LIVE_CONTAINER})"
-_DROP_EMPTY_HASH = (
-    "DELETE FROM keys WHERE key = ?1 AND kind = 'h' "
-    "AND NOT EXISTS (SELECT 1 FROM fields WHERE key = ?1)"
-)
-_PUSH = """INSERT INTO items (key, seq, value)
-SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2 FROM items WHERE key = ?1"""
-_TRIM = """DELETE FROM items WHERE key = ?1 AND seq <= (
-    SELECT seq FROM items WHERE key = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)"""
-_LIST_LEN = f"SELECT COUNT(*) FROM items WHERE key = ?1 AND EXISTS ({_LIVE_CONTAINER})"
-_LIST_SLICE = "SELECT value FROM items WHERE key = ?1 ORDER BY seq LIMIT ?2 OFFSET ?3"
-_POP_HEAD = "DELETE FROM items WHERE key = ?1 AND seq = (SELECT MIN(seq) FROM items WHERE key = ?1)"
-_LISTS_WITH_PREFIX = f"""SELECT keys.key, COUNT(items.seq) FROM keys
-JOIN items ON items.key = keys.key WHERE keys.key LIKE ?1 AND keys.kind = 'l'
-AND {_LIVE_KEY.format(n=2)} GROUP BY keys.key"""
-_FIND_ITEM = "SELECT seq FROM items WHERE key = ?1 AND value = ?2 ORDER BY seq LIMIT 1"
-_DROP_EMPTY_LIST = (
-    "DELETE FROM keys WHERE key = ?1 AND kind = 'l' "
-    "AND NOT EXISTS (SELECT 1 FROM items WHERE key = ?1)"
-)
-# ?1 name, ?2 owner, ?3 expires_at, ?4 now
-_ACQUIRE = """INSERT INTO leases (name, owner, expires_at) VALUES (?1, ?2, ?3)
-ON CONFLICT (name) DO UPDATE SET owner = ?2, expires_at = ?3
-WHERE leases.owner = ?2 OR leases.expires_at <= ?4"""
-_RENEW = "UPDATE leases SET expires_at = ?3 WHERE name = ?1 AND owner = ?2 AND expires_at > ?4"
-_RELEASE = "DELETE FROM leases WHERE name = ?1 AND owner = ?2 AND expires_at > ?3"
-_OWNER = "SELECT owner FROM leases WHERE name = ?1 AND expires_at > ?2"
-_PURGE_KEYS = """DELETE FROM keys WHERE key IN (
-    SELECT key FROM keys WHERE expires_at <= ?1 LIMIT ?2)"""
-_PURGE_LEASES = "DELETE FROM leases WHERE expires_at <= ?1"
 
 
 class StoreLocked(StoreUnavailable):
@@ -185,7 +96,7 @@ class EmbeddedStore(Store):
             raise StoreUnavailable(f"cannot open the embedded store {file}: {exc}") from exc
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > _SCHEMA_VERSION:
+            if version > sql.SCHEMA_VERSION:
                 raise StoreUnavailable(
                     f"{file} was written by a newer chatgate (schema {version}); upgrade chatgate"
                 )
@@ -193,7 +104,7 @@ class EmbeddedStore(Store):
             # NORMAL in WAL mode: a crash of the process loses nothing; a power cut can lose the
             # last commits. No fsync per commit is what makes per-message writes cheap.
             db.execute("PRAGMA synchronous = NORMAL")
-            db.executescript(_SCHEMA)
+            db.executescript(sql.SCHEMA)
             db.executescript(SEARCH_SCHEMA)
         except BaseException as exc:
             db.close()
@@ -211,9 +122,9 @@ class EmbeddedStore(Store):
     # Statements run on the event-loop thread: each touches a few rows by primary key and takes
     # 5-30 µs (WAL with synchronous=NORMAL does not fsync on commit), less than a hop to a
     # worker thread would cost. The rare WAL checkpoint stalls the loop for a few ms.
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    def _run(self, statement: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
-            return self._db.execute(sql, params)
+            return self._db.execute(statement, params)
         except sqlite3.DatabaseError as exc:  # disk full, I/O error, corrupt file
             raise self._unavailable(exc) from exc
         except sqlite3.ProgrammingError as exc:
@@ -225,8 +136,8 @@ class EmbeddedStore(Store):
         """Group operations into one SQLite transaction (the inbox's atomic steps)."""
         return self._transaction()
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return self._run(sql, params).fetchall()
+    def query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._run(statement, params).fetchall()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -256,8 +167,8 @@ class EmbeddedStore(Store):
 
     def _purge(self, now: float) -> None:
         with self._transaction():
-            removed = self._run(_PURGE_KEYS, (now, _PURGE_BATCH)).rowcount
-            self._run(_PURGE_LEASES, (now,))
+            removed = self._run(sql.PURGE_KEYS, (now, _PURGE_BATCH)).rowcount
+            self._run(sql.PURGE_LEASES, (now,))
         # A full batch means there is more: come back soon rather than all at once.
         self._next_purge = now + (1.0 if removed >= _PURGE_BATCH else _PURGE_INTERVAL)
 
@@ -274,7 +185,7 @@ class EmbeddedStore(Store):
     # -- plain values ---------------------------------------------------------------
 
     async def get(self, key: str) -> str | None:
-        row = self._run(_GET, (key, time.time())).fetchone()
+        row = self._run(sql.GET, (key, time.time())).fetchone()
         return None if row is None else str(row[0])
 
     async def set(
@@ -283,8 +194,8 @@ class EmbeddedStore(Store):
         now = self._now_for_write()
         params = (key, value, _expires_at(now, ttl), now)
         if only_if_absent:
-            return self._run(_SET_NX, params).rowcount == 1
-        self._run(_SET, params[:3])
+            return self._run(sql.SET_NX, params).rowcount == 1
+        self._run(sql.SET, params[:3])
         return True
 
     async def delete(self, *keys: str) -> int:
@@ -293,46 +204,46 @@ class EmbeddedStore(Store):
         for i in range(0, len(keys), _DELETE_CHUNK):
             chunk = keys[i : i + _DELETE_CHUNK]
             marks = ",".join("?" * len(chunk))
-            sql = f"DELETE FROM keys WHERE key IN ({marks}) RETURNING expires_at"
-            rows = self._run(sql, chunk).fetchall()
+            statement = f"DELETE FROM keys WHERE key IN ({marks}) RETURNING expires_at"
+            rows = self._run(statement, chunk).fetchall()
             count += sum(1 for (expires_at,) in rows if expires_at is None or expires_at > now)
         return count
 
     async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
         now = self._now_for_write()
-        row = self._run(_INCR, (key, amount, _expires_at(now, ttl), now)).fetchone()
+        row = self._run(sql.INCR, (key, amount, _expires_at(now, ttl), now)).fetchone()
         return int(row[0])
 
     async def expire(self, key: str, ttl: float) -> bool:
         now = time.time()
-        return self._run(_EXPIRE, (key, _expires_at(now, ttl), now)).rowcount == 1
+        return self._run(sql.EXPIRE, (key, _expires_at(now, ttl), now)).rowcount == 1
 
     # -- hashes ---------------------------------------------------------------------
 
     async def hset(self, name: str, field: str, value: str) -> None:
         now = self._now_for_write()
         with self._transaction():
-            self._run(_CONTAINER, (name, "h", now))
-            self._run(_HSET, (name, field, value))
+            self._run(sql.CONTAINER, (name, "h", now))
+            self._run(sql.HSET, (name, field, value))
 
     async def hget(self, name: str, field: str) -> str | None:
-        row = self._run(_HGET, (name, "h", time.time(), field)).fetchone()
+        row = self._run(sql.HGET, (name, "h", time.time(), field)).fetchone()
         return None if row is None else str(row[0])
 
     async def hdel(self, name: str, *fields: str) -> int:
         if not fields:
             return 0
         marks = ",".join(f"?{i}" for i in range(4, 4 + len(fields)))
-        sql = f"{_HDEL} AND field IN ({marks})"
+        statement = f"{sql.HDEL} AND field IN ({marks})"
         with self._transaction():
-            removed = self._run(sql, (name, "h", time.time(), *fields)).rowcount
+            removed = self._run(statement, (name, "h", time.time(), *fields)).rowcount
             if removed:
                 # Like Redis, a hash without fields does not exist.
-                self._run(_DROP_EMPTY_HASH, (name,))
+                self._run(sql.DROP_EMPTY_HASH, (name,))
         return removed
 
     async def hgetall(self, name: str) -> dict[str, str]:
-        rows = self._run(_HGETALL, (name, "h", time.time())).fetchall()
+        rows = self._run(sql.HGETALL, (name, "h", time.time())).fetchall()
         return {str(field): str(value) for field, value in rows}
 
     # -- lists ----------------------------------------------------------------------
@@ -342,15 +253,15 @@ class EmbeddedStore(Store):
             raise ValueError(f"max_len must be at least 1, got {max_len}")
         now = self._now_for_write()
         with self._transaction():
-            self._run(_CONTAINER, (key, "l", now))
-            self._run(_PUSH, (key, value))
+            self._run(sql.CONTAINER, (key, "l", now))
+            self._run(sql.PUSH, (key, value))
             if max_len is not None:
-                self._run(_TRIM, (key, max_len))
-            length: int = self._run(_LIST_LEN, (key, "l", now)).fetchone()[0]
+                self._run(sql.TRIM, (key, max_len))
+            length: int = self._run(sql.LIST_LEN, (key, "l", now)).fetchone()[0]
         return length
 
     async def list_range(self, key: str, start: int = 0, end: int = -1) -> list[str]:
-        length: int = self._run(_LIST_LEN, (key, "l", time.time())).fetchone()[0]
+        length: int = self._run(sql.LIST_LEN, (key, "l", time.time())).fetchone()[0]
         # Redis LRANGE semantics: inclusive end, negatives count from the tail, clamp to the list.
         if start < 0:
             start = max(length + start, 0)
@@ -359,69 +270,69 @@ class EmbeddedStore(Store):
         end = min(end, length - 1)
         if start > end:
             return []
-        rows = self._run(_LIST_SLICE, (key, end - start + 1, start)).fetchall()
+        rows = self._run(sql.LIST_SLICE, (key, end - start + 1, start)).fetchall()
         return [str(value) for (value,) in rows]
 
     async def remove_item(self, key: str, value: str) -> bool:
         """Drop the oldest list item equal to `value` (an emptied list stops existing)."""
         with self._transaction():
-            row = self._run(_FIND_ITEM, (key, value)).fetchone()
+            row = self._run(sql.FIND_ITEM, (key, value)).fetchone()
             if row is None:
                 return False
             self._run("DELETE FROM items WHERE key = ?1 AND seq = ?2", (key, row[0]))
-            self._run(_DROP_EMPTY_LIST, (key,))
+            self._run(sql.DROP_EMPTY_LIST, (key,))
         return True
 
     def list_length(self, key: str) -> int:
-        length: int = self._run(_LIST_LEN, (key, "l", time.time())).fetchone()[0]
+        length: int = self._run(sql.LIST_LEN, (key, "l", time.time())).fetchone()[0]
         return length
 
     def list_head(self, key: str) -> str | None:
         """A list's oldest item (None when it is empty)."""
-        row = self._run(_LIST_SLICE, (key, 1, 0)).fetchone()
+        row = self._run(sql.LIST_SLICE, (key, 1, 0)).fetchone()
         return None if row is None else str(row[0])
 
     def list_first_two(self, key: str) -> list[str]:
-        return [str(value) for (value,) in self._run(_LIST_SLICE, (key, 2, 0)).fetchall()]
+        return [str(value) for (value,) in self._run(sql.LIST_SLICE, (key, 2, 0)).fetchall()]
 
     def append(self, key: str, value: str) -> None:
         """`push` without reading the length back (the inbox counts for itself)."""
         now = self._now_for_write()
         with self._transaction():
-            self._run(_CONTAINER, (key, "l", now))
-            self._run(_PUSH, (key, value))
+            self._run(sql.CONTAINER, (key, "l", now))
+            self._run(sql.PUSH, (key, value))
 
     def pending_lists(self, prefix: str) -> list[tuple[str, int]]:
         """(key, length) of every live list whose key starts with `prefix`."""
-        rows = self._run(_LISTS_WITH_PREFIX, (prefix + "%", time.time())).fetchall()
+        rows = self._run(sql.LISTS_WITH_PREFIX, (prefix + "%", time.time())).fetchall()
         return [(str(key), int(count)) for key, count in rows]
 
     async def pop_head(self, key: str, *, last: bool | None = None) -> None:
         """Drop a list's oldest item (a list left empty stops existing, as on Redis);
         `last`: whether it is the only item, when the caller knows."""
         with self._transaction():
-            self._run(_POP_HEAD, (key,))
+            self._run(sql.POP_HEAD, (key,))
             if last is not False:
-                self._run(_DROP_EMPTY_LIST, (key,))
+                self._run(sql.DROP_EMPTY_LIST, (key,))
 
     # -- leases ---------------------------------------------------------------------
 
     async def acquire_lease(self, name: str, owner: str, ttl: float) -> bool:
         now = self._now_for_write()
-        return self._run(_ACQUIRE, (name, owner, _expires_at(now, ttl), now)).rowcount == 1
+        return self._run(sql.ACQUIRE, (name, owner, _expires_at(now, ttl), now)).rowcount == 1
 
     async def renew_lease(self, name: str, owner: str, ttl: float) -> bool:
         now = time.time()
-        return self._run(_RENEW, (name, owner, _expires_at(now, ttl), now)).rowcount == 1
+        return self._run(sql.RENEW, (name, owner, _expires_at(now, ttl), now)).rowcount == 1
 
     async def release_lease(self, name: str, owner: str) -> bool:
-        return self._run(_RELEASE, (name, owner, time.time())).rowcount == 1
+        return self._run(sql.RELEASE, (name, owner, time.time())).rowcount == 1
 
     async def lease_owner(self, name: str) -> str | None:
         if name.startswith(keys.SESSION_LEASE_PREFIX):  # the inbox keeps these in memory
             session = name.removeprefix(keys.SESSION_LEASE_PREFIX)
             return self.inbox.holder(session, time.time())
-        row = self._run(_OWNER, (name, time.time())).fetchone()
+        row = self._run(sql.OWNER, (name, time.time())).fetchone()
         return None if row is None else str(row[0])
 
     # -- the session inbox (gateway/store/embedded_inbox.py) ---------------------------

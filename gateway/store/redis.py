@@ -12,28 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
-import time
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, cast
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.client import Pipeline, PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway import keys
-from gateway.store import redis_inbox
-from gateway.store.base import Batch, Store, StoreUnavailable
+from gateway.store.base import Batch, Store
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+from gateway.store.redis_base import NETWORK_ERRORS, RedisKeys, Unavailable, millis
+from gateway.store.redis_inbox import RedisInbox
 from gateway.store.search import SearchIndex
 from gateway.store.search_redis import RedisSearch
 
@@ -48,7 +42,6 @@ _SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice 
 _LISTEN_POLL = 1.0
 _LISTEN_BACKOFF_BASE = 0.1
 _LISTEN_BACKOFF_CAP = 2.0
-_NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError)
 _READS = frozenset({"get", "lease_owner"})  # batch operations that change nothing
 
 # Lease scripts compare the owner token and act in one step, so a lease that expired and went to
@@ -85,59 +78,10 @@ return value
 """
 
 
-@dataclass(frozen=True, slots=True)
-class RedisKeys:
-    """Builds every Redis name the store uses (see the module docstring)."""
-
-    prefix: str
-
-    def data(self, key: str) -> str:
-        return f"{self.prefix}:k:{key}"
-
-    def lease(self, name: str) -> str:
-        return f"{self.prefix}:lease:{name}"
-
-    def channel(self, name: str) -> str:
-        return f"{self.prefix}:ch:{name}"
-
-
-class _Unavailable:
-    """`with` block turning redis-py's network errors (after its retries) into StoreUnavailable."""
-
-    def __init__(self, where: str, password: str | None) -> None:
-        self._where = where
-        self._password = password
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if isinstance(exc, _NETWORK_ERRORS):
-            raise StoreUnavailable(self.describe(exc)) from exc
-
-    def describe(self, exc: BaseException) -> str:
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        if self._password:
-            for secret in {self._password, unquote(self._password)}:
-                detail = detail.replace(secret, "****")
-        return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
-
-
 def _evalsha(pipe: Pipeline, script: AsyncScript, keys: list[str], args: list[Any]) -> None:
     # Plain EVALSHA, not `script(client=pipe)`: that form sends SCRIPT EXISTS first on every
     # pipeline, a second round trip. A missing script is handled by the caller instead.
     pipe.evalsha(script.sha, len(keys), *keys, *args)
-
-
-def _millis(ttl: float) -> int:
-    if ttl <= 0:
-        raise ValueError(f"ttl must be positive, got {ttl}")
-    return math.ceil(ttl * 1000)
 
 
 def _public_address(url: str) -> str:
@@ -156,7 +100,7 @@ def _retry(retries: int) -> Retry:
     return Retry(
         ExponentialWithJitterBackoff(cap=1.0, base=0.05),
         retries,
-        supported_errors=_NETWORK_ERRORS,
+        supported_errors=NETWORK_ERRORS,
     )
 
 
@@ -240,17 +184,12 @@ class RedisStore(Store):
         self._owned = owned
         self._closed = False
         self.keys = RedisKeys(key_prefix)
-        self._guard = _Unavailable(where, password)
+        self._guard = Unavailable(where, password)
         self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._incr_with_ttl = client.register_script(_INCR_WITH_TTL)
-        self._intake = client.register_script(redis_inbox.INTAKE)
-        self._claim = client.register_script(redis_inbox.CLAIM)
-        self._finish = client.register_script(redis_inbox.FINISH)
-        self._drop = client.register_script(redis_inbox.DROP)
-        self._renew_sessions = client.register_script(redis_inbox.RENEW)
-        self._remove = client.register_script(redis_inbox.REMOVE)
+        self._inbox = RedisInbox(client, self.keys, self._guard)
         self._scripts = (self._acquire, self._renew, self._release, self._incr_with_ttl)
         self._search = RedisSearch(client, self.keys.data, self._guard)
 
@@ -264,7 +203,7 @@ class RedisStore(Store):
     async def set(
         self, key: str, value: str, *, ttl: float | None = None, only_if_absent: bool = False
     ) -> bool:
-        px = None if ttl is None else _millis(ttl)
+        px = None if ttl is None else millis(ttl)
         with self._guard:
             done = await self._r.set(self.keys.data(key), value, px=px, nx=only_if_absent)
         return bool(done)
@@ -282,12 +221,12 @@ class RedisStore(Store):
             if ttl is None:
                 value = await self._r.incrby(name, amount)
             else:
-                value = await self._incr_with_ttl(keys=[name], args=[amount, _millis(ttl)])
+                value = await self._incr_with_ttl(keys=[name], args=[amount, millis(ttl)])
         return int(value)
 
     async def expire(self, key: str, ttl: float) -> bool:
         with self._guard:
-            done = await self._r.pexpire(self.keys.data(key), _millis(ttl))
+            done = await self._r.pexpire(self.keys.data(key), millis(ttl))
         return bool(done)
 
     # -- hashes ---------------------------------------------------------------------
@@ -337,12 +276,12 @@ class RedisStore(Store):
 
     async def acquire_lease(self, name: str, owner: str, ttl: float) -> bool:
         with self._guard:
-            done = await self._acquire(keys=[self.keys.lease(name)], args=[owner, _millis(ttl)])
+            done = await self._acquire(keys=[self.keys.lease(name)], args=[owner, millis(ttl)])
         return bool(done)
 
     async def renew_lease(self, name: str, owner: str, ttl: float) -> bool:
         with self._guard:
-            done = await self._renew(keys=[self.keys.lease(name)], args=[owner, _millis(ttl)])
+            done = await self._renew(keys=[self.keys.lease(name)], args=[owner, millis(ttl)])
         return bool(done)
 
     async def release_lease(self, name: str, owner: str) -> bool:
@@ -403,7 +342,7 @@ class RedisStore(Store):
             pipe.set(
                 self.keys.data(args[0]),
                 args[1],
-                px=None if ttl is None else _millis(ttl),
+                px=None if ttl is None else millis(ttl),
                 nx=kwargs["only_if_absent"],
             )
             return bool
@@ -412,14 +351,14 @@ class RedisStore(Store):
             if kwargs["ttl"] is None:
                 pipe.incrby(key, amount)
             else:
-                _evalsha(pipe, self._incr_with_ttl, [key], [amount, _millis(kwargs["ttl"])])
+                _evalsha(pipe, self._incr_with_ttl, [key], [amount, millis(kwargs["ttl"])])
             return int
         if op == "hset":
             pipe.hset(self.keys.data(args[0]), args[1], args[2])
             return lambda raw: None
         if op == "acquire_lease":
             name, owner, ttl = args
-            _evalsha(pipe, self._acquire, [self.keys.lease(name)], [owner, _millis(ttl)])
+            _evalsha(pipe, self._acquire, [self.keys.lease(name)], [owner, millis(ttl)])
             return bool
         if op == "lease_owner":
             pipe.get(self.keys.lease(args[0]))
@@ -429,62 +368,19 @@ class RedisStore(Store):
             return bool
         if op == "renew_lease":
             name, owner, ttl = args
-            _evalsha(pipe, self._renew, [self.keys.lease(name)], [owner, _millis(ttl)])
+            _evalsha(pipe, self._renew, [self.keys.lease(name)], [owner, millis(ttl)])
             return bool
         raise ValueError(f"operation {op!r} cannot be batched")
 
-    # -- the session inbox ----------------------------------------------------------
+    # -- the session inbox (gateway/store/redis_inbox.py) ----------------------------
 
     async def intake(self, request: IntakeRequest) -> IntakeResult:
-        session, k = request.session, self.keys
-        pending = k.data(keys.pending(session))
-        script_keys = [
-            k.data(request.seen) if request.seen else pending,
-            pending,
-            k.data(keys.SESSIONS_READY),
-            k.lease(keys.session_lease(session)),
-            k.data(keys.session(session)),
-            k.data(request.rate_key) if request.rate_key else pending,
-            k.data(keys.PENDING_TOTAL),
-            k.data(keys.SESSIONS_STARTED),
-        ]
-        args: list[str | int] = [
-            "1" if request.seen else "0",
-            redis_inbox.millis(request.seen_ttl),
-            request.entry.encode(),
-            session,
-            f"{time.time():.3f}",
-            request.max_queued,
-            request.max_total,
-            request.rate_limit if request.rate_key else 0,
-            redis_inbox.millis(request.rate_ttl),
-            request.lease_owner or "",
-            redis_inbox.millis(request.lease_ttl),
-            k.data(keys.noticed("")),
-            k.data(keys.REPLY_PREFIX),
-        ]
-        with self._guard:
-            raw = await self._intake(keys=script_keys, args=args)
-        return redis_inbox.intake_result(list(raw), request)
+        return await self._inbox.intake(request)
 
     async def claim(
         self, owner: str, lease_ttl: float, *, scan: int = 64, limit: int = 1
     ) -> list[Claimed]:
-        k = self.keys
-        args: list[str | int] = [
-            owner,
-            redis_inbox.millis(lease_ttl),
-            k.data(keys.PENDING_PREFIX),
-            k.lease(keys.SESSION_LEASE_PREFIX),
-            k.data(keys.SESSION_PREFIX),
-            k.data(keys.REPLY_PREFIX),
-            max(scan, limit),
-            limit,
-        ]
-        script_keys = [k.data(keys.SESSIONS_READY), k.data(keys.SESSIONS_STARTED)]
-        with self._guard:
-            raw = await self._claim(keys=script_keys, args=args)
-        return redis_inbox.claimed_from(list(raw), owner)
+        return await self._inbox.claim(owner, lease_ttl, scan=scan, limit=limit)
 
     async def finish(
         self,
@@ -497,91 +393,24 @@ class RedisStore(Store):
         lease_ttl: float,
         record: str | None = None,
     ) -> FinishResult:
-        k = self.keys
-        script_keys = [
-            k.lease(keys.session_lease(session)),
-            k.data(keys.pending(session)),
-            k.data(keys.SESSIONS_READY),
-            k.data(keys.PENDING_TOTAL),
-            k.data(keys.SESSIONS_STARTED),
-        ]
-        args: list[Any] = [
-            owner,
-            entry_id,
-            session,
-            "1" if keep else "0",
-            redis_inbox.millis(lease_ttl),
-            k.data(keys.REPLY_PREFIX),
-            len(writes.ops),
-        ]
-        for op, op_args, _ in writes.ops:
-            if op == "set":
-                script_keys.append(k.data(op_args[0]))
-                args += ["set", op_args[1]]
-            elif op == "hset":
-                script_keys.append(k.data(op_args[0]))
-                args += ["hset", op_args[1], op_args[2]]
-            else:
-                raise ValueError(f"finish writes take set and hset only, not {op!r}")
-        with self._guard:
-            raw = await self._finish(keys=script_keys, args=args)
-        return redis_inbox.finish_result(list(raw), session, owner, record)
+        return await self._inbox.finish(
+            session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl, record=record
+        )
 
     async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
-        if not held:
-            return []
-        k = self.keys
-        script_keys = [k.data(keys.SESSIONS_READY)]
-        args: list[str | int] = [redis_inbox.millis(ttl)]
-        for session, owner in held:
-            script_keys.append(k.lease(keys.session_lease(session)))
-            args += [owner, session]
-        with self._guard:
-            raw = await self._renew_sessions(keys=script_keys, args=args)
-        return [bool(int(flag)) for flag in raw]
+        return await self._inbox.renew(held, ttl)
 
     async def inbox_stats(self) -> tuple[int, float]:
-        k = self.keys
-        with self._guard:
-            async with self._r.pipeline(transaction=False) as pipe:
-                pipe.get(k.data(keys.PENDING_TOTAL))
-                pipe.zrangebyscore(
-                    k.data(keys.SESSIONS_READY), "-inf", "+inf", start=0, num=1, withscores=True
-                )
-                pipe.time()
-                total, oldest, now = await pipe.execute()
-        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
-        waited = max(now_ms - oldest[0][1], 0) / 1000 if oldest else 0.0
-        return int(total or 0), waited
+        return await self._inbox.stats()
 
     async def pending(self, session: str) -> list[InboxEntry]:
-        with self._guard:
-            raw = await self._r.lrange(self.keys.data(keys.pending(session)), 0, -1)
-        return [InboxEntry.decode(str(item)) for item in raw]
+        return await self._inbox.pending(session)
 
     async def remove_pending(self, session: str, entry_id: str) -> bool:
-        k = self.keys
-        script_keys = [
-            k.data(keys.pending(session)),
-            k.data(keys.SESSIONS_READY),
-            k.data(keys.PENDING_TOTAL),
-            k.data(keys.SESSIONS_STARTED),
-        ]
-        with self._guard:
-            removed = await self._remove(keys=script_keys, args=[session, entry_id])
-        return bool(removed)
+        return await self._inbox.remove(session, entry_id)
 
     async def drop_pending(self, session: str) -> int:
-        k = self.keys
-        script_keys = [
-            k.data(keys.pending(session)),
-            k.data(keys.SESSIONS_READY),
-            k.data(keys.PENDING_TOTAL),
-            k.data(keys.SESSIONS_STARTED),
-        ]
-        with self._guard:
-            dropped = await self._drop(keys=script_keys, args=[session])
-        return int(dropped)
+        return await self._inbox.drop(session)
 
     # -- pub/sub --------------------------------------------------------------------
 
@@ -609,7 +438,7 @@ class RedisStore(Store):
                     )
                     if message is not None and message["type"] == "message":
                         yield message["data"]
-            except _NETWORK_ERRORS as exc:
+            except NETWORK_ERRORS as exc:
                 healthy = False
                 # One warning per outage, not one per attempt.
                 level = logging.DEBUG if failures else logging.WARNING
@@ -657,7 +486,7 @@ async def _close_pubsub(pubsub: PubSub, channel: str | None) -> None:
             # Bounded: on a half-dead connection redis-py would retry with backoff first.
             async with asyncio.timeout(1.0):
                 await pubsub.unsubscribe(channel)
-    except (*_NETWORK_ERRORS, TimeoutError, OSError):
+    except (*NETWORK_ERRORS, TimeoutError, OSError):
         pass
     finally:
         await pubsub.aclose()  # type: ignore[no-untyped-call]

@@ -11,10 +11,15 @@ entries are `{entry_id}\\n{json}`: scripts compare ids without decoding JSON.
 
 from __future__ import annotations
 
-import math
+import time
 from typing import Any
 
+from redis.asyncio import Redis
+
+from gateway import keys
+from gateway.store.base import Batch
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+from gateway.store.redis_base import RedisKeys, Unavailable, millis
 
 NOW = """
 local t = redis.call('TIME')
@@ -197,10 +202,6 @@ return 0
 """
 
 
-def millis(seconds: float) -> int:
-    return max(1, math.ceil(seconds * 1000))
-
-
 def intake_result(raw: list[Any], request: IntakeRequest) -> IntakeResult:
     status = raw[0]
     count = int(raw[1]) if len(raw) > 1 and int(raw[1]) >= 0 else None
@@ -251,3 +252,166 @@ def finish_result(raw: list[Any], session: str, owner: str, record: str | None) 
             reply=raw[4] if raw[3] == "1" else None,
         ),
     )
+
+
+class RedisInbox:
+    """Runs the inbox scripts for a RedisStore (which delegates its inbox methods here)."""
+
+    def __init__(self, client: Redis, keys_: RedisKeys, guard: Unavailable) -> None:
+        self._client = client
+        self.keys = keys_
+        self._guard = guard
+        self._intake = client.register_script(INTAKE)
+        self._claim = client.register_script(CLAIM)
+        self._finish = client.register_script(FINISH)
+        self._drop = client.register_script(DROP)
+        self._renew = client.register_script(RENEW)
+        self._remove = client.register_script(REMOVE)
+
+    async def intake(self, request: IntakeRequest) -> IntakeResult:
+        session, k = request.session, self.keys
+        pending = k.data(keys.pending(session))
+        script_keys = [
+            k.data(request.seen) if request.seen else pending,
+            pending,
+            k.data(keys.SESSIONS_READY),
+            k.lease(keys.session_lease(session)),
+            k.data(keys.session(session)),
+            k.data(request.rate_key) if request.rate_key else pending,
+            k.data(keys.PENDING_TOTAL),
+            k.data(keys.SESSIONS_STARTED),
+        ]
+        args: list[str | int] = [
+            "1" if request.seen else "0",
+            millis(request.seen_ttl),
+            request.entry.encode(),
+            session,
+            f"{time.time():.3f}",
+            request.max_queued,
+            request.max_total,
+            request.rate_limit if request.rate_key else 0,
+            millis(request.rate_ttl),
+            request.lease_owner or "",
+            millis(request.lease_ttl),
+            k.data(keys.noticed("")),
+            k.data(keys.REPLY_PREFIX),
+        ]
+        with self._guard:
+            raw = await self._intake(keys=script_keys, args=args)
+        return intake_result(list(raw), request)
+
+    async def claim(
+        self, owner: str, lease_ttl: float, *, scan: int = 64, limit: int = 1
+    ) -> list[Claimed]:
+        k = self.keys
+        args: list[str | int] = [
+            owner,
+            millis(lease_ttl),
+            k.data(keys.PENDING_PREFIX),
+            k.lease(keys.SESSION_LEASE_PREFIX),
+            k.data(keys.SESSION_PREFIX),
+            k.data(keys.REPLY_PREFIX),
+            max(scan, limit),
+            limit,
+        ]
+        script_keys = [k.data(keys.SESSIONS_READY), k.data(keys.SESSIONS_STARTED)]
+        with self._guard:
+            raw = await self._claim(keys=script_keys, args=args)
+        return claimed_from(list(raw), owner)
+
+    async def finish(
+        self,
+        session: str,
+        entry_id: str,
+        owner: str,
+        writes: Batch,
+        *,
+        keep: bool,
+        lease_ttl: float,
+        record: str | None = None,
+    ) -> FinishResult:
+        k = self.keys
+        script_keys = [
+            k.lease(keys.session_lease(session)),
+            k.data(keys.pending(session)),
+            k.data(keys.SESSIONS_READY),
+            k.data(keys.PENDING_TOTAL),
+            k.data(keys.SESSIONS_STARTED),
+        ]
+        args: list[Any] = [
+            owner,
+            entry_id,
+            session,
+            "1" if keep else "0",
+            millis(lease_ttl),
+            k.data(keys.REPLY_PREFIX),
+            len(writes.ops),
+        ]
+        for op, op_args, _ in writes.ops:
+            if op == "set":
+                script_keys.append(k.data(op_args[0]))
+                args += ["set", op_args[1]]
+            elif op == "hset":
+                script_keys.append(k.data(op_args[0]))
+                args += ["hset", op_args[1], op_args[2]]
+            else:
+                raise ValueError(f"finish writes take set and hset only, not {op!r}")
+        with self._guard:
+            raw = await self._finish(keys=script_keys, args=args)
+        return finish_result(list(raw), session, owner, record)
+
+    async def renew(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
+        if not held:
+            return []
+        k = self.keys
+        script_keys = [k.data(keys.SESSIONS_READY)]
+        args: list[str | int] = [millis(ttl)]
+        for session, owner in held:
+            script_keys.append(k.lease(keys.session_lease(session)))
+            args += [owner, session]
+        with self._guard:
+            raw = await self._renew(keys=script_keys, args=args)
+        return [bool(int(flag)) for flag in raw]
+
+    async def stats(self) -> tuple[int, float]:
+        k = self.keys
+        with self._guard:
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.get(k.data(keys.PENDING_TOTAL))
+                pipe.zrangebyscore(
+                    k.data(keys.SESSIONS_READY), "-inf", "+inf", start=0, num=1, withscores=True
+                )
+                pipe.time()
+                total, oldest, now = await pipe.execute()
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        waited = max(now_ms - oldest[0][1], 0) / 1000 if oldest else 0.0
+        return int(total or 0), waited
+
+    async def pending(self, session: str) -> list[InboxEntry]:
+        with self._guard:
+            raw = await self._client.lrange(self.keys.data(keys.pending(session)), 0, -1)
+        return [InboxEntry.decode(str(item)) for item in raw]
+
+    async def remove(self, session: str, entry_id: str) -> bool:
+        k = self.keys
+        script_keys = [
+            k.data(keys.pending(session)),
+            k.data(keys.SESSIONS_READY),
+            k.data(keys.PENDING_TOTAL),
+            k.data(keys.SESSIONS_STARTED),
+        ]
+        with self._guard:
+            removed = await self._remove(keys=script_keys, args=[session, entry_id])
+        return bool(removed)
+
+    async def drop(self, session: str) -> int:
+        k = self.keys
+        script_keys = [
+            k.data(keys.pending(session)),
+            k.data(keys.SESSIONS_READY),
+            k.data(keys.PENDING_TOTAL),
+            k.data(keys.SESSIONS_STARTED),
+        ]
+        with self._guard:
+            dropped = await self._drop(keys=script_keys, args=[session])
+        return int(dropped)

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gateway.unicode import valid_unicode
+
 _WORD = re.compile(r"[^\W_]+")
 MIN_TERM = 2  # shorter words ("a", "I", "5") match too much to be worth indexing
 MAX_TERM = 40  # longer "words" are hashes and base64, not something anyone searches for
@@ -68,7 +70,8 @@ class SearchDoc:
 
     @classmethod
     def build(cls, doc_id: str, session: str, chat: str, ts: float, text: str) -> SearchDoc:
-        text = text[:MAX_TEXT]
+        # Tool output may hold lone surrogates, which neither store can encode.
+        text = valid_unicode(text[:MAX_TEXT])
         return cls(doc_id, session, chat, ts, text, terms(text))
 
     def encode(self) -> str:

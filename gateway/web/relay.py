@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 
 from gateway import keys
 from gateway.access import AccessPolicy
-from gateway.approvals import ApprovalRequest, ApprovalService
+from gateway.approval_records import ApprovalRequest
+from gateway.approvals import ApprovalService
 from gateway.callbacks import CallbackData
 from gateway.channels import Outbox
 from gateway.extensions import Extensions

@@ -7,7 +7,7 @@ import pytest
 
 from adapters.api.replies import StreamText, client_text, joined
 from adapters.api.routes import ApiError, _conversation, _newest_user_text
-from gateway.approvals import ApprovalChoice
+from gateway.approval_records import ApprovalChoice
 from gateway.messages import Button
 from gateway.web.transcript import ChatMessage
 
