@@ -1,5 +1,5 @@
 """A gateway with the web console, web chat and API on a real port, and a headless Chromium to
-drive them: for the web tests and the README's screenshots (docs/screenshots.py)."""
+drive them: for the web tests and the README's screenshots (deploy/screenshots/screenshots.py)."""
 
 from __future__ import annotations
 
