@@ -86,7 +86,7 @@ class WebChatSite:
         return await self._signin.session(request)
 
     async def _link(self, request: web.Request) -> web.StreamResponse:
-        client = auth.client_address(request)
+        client = self._signin.client(request)
         if not await self._signin.limiter.allow(client):
             return self._signin.page(TOO_MANY, 429)
         user = await self._links.redeem(request.match_info["code"])

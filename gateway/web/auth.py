@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import secrets
 import time
@@ -159,9 +160,38 @@ def set_cookie(
     )
 
 
-def client_address(request: web.Request) -> str:
-    """The peer address the rate limit counts (the proxy's, behind a reverse proxy)."""
-    return request.remote or "unknown"
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+
+
+def client_address(request: web.Request, proxies: Networks = ()) -> str:
+    """The address the sign-in limit counts. Behind trusted proxies it is the nearest address
+    in X-Forwarded-For that is not one of them: each proxy appends the peer it saw, so the
+    entries left of an untrusted one may be forged by the client and are never read."""
+    peer = request.remote or "unknown"
+    if not proxies or not _within(peer, proxies):
+        return peer
+    forwarded = ",".join(request.headers.getall("X-Forwarded-For", []))
+    hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
+    for hop in reversed(hops):
+        if not _within(hop, proxies):
+            return hop if _is_address(hop) else peer
+    return peer
+
+
+def _within(address: str, networks: Networks) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def new_presign() -> str:

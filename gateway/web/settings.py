@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -43,6 +44,9 @@ class WebSettings(Section):
     # use it, and with https cookies are marked Secure.
     public_url: str = ""
     signin_attempts_per_minute: int = Field(default=10, ge=1, le=10_000)  # per client address
+    # Reverse proxies (addresses or networks) whose X-Forwarded-For names the client; without
+    # them every client behind a proxy shares the proxy's sign-in limit.
+    trusted_proxies: list[str] = Field(default=[], max_length=100)
     link_hours: float = Field(
         default=24.0, gt=0, le=24 * 30
     )  # a one-time sign-in link lasts this long
@@ -63,6 +67,16 @@ class WebSettings(Section):
         for token, name in value.items():
             check_name(name, "chat user")
             _check_token(token.get_secret_value(), f"chat user {name}")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _trusted_proxies(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network") from None
         return value
 
     @field_validator("public_url")
@@ -97,6 +111,10 @@ class WebSettings(Section):
     @property
     def chat_enabled(self) -> bool:
         return self.chat and bool(self.console_enabled or self.chat_tokens)
+
+    @property
+    def proxy_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        return tuple(ipaddress.ip_network(entry, strict=False) for entry in self.trusted_proxies)
 
     @property
     def secure_cookies(self) -> bool:

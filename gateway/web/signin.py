@@ -41,6 +41,11 @@ class SignIn:
         self._templates = templates
         self.sessions = auth.BrowserSessions(store, settings.session_hours)
         self.limiter = auth.SignInLimiter(store, settings.signin_attempts_per_minute)
+        self._proxies = settings.proxy_networks
+
+    def client(self, request: web.Request) -> str:
+        """The address the sign-in limit counts (see auth.client_address)."""
+        return auth.client_address(request, self._proxies)
 
     def cookie_of(self, request: web.Request) -> str:
         return request.cookies.get(self._cookie, "")
@@ -80,7 +85,7 @@ class SignIn:
         """POST {root}/login: one token in, a session cookie out."""
         data = await request.post()
         form = {k: v for k, v in data.items() if isinstance(v, str)}
-        client = auth.client_address(request)
+        client = self.client(request)
         if not await self.limiter.allow(client):
             log.warning("sign-in rate limited area=%s client=%s", self.root, client)
             return self.page(TOO_MANY, 429)

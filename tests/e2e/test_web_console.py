@@ -326,6 +326,33 @@ async def test_sign_in_attempts_are_limited(site: Site, tmp_path: Path) -> None:
         await context.close()
 
 
+async def test_behind_a_trusted_proxy_each_client_has_its_own_limit(
+    site: Site, tmp_path: Path
+) -> None:
+    web = {"signin_attempts_per_minute": 1, "trusted_proxies": ["127.0.0.1"]}
+    settings = web_settings(tmp_path, site.llm.url, web=web)
+    async with web_gateway(settings) as app:
+        url = base_url(app)
+
+        async def attempt(client: str, token: str) -> int:
+            context = await site.chromium.context(extra_http_headers={"X-Forwarded-For": client})
+            page = await context.new_page()
+            await page.goto(f"{url}/admin/login")
+            await page.fill("input[name=token]", token)
+            async with page.expect_response(f"{url}/admin/login") as answer:
+                await page.click("button[type=submit]")
+            status = (await answer.value).status
+            await context.close()
+            return status
+
+        assert await attempt("198.51.100.1", "wrong-token-000000000000") == 403
+        assert await attempt("198.51.100.1", ADMIN_TOKEN) == 429  # this client's minute is used
+        # Another client behind the same proxy is not locked out by the first.
+        assert await attempt("198.51.100.2", ADMIN_TOKEN) == 303  # signed in, sent on
+        # Prepending a fresh address does not give the first client a new count.
+        assert await attempt("203.0.113.5, 198.51.100.1", ADMIN_TOKEN) == 429
+
+
 async def test_usage_by_person_updates_while_open(site: Site) -> None:
     page = await admin_page(site)
     await page.goto(f"{site.url}/admin/usage?by=user")

@@ -4,11 +4,22 @@ links (on the embedded store and on a real Redis, which replicas share)."""
 from __future__ import annotations
 
 import asyncio
+from unittest import mock
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
+from multidict import CIMultiDict
 
 from gateway.store.base import Store
-from gateway.web.auth import BrowserSessions, Credentials, SignInLimiter, SignInLinks, same
+from gateway.web.auth import (
+    BrowserSessions,
+    Credentials,
+    SignInLimiter,
+    SignInLinks,
+    client_address,
+    same,
+)
 from gateway.web.settings import WebSettings
 
 ADMIN = "admin-token-0123456789abcdef"
@@ -69,3 +80,37 @@ async def test_a_sign_in_link_works_once(store: Store) -> None:
     assert {first, second} == {"erin", None}
     assert await links.redeem("made-up-code") is None
     assert await links.redeem("") is None
+
+
+def _request(peer: str, *forwarded: str) -> web.Request:
+    headers = CIMultiDict(("X-Forwarded-For", value) for value in forwarded)
+    transport = mock.Mock()
+    transport.get_extra_info.return_value = (peer, 50000)
+    return make_mocked_request("POST", "/admin/login", headers=headers, transport=transport)
+
+
+def test_the_limit_counts_the_peer_unless_it_is_a_trusted_proxy() -> None:
+    proxies = WebSettings(trusted_proxies=["10.0.0.0/8", "::1"]).proxy_networks
+    # No trusted proxies: the header is anybody's to write, so it is never read.
+    assert client_address(_request("203.0.113.9", "198.51.100.1")) == "203.0.113.9"
+    # From an untrusted peer the header is ignored even when proxies are configured.
+    assert client_address(_request("203.0.113.9", "198.51.100.1"), proxies) == "203.0.113.9"
+    # Through one trusted proxy: the client it saw.
+    assert client_address(_request("10.1.2.3", "198.51.100.1"), proxies) == "198.51.100.1"
+    assert client_address(_request("::1", "198.51.100.1"), proxies) == "198.51.100.1"
+    # A client forging entries to the left does not escape its own count.
+    forged = _request("10.1.2.3", "1.2.3.4, 198.51.100.7")
+    assert client_address(forged, proxies) == "198.51.100.7"
+    # Two trusted hops, over two header lines.
+    chained = _request("10.1.2.3", "198.51.100.8, 10.9.9.9", "10.4.4.4")
+    assert client_address(chained, proxies) == "198.51.100.8"
+    # Nothing usable: the proxy's own address, never a made-up one.
+    assert client_address(_request("10.1.2.3"), proxies) == "10.1.2.3"
+    assert client_address(_request("10.1.2.3", "10.5.5.5"), proxies) == "10.1.2.3"
+    assert client_address(_request("10.1.2.3", "not-an-address"), proxies) == "10.1.2.3"
+
+
+def test_trusted_proxies_must_be_addresses_or_networks() -> None:
+    assert len(WebSettings(trusted_proxies=["127.0.0.1", "fd00::/8"]).proxy_networks) == 2
+    with pytest.raises(ValueError, match=r"'proxy\.local' is not an IP address or network"):
+        WebSettings(trusted_proxies=["proxy.local"])
