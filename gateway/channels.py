@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from gateway.messages import ButtonPress, ChatRef, Inbound, Outbound, PressReply, SentRef
+from gateway.messages import ButtonPress, ChatKind, ChatRef, Inbound, Outbound, PressReply, SentRef
 
 if TYPE_CHECKING:
     from gateway.extensions import Extensions
@@ -85,6 +85,16 @@ class Adapter(Protocol):
         ...
 
 
+@runtime_checkable
+class DirectChats(Protocol):
+    """An adapter whose direct chat with a person has an id of its own (Discord opens a DM
+    channel); elsewhere the person's user id is the direct chat's id."""
+
+    async def direct_chat(self, user_id: str) -> ChatRef:
+        """The direct chat with `user_id`; raises DeliveryError when it cannot be opened."""
+        ...
+
+
 class AttachmentError(Exception):
     """An attachment could not be fetched; the message says why (too large, expired, ...)."""
 
@@ -145,6 +155,13 @@ class Outbox:
 
     async def typing(self, chat: ChatRef) -> None:
         await self.adapter(chat.platform).typing(chat)
+
+    async def direct_chat(self, platform: str, user_id: str) -> ChatRef:
+        """Where a direct message to this person goes (an admin told of a failed job)."""
+        adapter = self.adapter(platform)
+        if isinstance(adapter, DirectChats):
+            return await adapter.direct_chat(user_id)
+        return ChatRef(platform=platform, chat_id=user_id, kind=ChatKind.DIRECT)
 
 
 @dataclass(frozen=True)

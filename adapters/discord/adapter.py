@@ -138,6 +138,9 @@ class DiscordAdapter:
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)
 
+    async def direct_chat(self, user_id: str) -> ChatRef:
+        return await self._sender.direct_chat(user_id)
+
     async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
         """An attachment's bytes from Discord's CDN (file_id is its URL)."""
         return await self._files.download(file_id, max_bytes or MAX_UPLOAD_BYTES)

@@ -18,9 +18,9 @@ from discord.utils import MISSING
 from adapters.base import DeliveryError, split_text
 from adapters.discord.buttons import build_view
 from adapters.discord.interactions import InteractionReplies, PendingCommand
-from adapters.discord.normalize import channel_id
+from adapters.discord.normalize import PLATFORM, channel_id
 from gateway.channels import MessageGone
-from gateway.messages import ChatRef, Outbound, SentRef
+from gateway.messages import ChatKind, ChatRef, Outbound, SentRef
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,24 @@ class DiscordSender:
     def __init__(self, client: Callable[[], discord.Client], replies: InteractionReplies) -> None:
         self._client = client
         self._replies = replies
+        self._direct: dict[str, ChatRef] = {}  # user id -> their DM channel (ids never change)
+
+    async def direct_chat(self, user_id: str) -> ChatRef:
+        """The DM channel with a person: a user id is not a channel id on Discord, so the
+        channel is opened (or found again) through REST once and remembered."""
+        found = self._direct.get(user_id)
+        if found is not None:
+            return found
+        if not user_id.isdigit():
+            raise DeliveryError(f"{user_id!r} is not a Discord user id", permanent=True)
+        try:
+            channel = await self._client().http.start_private_message(int(user_id))
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            user = ChatRef(platform=PLATFORM, chat_id=user_id, kind=ChatKind.DIRECT)
+            raise delivery_error(exc, user, "DM open") from exc
+        chat = ChatRef(platform=PLATFORM, chat_id=str(channel["id"]), kind=ChatKind.DIRECT)
+        self._direct[user_id] = chat
+        return chat
 
     async def send(self, out: Outbound) -> SentRef:
         parts = split_text(out.text.strip() or "…", MAX_LEN)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.channels import DeliveryError, Outbox
-from gateway.messages import ChatKind, ChatRef, Outbound, SentRef
+from gateway.messages import ChatRef, Outbound, SentRef
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,11 @@ class Courier:
             platform, _, user_id = address.partition(":")
             if not user_id or not self._outbox.has(platform):
                 continue
-            # An admin's user id doubles as the direct-chat id on Telegram and Slack.
-            direct = ChatRef(platform=platform, chat_id=user_id, kind=ChatKind.DIRECT)
+            try:
+                direct = await self._outbox.direct_chat(platform, user_id)
+            except DeliveryError as exc:
+                log.warning("no direct chat with admin=%s error=%s", address, exc)
+                continue
             sent = await self.send(Outbound(chat=direct, text=admin_text, markdown=False))
             reached += sent.ok
         if reached:

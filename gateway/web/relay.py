@@ -22,7 +22,7 @@ from gateway.approvals import ApprovalService
 from gateway.callbacks import CallbackData
 from gateway.channels import Outbox
 from gateway.extensions import Extensions
-from gateway.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
+from gateway.messages import Button, ButtonPress, Outbound, PressReply
 from gateway.store.base import Store, StoreUnavailable
 from gateway.tasks import stop_task
 
@@ -115,9 +115,8 @@ class ApprovalRelay:
             platform, _, user_id = address.partition(":")
             if not user_id or platform in self._platforms or not self._outbox.has(platform):
                 continue
-            # An admin's user id doubles as the direct-chat id (as for scheduler reports).
-            direct = ChatRef(platform=platform, chat_id=user_id, kind=ChatKind.DIRECT)
             try:
+                direct = await self._outbox.direct_chat(platform, user_id)
                 await self._outbox.send(Outbound(chat=direct, text=text, buttons=buttons))
                 sent += 1
             except Exception as exc:

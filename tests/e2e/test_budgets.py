@@ -9,7 +9,7 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from gateway.llm.types import Completion, Usage
 from gateway.scheduling.jobs import JobKind, RunStatus
 from tests.e2e.test_cli import chatgate
 from tests.fakes.llm import Reply, ScriptedLLM
-from tests.harness import Harness, gateway_settings, running_gateway
+from tests.harness import Harness, eventually, gateway_settings, running_gateway
 
 pytestmark = pytest.mark.redis
 FAST_SCHEDULER = {
@@ -116,7 +116,7 @@ async def test_a_scheduled_jobs_daily_budget(
     )
     costs(llm)
     async with two_replicas(settings) as (a, b):
-        await until(lambda: a.app.scheduler.is_leader or b.app.scheduler.is_leader)
+        await eventually(lambda: a.app.scheduler.is_leader or b.app.scheduler.is_leader)
         job = await a.app.scheduler.create(
             kind=JobKind.AGENT,
             text="Summarise the night.",
@@ -141,14 +141,6 @@ async def test_a_scheduled_jobs_daily_budget(
         assert len(llm.requests) == 3  # the refused run never reached the model
         # The person who made the job still talks to the bot: only the job is limited.
         assert (await a.say("morning!")).ok
-
-
-async def until(check: Callable[[], bool], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 async def test_totals_equal_the_servers_usage_and_the_usage_command(

@@ -20,8 +20,10 @@ import pytest
 from adapters.discord import DiscordAdapter
 from gateway.app import App
 from gateway.channels import DeliveryError
-from gateway.messages import ChatKind, ChatRef, Outbound
+from gateway.messages import ChatKind, ChatRef, Outbound, UserRef
+from gateway.scheduling.jobs import JobKind
 from tests.fakes.discord import (
+    ALICE,
     APP_ID,
     BOB,
     BOT_ID,
@@ -36,7 +38,7 @@ from tests.fakes.discord import (
     discord_section,
 )
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
-from tests.harness import gateway_settings
+from tests.harness import eventually, gateway_settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -60,6 +62,7 @@ async def discord_app(
     fake: FakeDiscord,
     redis_url: str,
     access: dict[str, Any] | None = None,
+    scheduler: dict[str, Any] | None = None,
     **discord: Any,
 ) -> AsyncIterator[App]:
     settings = gateway_settings(
@@ -68,6 +71,7 @@ async def discord_app(
         redis_url=redis_url,
         discord=discord_section(fake, **discord),
         access=access or {},
+        scheduler=scheduler or {},
     )
     app = App(settings)
     assert app.add_configured_adapters() == ["discord"]
@@ -336,3 +340,27 @@ async def test_missing_message_content_intent_is_explained(
             await app.stop()
     assert "enable MESSAGE CONTENT INTENT" in caplog.text
     assert fake.identifies and fake.identifies[0]["intents"] & (1 << 15)  # message_content
+
+
+async def test_a_failed_job_is_reported_to_an_admin_in_a_direct_message(
+    tmp_path: Path, llm: ScriptedLLM, fake: FakeDiscord, redis_url: str
+) -> None:
+    # A Discord user id is not a channel: the report must open the admin's DM channel first.
+    access = {"admins": [f"discord:{ALICE}", "discord:12345"]}
+    fake.forbid("POST", GENERAL, times=100)  # the job's channel refuses the bot
+    fast = {"min_interval_seconds": 1.0, "retry_base_delay": 0.01, "retry_max_delay": 0.05}
+    async with discord_app(tmp_path, llm, fake, redis_url, access=access, scheduler=fast) as app:
+        await eventually(lambda: app.scheduler.is_leader)
+        general = ChatRef(
+            platform="discord", chat_id=str(GENERAL_ID), kind=ChatKind.GROUP, space_id=str(GUILD_ID)
+        )
+        alice = UserRef(platform="discord", user_id=str(ALICE))
+        job = await app.scheduler.create(
+            kind=JobKind.MESSAGE, text="standup", when="every 1s", chat=general, user=alice
+        )
+        [report] = await fake.wait_for("POST", rf"/channels/{DM_ID}/messages", within=10)
+    opened = [c.body for c in fake.calls_to("POST", r"/users/@me/channels")]
+    # The other admin is no user Discord knows, so no DM; Alice's was opened, and only once.
+    assert sorted(int(b["recipient_id"]) for b in opened) == [12345, ALICE]
+    assert report.body["content"].startswith(f"Scheduled job {job.id} for discord:{GENERAL_ID}")
+    assert not fake.calls_to("POST", r"/channels/12345/messages")  # never a user id as channel

@@ -19,7 +19,7 @@ from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
 from gateway.scheduling.jobs import JobKind, RunRecord, RunStatus
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.recording_adapter import RecordingAdapter
-from tests.harness import Harness, gateway_settings, running_gateway
+from tests.harness import Harness, eventually, gateway_settings, running_gateway
 
 FAST = {
     "leader_ttl": 1.0,
@@ -51,14 +51,6 @@ def settings_for(
     )
 
 
-async def until(check: Callable[[], bool], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
-
-
 async def settles(read: Callable[[], Awaitable[object]], want: object, within: float = 3.0) -> None:
     """Wait until `await read()` returns `want` (store writes that follow a delivery)."""
     deadline = time.monotonic() + within
@@ -69,7 +61,7 @@ async def settles(read: Callable[[], Awaitable[object]], want: object, within: f
 
 
 async def leader(*gateways: Harness) -> Harness:
-    await until(lambda: any(g.app.scheduler.is_leader for g in gateways))
+    await eventually(lambda: any(g.app.scheduler.is_leader for g in gateways))
     return next(g for g in gateways if g.app.scheduler.is_leader)
 
 
@@ -128,7 +120,7 @@ async def test_agent_job_runs_a_fresh_turn_and_delivers_its_answer(
         )
         reply = (await gw.say("summarize the PRs in 2 s")).reply or ""
         assert reply.startswith("Done")
-        await until(lambda: "There are 3 open PRs." in gw.texts, within=6)
+        await eventually(lambda: "There are 3 open PRs." in gw.texts, within=6)
         scheduled = llm.requests[2]
         assert "Summarize the open PRs." in last_user_text(scheduled)
         contents = " ".join(str(m.get("content")) for m in scheduled["messages"])
@@ -153,7 +145,7 @@ async def test_agent_job_that_fails_still_delivers_the_error_line(
             user=gw.console.user,
         )
         llm.push(*[Reply.error(500, "model crashed")] * 3)
-        await until(lambda: len(gw.texts) == 1, within=8)
+        await eventually(lambda: len(gw.texts) == 1, within=8)
         await settles(lambda: gw.app.scheduler.book.exists(spec.id), False)
         (run,) = await runs_of(gw, spec.id)
         assert run.status is RunStatus.TURN_FAILED and run.message_id and run.error
@@ -177,7 +169,7 @@ async def test_gateway_down_at_fire_time_fires_once_at_restart(
     await asyncio.sleep(2.5)  # both are due now (the ticker twice), within the 3 s grace
 
     async with running_gateway(settings) as gw:
-        await until(lambda: gw.texts.count("Reminder: ping") == 1 and "tick" in gw.texts, 5)
+        await eventually(lambda: gw.texts.count("Reminder: ping") == 1 and "tick" in gw.texts, 5)
         first_ticks = gw.texts.count("tick")
         await asyncio.sleep(1.3)
         assert gw.texts.count("Reminder: ping") == 1
@@ -199,7 +191,7 @@ async def test_run_missed_beyond_the_grace_is_reported_not_dropped(
     await asyncio.sleep(2.5)
 
     async with running_gateway(settings) as gw:
-        await until(lambda: len(gw.texts) == 1, within=5)
+        await eventually(lambda: len(gw.texts) == 1, within=5)
         (notice,) = gw.texts
         assert notice.startswith(f"Missed reminder \u201cReminder: ping\u201d (job {job}): ")
         assert "it was due at" in notice and "I was not running then" in notice
@@ -262,10 +254,10 @@ async def test_graceful_handover_to_the_other_gateway(
             chat=b.console.chat,
             user=b.console.user,
         )
-        await until(lambda: "tock" in a.texts, within=4)
+        await eventually(lambda: "tock" in a.texts, within=4)
         await a_ctx.__aexit__(None, None, None)  # the leader leaves and releases its lease
         stopped = time.monotonic()
-        await until(lambda: "tock" in b.texts, within=4)
+        await eventually(lambda: "tock" in b.texts, within=4)
         assert time.monotonic() - stopped < 2.5
         slots = [r.slot for r in await runs_of(b, job.id)]
         assert len(slots) == len(set(slots))
@@ -359,6 +351,6 @@ async def test_failed_delivery_is_reported_once_to_the_admins(
             f"Scheduled job {job.id} for rec:gone (made by rec:alice)"
         )
         rec.unreachable.clear()
-        await until(lambda: "ping" in rec.texts("gone"), within=3)
+        await eventually(lambda: "ping" in rec.texts("gone"), within=3)
         await asyncio.sleep(0.2)
         assert not (await gw.app.scheduler.book.state(job.id)).failure_reported

@@ -182,6 +182,7 @@ class FakeDiscord(LocalServer):
             ("GET", re.compile(r"/oauth2/applications/@me"), self._application),
             ("GET", re.compile(r"/gateway/bot"), self._gateway_bot),
             ("PUT", re.compile(r"/applications/\d+(?:/guilds/(\d+))?/commands"), self._commands),
+            ("POST", re.compile(r"/users/@me/channels"), self._open_dm),
             ("POST", re.compile(r"/channels/(\d+)/messages"), self._create_message),
             ("PATCH", re.compile(r"/channels/(\d+)/messages/(\d+)"), self._edit_message),
             ("DELETE", re.compile(r"/channels/(\d+)/messages/(\d+)"), self._delete_message),
@@ -613,6 +614,14 @@ class FakeDiscord(LocalServer):
         message.update(extra)
         self.messages[message["id"]] = message
         return message
+
+    def _open_dm(self, call: Call) -> dict[str, Any]:
+        """Open (or find again) the DM channel with a user: Alice's is DM_ID."""
+        recipient = int((call.body or {}).get("recipient_id", 0))
+        if recipient not in USERS:
+            raise _RestError(400, {"message": "Invalid Recipient(s)", "code": 50033})
+        channel = DM_ID if recipient == ALICE else DM_ID + recipient % 1000
+        return {"id": str(channel), "type": 1, "recipients": [USERS[recipient]]}
 
     def _create_message(self, call: Call, channel_id: str) -> dict[str, Any]:
         return self._store(channel_id, call.body or {}, attachments=self._sent_files(call))
