@@ -86,6 +86,15 @@ class Adapter(Protocol):
 
 
 @runtime_checkable
+class ReportsState(Protocol):
+    """An adapter that can say how it is doing, for the console's overview."""
+
+    async def state(self) -> str:
+        """One line: connected, standby, retrying (and why)."""
+        ...
+
+
+@runtime_checkable
 class DirectChats(Protocol):
     """An adapter whose direct chat with a person has an id of its own (Discord opens a DM
     channel); elsewhere the person's user id is the direct chat's id."""

@@ -85,7 +85,7 @@ class ApiAdapter:
         await self.streams.close()
         await self.hub.stop()
 
-    def state(self) -> str:
+    async def state(self) -> str:
         return f"running, {self.waiting} request(s) waiting here"
 
     async def send(self, out: Outbound) -> SentRef:

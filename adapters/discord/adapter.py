@@ -90,6 +90,13 @@ class DiscordAdapter:
         """This process holds the gateway connection (it is the leader, or sharded)."""
         return self._gateway is not None
 
+    async def state(self) -> str:
+        if self._gateway is not None:
+            return "connected to the gateway" if self.ready.is_set() else "connecting"
+        if self._leader is not None and not self._leader.is_leader:
+            return "standby: another replica holds the gateway connection; sending works"
+        return "not connected to the gateway"
+
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:

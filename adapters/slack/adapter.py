@@ -158,6 +158,15 @@ class SlackAdapter:
             self.bot.user_id,
         )
 
+    async def state(self) -> str:
+        if self._stopped:
+            return "stopped"
+        if self._socket is None:
+            return "receiving events over HTTP (Events API)"
+        if await self._socket.connected():
+            return "connected (Socket Mode)"
+        return "Socket Mode connection down; the SDK reconnects"
+
     async def stop(self) -> None:
         # Sends from turns still finishing now fail as DeliveryError, not on a closed session.
         self._stopped = True

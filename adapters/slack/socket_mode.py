@@ -41,6 +41,9 @@ class SocketModeConnection:
         self._handler = handler
         log.info("slack socket mode connected")
 
+    async def connected(self) -> bool:
+        return self._handler is not None and bool(await self._handler.client.is_connected())
+
     async def stop(self) -> None:
         if self._handler is not None:
             await self._handler.close_async()  # type: ignore[no-untyped-call]

@@ -172,6 +172,16 @@ class TelegramAdapter:
     def polling(self) -> bool:
         return self._poller.running
 
+    async def state(self) -> str:
+        if self._settings.mode == "webhook":
+            return "receiving by webhook"
+        if self.polling:
+            problem = self._poller.problem
+            return f"polling, retrying ({problem})" if problem else "polling"
+        if self._leader is not None and not self._leader.is_leader:
+            return "standby: another replica polls; sending works"
+        return f"not polling: {self._poller.problem or 'stopped'}"
+
     # -- the Adapter protocol --------------------------------------------------------------
 
     async def send(self, out: Outbound) -> SentRef:

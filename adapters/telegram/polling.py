@@ -32,6 +32,7 @@ class Poller:
         self._allowed = allowed
         self._offset: int | None = None
         self._task: asyncio.Task[None] | None = None
+        self.problem = ""  # why the last getUpdates failed; empty once one succeeds
 
     @property
     def running(self) -> bool:
@@ -68,14 +69,17 @@ class Poller:
                 continue
             except InvalidToken:
                 log.error("telegram rejected the bot token; polling stops")
+                self.problem = "the bot token was rejected"
                 return
             except (Conflict, NetworkError, TelegramError) as exc:
                 # 409: another getUpdates consumer (a webhook, another process); or the network.
                 log.warning("telegram getUpdates failed error=%s retry_in=%.1fs", exc, backoff)
+                self.problem = f"getUpdates failed: {exc}"
                 await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
                 backoff = min(backoff * 1.5, _BACKOFF_MAX)
                 continue
             backoff = _BACKOFF_START
+            self.problem = ""
             if not updates:
                 continue
             taken = await self._intake.take(updates)

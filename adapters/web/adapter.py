@@ -77,7 +77,7 @@ class WebAdapter:
         await self.streams.close()
         await self.hub.stop()
 
-    def state(self) -> str:
+    async def state(self) -> str:
         return f"running, {self.watching} browser(s) connected here"
 
     # -- the Adapter protocol -------------------------------------------------------------------

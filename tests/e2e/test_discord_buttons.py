@@ -264,12 +264,15 @@ async def test_one_leader_holds_the_gateway_and_another_takes_over(
     ):
         await asyncio.sleep(0.8)  # more than one renewal interval of leader_ttl=1.5
         assert adapter_of(first).receiving and not adapter_of(second).receiving
+        assert await adapter_of(first).state() == "connected to the gateway"
+        assert (await adapter_of(second).state()).startswith("standby: another replica")
         assert fake.connected == 1 and len(fake.identifies) == 1
         # The follower still sends (REST needs no gateway connection).
         await second.outbox.send(Outbound(chat=CHAT, text="from the follower"))
         await first.stop()  # releases the lease
         await asyncio.wait_for(adapter_of(second).ready.wait(), 5)
         assert adapter_of(second).receiving
+        assert await adapter_of(second).state() == "connected to the gateway"
         llm.push(Reply.text("answered by the new leader"))
         await fake.send_message(f"<@{BOT_ID}> still there?")
         replies = await fake.wait_for("POST", GENERAL, count=2)

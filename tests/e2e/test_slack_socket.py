@@ -14,6 +14,7 @@ from adapters.slack import SlackAdapter
 from adapters.slack.socket_mode import SocketModeError
 from gateway.app import App
 from gateway.callbacks import CallbackData
+from gateway.channels import ReportsState
 from gateway.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.slack import (
@@ -49,6 +50,9 @@ async def gw(
 
 async def test_socket_mode_round_trip(gw: App, slack: FakeSlack, llm: ScriptedLLM) -> None:
     assert gw.http is None and slack.connections == 1
+    adapter = gw.outbox.adapter("slack")
+    assert isinstance(adapter, ReportsState)
+    assert await adapter.state() == "connected (Socket Mode)"
     opened = [c for c in slack.calls if c.method == "apps.connections.open"]
     assert [c.token for c in opened] == [APP_TOKEN]
     llm.push(Reply.text("Pong.", delay=0.5))

@@ -35,7 +35,7 @@ from gateway.messages import (
 from gateway.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.telegram import Call, FakeBotAPI, parse_html, utf16_len
-from tests.harness import gateway_settings
+from tests.harness import eventually, gateway_settings
 from tests.media_samples import image_parts, jpeg
 
 GROUP = -1001234567890
@@ -109,6 +109,24 @@ async def test_dm_round_trip(gw: App, tg: FakeBotAPI, llm: ScriptedLLM) -> None:
         "sendMessage",
     ]
     assert tg.polls[0].params["allowed_updates"] == ["message", "callback_query"]
+
+
+async def test_the_console_state_follows_polling(gw: App, tg: FakeBotAPI, llm: ScriptedLLM) -> None:
+    found = adapter(gw)
+    await eventually(lambda: found.polling, what="the only replica polls")
+    assert await found.state() == "polling"
+    tg.fail("getUpdates", 409, "Conflict: terminated by other getUpdates request", times=1)
+    retrying = "polling, retrying (getUpdates failed: Conflict: terminated by other getUpdates"
+    for _ in range(250):
+        state = await found.state()
+        if state.startswith(retrying):
+            break
+        await asyncio.sleep(0.02)
+    assert state.startswith(retrying), state
+    llm.push(Reply.text("Still here."))
+    tg.push_message("after the conflict")
+    await tg.wait_sent(1, within=10)  # the next getUpdates succeeded
+    assert await found.state() == "polling"
 
 
 async def test_group_needs_mention_and_keeps_context(
@@ -493,6 +511,7 @@ async def test_webhook_checks_the_secret_and_drops_retries(
         assert tg.webhook is not None
         assert tg.webhook["url"] == "https://bot.example.org/telegram/webhook"
         assert tg.webhook["secret_token"] == SECRET
+        assert await adapter(app).state() == "receiving by webhook"
         assert app.http is not None
         update = {"update_id": 5001, "message": tg.message("via webhook")}
         url = f"http://127.0.0.1:{app.http.port}/telegram/webhook"

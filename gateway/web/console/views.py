@@ -14,7 +14,7 @@ from gateway import keys
 from gateway.approvals import AUDIT, ApprovalService
 from gateway.budgets.ledger import DIMENSIONS, Spend, UsageLedger
 from gateway.budgets.periods import Periods
-from gateway.channels import Adapter
+from gateway.channels import Adapter, ReportsState
 from gateway.config import Settings
 from gateway.history import SessionStore
 from gateway.llm.types import Message
@@ -86,7 +86,7 @@ class Views:
         m = p.metrics
         return {
             "replicas": replicas,
-            "adapters": [_adapter_row(a) for a in p.adapters],
+            "adapters": [await _adapter_row(a) for a in p.adapters],
             "queue": {
                 "pending": pending,
                 "waited": waited,
@@ -232,9 +232,8 @@ def _local(due: datetime | None, spec: JobSpec | None) -> str:
     return "" if due is None or spec is None else local_time(due, spec.schedule.tz)
 
 
-def _adapter_row(adapter: Adapter) -> dict[str, Any]:
-    describe = getattr(adapter, "state", None)
-    state = describe() if callable(describe) else "running"
+async def _adapter_row(adapter: Adapter) -> dict[str, Any]:
+    state = await adapter.state() if isinstance(adapter, ReportsState) else "running"
     caps = adapter.capabilities
     features = [
         name
