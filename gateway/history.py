@@ -90,10 +90,12 @@ class SessionStore:
         turn: gateway/session_leases.py) in one round trip."""
         if encoded is None:
             encoded = self.encode(record)
-        batch = Batch().set(self._key(key), encoded)
+        updated = str(int(record.updated))
+        # Every save marks the chat active (the console lists chats by it), so sessions that
+        # began before the list existed appear on their next turn.
+        batch = Batch().set(self._key(key), encoded).hset(keys.CHATS, key.chat_scope, updated)
         if record.turns <= 1:
-            batch.hset(self._index(key.chat_scope), str(key), str(int(record.updated)))
-            batch.hset(keys.CHATS, key.chat_scope, str(int(record.updated)))
+            batch.hset(self._index(key.chat_scope), str(key), updated)
         return batch
 
     async def save(self, key: SessionKey, record: SessionRecord) -> None:
@@ -124,7 +126,7 @@ class SessionStore:
         await self._store.search.add(doc)
 
     async def chats(self) -> dict[str, float]:
-        """Every chat with a saved session -> when its latest session began (the console)."""
+        """Every chat with a saved session -> when it was last active (the console)."""
         return {scope: float(at) for scope, at in (await self._store.hgetall(keys.CHATS)).items()}
 
     async def sessions_of(self, chat_scope: str) -> dict[str, float]:

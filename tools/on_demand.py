@@ -19,6 +19,7 @@ LOAD_TOOLS = "load_tools"
 GROUP = "tools"
 _LABEL = 50  # characters of a group's description
 _NAMES_SHOWN = 3  # tool names listed per group; a server with fifty tools stays one short line
+_SPECS_KEPT = 256  # distinct waiting sets remembered (scopes x what sessions loaded)
 
 
 class LoadToolsArgs(ToolArgs):
@@ -34,6 +35,9 @@ class OnDemand:
     def __init__(self, core: Sequence[str], declared: Callable[[], Mapping[str, str]]) -> None:
         self._core = list(core)
         self._declared = declared  # group descriptions of dynamic sources (MCP servers)
+        # The same waiting tools get the same spec object turn after turn: its schema is
+        # built once and the LLM client reuses the tools' JSON (it caches by identity).
+        self._specs: dict[tuple[Any, ...], ToolSpec[Any]] = {}
 
     def __call__(self, allowed: Sequence[ToolSpec[Any]], loaded: Sequence[str]) -> Toolbox:
         core = expand(self._core, allowed)
@@ -41,13 +45,21 @@ class OnDemand:
         return Toolbox(allowed, offered, loaded=loaded, loader=self._loader, loader_name=LOAD_TOOLS)
 
     def _loader(self, box: Toolbox) -> ToolSpec[Any]:
-        return ToolSpec(
-            name=LOAD_TOOLS,
-            description=describe_waiting(box.waiting(), {**self._declared(), **TOOLSETS}),
-            args=LoadToolsArgs,
-            handler=_load,
-            group=GROUP,
-        )
+        waiting = box.waiting()
+        about = {**self._declared(), **TOOLSETS}
+        key = (tuple((t.name, t.group) for t in waiting), tuple(sorted(about.items())))
+        spec = self._specs.get(key)
+        if spec is None:
+            if len(self._specs) >= _SPECS_KEPT:
+                self._specs.clear()
+            spec = self._specs[key] = ToolSpec(
+                name=LOAD_TOOLS,
+                description=describe_waiting(waiting, about),
+                args=LoadToolsArgs,
+                handler=_load,
+                group=GROUP,
+            )
+        return spec
 
 
 def describe_waiting(waiting: Sequence[ToolSpec[Any]], about: Mapping[str, str]) -> str:

@@ -141,6 +141,18 @@ def test_toolbox_offers_core_and_loads_on_request() -> None:
     assert Toolbox(ALLOWED).specs() == ALLOWED  # not on demand: everything, no loader
 
 
+def test_the_same_waiting_tools_give_the_same_loader_every_turn() -> None:
+    # One object: its schema is built once and the request's tools JSON is reused.
+    groups = {"mcp:gh": "tools of the MCP server gh"}
+    offer = OnDemand(["read_file"], lambda: groups)
+    first, second = offer(ALLOWED, []).specs()[-1], offer(ALLOWED, []).specs()[-1]
+    assert first is second
+    assert offer(ALLOWED, ["schedule_job"]).specs()[-1] is not first  # less waits
+    groups["mcp:gh"] = "the GitHub server"  # a server's description changed
+    changed = offer(ALLOWED, []).specs()[-1]
+    assert changed is not first and "the GitHub server" in changed.description
+
+
 @pytest.mark.parametrize("names", [["cron"], ["group:cron"]])
 async def test_load_tools_by_group(names: list[str]) -> None:
     from gateway.messages import ChatRef, UserRef

@@ -1,6 +1,14 @@
-"""History compaction keeps tool-call groups whole and stays under budget."""
+"""History compaction keeps tool-call groups whole and stays under budget; saved sessions
+keep the console's list of chats."""
 
-from gateway.history import TRIMMED_NOTE, compact, estimate_tokens
+from types import SimpleNamespace
+
+import pytest
+
+from gateway import history
+from gateway.history import TRIMMED_NOTE, SessionRecord, SessionStore, compact, estimate_tokens
+from gateway.sessions import SessionKey
+from gateway.store.base import Store
 
 
 def _turn(i: int, size: int = 400) -> list[dict]:
@@ -50,3 +58,25 @@ def test_compacting_twice_keeps_one_note() -> None:
     once = compact(history, 3000)
     twice = compact([*once, *_turn(99)], 3000)
     assert sum(1 for m in twice if m.get("content") == TRIMMED_NOTE) == 1
+
+
+async def test_a_session_older_than_the_chat_list_joins_it_on_its_next_turn(
+    embedded_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    # The history module's clock only: the store keeps its own.
+    monkeypatch.setattr(history, "time", SimpleNamespace(time=lambda: clock[0]))
+    sessions = SessionStore(embedded_store)
+    first = SessionKey(platform="telegram", chat_id="7")
+    await sessions.save(first, SessionRecord(turns=1))
+    assert await sessions.chats() == {"telegram:7": 1000.0}
+    # A session saved before the list existed: its record is there, the list has no entry.
+    old = SessionKey(platform="slack", chat_id="C1")
+    await embedded_store.set(sessions.store_key(old), sessions.encode(SessionRecord(turns=40)))
+    assert "slack:C1" not in await sessions.chats()
+    clock[0] = 2000.0
+    await sessions.save(old, SessionRecord(turns=41))
+    clock[0] = 3000.0
+    await sessions.save(first, SessionRecord(turns=2))
+    assert await sessions.chats() == {"telegram:7": 3000.0, "slack:C1": 2000.0}  # last active
+    assert await sessions.sessions_of("telegram:7") == {str(first): 1000.0}  # when it began
