@@ -6,6 +6,7 @@ available on the fake Bot API to the reply's sendMessage arriving there. Each bo
 its own process, the instant scripted LLM in another, the fake and the driver in this one.
 
     .venv/bin/python bench/telegram_throughput.py [--chats 50] [--messages 20] [--rounds 3]
+        [--only chatgate-embedded,chatgate-redis] [--set CHATGATE_LLM__STREAM=false]
 
 "bot CPU ms/msg" is the bot process's user+system CPU per message: on a machine where the
 bot saturates a core, msg/s follows it. BENCH_PROFILE=/tmp/p writes a cProfile of each bot
@@ -202,6 +203,9 @@ async def measure(tg: FakeBotAPI, bot: Child, chats: int, per_chat: int) -> dict
 LLM_PID = [0]  # the scripted LLM's process, set once it runs
 
 
+SETTINGS: dict[str, str] = {}  # --set NAME=VALUE: more CHATGATE_* settings for chatgate
+
+
 def chatgate_env(tg: FakeBotAPI, llm_url: str, data_dir: str, redis_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
     env.update(
@@ -213,6 +217,7 @@ def chatgate_env(tg: FakeBotAPI, llm_url: str, data_dir: str, redis_url: str) ->
         CHATGATE_HTTP__ENABLED="false",
         CHATGATE_LOG_LEVEL="WARNING",
     )
+    env.update(SETTINGS)
     if redis_url:
         env.update(CHATGATE_REDIS__URL=redis_url, CHATGATE_REDIS__KEY_PREFIX=uuid.uuid4().hex[:8])
     return env
@@ -249,8 +254,9 @@ async def run_bot(
             return await measure(tg, bot, chats, per_chat)
 
 
-async def main(chats: int, per_chat: int, rounds: int) -> None:
-    results: dict[str, list[dict[str, float]]] = {kind: [] for _, kind in BOTS}
+async def main(chats: int, per_chat: int, rounds: int, only: list[str]) -> None:
+    bots = [(name, kind) for name, kind in BOTS if not only or kind in only]
+    results: dict[str, list[dict[str, float]]] = {kind: [] for _, kind in bots}
     with tempfile.TemporaryDirectory() as tmp:
         redis = RedisServer(Path(tmp))
         redis.start()
@@ -259,7 +265,7 @@ async def main(chats: int, per_chat: int, rounds: int) -> None:
                 LLM_PID[0] = llm.pid
                 # Rounds interleave the bots, so a busy moment on the machine hits all of them.
                 for round_no in range(rounds):
-                    for _, kind in BOTS:
+                    for _, kind in bots:
                         tag = f"{kind}-{round_no}"
                         result = await run_bot(
                             kind, chats, per_chat, llm.first_line, redis.url, tmp, tag
@@ -267,8 +273,8 @@ async def main(chats: int, per_chat: int, rounds: int) -> None:
                         results[kind].append(result)
         finally:
             redis.stop()
-    rows = [(name, _median_round(results[kind])) for name, kind in BOTS]
-    floor = rows[0][1]["rate"]
+    rows = [(name, _median_round(results[kind])) for name, kind in bots]
+    floor = _median_round(results["echo"])["rate"] if "echo" in results else None
     print(
         f"\n{chats} chats x {per_chat} messages, closed loop, median of {rounds} round(s); "
         f"{os.cpu_count()} CPUs\n"
@@ -279,7 +285,7 @@ async def main(chats: int, per_chat: int, rounds: int) -> None:
     )
     print(f"|{'-' * 36}|{'-' * 9}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 16}|{'-' * 17}|{'-' * 12}|")
     for name, r in rows:
-        share = f"{r['rate'] / floor:.0%}"
+        share = f"{r['rate'] / floor:.0%}" if floor else "-"
         print(
             f"| {name:<34} | {r['rate']:7.0f} | {share:>8} | {r['p50']:7.1f} | {r['p99']:7.1f} "
             f"| {r['cpu']:14.2f} | {r['fakes']:15.2f} | {r['llm']:10.2f} |"
@@ -295,6 +301,16 @@ if __name__ == "__main__":
     parser.add_argument("--chats", type=int, default=50)
     parser.add_argument("--messages", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3, help="median of this many runs")
+    parser.add_argument(
+        "--only", default="", help="bots to run, comma-separated: " + ",".join(k for _, k in BOTS)
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="CHATGATE_NAME=VALUE",
+        help="a setting for chatgate, e.g. CHATGATE_LLM__STREAM=false",
+    )
     parser.add_argument("--llm-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--echo-bot", nargs=2, metavar=("API_URL", "TOKEN"), help=argparse.SUPPRESS)
     parser.add_argument("--concurrent", action="store_true", help=argparse.SUPPRESS)
@@ -308,4 +324,6 @@ if __name__ == "__main__":
         api_url, token = args.echo_bot
         serve_echo_bot(api_url, token, concurrent=args.concurrent)
     else:
-        asyncio.run(main(args.chats, args.messages, args.rounds))
+        SETTINGS.update(item.split("=", 1) for item in args.set)
+        only = [kind for kind in args.only.split(",") if kind]
+        asyncio.run(main(args.chats, args.messages, args.rounds, only))

@@ -78,14 +78,15 @@ class LLMClient:
         self._client = httpx.AsyncClient(
             base_url=settings.base_url, headers=headers, timeout=timeout, transport=wire
         )
-        # The completion call, the hot path, goes straight to the transport with a request
+        # Completion calls, the hot path, go straight to the transport with a request
         # built once here: AsyncClient's per-call machinery (URL merging, cookie jar, auth
         # and redirect flows) costs ~0.25 ms of CPU a call that a fixed endpoint never needs.
         self._wire = wire
         self._endpoint = self._client.base_url.join(_ENDPOINT.lstrip("/"))
-        self._post_headers = httpx.Headers(
-            [*self._client.headers.raw, *((k.encode(), v.encode()) for k, v in _JSON.items())]
-        )
+        self._post_headers = httpx.Headers(self._client.headers)
+        self._post_headers.update(_JSON)
+        self._stream_headers = httpx.Headers(self._client.headers)
+        self._stream_headers.update(_SSE)  # replaces httpx's default Accept
         self._post_extensions = {"timeout": timeout.as_dict()}
         # Where the server is, without any credentials that may sit in the URL.
         self._where = str(httpx.URL(settings.base_url).copy_with(username=None, password=None))
@@ -349,10 +350,15 @@ class LLMClient:
         hide_calls: bool,
         finalize: _Finalize,
     ) -> Completion:
-        http = self._http()
-        request = http.build_request("POST", _ENDPOINT, content=payload, headers=_SSE)
+        request = httpx.Request(
+            "POST",
+            self._endpoint,
+            headers=self._stream_headers,
+            content=payload,
+            extensions=self._post_extensions,
+        )
         try:
-            response = await http.send(request, stream=True)
+            response = await self._wire.handle_async_request(request)
         except httpx.RequestError as exc:
             raise Retry(self._responses.transport_error(exc)) from exc
         try:

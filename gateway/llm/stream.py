@@ -4,6 +4,7 @@ decides which streamed text a user may see (no `<think>` blocks, no tool-call ma
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -229,8 +230,7 @@ class VisibleText:
     def __init__(self, *, hide_calls: bool) -> None:
         self._hide_calls = hide_calls
         markers = [*_THINK_OPEN, *_THINK_STRAY, *(CALL_MARKERS if hide_calls else ())]
-        self._markers = tuple(markers)
-        self._longest = max(len(marker) for marker in markers)
+        self._partial = marker_prefixes(tuple(markers))
         self._pattern = re.compile("|".join(re.escape(m) for m in markers))
         self._pending = ""
         self._closing: str | None = None  # inside a think block: the tag that ends it
@@ -307,9 +307,26 @@ class VisibleText:
 
     def _partial_marker_len(self) -> int:
         """Length of the longest tail of pending text that could begin a marker."""
-        tail = self._pending[-self._longest :]
-        for size in range(min(len(tail), self._longest - 1), 0, -1):
-            piece = tail[-size:]
-            if any(marker.startswith(piece) for marker in self._markers):
+        return self._partial.tail(self._pending)
+
+
+class MarkerPrefixes:
+    """Which end of a streamed text could be the start of a marker, so it is held back until
+    the next delta decides. Every proper prefix is in one set: a check is a few lookups,
+    not a scan of every marker for every length (it runs on each delta)."""
+
+    def __init__(self, markers: tuple[str, ...]) -> None:
+        self._prefixes = frozenset(m[:size] for m in markers for size in range(1, len(m)))
+        self._longest = max((len(p) for p in self._prefixes), default=0)
+
+    def tail(self, text: str) -> int:
+        """Length of the longest end of `text` that is the start of a marker (0: none)."""
+        for size in range(min(len(text), self._longest), 0, -1):
+            if text[-size:] in self._prefixes:
                 return size
         return 0
+
+
+@functools.lru_cache(maxsize=16)
+def marker_prefixes(markers: tuple[str, ...]) -> MarkerPrefixes:
+    return MarkerPrefixes(markers)

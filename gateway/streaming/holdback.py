@@ -13,13 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
+from gateway.llm.stream import marker_prefixes
 from gateway.llm.textcalls import CALL_MARKERS, parse
 
 # Markup that only ever opens a call (a mention in inline code, `<tool_call>`, is not one).
 MARKERS = CALL_MARKERS
 FENCE = "```"
 _WATCHED = (*MARKERS, FENCE)
-_LONGEST = max(len(m) for m in _WATCHED)
 _FIND = re.compile("|".join(re.escape(m) for m in _WATCHED))
 
 # Fence languages the parser may read as a call (as textcalls.markup._fence does).
@@ -156,8 +156,4 @@ class CallHoldback:
 
 def _partial_tail(text: str, watched: tuple[str, ...] = _WATCHED) -> int:
     """Length of the longest end of `text` that could be the start of a watched marker."""
-    for size in range(min(len(text), _LONGEST - 1), 0, -1):
-        piece = text[-size:]
-        if any(marker.startswith(piece) for marker in watched):
-            return size
-    return 0
+    return marker_prefixes(watched).tail(text)

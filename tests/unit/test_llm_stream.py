@@ -137,3 +137,30 @@ def test_new_formats_hidden_while_streaming() -> None:
     assert _shown(kimi, hide_calls=True) == "Ok "
     reasoning = ["<|START_THINK", "ING|>plan<|END_THINKING|>Answer"]
     assert _shown(reasoning, hide_calls=False) == "Answer"
+
+
+def test_marker_prefixes_hold_back_exactly_what_could_start_a_marker() -> None:
+    import random
+
+    from gateway.llm.stream import MarkerPrefixes
+    from gateway.llm.textcalls import CALL_MARKERS
+
+    markers = (*CALL_MARKERS, "<think>", "```")
+    prefixes = MarkerPrefixes(markers)
+
+    def scanned(text: str) -> int:  # every marker, every length: what the set replaces
+        for size in range(len(text), 0, -1):
+            if any(m.startswith(text[-size:]) and m != text[-size:] for m in markers):
+                return size
+        return 0
+
+    assert prefixes.tail("hello <tool_") == len("<tool_")
+    assert prefixes.tail("hello [TOOL") == len("[TOOL")
+    assert prefixes.tail("a ``") == 2
+    assert prefixes.tail("plain text.") == 0
+    assert prefixes.tail("") == 0
+    rng = random.Random(7)
+    pieces = [*markers, "a", " ", "<", "[", "`", "|", "x<to", "ol_c"]
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces)[: rng.randint(1, 12)] for _ in range(rng.randint(0, 5)))
+        assert prefixes.tail(text) == scanned(text), text
