@@ -15,7 +15,6 @@ from gateway import keys
 from gateway.llm.types import Message
 from gateway.sessions import SessionKey
 from gateway.store.base import Batch, Store
-from gateway.store.search import SearchDoc
 from gateway.unicode import valid_unicode
 
 TRIMMED_NOTE = "[Earlier messages in this conversation were removed to save space.]"
@@ -120,10 +119,6 @@ class SessionStore:
         await self._store.hdel(keys.CHATS, chat_scope)
         await self._store.search.forget_chat(chat_scope)
         return len(names)
-
-    async def index_turn(self, doc: SearchDoc) -> None:
-        """Keep a finished turn searchable (one document per turn id)."""
-        await self._store.search.add(doc)
 
     async def chats(self) -> dict[str, float]:
         """Every chat with a saved session -> when it was last active (the console)."""

@@ -21,6 +21,7 @@ from gateway.messages import SentRef
 from gateway.metrics import Metrics
 from gateway.store.base import Batch, Store, StoreUnavailable
 from gateway.store.inbox import Claimed, FinishResult
+from gateway.store.search import SearchDoc
 from gateway.tasks import stop_task
 
 log = logging.getLogger(__name__)
@@ -51,9 +52,11 @@ class TurnLease:
         value = json.dumps({"message_id": sent.message_id, "text": text}, ensure_ascii=False)
         await self._store.set(keys.reply(self.claimed.entry.id), value, ttl=REPLY_TTL)
 
-    async def commit(self, writes: Batch, record: str | None) -> None:
-        """Write the turn's history, drop its message and keep the lease for the session's
-        next message (or release it), in one round trip."""
+    async def commit(
+        self, writes: Batch, record: str | None, index: SearchDoc | None = None
+    ) -> None:
+        """Write the turn's history and search document, drop its message and keep the lease
+        for the session's next message (or release it), in one round trip."""
         self.result = await self._store.finish(
             self.claimed.session,
             self.claimed.entry.id,
@@ -62,6 +65,7 @@ class TurnLease:
             keep=True,
             lease_ttl=self._ttl,
             record=record,
+            index=index,
         )
         if self.result.status == "lost":
             log.warning(

@@ -417,14 +417,9 @@ class TurnRunner:
         record.messages = history
         record.turns += 1
         encoded = self._sessions.encode(record)
-        if doc is not None:
-            try:
-                # Before the commit: a turn that runs again replaces its own document (same
-                # id), and a /forget waiting for this turn to stop finds it indexed.
-                await self._sessions.index_turn(doc)
-            except StoreUnavailable as exc:
-                log.warning("turn not indexed for search session=%s error=%s", key, exc)
         try:
-            await lease.commit(self._sessions.save_ops(key, record, encoded), encoded)
+            # The search document goes with the commit: a turn that runs again replaces its
+            # own (same id), and a /forget waiting for this turn to stop finds it indexed.
+            await lease.commit(self._sessions.save_ops(key, record, encoded), encoded, doc)
         except StoreUnavailable as exc:
             log.error("history not saved session=%s error=%s", key, exc)

@@ -21,7 +21,15 @@ def text_part(text: str) -> dict[str, Any]:
 
 
 def has_images(messages: list[Message]) -> bool:
-    return any(_is_image(part) for message in messages for part in _parts(message))
+    # Runs on every completion over the whole history: plain string contents are skipped
+    # without building anything.
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(part, dict) and _is_image(part) for part in content
+        ):
+            return True
+    return False
 
 
 def without_images(messages: list[Message], note: str) -> list[Message]:

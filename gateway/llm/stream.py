@@ -231,7 +231,7 @@ class VisibleText:
         self._hide_calls = hide_calls
         markers = [*_THINK_OPEN, *_THINK_STRAY, *(CALL_MARKERS if hide_calls else ())]
         self._partial = marker_prefixes(tuple(markers))
-        self._pattern = re.compile("|".join(re.escape(m) for m in markers))
+        self._pattern = _marker_pattern(tuple(markers))
         self._pending = ""
         self._closing: str | None = None  # inside a think block: the tag that ends it
         self._holding = False
@@ -325,6 +325,11 @@ class MarkerPrefixes:
             if text[-size:] in self._prefixes:
                 return size
         return 0
+
+
+@functools.lru_cache(maxsize=4)
+def _marker_pattern(markers: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(m) for m in markers))
 
 
 @functools.lru_cache(maxsize=16)

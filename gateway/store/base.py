@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
-from gateway.store.search import SearchIndex
+from gateway.store.search import SearchDoc, SearchIndex
 
 
 class StoreUnavailable(Exception):
@@ -187,11 +187,13 @@ class Store(ABC):
         keep: bool,
         lease_ttl: float,
         record: str | None = None,
+        index: SearchDoc | None = None,
     ) -> FinishResult:
         """End a turn: run `writes` (set / hset only), drop its entry, then hand back the next
         entry under the kept lease (`keep`) or release it. Nothing is written when another
         process holds the lease now ("lost"). `record` is the history `writes` saved, returned
-        with the next entry."""
+        with the next entry. `index` is the turn's search document, stored with the turn (a
+        /forget waiting for the turn to end finds it)."""
 
     @abstractmethod
     async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:

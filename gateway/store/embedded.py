@@ -18,7 +18,7 @@ from gateway.store import embedded_inbox
 from gateway.store import embedded_sql as sql
 from gateway.store.base import Batch, Store, StoreUnavailable
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
-from gateway.store.search import SearchIndex
+from gateway.store.search import SearchDoc
 from gateway.store.search_embedded import SCHEMA as SEARCH_SCHEMA
 from gateway.store.search_embedded import EmbeddedSearch
 
@@ -85,6 +85,7 @@ class EmbeddedStore(Store):
         self._next_purge = 0.0
         self.inbox = embedded_inbox.load_state(self)
         self._search = EmbeddedSearch(self)
+        self._search.load()
 
     @staticmethod
     def _connect(file: Path) -> sqlite3.Connection:
@@ -138,6 +139,12 @@ class EmbeddedStore(Store):
 
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._run(statement, params).fetchall()
+
+    def execute_many(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        try:
+            self._db.executemany(statement, rows)
+        except sqlite3.DatabaseError as exc:
+            raise self._unavailable(exc) from exc
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -355,9 +362,18 @@ class EmbeddedStore(Store):
         keep: bool,
         lease_ttl: float,
         record: str | None = None,
+        index: SearchDoc | None = None,
     ) -> FinishResult:
         return await embedded_inbox.finish(
-            self, session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl, record=record
+            self,
+            session,
+            entry_id,
+            owner,
+            writes,
+            keep=keep,
+            lease_ttl=lease_ttl,
+            record=record,
+            index=index,
         )
 
     async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
@@ -399,7 +415,7 @@ class EmbeddedStore(Store):
                 del self._listeners[channel]
 
     @property
-    def search(self) -> SearchIndex:
+    def search(self) -> EmbeddedSearch:
         return self._search
 
     # -- lifecycle ------------------------------------------------------------------
@@ -416,6 +432,10 @@ class EmbeddedStore(Store):
     async def close(self) -> None:
         if self._closed:
             return
+        try:
+            self._search.close()
+        except StoreUnavailable as exc:  # the documents are stored; the next start indexes them
+            log.warning("search terms not indexed at close error=%s", exc)
         self._closed = True
         for queues in self._listeners.values():
             for queue in queues:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from gateway import keys
 from gateway.store.base import Batch
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+from gateway.store.search import SearchDoc
 
 if TYPE_CHECKING:
     from gateway.store.embedded import EmbeddedStore
@@ -129,6 +130,7 @@ async def finish(
     keep: bool,
     lease_ttl: float,
     record: str | None,
+    index: SearchDoc | None,
 ) -> FinishResult:
     state, now = store.inbox, time.time()
     holder = state.holder(session, now)
@@ -139,6 +141,7 @@ async def finish(
             raise ValueError(f"finish writes take set and hset only, not {op!r}")
     pending = keys.pending(session)
     with store.transaction():
+        staged = store.search.write(index) if index is not None else None
         await store.run(writes)
         first_two = store.list_first_two(pending)
         head = first_two[0] if first_two else None
@@ -146,6 +149,8 @@ async def finish(
             await store.pop_head(pending, last=len(first_two) == 1)
             state.total -= 1
             head = first_two[1] if len(first_two) > 1 else None
+    if staged is not None:
+        store.search.stage(staged)
     state.started.pop(entry_id, None)
     if head is None:
         state.ready.pop(session, None)

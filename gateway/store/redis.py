@@ -28,7 +28,7 @@ from gateway.store.base import Batch, Store
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
 from gateway.store.redis_base import NETWORK_ERRORS, RedisKeys, Unavailable, millis
 from gateway.store.redis_inbox import RedisInbox
-from gateway.store.search import SearchIndex
+from gateway.store.search import SearchDoc, SearchIndex
 from gateway.store.search_redis import RedisSearch
 
 log = logging.getLogger(__name__)
@@ -392,7 +392,10 @@ class RedisStore(Store):
         keep: bool,
         lease_ttl: float,
         record: str | None = None,
+        index: SearchDoc | None = None,
     ) -> FinishResult:
+        if index is not None:  # first: a /forget that sees the turn end finds it indexed
+            await self._search.add(index)
         return await self._inbox.finish(
             session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl, record=record
         )

@@ -15,7 +15,7 @@ import re
 import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.unicode import valid_unicode
@@ -75,7 +75,16 @@ class SearchDoc:
         return cls(doc_id, session, chat, ts, text, terms(text))
 
     def encode(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+        # A plain dict, not dataclasses.asdict: that deep-copies the terms, on every turn.
+        fields = {
+            "id": self.id,
+            "session": self.session,
+            "chat": self.chat,
+            "ts": self.ts,
+            "text": self.text,
+            "terms": self.terms,
+        }
+        return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def decode(cls, raw: str) -> SearchDoc:

@@ -16,6 +16,7 @@ from gateway.store.base import Batch, Store
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.inbox import InboxEntry, IntakeRequest
 from gateway.store.redis import RedisStore
+from gateway.store.search import SearchDoc, query_terms
 
 S1, S2 = "telegram:1", "telegram:2"
 
@@ -226,3 +227,15 @@ async def test_the_embedded_inbox_after_a_restart(tmp_path: Path) -> None:
         assert taken[S1].entry.id == f"{S1}-e1" and taken[S1].reply == '{"message_id": "7"}'
     finally:
         await again.close()
+
+
+async def test_finish_stores_the_turns_search_document(store: Store) -> None:
+    result = await store.intake(req(owner="a:1"))
+    assert result.claimed is not None
+    doc = SearchDoc.build(f"{S1}-e1", S1, S1, 1000.0, "answered and indexed")
+    done = await store.finish(
+        S1, f"{S1}-e1", "a:1", history("h"), keep=True, lease_ttl=5, index=doc
+    )
+    assert done.status == "released"
+    found = await store.search.search(query_terms("indexed"), chat=S1)
+    assert [d.id for d in found] == [f"{S1}-e1"]

@@ -110,3 +110,13 @@ async def test_snippet_shows_the_matching_words() -> None:
     assert "Café on Main Street" in snippet
     assert snippet.startswith("… ") and snippet.endswith(" …")
     assert len(snippet) < 260
+
+
+def test_a_document_survives_encoding_whole() -> None:
+    import dataclasses
+    import json
+
+    doc = DOCS[-1]
+    assert SearchDoc.decode(doc.encode()) == doc
+    # Every field is written: a field added to SearchDoc must be added to encode too.
+    assert set(json.loads(doc.encode())) == {f.name for f in dataclasses.fields(SearchDoc)}
