@@ -25,15 +25,20 @@ class Periods:
     def __init__(self, timezone: str = "UTC") -> None:
         self.zone = ZoneInfo(timezone)
         self.timezone = timezone
+        self._latest: dict[PeriodKind, Period] = {}  # asked for every turn: kept while current
 
     def now(self) -> datetime:
         return datetime.now(UTC)
 
     def current(self, kind: PeriodKind, now: datetime | None = None) -> Period:
-        local = (now or self.now()).astimezone(self.zone)
-        if kind == "day":
-            return self.day(local.date())
-        return self.month(local.year, local.month)
+        moment = now or self.now()
+        latest = self._latest.get(kind)
+        if latest is not None and latest.starts <= moment < latest.ends:
+            return latest
+        local = moment.astimezone(self.zone)
+        period = self.day(local.date()) if kind == "day" else self.month(local.year, local.month)
+        self._latest[kind] = period
+        return period
 
     def day(self, day: date) -> Period:
         starts = datetime(day.year, day.month, day.day, tzinfo=self.zone)

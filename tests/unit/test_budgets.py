@@ -165,3 +165,15 @@ async def test_money_limits_per_chat_and_job(store: Store) -> None:
     assert refusal is not None and refusal.dimension == "job"
     assert await gate.check(Who(BOSS, CHAT, job="j2"), NOON) is None  # another job is fine
     await ledger.close()
+
+
+def test_the_current_period_follows_the_clock_both_ways() -> None:
+    periods = Periods("Europe/Berlin")  # midnight there is 23:00 UTC in winter
+    before = datetime(2026, 1, 31, 22, 59, tzinfo=UTC)
+    after = datetime(2026, 1, 31, 23, 1, tzinfo=UTC)
+    assert periods.current("day", before).id == "d2026-01-31"
+    assert periods.current("month", before).id == "m2026-01"
+    assert periods.current("day", after).id == "d2026-02-01"  # a new day, and a new month
+    assert periods.current("month", after).id == "m2026-02"
+    assert periods.current("day", before).id == "d2026-01-31"  # an earlier moment again
+    assert periods.current("day", after) is periods.current("day", after)  # kept while current
