@@ -116,22 +116,26 @@ class SessionLeases:
         await stop_task(self._task)
 
     async def _heartbeat(self) -> None:
-        # A third of the TTL: one late renewal does not lose a lease.
+        # The first beat comes at once, so the console and doctor see this replica from the
+        # start; then a third of the TTL: one late renewal does not lose a lease.
         while True:
+            await self._beat()
             await asyncio.sleep(self.ttl / 3)
-            held = list(self._held.items())
-            try:
-                renewed = await self._store.renew_sessions(held, self.ttl)
-                await self._store.hset(
-                    keys.REPLICAS,
-                    self._instance,
-                    json.dumps({"ts": time.time(), "sessions": len(held)}),
-                )
-            except StoreUnavailable as exc:
-                log.warning("session leases not renewed count=%d error=%s", len(held), exc)
-                continue
-            for (session, owner), ok in zip(held, renewed, strict=True):
-                if not ok and self._held.get(session) == owner:
-                    del self._held[session]
-                    self._metrics.inc("session_leases_expired_total")
-                    log.warning("session lease expired while held session=%s", session)
+
+    async def _beat(self) -> None:
+        held = list(self._held.items())
+        try:
+            renewed = await self._store.renew_sessions(held, self.ttl)
+            await self._store.hset(
+                keys.REPLICAS,
+                self._instance,
+                json.dumps({"ts": time.time(), "sessions": len(held)}),
+            )
+        except StoreUnavailable as exc:
+            log.warning("session leases not renewed count=%d error=%s", len(held), exc)
+            return
+        for (session, owner), ok in zip(held, renewed, strict=True):
+            if not ok and self._held.get(session) == owner:
+                del self._held[session]
+                self._metrics.inc("session_leases_expired_total")
+                log.warning("session lease expired while held session=%s", session)

@@ -4,6 +4,8 @@ event id, counts the rate and takes the session lease at once."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -203,3 +205,17 @@ async def test_empty_and_oversized_messages_are_refused_with_a_reason(store: Sto
         "Your message was empty. Send some text.",
         "Your message has 101 characters",
     ]
+
+
+async def test_a_replica_announces_itself_as_soon_as_its_leases_start(store: Store) -> None:
+    leases = SessionLeases(store, "replica-1", 30, Metrics())
+    await leases.start()
+    try:
+        for _ in range(50):  # the first beat does not wait a third of the TTL (10 s here)
+            if await store.hget(keys.REPLICAS, "replica-1") is not None:
+                break
+            await asyncio.sleep(0.01)
+        beat = json.loads(await store.hget(keys.REPLICAS, "replica-1") or "{}")
+    finally:
+        await leases.stop()
+    assert beat["sessions"] == 0 and beat["ts"] > 0
