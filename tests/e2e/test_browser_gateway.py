@@ -104,3 +104,29 @@ async def test_a_password_is_typed_only_when_the_person_wrote_it(
     assert rel.startswith("screenshots/browser-")
     saved = gw.app.settings.workspace / "console-chat1" / rel
     assert saved.read_bytes()[:4] == b"\x89PNG"
+
+
+async def test_a_page_is_outside_content_and_later_changes_ask(
+    tmp_path: Path, llm: ScriptedLLM, site: PageSite
+) -> None:
+    # approvals.after_untrusted at its default ("ask"): what the browser read is data, and
+    # a change the model makes after reading it waits for a person.
+    settings = gateway_settings(tmp_path, llm.url, tools={"web_allow_hosts": ["127.0.0.1"]})
+    items = f"http://127.0.0.1:{site.port}/items"
+    async with running_gateway(settings) as gw:
+        llm.push(
+            Reply.call("browser_navigate", url=items),
+            Reply.call("write_file", path="items.md", content="copied from the page"),
+            Reply.text("Not saved."),
+        )
+        turn = await gw.submit("copy the items page into items.md")
+        prompt = await prompt_of(gw)
+        assert "write_file" in prompt.text
+        assert f"after outside content (browser_navigate {items})" in prompt.text
+        await press(gw, button(prompt, "Deny"))
+        assert (await turn.done).reply == "Not saved."
+        page = tool_results(llm.requests[1])[0]
+        assert page.startswith('<untrusted-data source="browser_navigate">')
+        assert "Delete" in page and page.endswith("</untrusted-data>")
+        assert tool_results(llm.requests[2]) == ["error: not run: denied by alice"]
+        assert not (gw.app.settings.workspace / "console-chat1" / "items.md").exists()
