@@ -29,6 +29,7 @@ from gateway.channels import Adapter, AdapterContext, Outbox
 from gateway.commands import register_builtin_commands
 from gateway.compaction import Compactor, summary_client
 from gateway.config import Settings
+from gateway.config.data_dir import usable_data_dir
 from gateway.doctor import CheckResult, PlatformCheck
 from gateway.extensions import Extensions
 from gateway.group_context import GroupContext
@@ -91,6 +92,7 @@ class App:
         self.metrics = Metrics()
         self.tracing = tracing or Tracing.from_settings(settings.otel)
         self.telemetry = Telemetry(self.metrics, self.tracing.tracer)
+        usable_data_dir(settings)  # the approvals key and skills live there whatever the store
         self.store = store or open_store(settings)
         try:
             self._wire(settings, llm_transport)

@@ -19,6 +19,7 @@ from typing import Any
 
 from adapters.registry import plugins, settings_sections
 from gateway.config import ConfigError, Settings, load_settings, masked
+from gateway.config.data_dir import usable_data_dir
 from gateway.logs import RedactingFilter, setup_logging
 from gateway.platforms import PlatformUnavailable
 from gateway.store.base import StoreUnavailable
@@ -340,6 +341,7 @@ def cmd_config_show(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_config_check(settings: Settings, args: argparse.Namespace) -> int:
     from tools.cli import offline_registry
 
+    usable_data_dir(settings)
     # Building the tools checks the policy's tool, group and profile names too.
     with offline_registry(settings):
         pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway.config import Settings
+from gateway.config.data_dir import usable_data_dir
 from gateway.store.base import Store, StoreUnavailable
 from gateway.store.embedded import EmbeddedStore, StoreLocked
 from gateway.store.redis import RedisStore
@@ -18,4 +19,4 @@ def open_store(settings: Settings) -> Store:
             key_prefix=settings.redis.key_prefix,
             max_connections=settings.redis.max_connections,
         )
-    return EmbeddedStore(settings.data_dir.expanduser())
+    return EmbeddedStore(usable_data_dir(settings))

@@ -79,5 +79,9 @@ async def test_run_with_a_data_dir_it_cannot_create_says_so(
     (tmp_path / "a-file").write_text("")
     env = _env(tmp_path, llm.url)
     env["CHATGATE_DATA_DIR"] = str(tmp_path / "a-file" / "data")
-    line = await one_line(env, "ask", "hi", cwd=tmp_path, code=1)
-    assert line.startswith(f"chatgate: cannot open the embedded store in {tmp_path}/a-file/data")
+    line = await one_line(env, "ask", "hi", cwd=tmp_path, code=2)
+    assert line.startswith(f"config error: data_dir: cannot use {tmp_path}/a-file/data (")
+    assert "CHATGATE_DATA_DIR" in line
+    assert await one_line(env, "config", "check", cwd=tmp_path, code=2) == line
+    env["CHATGATE_TELEGRAM__TOKEN"] = "123:abc"
+    assert await one_line(env, "run", cwd=tmp_path, code=2) == line

@@ -220,3 +220,23 @@ def test_an_unusable_workspace_is_one_config_error(
     assert line.startswith(f"config error: tools.workspace: cannot use {blocker}/workspace (")
     with pytest.raises(ConfigError, match="CHATGATE_TOOLS__WORKSPACE"):
         App(load_settings(None))
+
+
+def test_an_unusable_data_dir_is_one_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("CHATGATE_DATA_DIR", str(blocker / "data"))
+    monkeypatch.setenv("CHATGATE_TOOLS__WORKSPACE", str(tmp_path / "workspace"))
+    assert main(["config", "check"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == (
+        f"config error: data_dir: cannot use {blocker}/data (Not a directory); set data_dir "
+        "(CHATGATE_DATA_DIR) to a directory chatgate may create and write"
+    )
+    with pytest.raises(ConfigError, match="CHATGATE_DATA_DIR"):
+        App(load_settings(None))
+    monkeypatch.setenv("CHATGATE_DATA_DIR", str(tmp_path / "data"))
+    assert main(["config", "check"]) == 0
+    assert (tmp_path / "data").is_dir()
