@@ -303,6 +303,7 @@ class App:
             http=self.http,
             commands=lambda: [(c.name, c.help) for c in self.extensions.commands],
             instance_id=self.instance_id,
+            refusal=self.access.refusal,
         )
 
     def add_adapter(self, adapter: Adapter) -> None:

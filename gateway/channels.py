@@ -187,3 +187,6 @@ class AdapterContext:
     # (name, description) of the chat commands, for platforms that register them.
     commands: Callable[[], list[tuple[str, str]]]
     instance_id: str
+    # Why this sender may not use the bot here (None: they may), by the static access rules:
+    # an adapter that takes files itself (the web chat) asks before storing any.
+    refusal: Callable[[Inbound], str | None] = lambda _inbound: None

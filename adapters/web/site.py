@@ -195,6 +195,16 @@ class WebChatSite:
         conversation = fields.get("conversation", "")
         if conversation and await self._adapter.conversations.get(user, conversation) is None:
             return _json({"error": "there is no such conversation"}, 404)
+        if uploads:  # files are kept only for people who may use the bot
+            probe = Inbound(
+                event_id="web:access",
+                chat=chat_of(user, conversation or "-"),
+                sender=person(user),
+                text=text,
+            )
+            if (reason := self._ctx.refusal(probe)) is not None:
+                log.info("web upload refused user=%s files=%d", user, len(uploads))
+                return _json({"error": reason}, 403)
         if not conversation:
             title = text or (uploads[0][0] if uploads else "")
             conversation = (await self._adapter.conversations.create(user, title)).id

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from gateway.access import NOT_ALLOWED
 from gateway.config import BrowserSettings
 from tests.fakes.llm import Reply, last_user_text, tool_results
 from tests.web_kit import ALICE_TOKEN, Site, build_dir, running_site, sign_in, web_chat
@@ -25,13 +27,19 @@ except ChromiumMissing as exc:  # tests/run.sh installs it; elsewhere say why no
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
+MALLORY_TOKEN = "mallory-chat-token-blocked-777"  # signs in, but access blocks web:mallory
+
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
     tmp = tmp_path_factory.mktemp("chat")
     sections: dict[str, Any] = {
         "llm": {"stream": True},
-        "web": {"signin_attempts_per_minute": 1000},  # every test signs in afresh
+        "web": {
+            "signin_attempts_per_minute": 1000,  # every test signs in afresh
+            "chat_tokens": {ALICE_TOKEN: "alice", MALLORY_TOKEN: "mallory"},
+        },
+        "access": {"blocked_users": ["web:mallory"], "rate_limit_per_minute": 0},
     }
     async with running_site(tmp, browser=True, **sections) as found:
         yield found
@@ -156,6 +164,27 @@ async def test_a_file_goes_up_and_comes_back(site: Site, tmp_path: Path) -> None
     assert refused.status == 401
     await page.context.close()
     await other.context.close()
+
+
+def stored_files(site: Site) -> int:
+    with sqlite3.connect(site.app.settings.data_dir / "chatgate.db") as db:
+        (count,) = db.execute("SELECT count(*) FROM keys WHERE key LIKE 'web_file:%'").fetchone()
+    return int(count)
+
+
+async def test_files_from_someone_not_allowed_are_not_kept(site: Site, tmp_path: Path) -> None:
+    before = stored_files(site)
+    upload = tmp_path / "payload.txt"
+    upload.write_text("x" * 1000)
+    page = await (await site.chromium.context()).new_page()
+    await sign_in(page, f"{site.url}/chat/login", MALLORY_TOKEN)
+    await page.set_input_files("#files", str(upload))
+    await say(page, "keep this")
+    toast = page.locator("#toast")
+    await toast.wait_for()
+    assert await toast.inner_text() == NOT_ALLOWED
+    assert stored_files(site) == before and site.llm.requests == []
+    await page.context.close()
 
 
 async def test_sign_in_wrong_token_and_calls_without_the_csrf_token(site: Site) -> None:
