@@ -21,12 +21,15 @@ from pydantic import ValidationError
 from gateway import untrusted
 from gateway.config import AgentSettings
 from gateway.llm import lenient_json
+from gateway.llm.images import image_part, text_part
 from gateway.llm.types import Completer, Completion, Message, ToolCall, Usage
+from gateway.media.images import ImageError, prepare_image
 from gateway.telemetry import Telemetry
 from gateway.toolbox import Toolbox
 from gateway.tooling import (
     ApprovalGate,
     ApprovalNeed,
+    ShownImages,
     ToolCatalog,
     ToolContext,
     ToolError,
@@ -138,12 +141,20 @@ class Agent:
         ctx = untrusted.begin(ctx, ask=gate.asks_after_untrusted if gate is not None else True)
         budget = _TurnBudget(settings, llm or self._llm, events)
         box = tools if isinstance(tools, Toolbox) else Toolbox(tools)
-        ctx = dataclasses.replace(ctx, toolbox=box)
+        images = ShownImages(ctx.images.max_px) if ctx.images is not None else None
+        ctx = dataclasses.replace(ctx, toolbox=box, images=images)
         added: list[Message] = []
+        shown: list[tuple[int, Message]] = []  # (after added[:n], images): request-only
         calls_made = 0
 
         def transcript() -> list[Message]:
-            return [{"role": "system", "content": system_prompt}, *history, *added]
+            messages: list[Message] = [{"role": "system", "content": system_prompt}, *history]
+            start = 0
+            for at, message in shown:
+                messages += added[start:at]
+                messages.append(message)
+                start = at
+            return messages + added[start:]
 
         for iteration in range(1, settings.max_iterations + 1):
             schemas = [spec.schema() for spec in box.specs()] or None
@@ -158,6 +169,8 @@ class Agent:
                 await events.tool_calls(completion.tool_calls)
             results = await self._run_calls(completion.tool_calls, box, ctx, catalog, budget)
             added.extend(results)
+            if images is not None and (carried := images.take()):
+                shown.append((len(added), await images_message(carried, images.max_px)))
             if budget.tokens_exhausted:
                 return await self._final_answer(
                     transcript(), added, budget, iteration, calls_made, "tokens"
@@ -411,3 +424,26 @@ def describe_invalid(exc: Exception) -> str:
             parts.append(f"{where}: {err['msg']}")
         return "; ".join(parts) + ". Fix the arguments and call again."
     return str(exc)
+
+
+# At most this many images follow one step's results: each costs the model hundreds of
+# tokens, and a tool that returns dozens is listing, not showing.
+MAX_SHOWN_IMAGES = 4
+
+
+async def images_message(images: list[bytes], max_px: int) -> Message:
+    """The images one step's tool results carried, as the user-side message that follows
+    them (tool messages take text only on OpenAI-compatible servers)."""
+    lines = ["The images the tool results above returned, in order:"]
+    parts: list[dict[str, Any]] = []
+    for number, data in enumerate(images, 1):
+        if len(parts) == MAX_SHOWN_IMAGES:
+            lines.append(f"({len(images) - number + 1} more not shown)")
+            break
+        try:
+            prepared = await asyncio.to_thread(prepare_image, data, max_px)
+        except ImageError as exc:
+            lines.append(f"(image {number} cannot be shown: {exc})")
+            continue
+        parts.append(image_part(prepared.data_url()))
+    return {"role": "user", "content": [text_part("\n".join(lines)), *parts]}

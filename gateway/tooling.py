@@ -74,6 +74,23 @@ class TurnTrust:
         return bool(self.sources)
 
 
+@dataclass
+class ShownImages:
+    """Images that tool results brought into one agent run (an MCP server's screenshot...),
+    shown to the model as image parts right after those results, scaled to `max_px`.
+    Request-only: history keeps the tool's note ("[image: image/png, 12 KB]"), not the bytes."""
+
+    max_px: int
+    pending: list[bytes] = field(default_factory=list)
+
+    def show(self, data: bytes) -> None:
+        self.pending.append(data)
+
+    def take(self) -> list[bytes]:
+        taken, self.pending = self.pending, []
+        return taken
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Who and where a tool call runs for; long-lived dependencies are bound at build time."""
@@ -103,6 +120,9 @@ class ToolContext:
     task_label: str = ""
     # The running agent loop's tools; load_tools adds to it (set by Agent.run).
     toolbox: Toolbox | None = None
+    # Set when the turn's model may see images (llm.vision not off, not known to refuse):
+    # tools put the images their results carry here. Each Agent.run has its own.
+    images: ShownImages | None = None
 
 
 @dataclass(frozen=True)

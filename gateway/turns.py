@@ -39,7 +39,7 @@ from gateway.streaming.factory import ReplyStreams
 from gateway.streaming.reply import ReplyStream
 from gateway.tasks import stop_task
 from gateway.telemetry import SpanRecorder, Telemetry
-from gateway.tooling import NO_STREAM, ToolCatalog, ToolContext
+from gateway.tooling import NO_STREAM, ShownImages, ToolCatalog, ToolContext
 from gateway.turnlog import turn_text
 
 log = logging.getLogger(__name__)
@@ -348,6 +348,11 @@ class TurnRunner:
             stream=stream or NO_STREAM,
             scope=plan.scope,
             llm=plan.route,
+            images=(
+                ShownImages(self._settings.media.max_image_px)
+                if self._media.may_show_images(plan.vision)
+                else None
+            ),
         )
 
     async def _deliver(

@@ -93,6 +93,11 @@ class TurnMedia:
         self._transcriber = transcriber
         self._speaker = speaker
 
+    def may_show_images(self, vision: Vision | None) -> bool:
+        """Whether images from tool results go to the turn's model (`vision`: its model's,
+        when not the default one): unless llm.vision is off or the model refused images."""
+        return (vision or self._vision).accepts_images is not False
+
     async def prepare(
         self,
         inbound: Inbound,

@@ -74,7 +74,7 @@ async def test_stdio_tools_results_errors_and_limits(tmp_path: Path) -> None:
         ):
             await call(manager, "mcp_notes_fail", reason="no")
         assert await call(manager, "mcp_notes_picture") == (
-            "a tiny picture\n[image: image/png, 66 B]"
+            "a tiny picture\n[image: image/png, 68 B]"
         )
         long = await call(manager, "mcp_notes_long_text", chars=5000)
         assert long.startswith("x" * 1000) and "4000 more characters cut" in long

@@ -5,6 +5,7 @@ while a server never answers."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import sys
@@ -254,3 +255,34 @@ async def test_run_is_ready_while_a_server_never_answers(
     assert proc.returncode == 0, log.read_text()
     assert not alive(hung)
     assert "hung-secret-value" not in log.read_text()
+
+
+@pytest.mark.parametrize("vision", ["on", "off"])
+async def test_an_image_from_a_tool_reaches_a_model_that_sees_images(
+    tmp_path: Path, llm: ScriptedLLM, vision: str
+) -> None:
+    settings = gateway_settings(
+        tmp_path,
+        llm.url,
+        llm={"vision": vision},
+        tools=ALL_OFFERED,
+        mcp=mcp_settings(notes=stdio_server(tmp_path / "s")),
+    )
+    async with running_gateway(settings) as gw:
+        await tools_ready(gw, "mcp_notes_picture")
+        llm.push(Reply.call("mcp_notes_picture"), Reply.text("A one-pixel picture."))
+        assert (await gw.say("show me the picture")).reply == "A one-pixel picture."
+        *_, result, after = llm.requests[1]["messages"]
+        if vision == "off":  # the note is all the model gets
+            assert after["role"] == "tool" and "[image: image/png, 68 B]" in after["content"]
+            return
+        assert result["role"] == "tool" and "a tiny picture" in result["content"]
+        assert "[image: image/png, 68 B]" in result["content"]
+        assert after["role"] == "user"
+        text, image = after["content"]
+        assert text["text"] == "The images the tool results above returned, in order:"
+        assert image["image_url"]["url"].startswith("data:image/png;base64,")
+        # History keeps the note, not the bytes: the next turn sends no image.
+        llm.push(Reply.text("ok"))
+        await gw.say("thanks")
+        assert "data:image" not in json.dumps(llm.requests[2]["messages"])

@@ -26,9 +26,9 @@ from mcp.types import ToolAnnotations
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
 # The smallest valid PNG: 1x1, one transparent pixel.
-PIXEL = bytes.fromhex(
+PIXEL = bytes.fromhex(  # a valid 1x1 RGBA PNG (68 bytes)
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
-    "0000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+    "0000000b49444154789c6360000200000500017a5eab3f0000000049454e44ae426082"
 )
 
 server = MCPServer("notes", instructions="A fake notes server for chatgate's tests.")

@@ -62,6 +62,10 @@ def _spec(conn: ServerConnection, tool: Tool, name: str, max_chars: int) -> Tool
             raise ToolError(
                 f"{tool.name} on MCP server '{server}' failed: {wrap(name, output.text)}"
             )
+        if ctx.images is not None:  # the turn's model may see them
+            for part in output.media:
+                if part.kind == "image":
+                    ctx.images.show(part.data)
         return output.text
 
     async def approval(args: MCPArguments, ctx: ToolContext) -> ApprovalNeed | None:
