@@ -42,6 +42,28 @@ from gateway.messages import ChatRef, Outbound, SentRef, UserRef
 
 log = logging.getLogger(__name__)
 
+# Slack error codes that say the app or its token cannot use chat.startStream anywhere (the
+# token type, scopes, authentication, a method this workspace does not have). Any other
+# refusal (an archived channel, a channel the bot is not in) holds for that channel only.
+APP_REFUSALS = frozenset(
+    {
+        "not_allowed_token_type",
+        "missing_scope",
+        "no_permission",
+        "not_authed",
+        "invalid_auth",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "access_denied",
+        "team_access_not_granted",
+        "ekm_access_denied",
+        "unknown_method",
+        "method_deprecated",
+        "feature_not_enabled",
+    }
+)
+
 _T = TypeVar("_T")
 
 
@@ -72,7 +94,8 @@ class SlackAdapter:
         self._threads = AnsweredThreads(ctx.store, settings.thread_ttl)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False
-        self._stream_methods = settings.stream_methods  # false once Slack refuses them
+        self._stream_methods = settings.stream_methods  # false once Slack refuses the app
+        self._no_streams_in: set[str] = set()  # channels where Slack refused them
         self._session: aiohttp.ClientSession | None = None
         self._sender: SlackSender | None = None
         self._files: SlackFiles | None = None
@@ -230,22 +253,36 @@ class SlackAdapter:
         """The stream methods in the thread being answered; None elsewhere: post and edit."""
         if not self._stream_methods or chat.thread_id is None or self._sender is None:
             return None
+        if chat.chat_id in self._no_streams_in:
+            return None
 
         async def started(ref: SentRef) -> None:
             await self._threads.remember(chat)
             if reply_to and self._indicator is not None:
                 await self._indicator.answered(chat, reply_to)
 
-        return SlackStream(
-            self._sender, chat, recipient, started=started, refused=self._streams_refused
-        )
+        def refused(code: str) -> None:
+            self._streams_refused(code, chat.chat_id)
 
-    def _streams_refused(self, code: str) -> None:
-        if self._stream_methods:
+        return SlackStream(self._sender, chat, recipient, started=started, refused=refused)
+
+    def _streams_refused(self, code: str, channel: str) -> None:
+        """After a refusal, replies stream by chat.update: everywhere when the app or its
+        token cannot use the methods, else in that channel only."""
+        if code in APP_REFUSALS:
+            if self._stream_methods:
+                log.warning(
+                    "slack refused the chat streaming methods (%s); streaming by chat.update",
+                    code,
+                )
+            self._stream_methods = False
+        elif channel not in self._no_streams_in:
             log.warning(
-                "slack refused the chat streaming methods (%s); streaming by chat.update", code
+                "slack refused the chat streaming methods in %s (%s); chat.update there",
+                channel,
+                code,
             )
-        self._stream_methods = False
+            self._no_streams_in.add(channel)
 
     async def typing(self, chat: ChatRef) -> None:
         if self._indicator is not None:

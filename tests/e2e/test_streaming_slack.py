@@ -139,3 +139,22 @@ async def test_429_in_the_middle_of_a_stream_slows_it_and_keeps_the_answer(
     assert shown.text == ANSWER
     appends = [c.result.get("error") for c in slack.calls if c.method == "chat.appendStream"]
     assert appends[0] == "ratelimited" and len(appends) >= 2  # retried after Retry-After
+
+
+async def test_a_refusal_in_one_channel_keeps_streaming_elsewhere(
+    gw: App, slack: FakeSlack, llm: ScriptedLLM
+) -> None:
+    slack.stream_refusals["C1"] = "is_archived"
+    llm.push(streamed(), streamed("Again: " + ANSWER), streamed("Elsewhere: " + ANSWER))
+    await post(gw, mention("plan it", ts="1000.000100"))
+    await wait_shown(slack, to_mrkdwn(ANSWER))
+    [posted] = slack.calls_to("chat.postMessage")
+    assert posted["channel"] == "C1" and posted["thread_ts"] == "1000.000100"
+    await post(gw, mention("again", ts="1001.000100"))
+    await wait_shown(slack, to_mrkdwn("Again: " + ANSWER))
+    assert len(slack.calls_to("chat.startStream")) == 1  # not tried again in C1
+    await post(gw, mention("plan it", channel="C2", ts="1002.000100"))
+    stop = (await slack.wait_for("chat.stopStream"))[0]
+    assert stop["channel"] == "C2"
+    [shown] = slack.bot_messages("C2")
+    assert shown.text == "Elsewhere: " + ANSWER and shown.ts == stop["ts"]

@@ -9,7 +9,8 @@ Web API calls (JSON or form bodies) are recorded in `calls`; `fail()` scripts er
 including 429 with Retry-After. The WebSocket at /link sends `hello`, takes envelopes from
 `push()` and records the client's acks. Messages the bot posts, streams
 (chat.startStream / appendStream / stopStream), updates and deletes are kept in
-`messages`; `stream_methods = False` makes the stream methods refused.
+`messages`; `stream_methods = False` makes the stream methods refused (`stream_refusals`:
+in one channel only).
 """
 
 from __future__ import annotations
@@ -108,6 +109,8 @@ class FakeSlack(LocalServer):
     connections: int = 0
     messages: dict[str, Message] = field(default_factory=dict)  # by ts
     stream_methods: bool = True  # False: the workspace or app cannot use chat.*Stream
+    # channel -> the error chat.startStream answers there (e.g. an archived channel)
+    stream_refusals: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -326,6 +329,8 @@ class FakeSlack(LocalServer):
         if not self.stream_methods:
             raise _SlackError("not_allowed_token_type")
         channel = str(params.get("channel") or "")
+        if method == "chat.startStream" and channel in self.stream_refusals:
+            raise _SlackError(self.stream_refusals[channel])
         if method == "chat.startStream":
             if not params.get("thread_ts"):
                 raise _SlackError("invalid_arguments")
