@@ -217,3 +217,34 @@ async def test_execute_code_over_ssh_calls_tools(ssh: SSHBackend, tmp_path: Path
         CodeArgs(code="import os\nprint(os.getcwd(), tools.upper(text='remote'))"), ctx
     )
     assert out == f"{tmp_path / 'remote'} REMOTE\n[exit code 0]\n[tool calls (1): upper ok]"
+
+
+async def test_each_chat_runs_in_its_own_remote_folder(sshd: SSHServer, tmp_path: Path) -> None:
+    remote, root = tmp_path / "remote", tmp_path / "workspaces"
+    remote.mkdir()
+    backend = SSHBackend(
+        SSHTerminalSettings(
+            host="127.0.0.1",
+            port=sshd.port,
+            key_file=sshd.client_key,
+            remote_dir=str(remote),
+            known_hosts=known_hosts(sshd, tmp_path / "known_hosts"),
+        ),
+        LIMITS,
+        workspaces=root,
+    )
+    alice, bob = root / "telegram-1", root / "telegram-2"
+    (alice / "src").mkdir(parents=True)
+    bob.mkdir()
+    try:
+        assert await sh(backend, alice, "pwd") == f"{remote / 'telegram-1'}\n[exit code 0]"
+        await sh(backend, alice, "echo mine > notes.txt")
+        assert "notes.txt" not in await sh(backend, bob, "ls -A")
+        assert (await sh(backend, bob, "pwd")).startswith(f"{remote / 'telegram-2'}\n")
+        in_src = await sh(backend, alice, "pwd; ls ..", cwd=alice / "src")
+        assert in_src.startswith(f"{remote / 'telegram-1' / 'src'}\nnotes.txt")
+        # The shared scope (the root itself) keeps remote_dir as it is.
+        assert await sh(backend, root, "pwd") == f"{remote}\n[exit code 0]"
+    finally:
+        await backend.close()
+    assert (remote / "telegram-1" / "notes.txt").read_text() == "mine\n"

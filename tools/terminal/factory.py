@@ -80,7 +80,7 @@ def _choose(settings: Settings) -> BackendChoice:
         if cfg.backend == "docker":
             return BackendChoice(DockerBackend(cfg.docker, limits, network=cfg.network))
         if cfg.backend == "ssh":
-            return BackendChoice(SSHBackend(cfg.ssh, limits))
+            return BackendChoice(SSHBackend(cfg.ssh, limits, workspaces=settings.workspace))
     except BackendUnavailable as exc:
         if cfg.backend == "ssh" or not cfg.allow_unsandboxed:
             note = f"the {cfg.backend} backend cannot run here: {exc}."

@@ -13,12 +13,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from tools.terminal import base
 from tools.terminal.base import Limits
 
-# $1 pid file, $2 directory, $3 timeout, $4 grace, $5 CPU seconds, $6 data KiB; then argv.
-# Background jobs get /dev/null as stdin unless told otherwise, hence fd 3.
+# $1 pid file, $2 directory, $3 timeout, $4 grace, $5 CPU seconds, $6 data KiB, $7 "1" to
+# make the directory first; then argv. Background jobs get /dev/null as stdin unless told
+# otherwise, hence fd 3.
 WRAPPER = r"""p=$1
+[ "$7" = 1 ] && mkdir -p -- "$2" 2>/dev/null
 cd -- "$2" || exit 126
 ulimit -t "$5" 2>/dev/null; ulimit -d "$6" 2>/dev/null
-t=$3; g=$4; shift 6
+t=$3; g=$4; shift 7
 exec 3<&0
 timeout -k "$g" "$t" "$@" <&3 3<&- &
 c=$!
@@ -62,8 +64,10 @@ def wrapped(
     timeout: float,
     limits: Limits,
     env: Mapping[str, str],
+    make_directory: bool = False,
 ) -> list[str]:
-    """The argv that runs `argv` in `directory` under the wrapper, with `env` added."""
+    """The argv that runs `argv` in `directory` (made first with `make_directory`) under the
+    wrapper, with `env` added."""
     remote_timeout = timeout + base.KILL_GRACE + 1  # a backstop: stop() normally comes first
     return [
         "env",
@@ -78,6 +82,7 @@ def wrapped(
         f"{base.KILL_GRACE:g}",
         str(limits.cpu_seconds),
         str(limits.memory_mb * 1024),
+        "1" if make_directory else "0",
         *argv,
     ]
 

@@ -3,7 +3,10 @@ connection (a ControlMaster this backend owns), with the host key checked agains
 known_hosts: an unknown or changed key is refused, never trusted blindly.
 
 It isolates the gateway host from the commands entirely (they run elsewhere) but isolates
-nothing on the remote host beyond that account's own rights; all chats share remote_dir.
+nothing on the remote host beyond that account's own rights. Each conversation's commands
+start in its own folder under remote_dir (the same name as its local workspace folder, made
+on first use); that keeps chats apart by convention, not by a wall: the account can still
+`cd` to another chat's folder.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ class SSHBackend:
     name = "ssh"
     isolated = False
 
-    def __init__(self, settings: SSHTerminalSettings, limits: Limits) -> None:
+    def __init__(
+        self, settings: SSHTerminalSettings, limits: Limits, *, workspaces: Path | None = None
+    ) -> None:
         ssh = shutil.which("ssh")
         if ssh is None:
             raise BackendUnavailable(
@@ -37,6 +42,9 @@ class SSHBackend:
         self._ssh = ssh
         self._cfg = settings
         self._limits = limits
+        # The local workspace root (resolved, as workspaces are): its chat folders are
+        # mirrored under remote_dir.
+        self._workspaces = workspaces.expanduser().resolve() if workspaces else None
         self._user = settings.user or getpass.getuser()
         self._dir: str | None = None
         self._master: asyncio.subprocess.Process | None = None
@@ -169,9 +177,13 @@ class SSHBackend:
         await proc.wait()
 
     def remote_path(self, workspace: Path, cwd: Path) -> str:
-        base = self._cfg.remote_dir or "."
-        rel = cwd.relative_to(workspace).as_posix()
-        return base if rel == "." else posixpath.join(base, rel)
+        """Where `cwd` of the chat `workspace` is on the remote host: remote_dir, then the
+        chat's folder (as under the local workspace root), then the same subfolder."""
+        parts = [self._cfg.remote_dir or "."]
+        if self._workspaces is not None and workspace.is_relative_to(self._workspaces):
+            parts.append(workspace.relative_to(self._workspaces).as_posix())
+        parts.append(cwd.relative_to(workspace).as_posix())
+        return posixpath.normpath(posixpath.join(*parts))
 
     async def spawn(
         self,
@@ -190,6 +202,7 @@ class SSHBackend:
             argv,
             pidfile=pidfile,
             directory=self.remote_path(workspace, cwd),
+            make_directory=True,  # a chat's folder appears on its first command
             timeout=timeout,
             limits=self._limits,
             env=portable(env),
