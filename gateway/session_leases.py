@@ -15,6 +15,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 
 from gateway import keys
 from gateway.messages import SentRef
@@ -33,10 +34,17 @@ class TurnLease:
     """What one turn runs under: the claimed message, the history read with it, and the
     one round trip that ends the turn."""
 
-    def __init__(self, store: Store, claimed: Claimed, ttl: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        claimed: Claimed,
+        ttl: float,
+        released: Callable[[str, str], None] = lambda session, owner: None,
+    ) -> None:
         self._store = store
         self.claimed = claimed
         self._ttl = ttl
+        self._released = released  # told (session, owner) when the commit gave the lease up
         self.record = claimed.record
         self.preloaded = True  # `record` is the stored history (None: a new session)
         self.handing_over = False  # the process is stopping: leave the message for another
@@ -67,6 +75,8 @@ class TurnLease:
             record=record,
             index=index,
         )
+        if self.result.status != "next":  # nothing left to renew, whatever runs before let_go
+            self._released(self.claimed.session, self.claimed.owner)
         if self.result.status == "lost":
             log.warning(
                 "session lease lost before the turn was saved session=%s entry=%s",
@@ -90,7 +100,13 @@ class SessionLeases:
     def turn(self, claimed: Claimed) -> TurnLease:
         """Start holding the lease `claimed` came with; the heartbeat renews it from now on."""
         self._held[claimed.session] = claimed.owner
-        return TurnLease(self._store, claimed, self.ttl)
+        return TurnLease(self._store, claimed, self.ttl, self._stop_renewing)
+
+    def _stop_renewing(self, session: str, owner: str) -> None:
+        # Between a commit that released the lease and let_go, a heartbeat would find it
+        # gone and count an expiry that never happened.
+        if self._held.get(session) == owner:
+            del self._held[session]
 
     def holds(self, session: str) -> bool:
         return session in self._held

@@ -12,6 +12,8 @@ import pytest
 import pytest_asyncio
 
 from gateway import keys
+from gateway.metrics import Metrics
+from gateway.session_leases import SessionLeases
 from gateway.store.base import Batch, Store
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.inbox import InboxEntry, IntakeRequest
@@ -239,3 +241,18 @@ async def test_finish_stores_the_turns_search_document(store: Store) -> None:
     assert done.status == "released"
     found = await store.search.search(query_terms("indexed"), chat=S1)
     assert [d.id for d in found] == [f"{S1}-e1"]
+
+
+async def test_a_committed_turn_is_not_counted_as_an_expired_lease(store: Store) -> None:
+    metrics = Metrics()
+    leases = SessionLeases(store, "a", 5.0, metrics)
+    claimed = (await store.intake(req(owner="a:1"))).claimed
+    assert claimed is not None
+    lease = leases.turn(claimed)
+    await lease.commit(history("h1"), None)
+    assert lease.result is not None and lease.result.status == "released"
+    # A heartbeat between the commit and let_go finds nothing of ours to renew.
+    assert not leases.holds(S1)
+    await leases._beat()
+    await leases.let_go(lease)
+    assert metrics.total("session_leases_expired_total") == 0
