@@ -18,7 +18,12 @@ import discord
 
 from adapters.discord.access import DiscordAccess
 from adapters.discord.buttons import ActionButton
-from adapters.discord.client import configure_endpoints, gateway_client, rest_client
+from adapters.discord.client import (
+    configure_endpoints,
+    gateway_client,
+    rate_limit_trace,
+    rest_client,
+)
 from adapters.discord.commands import build_tree, sync_commands
 from adapters.discord.files import DiscordFiles
 from adapters.discord.interactions import InteractionReplies
@@ -78,6 +83,9 @@ class DiscordAdapter:
         self._files = DiscordFiles(self._rest_client, settings.api_url)
         self._rest: discord.Client | None = None
         self._gateway: discord.Client | None = None
+        self._trace = rate_limit_trace(
+            lambda: ctx.metrics.inc("platform_rate_limited_total", platform=PLATFORM)
+        )
         self._gateway_task: asyncio.Task[None] | None = None
         self._leader: LeaderElection | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -101,7 +109,7 @@ class DiscordAdapter:
 
     async def start(self) -> None:
         configure_endpoints(self._settings)
-        self._rest = await self._login(rest_client())
+        self._rest = await self._login(rest_client(self._trace))
         if self._settings.shard_ids is not None:
             await self._connect()
             return
@@ -175,7 +183,7 @@ class DiscordAdapter:
         return client
 
     async def _connect(self) -> None:
-        client = gateway_client(self, self._settings)
+        client = gateway_client(self, self._settings, self._trace)
         # Presses on buttons of any earlier message (before a restart too) route by template.
         client.add_dynamic_items(ActionButton)
         tree = build_tree(client, self._on_command, dict(self._ctx.commands()))

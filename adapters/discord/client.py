@@ -6,8 +6,10 @@ attributes, so `configure_endpoints` is process-wide: one Discord bot per proces
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, cast
 
+import aiohttp
 import discord
 import discord.gateway
 import discord.http
@@ -61,17 +63,22 @@ class _Handlers:
 
 
 class GatewayClient(_Handlers, discord.Client):
-    def __init__(self, events: GatewayEvents, settings: DiscordSettings) -> None:
+    def __init__(
+        self, events: GatewayEvents, settings: DiscordSettings, trace: aiohttp.TraceConfig
+    ) -> None:
         super().__init__(
             intents=gateway_intents(),
             guild_ready_timeout=settings.guild_ready_timeout,
             chunk_guilds_at_startup=False,
+            http_trace=trace,
         )
         self.events = events
 
 
 class ShardedGatewayClient(_Handlers, discord.AutoShardedClient):
-    def __init__(self, events: GatewayEvents, settings: DiscordSettings) -> None:
+    def __init__(
+        self, events: GatewayEvents, settings: DiscordSettings, trace: aiohttp.TraceConfig
+    ) -> None:
         intents = gateway_intents()
         timeout = settings.guild_ready_timeout
         if settings.shard_ids is None:  # every shard in this process (under leader election)
@@ -80,6 +87,7 @@ class ShardedGatewayClient(_Handlers, discord.AutoShardedClient):
                 guild_ready_timeout=timeout,
                 chunk_guilds_at_startup=False,
                 shard_count=settings.shard_count,
+                http_trace=trace,
             )
         else:
             super().__init__(
@@ -88,18 +96,36 @@ class ShardedGatewayClient(_Handlers, discord.AutoShardedClient):
                 chunk_guilds_at_startup=False,
                 shard_ids=settings.shard_ids,
                 shard_count=settings.shard_count,
+                http_trace=trace,
             )
         self.events = events
 
 
-def gateway_client(events: GatewayEvents, settings: DiscordSettings) -> discord.Client:
+def gateway_client(
+    events: GatewayEvents, settings: DiscordSettings, trace: aiohttp.TraceConfig
+) -> discord.Client:
     """An AutoShardedClient when sharding is configured, else a plain Client."""
     if settings.shard_count is not None:
-        return ShardedGatewayClient(events, settings)
-    return GatewayClient(events, settings)
+        return ShardedGatewayClient(events, settings, trace)
+    return GatewayClient(events, settings, trace)
 
 
-def rest_client() -> discord.Client:
+def rest_client(trace: aiohttp.TraceConfig) -> discord.Client:
     """A client that only logs in (REST); every process sends through one."""
     # It never connects, so intents do not matter; `guilds` only silences discord.py's warning.
-    return discord.Client(intents=discord.Intents(guilds=True))
+    return discord.Client(intents=discord.Intents(guilds=True), http_trace=trace)
+
+
+def rate_limit_trace(on_429: Callable[[], None]) -> aiohttp.TraceConfig:
+    """Hears every 429 Discord answers: discord.py waits them out inside its HTTP client,
+    where nothing else would see them (the platform_rate_limited_total metric)."""
+    trace = aiohttp.TraceConfig()
+
+    async def on_request_end(
+        session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestEndParams
+    ) -> None:
+        if params.response.status == 429:
+            on_429()
+
+    trace.on_request_end.append(on_request_end)
+    return trace

@@ -109,6 +109,8 @@ async def test_429_on_an_edit_slows_the_stream_and_keeps_the_answer(
     await fake.send_message(f"{MENTION} go")
     await fake.wait_until(lambda: ANSWER in map(fake.shown, bot_posts(fake)), within=8)
     assert len(fake.calls_to("POST", POSTS)) == 1
+    # discord.py waited the 429 out itself; the metric still heard it.
+    assert gw.metrics.total("platform_rate_limited_total", platform="discord") >= 1
 
 
 async def test_deleted_message_is_posted_again(
