@@ -258,7 +258,9 @@ class App:
                 lambda: [a.platform for a in self.adapters],
             ),
         )
-        console = AdminConsole(parts, web, queue=self.queue, memory=self.memory)
+        console = AdminConsole(
+            parts, web, queue=self.queue, memory=self.memory, files=self.extensions.chat_files
+        )
         console.add_routes(self.http)
         return console
 

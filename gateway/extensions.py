@@ -10,18 +10,19 @@ platform while they are built. What they register here is what the core consults
 - `add_access_rule`: a platform rule on who may talk to the bot;
 - `add_prompt_section`: a part of the system prompt, rendered every turn (the skills index);
 - `add_buttons`: the handler for presses of one kind of button (`CallbackData` class);
-- `add_forget_hook`: what else `/forget` should offer to delete (a chat's workspace files).
+- `add_forget_hook`: what else `/forget` should offer to delete (a chat's workspace files);
+- `set_chat_files`: the same files for the operator console's /forget.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from gateway.admission import Middleware
 from gateway.callbacks import CallbackData, CallbackDataError, prefix_of
-from gateway.messages import ButtonPress, Inbound, Outbound, PressReply
+from gateway.messages import ButtonPress, ChatRef, Inbound, Outbound, PressReply
 from gateway.prompt import PromptSection
 from gateway.sessions import SessionKey
 
@@ -71,6 +72,19 @@ PressHandler = Callable[[ButtonPress], Awaitable[PressReply]]
 ForgetHook = Callable[[CommandCall], Awaitable[Outbound | None]]
 
 
+class ChatFiles(Protocol):
+    """Files a chat keeps outside the store (its workspace folder), for the operator console
+    to delete with /forget, as the chat offers its sender (tools/workspace_wipe.py)."""
+
+    def held(self, chat: ChatRef) -> str | None:
+        """What the chat's folder holds ("3 file(s), 12 KB"); None: nothing, or shared."""
+        ...
+
+    def wipe(self, chat: ChatRef) -> str:
+        """Delete the chat's files; says what was deleted."""
+        ...
+
+
 class Extensions:
     def __init__(self) -> None:
         self._commands: dict[str, Command] = {}
@@ -79,6 +93,7 @@ class Extensions:
         self.prompt_sections: list[PromptSection] = []
         self._presses: dict[str, PressHandler] = {}
         self.forget_hooks: list[ForgetHook] = []
+        self.chat_files: ChatFiles | None = None
 
     # -- registering -------------------------------------------------------------------
 
@@ -99,6 +114,9 @@ class Extensions:
 
     def add_forget_hook(self, hook: ForgetHook) -> None:
         self.forget_hooks.append(hook)
+
+    def set_chat_files(self, files: ChatFiles) -> None:
+        self.chat_files = files
 
     def add_buttons(
         self, kind: type[C], handler: Callable[[ButtonPress, C], Awaitable[PressReply]]

@@ -1,8 +1,9 @@
 """After `/forget`, offer to delete the files the chat's workspace still holds.
 
 History and notes go at once; files may matter to people, so they are deleted only when the
-person who sent /forget presses "Delete files" (the offer lasts an hour). Nothing is offered
-with the shared workspace, whose files belong to every chat.
+person who sent /forget presses "Delete files" (the offer lasts an hour), or when an operator
+ticks "with its files" on the console's /forget. Nothing is offered with the shared
+workspace, whose files belong to every chat.
 """
 
 from __future__ import annotations
@@ -39,6 +40,20 @@ class WorkspaceWipeOffer:
     def register(self, extensions: Extensions) -> None:
         extensions.add_forget_hook(self.offer)
         extensions.add_buttons(WipeChoice, self.decide)
+        extensions.set_chat_files(self)  # the console's /forget asks the operator instead
+
+    # -- ChatFiles, for the operator console ------------------------------------------------
+
+    def held(self, chat: ChatRef) -> str | None:
+        if not self._workspaces.per_conversation:
+            return None
+        usage = self._workspaces.usage(chat)
+        return _describe(usage) if usage.files else None
+
+    def wipe(self, chat: ChatRef) -> str:
+        removed = self._workspaces.wipe(chat)
+        log.info("workspace wiped chat=%s files=%d", chat.address, removed.files)
+        return f"Deleted {_describe(removed)} from the chat's workspace."
 
     async def offer(self, call: CommandCall) -> Outbound | None:
         chat = call.inbound.chat

@@ -210,26 +210,37 @@ async def test_pause_resume_and_run_a_job(site: Site) -> None:
     await page.context.close()
 
 
-async def test_forget_a_conversation(site: Site) -> None:
+@pytest.mark.parametrize("with_files", [False, True])
+async def test_forget_a_conversation(site: Site, with_files: bool) -> None:
     app = site.app
+    user = "dave" if with_files else "gwen"
     site.llm.push(Reply.text("Noted."))
-    submission = await app.admission.submit(web_message("dave", "c9", "my code is 1234", "f1"))
+    submission = await app.admission.submit(web_message(user, "c9", "my code is 1234", "f1"))
     await submission.done
-    key = SessionKey("web", "dave", "c9")
+    key = SessionKey("web", user, "c9")
     assert (await app.sessions.load(key)).turns == 1
+    kept = build_dir(app, web_chat(user, "c9"))  # a file in the chat's workspace
     page = await admin_page(site)
     page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
     await page.goto(f"{site.url}/admin/conversations?platform=web")
-    await page.get_by_role("link", name="web:dave:tc9").click()
+    await page.get_by_role("link", name=f"web:{user}:tc9").click()
     history = await page.inner_text("[data-part=history]")
     assert "my code is 1234" in history and "Noted." in history
+    if with_files:
+        await page.get_by_label("with its workspace files").check()
     await page.get_by_role("button", name="/forget").click()
     await page.wait_for_selector(".flash")
-    assert "Forgot web:dave" in await page.inner_text(".flash")
+    flash = await page.inner_text(".flash")
+    assert f"Forgot web:{user}" in flash
+    if with_files:
+        assert "Deleted 1 file(s)" in flash and not kept.exists()
+    else:
+        assert "Its workspace files (1 file(s), 0 KB) were kept." in flash
+        assert (kept / "out.o").read_text() == "object"
     assert page.url.startswith(f"{site.url}/admin/conversations")
-    assert "web:dave" not in await page.inner_text("[data-part=chats]")
+    assert f"web:{user}" not in await page.inner_text("[data-part=chats]")
     assert (await app.sessions.load(key)).is_new
-    assert "web:dave" not in await app.sessions.chats()
+    assert f"web:{user}" not in await app.sessions.chats()
     await page.context.close()
 
 

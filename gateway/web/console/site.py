@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 
 from gateway.commands import forget_chat, new_conversation
+from gateway.extensions import ChatFiles
 from gateway.memory import MemoryBook
 from gateway.messages import ChatRef, UserRef
 from gateway.scheduler import JobError
@@ -87,8 +88,10 @@ class AdminConsole:
         *,
         queue: SessionQueue,
         memory: MemoryBook,
+        files: ChatFiles | None = None,
     ) -> None:
         self._p = parts
+        self._files = files  # the chats' workspace files, when each chat has its own
         self._web = web_settings
         self._queue = queue
         self._memory = memory
@@ -222,6 +225,7 @@ class AdminConsole:
             "static": f"{ROOT}/static",
             "quote": lambda text: quote(str(text), safe=""),
             "chat_links": self._web.chat_enabled,
+            "chat_files": self._files is not None,
         }
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
@@ -337,6 +341,12 @@ class AdminConsole:
                 f"Forgot {key.chat_scope}: {max(cleared, 1)} conversation(s) and the chat's "
                 "notes were deleted."
             )
+            files = self._files
+            if files is not None and (held := files.held(chat)) is not None:
+                if form.get("files") == "1":
+                    text += " " + await asyncio.to_thread(files.wipe, chat)
+                else:
+                    text += f" Its workspace files ({held}) were kept."
             back = f"{ROOT}/conversations"
         else:
             text = "Unknown action."
