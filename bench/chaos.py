@@ -4,10 +4,13 @@ Prints a table; not a test. Three `chatgate run` replicas share a private redis-
 driver plays Telegram through a round-robin balancer that retries a failed POST on the next
 replica (as Telegram retries a webhook). 100 chats send 10 messages each, the next one as
 soon as the previous is answered; every 8 s one replica is killed with SIGKILL and started
-again 2 s later. Counted: messages answered once, more than once (duplicated), never (lost),
-and the latency from the first POST to the answer arriving at the fake Bot API.
+again 2 s later. The model takes 3 s per answer (`--llm-delay`), so the run lasts long enough
+for kills to land while turns are in flight. Counted: replicas killed, messages answered once,
+more than once (duplicated), never (lost), and the latency from the first POST to the answer
+arriving at the fake Bot API.
 
-    .venv/bin/python bench/chaos.py [--chats 100] [--messages 10] [--kill-every 8] [--no-kills]
+    .venv/bin/python bench/chaos.py [--chats 100] [--messages 10] [--kill-every 8]
+        [--llm-delay 3] [--no-kills]
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ async def run(args: argparse.Namespace) -> None:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(arrived.wait(), 1.0)
 
-        async def chaos() -> None:
+        async def chaos() -> int:
             kills = 0
             while not done.is_set():
                 await asyncio.sleep(args.kill_every)
@@ -102,14 +105,14 @@ async def run(args: argparse.Namespace) -> None:
                 kills += 1
                 await asyncio.sleep(2.0)
                 replicas[index] = await start_replica(f"r{index}-{kills}", work, env)
+            return kills
 
         killer = None if args.no_kills else asyncio.create_task(chaos())
         started = time.monotonic()
         await asyncio.gather(*(chat(n) for n in range(args.chats)))
         elapsed = time.monotonic() - started
         done.set()
-        if killer is not None:
-            await killer
+        kills = 0 if killer is None else await killer
         await asyncio.sleep(8.0)  # late duplicates would arrive by now
         for replica in replicas:
             await replica.stop()
@@ -125,12 +128,14 @@ async def run(args: argparse.Namespace) -> None:
     p50 = statistics.median(latencies) if latencies else float("nan")
     p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else float("nan")
     label = "no kills" if args.no_kills else f"kill every {args.kill_every:g} s"
-    print("| run | messages | answered once | duplicated | lost | p50 | p99 | wall |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| run | messages | kills | answered once | duplicated | lost | p50 | p99 | wall |")
+    print("|---|---|---|---|---|---|---|---|---|")
     print(
-        f"| {label} | {total} | {counts.get(1, 0)} | {duplicated} | {lost} | "
+        f"| {label} | {total} | {kills} | {counts.get(1, 0)} | {duplicated} | {lost} | "
         f"{p50:.0f} ms | {p99:.0f} ms | {elapsed:.0f} s |"
     )
+    if not args.no_kills and kills == 0:
+        print("No replica was killed: the run ended first (use more --messages or --llm-delay).")
 
 
 def main() -> None:
@@ -139,7 +144,9 @@ def main() -> None:
     parser.add_argument("--chats", type=int, default=100)
     parser.add_argument("--messages", type=int, default=10)
     parser.add_argument("--kill-every", type=float, default=8.0)
-    parser.add_argument("--llm-delay", type=float, default=0.05)
+    # A model taking seconds, as real ones do: 100 chats x 10 messages then last ~35 s, so
+    # several kills land while turns are in flight.
+    parser.add_argument("--llm-delay", type=float, default=3.0)
     parser.add_argument("--no-kills", action="store_true")
     asyncio.run(run(parser.parse_args()))
 
