@@ -14,10 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway import keys
-from gateway.channels import Capabilities, DeliveryError, MessageGone, StreamSupport
+from gateway.channels import (
+    AttachmentTooLarge,
+    AttachmentUnavailable,
+    Capabilities,
+    DeliveryError,
+    MessageGone,
+    StreamSupport,
+)
 from gateway.messages import ChatKind, ChatRef, Outbound, SentRef, UserRef
 from gateway.sessions import SessionKey
 from gateway.store.base import Store
+from gateway.web.files import WebFiles
 from gateway.web.pages import Streams
 from gateway.web.transcript import ChatMessage, LiveHub, MessageLog, deleted, edited, sent
 
@@ -74,6 +82,7 @@ class ApiAdapter:
     def __init__(self, store: Store) -> None:
         self._store = store
         self.messages = MessageLog(store, keep=200)
+        self.files = WebFiles(store)  # images the requests carried, for their turns
         self.hub = LiveHub(store, keys.API_CHANNEL)
         self.waiting = 0  # requests waiting in this process now
         self.streams = Streams()  # their handlers, ended when the gateway stops
@@ -109,6 +118,16 @@ class ApiAdapter:
 
     async def typing(self, chat: ChatRef) -> None:
         return None
+
+    async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
+        stored = await self.files.get(file_id)
+        if stored is None:
+            raise AttachmentUnavailable("the image is no longer kept")
+        if max_bytes is not None and stored.ref.size > max_bytes:
+            raise AttachmentTooLarge(
+                f"the image has {stored.ref.size:,} bytes; the limit is {max_bytes:,}"
+            )
+        return stored.data
 
     async def record(self, where: RequestChat, message: ChatMessage) -> None:
         """Store the message; tell the waiting request, or keep it unread for the next one."""

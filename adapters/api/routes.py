@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from adapters.api.adapter import DEFAULT_CONVERSATION, ApiAdapter, RequestChat
+from adapters.api.content import ContentError, UserMessage, newest_user_message
 from adapters.api.replies import (
     LIVE_TTL,
     StreamText,
@@ -34,7 +35,8 @@ from gateway.access import RATE_LIMITED
 from gateway.admission import Status, Submission
 from gateway.channels import AdapterContext
 from gateway.history import SessionStore
-from gateway.messages import Inbound
+from gateway.media.sniff import kind_of
+from gateway.messages import Attachment, Inbound
 from gateway.web.auth import same
 from gateway.web.pages import gone
 from gateway.web.transcript import ChatMessage
@@ -114,11 +116,36 @@ class ApiSite:
     def _model_names(self) -> list[str]:
         return [self._settings.model, *self._settings.models]
 
+    async def _keep_images(
+        self, where: RequestChat, message: UserMessage
+    ) -> tuple[Attachment, ...]:
+        """Store the message's images for the turn, once the sender may use the bot."""
+        if not message.images:
+            return ()
+        probe = Inbound(
+            event_id="api:access", chat=where.chat, sender=where.person, text=message.text
+        )
+        if (reason := self._ctx.refusal(probe)) is not None:
+            raise ApiError(403, reason, "permission_error", "refused")
+        attachments = []
+        for image in message.images:
+            ref = await self._adapter.files.put(where.user, image.name, image.mime_type, image.data)
+            attachments.append(
+                Attachment(
+                    kind=kind_of(image.mime_type),
+                    file_id=ref.id,
+                    name=ref.name,
+                    size=ref.size,
+                    mime_type=image.mime_type,
+                )
+            )
+        return tuple(attachments)
+
     # -- completions ----------------------------------------------------------------------------
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         user = self._user(request)
-        body = await _body(request)
+        body = await _body(request, int(self._settings.max_request_mb * 1_000_000))
         model = str(body.get("model"))
         try:
             profile = self._settings.profile_of(model)
@@ -131,9 +158,13 @@ class ApiSite:
                 "invalid_request_error",
                 "model_not_found",
             ) from None
-        text = _newest_user_text(body.get("messages"))
+        try:
+            message = newest_user_message(body.get("messages"))
+        except ContentError as exc:
+            raise ApiError(400, str(exc), "invalid_request_error") from None
         conversation = _conversation(request.headers.get(SESSION_HEADER) or body.get("user"))
         where = RequestChat(user, conversation, uuid.uuid4().hex[:24])
+        attachments = await self._keep_images(where, message)
         stream = bool(body.get("stream"))
         usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
         before = await self._sessions.load(where.session)
@@ -146,9 +177,10 @@ class ApiSite:
                 event_id=f"api:{where.request_id}",
                 chat=where.chat,
                 sender=where.person,
-                text=text,
+                text=message.text,
                 message_id=where.request_id,
                 mentioned=True,
+                attachments=attachments,
                 session=str(where.session),
                 profile=profile,
             )
@@ -316,9 +348,18 @@ class _Reply:
         await self._response.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
+async def _body(request: web.Request, max_bytes: int) -> dict[str, Any]:
+    # Read here, not with request.json(): images make bodies larger than the server's
+    # default limit for other routes.
+    if (request.content_length or 0) > max_bytes:
+        raise _too_large(max_bytes)
+    raw = bytearray()
+    async for chunk in request.content.iter_chunked(65536):
+        raw += chunk
+        if len(raw) > max_bytes:
+            raise _too_large(max_bytes)
     try:
-        body = await request.json()
+        body = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "The body is not valid JSON.", "invalid_request_error") from None
     if not isinstance(body, dict):
@@ -326,26 +367,12 @@ async def _body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _newest_user_text(messages: Any) -> str:
-    """The text of the last user message; earlier ones are in the server's history already."""
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "'messages' must be a non-empty list.", "invalid_request_error")
-    for message in reversed(messages):
-        if not isinstance(message, dict) or message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "\n".join(
-                str(part.get("text", ""))
-                for part in content
-                if isinstance(part, dict) and part.get("type") == "text"
-            )
-        if isinstance(content, str) and content.strip():
-            return content
-        raise ApiError(
-            400, "The last user message has no text (only text is taken).", "invalid_request_error"
-        )
-    raise ApiError(400, "'messages' has no user message.", "invalid_request_error")
+def _too_large(max_bytes: int) -> ApiError:
+    return ApiError(
+        413,
+        f"The request is larger than {max_bytes / 1_000_000:g} MB (api.max_request_mb).",
+        "invalid_request_error",
+    )
 
 
 def _conversation(raw: Any) -> str:

@@ -25,6 +25,8 @@ class ApiSettings(Section):
     approval_wait: Literal["wait", "pending"] = "wait"
     # A response waits at most this long for its turn; then it says the answer comes later.
     timeout_seconds: float = Field(default=900.0, gt=0, le=86400)
+    # The largest request body taken (images come inside it, base64-encoded).
+    max_request_mb: float = Field(default=20.0, gt=0, le=200)
 
     @field_validator("keys")
     @classmethod

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.web.conversations import Conversations
-from adapters.web.files import WebFiles
 from adapters.web.render import to_html
 from gateway import keys
 from gateway.channels import (
@@ -25,6 +24,7 @@ from gateway.channels import (
 from gateway.media.sniff import WEB_IMAGES
 from gateway.messages import Button, ChatKind, ChatRef, Outbound, SentRef, UserRef
 from gateway.store.base import Store
+from gateway.web.files import WebFiles
 from gateway.web.pages import Streams
 from gateway.web.transcript import ChatMessage, LiveHub, MessageLog, deleted, edited, sent
 

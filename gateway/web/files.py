@@ -1,5 +1,6 @@
-"""Files in the web chat, kept in the store so every replica can serve them and hand them to a
-turn: what people upload (the adapter's `FileSource`) and what the agent sends back."""
+"""Files of the web chat and the API, kept in the store so every replica can serve them and
+hand them to a turn: what people upload (the adapters' `FileSource`) and what the agent sends
+back."""
 
 from __future__ import annotations
 

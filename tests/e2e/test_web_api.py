@@ -5,6 +5,8 @@ models, approvals (pending and waiting, relayed to an admin) and a question answ
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -16,6 +18,7 @@ import openai
 import pytest
 import pytest_asyncio
 from openai import AsyncOpenAI
+from PIL import Image
 
 from gateway.app import App
 from gateway.messages import ButtonPress, ChatRef, UserRef
@@ -187,6 +190,50 @@ async def test_a_bad_key_and_an_unknown_model_are_refused(api: Api) -> None:
             model="gpt-9", messages=[{"role": "user", "content": "hi"}]
         )
     assert api.llm.requests == []  # nothing reached the model
+
+
+def png(width: int, height: int) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), "blue").save(out, "PNG")
+    return out.getvalue()
+
+
+async def test_an_image_part_reaches_the_model_and_web_urls_are_refused(api: Api) -> None:
+    data_url = "data:image/png;base64," + base64.b64encode(png(3000, 1500)).decode()
+    content = [
+        {"type": "text", "text": "what colour is this?"},
+        {"type": "image_url", "image_url": {"url": data_url}},
+    ]
+    answer = await api.client.chat.completions.create(
+        model="chatgate", messages=[{"role": "user", "content": content}], user="pictures"
+    )
+    assert answer.choices[0].message.content.startswith("echo: ")  # type: ignore[union-attr]
+    parts = api.llm.requests[-1]["messages"][-1]["content"]
+    assert "what colour is this?" in parts[0]["text"]
+    [image] = [p for p in parts if p["type"] == "image_url"]
+    seen = Image.open(io.BytesIO(base64.b64decode(image["image_url"]["url"].split(",", 1)[1])))
+    assert seen.size == (1568, 784)  # scaled to media.max_image_px like any platform's photo
+
+    before = len(api.llm.requests)
+    refused = [
+        ([{"type": "image_url", "image_url": {"url": "http://127.0.0.1:9/x.png"}}], "data: URLs"),
+        ([{"type": "image_url", "image_url": {"url": "data:image/png;base64,%%%"}}], "base64"),
+        ([{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}], "not taken"),
+        ([{"type": "text", "text": "  "}], "neither text nor an image"),
+    ]
+    for parts, reason in refused:
+        with pytest.raises(openai.BadRequestError, match=reason):
+            await api.client.chat.completions.create(
+                model="chatgate", messages=[{"role": "user", "content": parts}]
+            )
+    huge = "data:image/png;base64," + "A" * 21_000_000
+    big = [{"type": "image_url", "image_url": {"url": huge}}]
+    with pytest.raises(openai.APIStatusError, match=r"api\.max_request_mb") as too_large:
+        await api.client.chat.completions.create(
+            model="chatgate", messages=[{"role": "user", "content": big}]
+        )
+    assert too_large.value.status_code == 413
+    assert len(api.llm.requests) == before  # nothing reached the model
 
 
 async def test_an_approval_pending_then_its_outcome_with_the_next_reply(api: Api) -> None:
