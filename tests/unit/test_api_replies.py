@@ -3,13 +3,21 @@ their choices, and which conversation and text a request carries."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
+from adapters.api.content import ContentError, newest_user_message
 from adapters.api.replies import StreamText, client_text, joined
-from adapters.api.routes import ApiError, _conversation, _newest_user_text
+from adapters.api.routes import _conversation
 from gateway.approval_records import ApprovalChoice
 from gateway.messages import Button
 from gateway.web.transcript import ChatMessage
+
+PNG = bytes.fromhex(  # a valid 1x1 RGBA PNG
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000b49444154789c6360000200000500017a5eab3f0000000049454e44ae426082"
+)
 
 
 def message(mid: str, text: str, buttons: list[list[Button]] | None = None) -> ChatMessage:
@@ -68,18 +76,44 @@ def test_the_conversation_of_a_request() -> None:
 
 
 def test_only_the_newest_user_message_is_taken() -> None:
+    pixel = base64.b64encode(PNG).decode()
     messages = [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "old question"},
         {"role": "assistant", "content": "old answer"},
-        {"role": "user", "content": [{"type": "text", "text": "new"}, {"type": "image_url"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "new"},
+                {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{pixel}"}},
+                {"type": "image_url", "image_url": f"data:;base64,{pixel}"},
+            ],
+        },
     ]
-    assert _newest_user_text(messages) == "new"
+    found = newest_user_message(messages)
+    assert found.text == "new"
+    # The type is sniffed from the bytes, whatever the URL claims.
+    assert [(i.mime_type, i.name, i.data) for i in found.images] == [
+        ("image/png", "image.png", PNG),
+        ("image/png", "image.png", PNG),
+    ]
+    assert newest_user_message([{"role": "user", "content": "plain"}]).images == []
+    one = f"data:;base64,{pixel}"
     for bad in (
         [],
         "text",
         [{"role": "assistant", "content": "x"}],
         [{"role": "user", "content": ""}],
+        [{"role": "user", "content": [{"type": "image_url"}]}],
+        [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x.png"}}]}],
+        [{"role": "user", "content": [{"type": "image_url", "image_url": "data:;base64,"}]}],
+        [{"role": "user", "content": [{"type": "file", "file": {}}]}],
+        [
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": f"data:;base64,{pixel}"}] * 11,
+            }
+        ],
     ):
-        with pytest.raises(ApiError):
-            _newest_user_text(bad)
+        with pytest.raises(ContentError):
+            newest_user_message(bad)
