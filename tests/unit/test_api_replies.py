@@ -108,12 +108,7 @@ def test_only_the_newest_user_message_is_taken() -> None:
         [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x.png"}}]}],
         [{"role": "user", "content": [{"type": "image_url", "image_url": "data:;base64,"}]}],
         [{"role": "user", "content": [{"type": "file", "file": {}}]}],
-        [
-            {
-                "role": "user",
-                "content": [{"type": "image_url", "image_url": f"data:;base64,{pixel}"}] * 11,
-            }
-        ],
+        [{"role": "user", "content": [{"type": "image_url", "image_url": one}] * 11}],
     ):
         with pytest.raises(ContentError):
             newest_user_message(bad)
