@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from gateway.config import MCPSettings
-from gateway.tooling import ToolError, ToolSpec
+from gateway.messages import ChatRef, UserRef
+from gateway.sessions import SessionKey
+from gateway.tooling import ToolContext, ToolError, ToolSpec
 from tests.fakes.mcp_launch import http_server, stdio_server, wait_for
 from tools.mcp.connection import State
 from tools.mcp.manager import MCPManager
@@ -41,9 +43,17 @@ def spec(manager: MCPManager, name: str) -> ToolSpec[Any]:
     return found[name]
 
 
+# A call outside a turn whose model sees images: tools give text only.
+CONTEXT = ToolContext(
+    session=SessionKey("console", "c1"),
+    chat=ChatRef(platform="console", chat_id="c1"),
+    user=UserRef(platform="console", user_id="u1"),
+)
+
+
 async def call(manager: MCPManager, tool_name: str, **arguments: Any) -> str:
     tool = spec(manager, tool_name)
-    return await tool.handler(tool.args.model_validate(arguments), None)  # type: ignore[arg-type]
+    return await tool.handler(tool.args.model_validate(arguments), CONTEXT)
 
 
 async def test_stdio_tools_results_errors_and_limits(tmp_path: Path) -> None:
