@@ -119,7 +119,8 @@ class TelegramAdapter:
 
     async def start(self) -> None:
         await self._initialize()
-        self._me = self.intake.me = BotIdentity.of(self._bot.bot)
+        commands = [name for name, _ in self._ctx.commands()]
+        self._me = self.intake.me = BotIdentity.of(self._bot.bot, [*commands, "start"])
         await self._register_commands()
         if self._settings.mode == "webhook":
             await self._start_webhook()

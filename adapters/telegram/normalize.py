@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,10 +40,14 @@ class BotIdentity:
 
     id: int
     username: str  # without "@", lower case
+    # The gateway's command names: in a group, a bare `/status` that Telegram delivered to the
+    # bot is for it (privacy mode passes bare commands to the bot it thinks they are for);
+    # a bare command it does not know may be another bot's and stays chatter.
+    commands: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, user: User) -> BotIdentity:
-        return cls(user.id, (user.username or "").lower())
+    def of(cls, user: User, commands: Iterable[str] = ()) -> BotIdentity:
+        return cls(user.id, (user.username or "").lower(), frozenset(c.lower() for c in commands))
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,7 @@ def inbound_from(update: Update, me: BotIdentity) -> Normalized | None:
             return None  # `/help@other_bot`: not for us
         # Drop the "@this_bot" suffix so the router sees a plain command.
         text = f"/{name}{text[length:]}"
-        mentioned = mentioned or bool(target)
+        mentioned = mentioned or bool(target) or name.lower() in me.commands
     else:
         text = _strip_leading_mention(text, me)
         quote = _quoted(message, me)

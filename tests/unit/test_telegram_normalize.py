@@ -11,7 +11,7 @@ from adapters.telegram.normalize import BotIdentity, inbound_from, press_from
 from gateway.messages import AttachmentKind, ChatKind, Inbound
 from tests.fakes.telegram import FakeBotAPI
 
-ME = BotIdentity(id=123456, username="gw_bot")
+ME = BotIdentity(id=123456, username="gw_bot", commands=frozenset({"status", "help"}))
 GROUP: dict[str, Any] = {"chat_id": -100777, "chat_type": "supergroup"}
 
 
@@ -55,8 +55,12 @@ def test_commands_for_us_and_for_others() -> None:
     tg = FakeBotAPI()
     ours = inbound(tg, "/status@gw_bot now", **GROUP)
     assert ours is not None and ours.text == "/status now" and ours.mentioned
+    # A bare command of ours that Telegram delivered is for us; one we do not know may be
+    # another bot's: it stays chatter, never an "unknown command" reply.
     bare = inbound(tg, "/status", **GROUP)
-    assert bare is not None and bare.text == "/status" and not bare.mentioned
+    assert bare is not None and bare.text == "/status" and bare.mentioned
+    other = inbound(tg, "/weather Berlin", **GROUP)
+    assert other is not None and other.text == "/weather Berlin" and not other.mentioned
     assert inbound(tg, "/status@other_bot", **GROUP) is None
 
 
