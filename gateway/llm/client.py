@@ -29,7 +29,13 @@ from gateway.llm.errors import (
 from gateway.llm.formats import FormatName, prepare
 from gateway.llm.responses import Responses, Retry, model_ids, stream_broken
 from gateway.llm.retry import backoff_delay
-from gateway.llm.stream import SSEDecoder, StreamAccumulator, StreamErrorEvent, VisibleText
+from gateway.llm.stream import (
+    SSEDecoder,
+    StreamAccumulator,
+    StreamErrorEvent,
+    VisibleText,
+    sse_lines,
+)
 from gateway.llm.transport import AiohttpTransport
 from gateway.llm.types import Completion, Message, OnText
 from gateway.llm.vision import Vision
@@ -390,7 +396,7 @@ class LLMClient:
         decoder = SSEDecoder()
         accumulator = StreamAccumulator()
         delivered = False
-        lines = response.aiter_lines()
+        lines = sse_lines(response)
 
         async def take(item: Any) -> None:
             nonlocal delivered

@@ -8,8 +8,11 @@ import functools
 import json
 import logging
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import httpx
 
 from gateway.llm.errors import LLMBadResponse
 from gateway.llm.textcalls import CALL_MARKERS, REASONING_TAGS, STRAY_CLOSERS
@@ -20,6 +23,36 @@ log = logging.getLogger(__name__)
 
 DONE = object()
 """Returned by `SSEDecoder` for the `data: [DONE]` sentinel."""
+
+
+async def sse_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The lines of a streamed body, split on bytes and decoded once whole.
+
+    Cheaper than httpx's `aiter_lines` (no incremental text decoder and line decoder per
+    chunk, which a reply of hundreds of token chunks pays for each), and a UTF-8 sequence
+    split between two network reads is never decoded in halves. Lines end in LF or CRLF,
+    or a lone CR (old servers).
+    """
+    rest = b""
+    async for chunk in response.aiter_bytes():
+        if rest:
+            chunk = rest + chunk
+        if b"\r" in chunk:
+            # A CR at the very end may be half of a CRLF: keep it for the next read.
+            held = chunk.endswith(b"\r")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if held:
+                chunk = chunk[:-1]
+        else:
+            held = False
+        lines = chunk.split(b"\n")
+        rest = lines.pop() + (b"\r" if held else b"")
+        for line in lines:
+            yield line.decode("utf-8", "replace")
+    if rest.endswith(b"\r"):  # the held CR ended that line
+        yield rest[:-1].decode("utf-8", "replace")
+    elif rest:
+        yield rest.decode("utf-8", "replace")
 
 
 class SSEDecoder:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from gateway.llm.errors import LLMBadResponse
-from gateway.llm.stream import DONE, SSEDecoder, StreamAccumulator, VisibleText
+from gateway.llm.stream import DONE, SSEDecoder, StreamAccumulator, VisibleText, sse_lines
 
 
 def _decode(lines: list[str]) -> list[Any]:
@@ -164,3 +168,47 @@ def test_marker_prefixes_hold_back_exactly_what_could_start_a_marker() -> None:
     for _ in range(2000):
         text = "".join(rng.choice(pieces)[: rng.randint(1, 12)] for _ in range(rng.randint(0, 5)))
         assert prefixes.tail(text) == scanned(text), text
+
+
+class Chunks(httpx.AsyncByteStream):
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+async def lines_of(chunks: list[bytes]) -> list[str]:
+    response = httpx.Response(200, stream=Chunks(chunks))
+    return [line async for line in sse_lines(response)]
+
+
+async def test_sse_lines_split_on_bytes_whatever_the_reads() -> None:
+    body = 'data: {"a": "é"}\r\n\r\ndata: [DONE]\n\n'.encode()
+    expected = ['data: {"a": "é"}', "", "data: [DONE]", ""]
+    assert await lines_of([body]) == expected
+    cut = body.index(b"\r\n")  # a read ends between CR and LF, another inside "é"
+    e_acute = body.index("é".encode()) + 1
+    assert await lines_of([body[:e_acute], body[e_acute : cut + 1], body[cut + 1 :]]) == expected
+    assert await lines_of([b"data: x\rdata: y\r", b"\rdata: z"]) == [
+        "data: x",
+        "data: y",
+        "",
+        "data: z",
+    ]
+
+
+@example("\r\r", [1])
+@given(st.text(alphabet="ab\r\né", max_size=40), st.lists(st.integers(0, 60), max_size=6))
+def test_sse_lines_do_not_depend_on_where_reads_end(text: str, cuts: list[int]) -> None:
+    import asyncio
+
+    body = text.encode()
+    points = sorted({min(c, len(body)) for c in cuts})
+    pieces = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+    whole = asyncio.run(lines_of([body]))
+    assert asyncio.run(lines_of(pieces)) == whole
+    # CR, LF and CRLF end a line alike; a last line without an ending still counts.
+    parts = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    assert whole == (parts[:-1] if parts[-1] == "" else parts)
