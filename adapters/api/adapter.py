@@ -15,8 +15,6 @@ from dataclasses import dataclass
 
 from gateway import keys
 from gateway.channels import (
-    AttachmentTooLarge,
-    AttachmentUnavailable,
     Capabilities,
     DeliveryError,
     MessageGone,
@@ -120,14 +118,7 @@ class ApiAdapter:
         return None
 
     async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
-        stored = await self.files.get(file_id)
-        if stored is None:
-            raise AttachmentUnavailable("the image is no longer kept")
-        if max_bytes is not None and stored.ref.size > max_bytes:
-            raise AttachmentTooLarge(
-                f"the image has {stored.ref.size:,} bytes; the limit is {max_bytes:,}"
-            )
-        return stored.data
+        return await self.files.download(file_id, max_bytes)
 
     async def record(self, where: RequestChat, message: ChatMessage) -> None:
         """Store the message; tell the waiting request, or keep it unread for the next one."""

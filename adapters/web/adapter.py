@@ -14,8 +14,6 @@ from adapters.web.conversations import Conversations
 from adapters.web.render import to_html
 from gateway import keys
 from gateway.channels import (
-    AttachmentTooLarge,
-    AttachmentUnavailable,
     Capabilities,
     DeliveryError,
     MessageGone,
@@ -109,14 +107,7 @@ class WebAdapter:
         await self.hub.publish(live_key(user), {"type": "typing", "conversation": conversation})
 
     async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
-        stored = await self.files.get(file_id)
-        if stored is None:
-            raise AttachmentUnavailable("the file is no longer kept")
-        if max_bytes is not None and stored.ref.size > max_bytes:
-            raise AttachmentTooLarge(
-                f"the file has {stored.ref.size:,} bytes; the limit is {max_bytes:,}"
-            )
-        return stored.data
+        return await self.files.download(file_id, max_bytes)
 
     # -- shared with the chat's pages -------------------------------------------------------------
 

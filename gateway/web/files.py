@@ -10,6 +10,7 @@ import secrets
 from dataclasses import dataclass
 
 from gateway import keys
+from gateway.channels import AttachmentTooLarge, AttachmentUnavailable
 from gateway.store.base import Store
 from gateway.web.transcript import KEEP_DAYS, FileRef
 
@@ -48,3 +49,14 @@ class WebFiles:
             id=file_id, name=record["name"], mime_type=record["mime_type"], size=len(data)
         )
         return StoredFile(ref, record["owner"], data)
+
+    async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
+        """The bytes for a turn (the adapters' `FileSource.download`)."""
+        stored = await self.get(file_id)
+        if stored is None:
+            raise AttachmentUnavailable("the file is no longer kept")
+        if max_bytes is not None and stored.ref.size > max_bytes:
+            raise AttachmentTooLarge(
+                f"the file has {stored.ref.size:,} bytes; the limit is {max_bytes:,}"
+            )
+        return stored.data

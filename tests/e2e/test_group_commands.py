@@ -6,29 +6,13 @@ bot's and gets no answer."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
-
-import pytest
-
 from gateway.app import App
 from gateway.commands import MODERATORS_ONLY, NOT_YOURS
-from tests.e2e.test_approvals_standing import ADMIN, ALICE, BOB, NAMES, say
-from tests.e2e.test_telegram import GROUP, telegram_gateway
+from tests.e2e.test_approvals_standing import ADMIN, ALICE, BOB, IN_GROUP, NAMES, gw, say
 from tests.fakes.llm import Reply, ScriptedLLM
 from tests.fakes.telegram import FakeBotAPI
 
-IN_GROUP: dict[str, Any] = {"chat_id": GROUP, "chat_type": "supergroup"}
-
-
-@pytest.fixture
-async def gw(tmp_path: Path, llm: ScriptedLLM, tg: FakeBotAPI) -> AsyncIterator[App]:
-    sections: dict[str, Any] = {
-        "access": {"admins": [f"telegram:{ADMIN}"], "rate_limit_per_minute": 0}
-    }
-    async with telegram_gateway(tmp_path, llm, tg, **sections) as app:
-        yield app
+__all__ = ["gw"]  # the Telegram gateway with an admin, shared with the standing-approval tests
 
 
 async def test_only_an_admin_may_forget_or_reset_a_group(

@@ -102,11 +102,10 @@ def known_hosts(server: SSHServer, path: Path, key_line: str | None = None) -> P
     return path
 
 
-@pytest.fixture
-async def ssh(sshd: SSHServer, tmp_path: Path) -> AsyncIterator[SSHBackend]:
-    remote = tmp_path / "remote"
-    (remote / "sub").mkdir(parents=True)
-    backend = SSHBackend(
+def backend_for(
+    sshd: SSHServer, tmp_path: Path, remote: Path, workspaces: Path | None = None
+) -> SSHBackend:
+    return SSHBackend(
         SSHTerminalSettings(
             host="127.0.0.1",
             port=sshd.port,
@@ -115,7 +114,15 @@ async def ssh(sshd: SSHServer, tmp_path: Path) -> AsyncIterator[SSHBackend]:
             known_hosts=known_hosts(sshd, tmp_path / "known_hosts"),
         ),
         LIMITS,
+        workspaces=workspaces,
     )
+
+
+@pytest.fixture
+async def ssh(sshd: SSHServer, tmp_path: Path) -> AsyncIterator[SSHBackend]:
+    remote = tmp_path / "remote"
+    (remote / "sub").mkdir(parents=True)
+    backend = backend_for(sshd, tmp_path, remote)
     try:
         yield backend
     finally:
@@ -222,17 +229,7 @@ async def test_execute_code_over_ssh_calls_tools(ssh: SSHBackend, tmp_path: Path
 async def test_each_chat_runs_in_its_own_remote_folder(sshd: SSHServer, tmp_path: Path) -> None:
     remote, root = tmp_path / "remote", tmp_path / "workspaces"
     remote.mkdir()
-    backend = SSHBackend(
-        SSHTerminalSettings(
-            host="127.0.0.1",
-            port=sshd.port,
-            key_file=sshd.client_key,
-            remote_dir=str(remote),
-            known_hosts=known_hosts(sshd, tmp_path / "known_hosts"),
-        ),
-        LIMITS,
-        workspaces=root,
-    )
+    backend = backend_for(sshd, tmp_path, remote, workspaces=root)
     alice, bob = root / "telegram-1", root / "telegram-2"
     (alice / "src").mkdir(parents=True)
     bob.mkdir()
