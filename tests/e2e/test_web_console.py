@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -376,3 +377,42 @@ async def test_usage_by_person_updates_while_open(site: Site) -> None:
     row = await today.locator("tr", has_text="web:frank").inner_text()
     assert row.split("\t")[1:3] == ["10", "5"]  # the scripted server's usage
     await page.context.close()
+
+
+@pytest.mark.redis
+async def test_one_replicas_console_decides_a_turn_running_on_another(
+    site: Site, tmp_path: Path, redis_url: str
+) -> None:
+    """Two replicas on one Redis: the turn waits on the first, the operator approves on the
+    second's console, the command runs on the first. The console holds no state of its own."""
+    prefix = f"console-{uuid.uuid4().hex[:8]}"
+    shared: dict[str, Any] = {
+        "approvals": {"secret": "replicas-share-this-approval-secret", "timeout_seconds": 60},
+        "web": {"signin_attempts_per_minute": 1000},
+    }
+    first_settings, second_settings = (
+        web_settings(
+            tmp_path / name, site.llm.url, redis_url=redis_url, key_prefix=prefix, **shared
+        )
+        for name in ("a", "b")
+    )
+    async with web_gateway(first_settings) as first, web_gateway(second_settings) as second:
+        build = build_dir(first, web_chat("alice", "-"))
+        site.llm.push(Reply.call("shell", command="rm -rf build"), Reply.text("Cleaned up."))
+        turn = await first.admission.submit(web_message("alice", "r1", "clean the build", "r1"))
+        request_id = await pending_id(first)
+        console = base_url(second)
+        page = await (await site.chromium.context()).new_page()
+        await sign_in(page, f"{console}/admin/login", ADMIN_TOKEN)
+        replicas = await page.inner_text("[data-part=replicas]")
+        assert first.instance_id in replicas and second.instance_id in replicas
+        await page.goto(f"{console}/admin/approvals")
+        request = page.locator(f"#request-{request_id}")
+        await request.wait_for()
+        assert "rm -rf build" in await request.inner_text()
+        await request.get_by_role("button", name="Approve once").click()
+        await page.wait_for_selector(".flash")
+        assert f"{request_id}: Approved." in await page.inner_text(".flash")
+        assert (await asyncio.wait_for(turn.done, 30)).reply == "Cleaned up."
+        assert not build.exists()  # it ran on the first replica
+        await page.context.close()
