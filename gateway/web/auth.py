@@ -71,16 +71,25 @@ def _match(token: str, candidates: Iterable[tuple[str, str]]) -> str | None:
 
 
 class SignInLimiter:
-    """Sign-in attempts per client address and minute, counted in the store (all replicas)."""
+    """Sign-in attempts per client address over a sliding minute, counted in the store (all
+    replicas).
+
+    Counts are kept per clock minute; the previous minute's count weighs in for the part of
+    it still inside the last 60 seconds, so a burst across a minute boundary is not given a
+    fresh allowance (a fixed window would allow twice the limit there).
+    """
 
     def __init__(self, store: Store, per_minute: int) -> None:
         self._store = store
         self._limit = per_minute
 
     async def allow(self, client: str) -> bool:
-        minute = int(time.time() // 60)
-        count = await self._store.incr(keys.web_signin(client, minute), ttl=120)
-        return count <= self._limit
+        minute, into = divmod(time.time(), 60)
+        count = await self._store.incr(keys.web_signin(client, int(minute)), ttl=120)
+        if count > self._limit:
+            return False
+        before = await self._store.get(keys.web_signin(client, int(minute) - 1))
+        return count + int(before or 0) * (1 - into / 60) <= self._limit
 
 
 @dataclass

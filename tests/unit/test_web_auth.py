@@ -73,6 +73,21 @@ async def test_sign_in_attempts_are_limited_per_address(store: Store) -> None:
     assert await limiter.allow("10.0.0.2")
 
 
+async def test_a_burst_across_a_minute_boundary_gets_no_fresh_allowance(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limiter = SignInLimiter(store, per_minute=2)
+    clock = [60 * 1000 + 59.9]  # the last tenth of a second of a minute
+    monkeypatch.setattr("gateway.web.auth.time.time", lambda: clock[0])
+    assert [await limiter.allow("10.0.0.1"), await limiter.allow("10.0.0.1")] == [True, True]
+    clock[0] += 0.2  # the next minute has begun
+    assert not await limiter.allow("10.0.0.1")
+    clock[0] += 30  # the first two are still inside the last 60 s
+    assert not await limiter.allow("10.0.0.1")
+    clock[0] += 120  # long after: the full allowance again
+    assert [await limiter.allow("10.0.0.1") for _ in range(3)] == [True, True, False]
+
+
 async def test_a_sign_in_link_works_once(store: Store) -> None:
     links = SignInLinks(store, hours=1)
     code = await links.create("erin")
