@@ -151,7 +151,9 @@ async def test_allow_list_block_list_admins_and_rules(store: Store) -> None:
     assert gate.policy.permits(msg("2")) and not gate.policy.permits(msg("9"))
 
 
-async def test_rate_limit_per_person(store: Store) -> None:
+async def test_rate_limit_per_person(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Mid-minute, so the per-minute window cannot turn over between the messages.
+    monkeypatch.setattr("gateway.access.time.time", lambda: 60 * 1000 + 30.0)
     gate = Gate(store, AccessSettings(admins=["telegram:1"], rate_limit_per_minute=3), Extensions())
     results = [await gate.status(msg("7", n=i)) for i in range(5)]
     assert results == [Status.QUEUED] * 3 + [Status.REFUSED] * 2
