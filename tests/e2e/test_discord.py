@@ -60,11 +60,13 @@ async def discord_app(
     tmp_path: Path,
     llm: ScriptedLLM,
     fake: FakeDiscord,
-    redis_url: str,
+    redis_url: str = "",
     access: dict[str, Any] | None = None,
     scheduler: dict[str, Any] | None = None,
+    streaming: dict[str, Any] | None = None,
     **discord: Any,
 ) -> AsyncIterator[App]:
+    """The real App with the Discord adapter configured, started and connected to the fake."""
     settings = gateway_settings(
         tmp_path,
         llm.url,
@@ -72,6 +74,7 @@ async def discord_app(
         discord=discord_section(fake, **discord),
         access=access or {},
         scheduler=scheduler or {},
+        streaming=streaming or {},
     )
     app = App(settings)
     assert app.add_configured_adapters() == ["discord"]

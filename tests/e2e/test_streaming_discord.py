@@ -4,17 +4,15 @@ reply crossing Discord's 2000 characters, a 429 in the middle, a message deleted
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
-from adapters.discord import DiscordAdapter
 from gateway.app import App
-from tests.fakes.discord import APP_ID, BOT_ID, GENERAL_ID, FakeDiscord, discord_section
+from tests.e2e.test_discord import discord_app
+from tests.fakes.discord import APP_ID, BOT_ID, GENERAL_ID, FakeDiscord
 from tests.fakes.llm import Reply, ScriptedLLM
-from tests.harness import gateway_settings
 
 pytestmark = [pytest.mark.e2e]
 
@@ -37,17 +35,8 @@ async def fake() -> AsyncIterator[FakeDiscord]:
 
 @pytest.fixture
 async def gw(tmp_path: Path, llm: ScriptedLLM, fake: FakeDiscord) -> AsyncIterator[App]:
-    settings = gateway_settings(tmp_path, llm.url, discord=discord_section(fake), streaming=FAST)
-    app = App(settings)
-    assert app.add_configured_adapters() == ["discord"]
-    await app.start()
-    try:
-        adapter = app.outbox.adapter("discord")
-        assert isinstance(adapter, DiscordAdapter)
-        await asyncio.wait_for(adapter.ready.wait(), 5)
+    async with discord_app(tmp_path, llm, fake, streaming=FAST) as app:
         yield app
-    finally:
-        await app.stop()
 
 
 def showing(fake: FakeDiscord, text: str) -> Callable[[], bool]:
