@@ -28,6 +28,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import redis
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -186,17 +188,32 @@ async def drive(tg: FakeBotAPI, chats: int, per_chat: int, marker: str) -> dict[
     }
 
 
-async def measure(tg: FakeBotAPI, bot: Child, chats: int, per_chat: int) -> dict[str, float]:
+def redis_calls(server: RedisServer) -> int:
+    """Commands the bench's redis-server has run so far (a script counts once, as EVALSHA)."""
+    client = redis.Redis(port=server.port)
+    try:
+        return int(client.info("stats")["total_commands_processed"])
+    finally:
+        client.close()
+
+
+async def measure(
+    tg: FakeBotAPI, bot: Child, chats: int, per_chat: int, redis_server: RedisServer
+) -> dict[str, float]:
     # A warm-up round (one message per chat) opens connections and fills caches.
     await drive(tg, chats, 1, "warm-up")
     messages = chats * per_chat
     cpu, fakes, llm = cpu_seconds(bot.pid), cpu_seconds(os.getpid()), cpu_seconds(LLM_PID[0])
+    redis_cpu, calls = cpu_seconds(redis_server.pid), redis_calls(redis_server)
     result = await drive(tg, chats, per_chat, "bench")
     result["cpu"] = (cpu_seconds(bot.pid) - cpu) * 1000 / messages
-    # The rest of the machine's work per message: the fake Bot API with this driver, and the
-    # scripted LLM (the echo bots never call it). All share the same CPUs as the bot.
+    # The rest of the machine's work per message: the fake Bot API with this driver, the
+    # scripted LLM (the echo bots never call it) and redis-server (only the Redis store uses
+    # it; heartbeats count too). All share the same CPUs as the bot.
     result["fakes"] = (cpu_seconds(os.getpid()) - fakes) * 1000 / messages
     result["llm"] = (cpu_seconds(LLM_PID[0]) - llm) * 1000 / messages
+    result["redis"] = (cpu_seconds(redis_server.pid) - redis_cpu) * 1000 / messages
+    result["calls"] = (redis_calls(redis_server) - calls) / messages
     return result
 
 
@@ -233,7 +250,7 @@ BOTS = (
 
 
 async def run_bot(
-    kind: str, chats: int, per_chat: int, llm_url: str, redis_url: str, tmp: str, tag: str
+    kind: str, chats: int, per_chat: int, llm_url: str, redis: RedisServer, tmp: str, tag: str
 ) -> dict[str, float]:
     # BENCH_PROFILE=/tmp/x writes a cProfile of each bot process to /tmp/x-<tag>.prof.
     profile = os.environ.get("BENCH_PROFILE")
@@ -244,14 +261,14 @@ async def run_bot(
             if kind == "echo-concurrent":
                 args.append("--concurrent")
             async with child(*args) as bot:
-                return await measure(tg, bot, chats, per_chat)
+                return await measure(tg, bot, chats, per_chat, redis)
         if kind == "adapter":
             async with child(*pre, __file__, "--adapter-echo", tg.url, tg.token) as bot:
-                return await measure(tg, bot, chats, per_chat)
-        redis = redis_url if kind == "chatgate-redis" else ""
-        env = chatgate_env(tg, llm_url, tempfile.mkdtemp(dir=tmp), redis)
+                return await measure(tg, bot, chats, per_chat, redis)
+        redis_url = redis.url if kind == "chatgate-redis" else ""
+        env = chatgate_env(tg, llm_url, tempfile.mkdtemp(dir=tmp), redis_url)
         async with child(*pre, "-m", "gateway.cli", "run", env=env) as bot:
-            return await measure(tg, bot, chats, per_chat)
+            return await measure(tg, bot, chats, per_chat, redis)
 
 
 async def main(chats: int, per_chat: int, rounds: int, only: list[str]) -> None:
@@ -268,7 +285,7 @@ async def main(chats: int, per_chat: int, rounds: int, only: list[str]) -> None:
                     for _, kind in bots:
                         tag = f"{kind}-{round_no}"
                         result = await run_bot(
-                            kind, chats, per_chat, llm.first_line, redis.url, tmp, tag
+                            kind, chats, per_chat, llm.first_line, redis, tmp, tag
                         )
                         results[kind].append(result)
         finally:
@@ -281,14 +298,19 @@ async def main(chats: int, per_chat: int, rounds: int, only: list[str]) -> None:
     )
     print(
         f"| {'bot':<34} | {'msg/s':>7} | {'of floor':>8} | {'p50 ms':>7} | {'p99 ms':>7} "
-        f"| {'bot CPU ms/msg':>14} | {'fake API ms/msg':>15} | {'LLM ms/msg':>10} |"
+        f"| {'bot CPU ms/msg':>14} | {'fake API ms/msg':>15} | {'LLM ms/msg':>10} "
+        f"| {'Redis ms/msg':>12} | {'Redis calls/msg':>15} |"
     )
-    print(f"|{'-' * 36}|{'-' * 9}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 16}|{'-' * 17}|{'-' * 12}|")
+    print(
+        f"|{'-' * 36}|{'-' * 9}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 16}|{'-' * 17}|{'-' * 12}"
+        f"|{'-' * 14}|{'-' * 17}|"
+    )
     for name, r in rows:
         share = f"{r['rate'] / floor:.0%}" if floor else "-"
         print(
             f"| {name:<34} | {r['rate']:7.0f} | {share:>8} | {r['p50']:7.1f} | {r['p99']:7.1f} "
-            f"| {r['cpu']:14.2f} | {r['fakes']:15.2f} | {r['llm']:10.2f} |"
+            f"| {r['cpu']:14.2f} | {r['fakes']:15.2f} | {r['llm']:10.2f} "
+            f"| {r['redis']:12.2f} | {r['calls']:15.1f} |"
         )
 
 

@@ -44,6 +44,11 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     @property
+    def pid(self) -> int:
+        assert self._proc is not None, "redis-server is not running"
+        return self._proc.pid
+
+    @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
