@@ -222,6 +222,12 @@ class ClarifyService:
     async def on_message(self, admission: Admission, call_next: Next) -> Submission:
         """Admission middleware: the asker's next message in the session is the answer."""
         inbound = admission.inbound
+        stored = admission.intake.stored
+        if stored is not None and stored.holder is None:
+            # The session was idle, so no turn of it waits for an answer: a question is only
+            # open while its turn runs. This saves a store read per message, and a question
+            # left open by a process that died cannot swallow the next message.
+            return await call_next(admission)
         question_id = await self._store.get(_open_key(str(admission.session)))
         question = None if question_id is None else await self._load(question_id)
         if question is not None and question.may_answer(inbound.sender, inbound.chat):
