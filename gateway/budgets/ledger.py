@@ -119,23 +119,21 @@ class UsageLedger:
         if not rows or not turn.by_model:
             return {}
         periods = [self.periods.current("day", now), self.periods.current("month", now)]
-        written: list[Where] = []
-        batch = Batch()
+        written: dict[Where, Spend] = {}
         for period in periods:
             self._ttls[period.id] = self._ttl(period)
             for dimension, ident, spend in rows:
                 where = (period.id, dimension, ident)
                 if (period.kind, dimension) in exact:
-                    self._add_ops(batch, where, spend)
-                    written.append(where)
+                    written[where] = written.get(where, Spend()) + spend
                 else:
                     self._pending[where] = self._pending.get(where, Spend()) + spend
         totals: Totals = {}
         if written:
-            results = await self._store.run(batch)
-            step = len(UNITS) + 1
+            results = await self._store.run(self._batch(written))
+            step = len(UNITS)
             for n, where in enumerate(written):
-                tin, tout, usd = results[n * step : n * step + len(UNITS)]
+                tin, tout, usd = results[n * step : n * step + step]
                 totals[where] = Spend(int(tin), int(tout), int(usd))
             await self._index_expiry([p.id for p in periods])
         idle = self._flusher is None or self._flusher.done()
@@ -148,11 +146,8 @@ class UsageLedger:
         pending, self._pending = self._pending, {}
         if not pending:
             return
-        batch = Batch()
-        for where, spend in pending.items():
-            self._add_ops(batch, where, spend)
         try:
-            await self._store.run(batch)
+            await self._store.run(self._batch(pending))
         except StoreUnavailable:
             for where, spend in pending.items():  # kept for the next try
                 self._pending[where] = self._pending.get(where, Spend()) + spend
@@ -180,12 +175,18 @@ class UsageLedger:
         if self._pending and not self._closed:
             self._flusher = asyncio.create_task(self._flush_soon(), name="usage ledger flush")
 
-    def _add_ops(self, batch: Batch, where: Where, spend: Spend) -> None:
-        period_id, dimension, ident = where
-        ttl = self._ttls.get(period_id, self._month_ttl)
-        for unit, amount in zip(UNITS, _amounts(spend), strict=True):
-            batch.incr(keys.usage(period_id, dimension, ident, unit), amount, ttl=ttl)
-        batch.hset(keys.usage_index(period_id), f"{dimension}:{ident}", "1")
+    def _batch(self, spends: Mapping[Where, Spend]) -> Batch:
+        """Every counter first (their results come first, `len(UNITS)` per entry, in order),
+        then the index fields, period by period: the Redis store sends each run as one
+        command."""
+        batch = Batch()
+        for (period_id, dimension, ident), spend in spends.items():
+            ttl = self._ttls.get(period_id, self._month_ttl)
+            for unit, amount in zip(UNITS, _amounts(spend), strict=True):
+                batch.incr(keys.usage(period_id, dimension, ident, unit), amount, ttl=ttl)
+        for period_id, dimension, ident in sorted(spends):
+            batch.hset(keys.usage_index(period_id), f"{dimension}:{ident}", "1")
+        return batch
 
     async def _index_expiry(self, period_ids: Sequence[str]) -> None:
         for period_id in period_ids:

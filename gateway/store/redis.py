@@ -26,8 +26,14 @@ from redis.exceptions import NoScriptError
 
 from gateway.store.base import Batch, Store
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
-from gateway.store.redis_base import NETWORK_ERRORS, RedisKeys, Unavailable, millis
-from gateway.store.redis_inbox import RedisInbox
+from gateway.store.redis_base import (
+    NETWORK_ERRORS,
+    RedisKeys,
+    Unavailable,
+    millis,
+    run_in_order,
+)
+from gateway.store.redis_inbox import RedisInbox, finish_result
 from gateway.store.search import SearchDoc, SearchIndex
 from gateway.store.search_redis import RedisSearch
 
@@ -68,13 +74,15 @@ return 0
 """
 # EXISTS before INCRBY: the TTL applies only when this call created the key (a counter that
 # happens to be 0 still keeps the window it was created with).
+# KEYS: counters. ARGV: amount and TTL (ms) per counter; a TTL is set only on a new counter.
 _INCR_WITH_TTL = """
-local existed = redis.call('EXISTS', KEYS[1])
-local value = redis.call('INCRBY', KEYS[1], ARGV[1])
-if existed == 0 then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local values = {}
+for i, key in ipairs(KEYS) do
+  local existed = redis.call('EXISTS', key)
+  values[i] = redis.call('INCRBY', key, ARGV[2 * i - 1])
+  if existed == 0 then redis.call('PEXPIRE', key, ARGV[2 * i]) end
 end
-return value
+return values
 """
 
 
@@ -82,6 +90,24 @@ def _evalsha(pipe: Pipeline, script: AsyncScript, keys: list[str], args: list[An
     # Plain EVALSHA, not `script(client=pipe)`: that form sends SCRIPT EXISTS first on every
     # pipeline, a second round trip. A missing script is handled by the caller instead.
     pipe.evalsha(script.sha, len(keys), *keys, *args)
+
+
+def _run_end(ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]], start: int) -> int:
+    """Where the run of operations that can go as one command, from `start`, ends: counter
+    increments with a TTL, or HSETs on the same hash."""
+    name, args, kwargs = ops[start]
+    end = start + 1
+    if name == "incr" and kwargs["ttl"] is not None:
+        while end < len(ops) and ops[end][0] == "incr" and ops[end][2]["ttl"] is not None:
+            end += 1
+    elif name == "hset":
+        while end < len(ops) and ops[end][0] == "hset" and ops[end][1][0] == args[0]:
+            end += 1
+    return end
+
+
+def _one(done: Callable[[Any], Any]) -> Callable[[Any], list[Any]]:
+    return lambda raw: [done(raw)]
 
 
 def _public_address(url: str) -> str:
@@ -221,7 +247,7 @@ class RedisStore(Store):
             if ttl is None:
                 value = await self._r.incrby(name, amount)
             else:
-                value = await self._incr_with_ttl(keys=[name], args=[amount, millis(ttl)])
+                [value] = await self._incr_with_ttl(keys=[name], args=[amount, millis(ttl)])
         return int(value)
 
     async def expire(self, key: str, ttl: float) -> bool:
@@ -322,15 +348,39 @@ class RedisStore(Store):
         return results
 
     async def _pipeline(self, ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> list[Any]:
-        """Send operations in one pipeline; errors come back in place of their results."""
-        finish: list[Callable[[Any], Any]] = []
+        """Send operations in one pipeline; errors come back in place of their results.
+
+        A run of counter increments with a TTL goes as one script call, and a run of HSETs
+        on one hash as one HSET: a usage flush of a few hundred counters is a handful of
+        commands, not hundreds (each costs redis-py far more than the server)."""
+        expanders: list[tuple[int, Callable[[Any], list[Any]]]] = []  # (ops, their results)
         async with self._r.pipeline(transaction=False) as pipe:
-            for name, args, kwargs in ops:
-                finish.append(self._queue(pipe, name, *args, **kwargs))
+            start = 0
+            while start < len(ops):
+                end = _run_end(ops, start)
+                if end - start > 1:
+                    expanders.append((end - start, self._queue_run(pipe, ops[start:end])))
+                else:
+                    name, args, kwargs = ops[start]
+                    expanders.append((1, _one(self._queue(pipe, name, *args, **kwargs))))
+                start = end
             raw: list[Any] = await pipe.execute(raise_on_error=False)
-        return [
-            r if isinstance(r, Exception) else done(r) for done, r in zip(finish, raw, strict=True)
-        ]
+        results: list[Any] = []
+        for (count, expand), reply in zip(expanders, raw, strict=True):
+            results += [reply] * count if isinstance(reply, Exception) else expand(reply)
+        return results
+
+    def _queue_run(
+        self, pipe: Pipeline, ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]]
+    ) -> Callable[[Any], list[Any]]:
+        """Queue a run `_run_end` found as one command."""
+        if ops[0][0] == "hset":
+            pipe.hset(self.keys.data(ops[0][1][0]), mapping={a[1]: a[2] for _, a, _ in ops})
+            return lambda raw: [None] * len(ops)
+        names = [self.keys.data(args[0]) for _, args, _ in ops]
+        amounts = [v for _, args, kw in ops for v in (args[1], millis(kw["ttl"]))]
+        _evalsha(pipe, self._incr_with_ttl, names, amounts)
+        return lambda raw: [int(v) for v in raw]
 
     def _queue(self, pipe: Pipeline, op: str, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
         """Queue one batch operation; returns how to turn its raw reply into the method's result."""
@@ -352,6 +402,7 @@ class RedisStore(Store):
                 pipe.incrby(key, amount)
             else:
                 _evalsha(pipe, self._incr_with_ttl, [key], [amount, millis(kwargs["ttl"])])
+                return lambda raw: int(raw[0])
             return int
         if op == "hset":
             pipe.hset(self.keys.data(args[0]), args[1], args[2])
@@ -394,11 +445,17 @@ class RedisStore(Store):
         record: str | None = None,
         index: SearchDoc | None = None,
     ) -> FinishResult:
-        if index is not None:  # first: a /forget that sees the turn end finds it indexed
-            await self._search.add(index)
-        return await self._inbox.finish(
-            session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl, record=record
+        if index is None:
+            return await self._inbox.finish(
+                session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl, record=record
+            )
+        finish = self._inbox.finish_call(
+            session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl
         )
+        # One round trip, the index first: a /forget that sees the turn end finds it indexed.
+        with self._guard:
+            _, raw = await run_in_order(self._r, [self._search.add_call(index), finish])
+        return finish_result(list(raw), session, owner, record)
 
     async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
         return await self._inbox.renew(held, ttl)

@@ -4,11 +4,16 @@ redis-py's network errors into StoreUnavailable without leaking the password."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 from urllib.parse import unquote
 
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.store.base import StoreUnavailable
@@ -57,6 +62,38 @@ class Unavailable:
             for secret in {self._password, unquote(self._password)}:
                 detail = detail.replace(secret, "****")
         return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptCall:
+    """One run of a registered script, to send alone (`run`) or with others (`run_in_order`)."""
+
+    script: AsyncScript
+    keys: list[str]
+    args: list[Any]
+
+    async def run(self) -> Any:
+        return await self.script(keys=self.keys, args=self.args)
+
+
+async def run_in_order(client: Redis, calls: Sequence[ScriptCall]) -> list[Any]:
+    """Run scripts one after another in one round trip; their results, in order.
+
+    Plain EVALSHA in a pipeline: redis-py's own script pipelining sends SCRIPT EXISTS first,
+    a second round trip. When the server lost its script cache (a restart), the scripts that
+    failed are loaded and run again, in order; the others ran once, as sent.
+    """
+    async with client.pipeline(transaction=False) as pipe:
+        for call in calls:
+            pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+        results: list[Any] = await pipe.execute(raise_on_error=False)
+    for n, (call, result) in enumerate(zip(calls, results, strict=True)):
+        if isinstance(result, NoScriptError):
+            await client.script_load(call.script.script)
+            results[n] = await call.run()
+        elif isinstance(result, Exception):
+            raise result
+    return results
 
 
 def millis(ttl: float) -> int:

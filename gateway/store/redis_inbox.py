@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from gateway import keys
 from gateway.store.base import Batch
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
-from gateway.store.redis_base import RedisKeys, Unavailable, millis
+from gateway.store.redis_base import RedisKeys, ScriptCall, Unavailable, millis
 
 NOW = """
 local t = redis.call('TIME')
@@ -330,6 +330,23 @@ class RedisInbox:
         lease_ttl: float,
         record: str | None = None,
     ) -> FinishResult:
+        call = self.finish_call(session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl)
+        with self._guard:
+            raw = await call.run()
+        return finish_result(list(raw), session, owner, record)
+
+    def finish_call(
+        self,
+        session: str,
+        entry_id: str,
+        owner: str,
+        writes: Batch,
+        *,
+        keep: bool,
+        lease_ttl: float,
+    ) -> ScriptCall:
+        """The FINISH script run, for a caller that sends it with others (its result goes
+        through `finish_result`)."""
         k = self.keys
         script_keys = [
             k.lease(keys.session_lease(session)),
@@ -356,9 +373,7 @@ class RedisInbox:
                 args += ["hset", op_args[1], op_args[2]]
             else:
                 raise ValueError(f"finish writes take set and hset only, not {op!r}")
-        with self._guard:
-            raw = await self._finish(keys=script_keys, args=args)
-        return finish_result(list(raw), session, owner, record)
+        return ScriptCall(self._finish, script_keys, args)
 
     async def renew(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
         if not held:

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from gateway import keys
+from gateway.store.redis_base import ScriptCall
 from gateway.store.search import PruneResult, SearchDoc, SearchIndex
 
 if TYPE_CHECKING:
@@ -77,6 +78,11 @@ class RedisSearch(SearchIndex):
         self._query = client.register_script(_QUERY)
 
     async def add(self, doc: SearchDoc) -> None:
+        with self._guard:
+            await self.add_call(doc).run()
+
+    def add_call(self, doc: SearchDoc) -> ScriptCall:
+        """The script run that indexes `doc`, for a caller that sends it with others."""
         script_keys = [
             self._k(keys.search_doc(doc.id)),
             self._k(keys.search_chat(doc.chat)),
@@ -94,8 +100,7 @@ class RedisSearch(SearchIndex):
             self._k(keys.search_all_term("")),
             *doc.terms,
         ]
-        with self._guard:
-            await self._add(keys=script_keys, args=args)
+        return ScriptCall(self._add, script_keys, args)
 
     async def search(
         self,

@@ -243,6 +243,28 @@ async def test_finish_stores_the_turns_search_document(store: Store) -> None:
     assert [d.id for d in found] == [f"{S1}-e1"]
 
 
+@pytest.mark.redis
+async def test_finish_with_its_search_document_after_the_server_lost_its_scripts(
+    redis_store: RedisStore,
+) -> None:
+    """Finish sends the index and the FINISH script in one pipeline of plain EVALSHAs; after
+    a Redis restart emptied the script cache, both still run once, in order."""
+    result = await redis_store.intake(req(owner="a:1"))
+    assert result.claimed is not None
+    await redis_store.intake(req(n=2))
+    await redis_store._r.script_flush()
+    doc = SearchDoc.build(f"{S1}-e1", S1, S1, 1000.0, "indexed after a restart")
+    done = await redis_store.finish(
+        S1, f"{S1}-e1", "a:1", history("h1"), keep=True, lease_ttl=5, index=doc
+    )
+    assert done.status == "next" and done.next is not None
+    assert done.next.entry.id == f"{S1}-e2"
+    assert [e.id for e in await redis_store.pending(S1)] == [f"{S1}-e2"]  # popped once
+    assert await redis_store.get(keys.session(S1)) == "h1"
+    found = await redis_store.search.search(query_terms("restart"), chat=S1)
+    assert [d.id for d in found] == [f"{S1}-e1"]
+
+
 async def test_a_committed_turn_is_not_counted_as_an_expired_lease(store: Store) -> None:
     metrics = Metrics()
     leases = SessionLeases(store, "a", 5.0, metrics)

@@ -566,6 +566,28 @@ async def test_batch_results_match_the_single_calls(store: Store) -> None:
     assert await store.lease_owner("b:lease") is None
 
 
+async def test_runs_of_counters_and_hash_fields_in_a_batch(store: Store) -> None:
+    """The Redis store sends a run of counters with a TTL as one script call and a run of
+    HSETs on one hash as one HSET; each operation still gets its own result, in order."""
+    await store.incr("r:a", 10, ttl=60)
+    results = await store.run(
+        Batch()
+        .incr("r:a", 1, ttl=5)
+        .incr("r:b", 2, ttl=5)
+        .incr("r:c", 3, ttl=5)
+        .get("r:a")
+        .incr("r:b", 4, ttl=5)
+        .incr("r:plain", 5)
+        .hset("r:index", "x", "1")
+        .hset("r:index", "y", "2")
+        .hset("r:other", "z", "3")
+        .incr("r:c", 1, ttl=5)
+    )
+    assert results == [11, 2, 3, "11", 6, 5, None, None, None, 4]
+    assert await store.hgetall("r:index") == {"x": "1", "y": "2"}
+    assert await store.hgetall("r:other") == {"z": "3"}
+
+
 async def test_batch_of_one_and_empty(store: Store) -> None:
     assert await store.run(Batch()) == []
     assert await store.run(Batch().get("b:missing")) == [None]
@@ -581,6 +603,16 @@ async def test_batch_after_the_server_lost_its_scripts(redis_store: RedisStore) 
         .acquire_lease("s:lease", "me", 5)
         .get("s:seen")
         .incr("s:count", ttl=5)
+        .incr("s:other", 2, ttl=5)
     )
-    assert results == [True, True, "1", 1]
+    assert results == [True, True, "1", 1, 2]
     assert await redis_store.get("s:count") == "1"
+    assert await redis_store.get("s:other") == "2"
+
+
+async def test_a_run_of_counters_sets_a_ttl_on_new_ones_only(redis_store: RedisStore) -> None:
+    await redis_store.incr("t:old", 1, ttl=600)
+    assert await redis_store.run(Batch().incr("t:old", 1, ttl=5).incr("t:new", 1, ttl=5)) == [2, 1]
+    old = await redis_store._r.pttl(redis_store.keys.data("t:old"))
+    new = await redis_store._r.pttl(redis_store.keys.data("t:new"))
+    assert old > 500_000 and 0 < new <= 5_000
