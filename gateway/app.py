@@ -31,6 +31,7 @@ from gateway.compaction import Compactor, summary_client
 from gateway.config import Settings
 from gateway.config.data_dir import usable_data_dir
 from gateway.doctor import CheckResult, PlatformCheck
+from gateway.event_loop import loop_name
 from gateway.extensions import Extensions
 from gateway.group_context import GroupContext
 from gateway.history import SessionStore
@@ -326,6 +327,7 @@ class App:
         return [a.platform for a in self.adapters]
 
     async def start(self) -> None:
+        log.info("starting instance=%s event_loop=%s", self.instance_id, loop_name())
         await self.queue.start()
         for start in self.tool_services.starters:  # background work (MCP servers); never blocks
             await start()

@@ -20,6 +20,7 @@ from typing import Any
 from adapters.registry import plugins, settings_sections
 from gateway.config import ConfigError, Settings, load_settings, masked
 from gateway.config.data_dir import usable_data_dir
+from gateway.event_loop import EventLoopChoice, event_loop_runner
 from gateway.logs import RedactingFilter, setup_logging
 from gateway.platforms import PlatformUnavailable
 from gateway.store.base import StoreUnavailable
@@ -151,9 +152,9 @@ def _register_usage(sub: Any) -> None:
 EXTRA_COMMANDS.append(_register_usage)
 
 
-def _run(coro: Coroutine[Any, Any, int]) -> int:
+def _run(coro: Coroutine[Any, Any, int], loop: EventLoopChoice = "asyncio") -> int:
     try:
-        return asyncio.run(coro)
+        return event_loop_runner(loop)(coro)
     except KeyboardInterrupt:
         return EXIT_FAILED
 
@@ -172,7 +173,7 @@ def _harden() -> None:
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     _harden()
     redactor = setup_logging(settings)
-    return _run(_serve(settings, redactor))
+    return _run(_serve(settings, redactor), settings.event_loop)
 
 
 async def _serve(settings: Settings, redactor: RedactingFilter) -> int:

@@ -280,6 +280,8 @@ class Settings(BaseSettings):
     data_dir: Path = Path.home() / ".chatgate"
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
+    # `chatgate run`'s event loop: "auto" takes uvloop where it is installed, else asyncio's.
+    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"  # gateway/event_loop.py
     llm: LLMSettings = LLMSettings()
     redis: RedisSettings = RedisSettings()
     tools: ToolsSettings = ToolsSettings()

@@ -148,8 +148,10 @@ async def test_a_killed_replica_loses_nothing_and_answers_nothing_twice(
         await answered_once(tg, "answered then killed", replicas)
         assert "reply already sent" in survivor.log.read_text()
 
-        # The survivor's log says what it recovered.
+        # The survivor's log says what it recovered, and that it ran on uvloop (event_loop =
+        # "auto" with uvloop installed): these kills and recoveries happened on that loop.
         assert "turn run again after its process stopped" in survivor.log.read_text()
+        assert "event_loop=uvloop" in survivor.log.read_text()
     finally:
         for replica in replicas:
             await replica.stop()
