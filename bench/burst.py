@@ -6,6 +6,7 @@ while a message waits. Measured: time until every message is stored, time until 
 answered, refusals, the process's peak RSS, and the Redis memory each waiting message costs.
 
     .venv/bin/python bench/burst.py [--sessions 10000] [--llm-delay 0.2] [--turns 256]
+        [--loop auto|uvloop|asyncio]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gateway.admission import Status  # noqa: E402
+from gateway.event_loop import event_loop_runner  # noqa: E402
 from tests.fixtures_redis import RedisServer  # noqa: E402
 from tests.harness import gateway_settings, running_gateway  # noqa: E402
 
@@ -101,7 +103,14 @@ def main() -> None:
     parser.add_argument("--llm-delay", type=float, default=0.2)
     parser.add_argument("--turns", type=int, default=256)
     parser.add_argument("--pool", type=int, default=16)
-    asyncio.run(run(parser.parse_args()))
+    parser.add_argument(
+        "--loop",
+        choices=["auto", "uvloop", "asyncio"],
+        default="auto",
+        help="the event loop, as `event_loop` for chatgate run (default: uvloop where installed)",
+    )
+    args = parser.parse_args()
+    event_loop_runner(args.loop)(run(args))
 
 
 if __name__ == "__main__":

@@ -147,6 +147,11 @@ class SessionQueue:
         self._running: dict[SessionKey, _Running] = {}
         self._waiters: dict[str, _Waiter] = {}  # entry id -> its submitter, in this process
         self._wake = asyncio.Event()
+        # Bumped whenever a message may wait in the store with no lease (stored while no slot
+        # was free, a lease handed back): a turn that ends wakes the claimer only then, and a
+        # claim that found nothing clears the flag only if nothing was bumped meanwhile.
+        self._backlog = 1
+        self._claimed_at = 0  # the `_backlog` value the last empty claim saw
         self._started: set[str] = set()  # reserved owners whose turn `enqueue` started
         self._rate_limit = rate_limit
         self._tasks: list[asyncio.Task[None]] = []
@@ -229,7 +234,7 @@ class SessionQueue:
         self._slots.give()
         if claimed is not None:
             await self._leases.let_go(self._leases.turn(claimed))
-            self._wake.set()
+            self._more_waiting()
 
     def is_running(self, key: SessionKey) -> bool:
         running = self._running.get(key)
@@ -290,7 +295,7 @@ class SessionQueue:
                 if result.notice and self._settings.queue_notice and not ending:
                     await self._notifier.say(admission.inbound, QUEUED_NOTICE)
         else:
-            self._wake.set()  # no room here right now: a claimer takes it when a slot frees
+            self._more_waiting()  # no room here right now: a claimer takes it when a slot frees
         self._metrics.inc("messages_queued_total")
         return Submission(Status.QUEUED, future, key)
 
@@ -338,6 +343,7 @@ class SessionQueue:
 
     async def _work(self, running: _Running, claimed: Claimed) -> None:
         lease: TurnLease | None = None
+        last: tuple[str, TurnOutcome]
         try:
             while True:
                 lease = running.lease = self._leases.turn(claimed)
@@ -350,12 +356,11 @@ class SessionQueue:
                         claimed.attempt,
                     )
                 outcome = await self._run_turn(running, lease)
-                waiter = self._waiters.pop(claimed.entry.id, None)
-                if waiter is not None:
-                    _resolve(waiter.future, outcome)
                 result = lease.result
                 if result is None or result.next is None or self._stopping:
+                    last = (claimed.entry.id, outcome)
                     break
+                self._answer(claimed.entry.id, outcome)
                 claimed = result.next
                 lease = None
         finally:
@@ -364,7 +369,16 @@ class SessionQueue:
             if self._running.get(running.key) is running:
                 del self._running[running.key]
             self._slots.give()
-            self._wake.set()
+            if self._backlog != self._claimed_at:  # else a claim now would find nothing
+                self._wake.set()
+        # Only now, with the session idle here and its slot free: whoever waited may send the
+        # next message at once, and it starts straight from intake.
+        self._answer(*last)
+
+    def _answer(self, entry_id: str, outcome: TurnOutcome) -> None:
+        waiter = self._waiters.pop(entry_id, None)
+        if waiter is not None:
+            _resolve(waiter.future, outcome)
 
     async def _run_turn(self, running: _Running, lease: TurnLease) -> TurnOutcome:
         job = TurnJob.from_claimed(lease.claimed)
@@ -393,11 +407,20 @@ class SessionQueue:
 
     async def _claim_loop(self) -> None:
         """Take waiting sessions (and those of dead processes) whenever slots are free: as
-        many at once as there are free slots, in one round trip."""
+        many at once as there are free slots, in one round trip.
+
+        With nothing known to wait it sleeps until woken or the poll (a dead process's
+        lapsed leases, other processes' messages), holding no slot, so new messages for idle
+        sessions start at once; with a backlog it queues for the next free slot first."""
         while True:
+            if self._backlog == self._claimed_at:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), CLAIM_POLL)
             await self._slots.take()
             extra = self._slots.take_up_to(CLAIM_BATCH - 1)
             wanted = 1 + extra
+            backlog = self._backlog
             try:
                 claimed = await self._store.claim(
                     self._leases.new_owner(), self._leases.ttl, limit=wanted
@@ -421,10 +444,13 @@ class SessionQueue:
                 self._start(found)
                 started += 1
             self._slots.give(wanted - started)
-            if started < wanted:  # nothing more waits now: sleep until woken or the poll
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), CLAIM_POLL)
+            if started < wanted:  # nothing more waited when the claim ran
+                self._claimed_at = backlog
+
+    def _more_waiting(self) -> None:
+        """A message may wait in the store with no lease: claim it when a slot is free."""
+        self._backlog += 1
+        self._wake.set()
 
     async def _housekeeping(self) -> None:
         collected = time.monotonic()

@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -69,3 +70,45 @@ async def test_ten_thousand_sessions_at_once_are_all_answered(
         assert len(replies) == SESSIONS and len(set(replies)) == SESSIONS
         assert await gw.app.store.pending(str(submissions[0].session)) == []
     print(f"\n{SESSIONS} sessions drained in {drained:.1f} s")
+
+
+async def test_turns_that_end_with_nothing_waiting_do_not_each_ask_the_store(
+    tmp_path: Path,
+) -> None:
+    """The claimer asks the store for waiting sessions when a slot frees only if a message may
+    wait with no lease (stored while every slot was busy): one after another, 30 turns cost
+    no claims beyond the start-up one and the 1 s poll, and a message that waited for a slot
+    still starts as soon as one frees."""
+    settings = gateway_settings(
+        tmp_path,
+        "http://llm.invalid/v1",
+        llm={"stream": False},
+        router={"max_concurrent_turns": 1},
+        scheduler={"enabled": False},
+    )
+    async with running_gateway(settings, llm_transport=instant_llm()) as gw:
+        store = gw.app.store
+        claims: list[float] = []
+        claim = store.claim
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            claims.append(time.monotonic())
+            return await claim(*args, **kwargs)
+
+        store.claim = counted  # type: ignore[method-assign]
+        started = time.monotonic()
+        for n in range(30):
+            assert (await gw.say(f"one at a time {n}", chat_id="solo")).ok
+        elapsed = time.monotonic() - started
+        assert len(claims) <= elapsed / 1.0 + 2, (len(claims), elapsed)
+
+        # Two sessions at once with one slot: the second is stored with no lease and is
+        # claimed when the first turn ends, well before the poll would find it.
+        first, second = await asyncio.gather(
+            gw.submit("first", chat_id="a"), gw.submit("second", chat_id="b")
+        )
+        assert {first.status, second.status} == {Status.STARTED, Status.QUEUED}
+        begun = time.monotonic()
+        outcomes = await asyncio.wait_for(asyncio.gather(first.done, second.done), 5)
+        assert all(o.ok for o in outcomes)
+        assert time.monotonic() - begun < 0.5
