@@ -4,7 +4,6 @@ the layered tool policy in front of the registry.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -48,10 +47,6 @@ from tools.web_extract import extract_available, web_extract_tools
 from tools.web_search import provider_from_settings, web_search_tools
 from tools.workspace_wipe import WorkspaceWipeOffer
 from tools.workspaces import Workspaces
-
-# The skills index in each turn's prompt trusts a look at the store this young (seconds): a
-# skill saved on another replica shows within it, and the skill tool looks again on a miss.
-SKILLS_RECHECK = 1.0
 
 
 @dataclass(frozen=True)
@@ -162,9 +157,7 @@ def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> Too
             admins=settings.access.admins,
         )
     )
-    services.extensions.add_prompt_section(
-        live_index(skills, functools.partial(shared.sync, max_age=SKILLS_RECHECK))
-    )
+    services.extensions.add_prompt_section(live_index(skills, shared.sync))
     llm = services.llm
     if llm is None:
         llm = LLMClient(settings.llm)

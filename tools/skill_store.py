@@ -18,7 +18,6 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
@@ -121,19 +120,11 @@ def digest_of(files: dict[str, str]) -> str:
 class SkillStore:
     """The shared skills in the store and this replica's mirror of them."""
 
-    def __init__(
-        self,
-        store: Store,
-        folder: Path,
-        limits: SkillsSettings,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, store: Store, folder: Path, limits: SkillsSettings) -> None:
         self._store = store
         self.folder = folder
         self.limits = limits
         self._version: str | None = None
-        self._clock = clock
-        self._looked: float | None = None  # when sync last read the version (clock)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -148,15 +139,10 @@ class SkillStore:
         meta = SkillMeta.decode(raw)
         return meta, await self._store.hgetall(_files_key(name, meta.digest))
 
-    async def sync(self, *, max_age: float = 0.0) -> bool:
-        """Bring the mirror up to date; True when something changed. One read when nothing did,
-        and none at all when the last look is younger than `max_age` seconds."""
-        now = self._clock()
-        if self._looked is not None and now - self._looked < max_age:
-            return False
+    async def sync(self) -> bool:
+        """Bring the mirror up to date; True when something changed. One read when nothing did."""
         version = await self._store.get(keys.SKILLS_VERSION) or "0"
         if version == self._version:
-            self._looked = now
             return False
         index = await self.index()
         complete = True
@@ -172,8 +158,8 @@ class SkillStore:
             for folder in self.folder.iterdir():
                 if folder.name not in index and (folder / MARKER).is_file():
                     shutil.rmtree(folder, ignore_errors=True)
-        if complete:  # else the next sync reads again, whatever max_age says
-            self._version, self._looked = version, now
+        if complete:
+            self._version = version
         return True
 
     # -- writing ------------------------------------------------------------------------
@@ -200,7 +186,6 @@ class SkillStore:
             await self._store.hset(_files_key(name, meta.digest), check_path(path), text)
         await self._store.hset(keys.SKILLS_INDEX, name, meta.encode())
         await self._store.incr(keys.SKILLS_VERSION)
-        self._looked = None  # this replica's next look reads the store again
         if found:
             await self._store.delete(_files_key(name, found[0].digest))
         log.info("skill saved name=%s author=%s digest=%s", name, author, meta.digest)
@@ -212,7 +197,6 @@ class SkillStore:
             return False
         await self._store.hdel(keys.SKILLS_INDEX, name)
         await self._store.incr(keys.SKILLS_VERSION)
-        self._looked = None
         await self._store.delete(_files_key(name, found[0].digest))
         log.info("skill deleted name=%s", name)
         return True

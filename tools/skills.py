@@ -6,8 +6,7 @@ skill's folder) on demand, so twenty skills cost a few hundred tokens, not twent
 Bundled skills live in the `skills/` package; skills in `{data_dir}/skills` override
 them by name. That folder mirrors the shared skills in the store (tools/skill_store.py;
 folders with a marker file, source "shared") and may hold an operator's own local folders
-(source "local"). The index is rendered every turn, after a sync with the store (one
-read a second at most; see SKILLS_RECHECK in tools/builtin.py).
+(source "local"). The index is rendered every turn, after a sync with the store.
 """
 
 from __future__ import annotations

@@ -157,38 +157,6 @@ def test_skills_cli_installs_from_a_git_repository(
     assert "not starting with a dot" in capsys.readouterr().err
 
 
-async def test_a_recent_look_at_the_shared_skills_is_trusted_for_max_age(tmp_path: Path) -> None:
-    from gateway.config import SkillsSettings
-    from gateway.store.embedded import EmbeddedStore
-    from tools.skill_store import SkillStore
-
-    store = EmbeddedStore(tmp_path / "store")
-    now = [100.0]
-    try:
-        a = SkillStore(store, tmp_path / "a", SkillsSettings())
-        b = SkillStore(store, tmp_path / "b", SkillsSettings(), clock=lambda: now[0])
-        assert await b.sync(max_age=1.0) is True  # the first look always reads
-        files = {"SKILL.md": "---\nname: soup\ndescription: make soup\n---\nBoil.\n"}
-        await a.put("soup", files, author="console:ana (ana)")
-        now[0] += 0.5
-        assert await b.sync(max_age=1.0) is False  # looked 0.5 s ago: no read
-        assert not (tmp_path / "b" / "soup").exists()
-        now[0] += 0.6
-        assert await b.sync(max_age=1.0) is True  # 1.1 s: reads, finds the new skill
-        assert (tmp_path / "b" / "soup" / "SKILL.md").is_file()
-        await a.delete("soup")
-        assert await b.sync() is True  # no max_age (the skill tool's miss): reads at once
-        assert not (tmp_path / "b" / "soup").exists()
-        # A replica's own write is seen by its next look, however recent the last one was.
-        await b.put(
-            "stew", {**files, "SKILL.md": files["SKILL.md"].replace("soup", "stew")}, author="x"
-        )
-        assert await b.sync(max_age=1.0) is True
-        assert (tmp_path / "b" / "stew" / "SKILL.md").is_file()
-    finally:
-        await store.close()
-
-
 async def test_shared_skills_sync_between_replicas(tmp_path: Path) -> None:
     from gateway.config import SkillsSettings
     from gateway.store.embedded import EmbeddedStore
