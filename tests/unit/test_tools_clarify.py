@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from gateway.admission import Admission, Status, Submission, finished
+from gateway.admission import Admission, Intake, Status, Submission, finished
 from gateway.channels import Capabilities, Outbox
 from gateway.extensions import Extensions
 from gateway.integrity import EntrySigner
@@ -28,6 +28,7 @@ from gateway.messages import (
 )
 from gateway.sessions import SessionKey
 from gateway.store.base import Store
+from gateway.store.inbox import IntakeResult
 from gateway.store.redis import RedisStore
 from gateway.tooling import ToolContext, ToolError
 from tools.clarify import EXPIRED, ClarifyArgs, ClarifyService
@@ -95,7 +96,8 @@ class Node:
             ButtonPress(event_id=uuid.uuid4().hex, chat=chat, user=user, data=data)
         )
 
-    async def type(self, text: str, user: UserRef = ANA) -> bool:
+    async def type(self, text: str, user: UserRef = ANA, intake: Intake = Intake()) -> bool:
+        """Type a message; `intake` is what the store said (default: not stored, a command)."""
         inbound = Inbound(
             event_id=uuid.uuid4().hex, chat=CHAT, sender=user, text=text, mentioned=True
         )
@@ -104,7 +106,7 @@ class Node:
         async def queue(admission: Admission) -> Submission:
             return finished(Status.QUEUED, session=admission.session)
 
-        submission = await middleware(Admission(inbound, SESSION, "t1"), queue)
+        submission = await middleware(Admission(inbound, SESSION, "t1", intake=intake), queue)
         return submission.status is Status.ANSWERED
 
 
@@ -164,6 +166,18 @@ async def test_text_fallback_without_buttons(embedded_store: Store) -> None:
 
 async def test_no_open_question_lets_messages_through(node: Node) -> None:
     assert await node.type("hello") is False
+
+
+async def test_a_message_to_an_idle_session_is_never_taken_as_an_answer(node: Node) -> None:
+    """A question is open only while its turn runs (the session's lease held). One left in
+    the store with no turn running (its process died) must not swallow the next message."""
+    task = node.ask("Which colour?", ["red", "blue"])
+    await node.adapter.question()
+    idle = Intake(stored=IntakeResult("stored", queued=1))
+    assert await node.type("red", intake=idle) is False
+    busy = Intake(stored=IntakeResult("stored", queued=2, holder="gw-1:abc"))
+    assert await node.type("red", intake=busy) is True
+    assert await task == "Ana answered: red"
 
 
 async def test_timeout_gives_a_clear_result(embedded_store: Store) -> None:
