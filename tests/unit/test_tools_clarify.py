@@ -38,6 +38,7 @@ ANA = UserRef(platform="fake", user_id="ana", display_name="Ana")
 BO = UserRef(platform="fake", user_id="bo", display_name="Bo")
 SESSION = SessionKey("fake", "c1")
 CTX = ToolContext(session=SESSION, chat=CHAT, user=ANA, message_id="m0")
+NOT_STORED = Intake()  # what admission hands on for a command-shaped message
 SIGNER = EntrySigner(b"clarify test key" * 2)  # shared by every node, as by replicas
 
 
@@ -96,7 +97,7 @@ class Node:
             ButtonPress(event_id=uuid.uuid4().hex, chat=chat, user=user, data=data)
         )
 
-    async def type(self, text: str, user: UserRef = ANA, intake: Intake = Intake()) -> bool:
+    async def type(self, text: str, user: UserRef = ANA, intake: Intake = NOT_STORED) -> bool:
         """Type a message; `intake` is what the store said (default: not stored, a command)."""
         inbound = Inbound(
             event_id=uuid.uuid4().hex, chat=CHAT, sender=user, text=text, mentioned=True
