@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 
 from gateway import keys
 from gateway.config import MemorySettings
 from gateway.messages import ChatRef, UserRef
-from gateway.store.base import Store
+from gateway.store.base import Batch, Store
 
 
 class MemoryScope(StrEnum):
@@ -52,14 +53,15 @@ class MemoryBook:
         return self._settings.chat_chars if scope is MemoryScope.CHAT else self._settings.user_chars
 
     async def notes(self, chat: ChatRef, user: UserRef) -> Notes:
-        return Notes(
-            await self.entries(MemoryScope.CHAT, chat, user),
-            await self.entries(MemoryScope.USER, chat, user),
-        )
+        """Both scopes' notes, in one round trip (a new session's first turn reads them)."""
+        batch = Batch()
+        for scope in (MemoryScope.CHAT, MemoryScope.USER):
+            batch.get(self._key(scope, chat, user))
+        chat_raw, user_raw = await self._store.run(batch)
+        return Notes(_parsed(chat_raw), _parsed(user_raw))
 
     async def entries(self, scope: MemoryScope, chat: ChatRef, user: UserRef) -> list[str]:
-        data = await self._store.get_json(self._key(scope, chat, user))
-        return [str(n) for n in data] if isinstance(data, list) else []
+        return _parsed(await self._store.get(self._key(scope, chat, user)))
 
     async def add(self, scope: MemoryScope, chat: ChatRef, user: UserRef, text: str) -> list[str]:
         text = _clean(text)
@@ -96,6 +98,11 @@ class MemoryBook:
             )
         await self._store.set_json(self._key(scope, chat, user), notes)
         return notes
+
+
+def _parsed(raw: str | None) -> list[str]:
+    data = None if raw is None else json.loads(raw)
+    return [str(n) for n in data] if isinstance(data, list) else []
 
 
 def _clean(text: str) -> str:
