@@ -1,5 +1,11 @@
 """Shared pytest setup for chatgate. Fixture families live in plugin modules listed below."""
 
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+
+import pytest
+
 # tests.fixtures_redis: a private redis-server per session (`redis_url`), one per test for
 # outage tests (`redis_server`), and stores on it or on disk (`redis_store`, `embedded_store`).
 # tests.fixtures_fakes: the fake platform and LLM servers (`llm`, `tg`, `slack`), and no proxy
@@ -7,3 +13,19 @@
 # tests.fixtures_terminal: real bwrap sandboxes, local backends (as a throwaway user when
 # root), directories another user can enter.
 pytest_plugins = ["tests.fixtures_redis", "tests.fixtures_fakes", "tests.fixtures_terminal"]
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Async tests run on the loop `chatgate run` takes by default (event_loop = auto: uvloop
+    where installed). TEST_EVENT_LOOP=asyncio runs them on asyncio's own loop, the one
+    `event_loop = "asyncio"` and platforms without uvloop use."""
+    if os.environ.get("TEST_EVENT_LOOP") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return {"uvloop": uvloop.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop}

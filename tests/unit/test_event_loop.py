@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 import pytest
@@ -15,6 +16,12 @@ from gateway.event_loop import event_loop_runner, loop_name
 
 async def _kind() -> str:
     return loop_name()
+
+
+async def test_async_tests_run_on_the_loop_chatgate_run_takes() -> None:
+    """tests/conftest.py: uvloop, as `event_loop = auto` gives, unless TEST_EVENT_LOOP=asyncio."""
+    expected = "asyncio" if os.environ.get("TEST_EVENT_LOOP") == "asyncio" else "uvloop"
+    assert loop_name() == expected
 
 
 def test_auto_runs_on_uvloop_where_it_is_installed() -> None:
