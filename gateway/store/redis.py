@@ -21,7 +21,6 @@ from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.client import Pipeline, PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
 from gateway.store.base import Batch, Store
@@ -30,6 +29,7 @@ from gateway.store.redis_base import (
     NETWORK_ERRORS,
     RedisKeys,
     Unavailable,
+    evalsha,
     millis,
     run_in_order,
 )
@@ -84,12 +84,6 @@ for i, key in ipairs(KEYS) do
 end
 return values
 """
-
-
-def _evalsha(pipe: Pipeline, script: AsyncScript, keys: list[str], args: list[Any]) -> None:
-    # Plain EVALSHA, not `script(client=pipe)`: that form sends SCRIPT EXISTS first on every
-    # pipeline, a second round trip. A missing script is handled by the caller instead.
-    pipe.evalsha(script.sha, len(keys), *keys, *args)
 
 
 def _run_end(ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]], start: int) -> int:
@@ -379,7 +373,7 @@ class RedisStore(Store):
             return lambda raw: [None] * len(ops)
         names = [self.keys.data(args[0]) for _, args, _ in ops]
         amounts = [v for _, args, kw in ops for v in (args[1], millis(kw["ttl"]))]
-        _evalsha(pipe, self._incr_with_ttl, names, amounts)
+        evalsha(pipe, self._incr_with_ttl, names, amounts)
         return lambda raw: [int(v) for v in raw]
 
     def _queue(self, pipe: Pipeline, op: str, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
@@ -401,7 +395,7 @@ class RedisStore(Store):
             if kwargs["ttl"] is None:
                 pipe.incrby(key, amount)
             else:
-                _evalsha(pipe, self._incr_with_ttl, [key], [amount, millis(kwargs["ttl"])])
+                evalsha(pipe, self._incr_with_ttl, [key], [amount, millis(kwargs["ttl"])])
                 return lambda raw: int(raw[0])
             return int
         if op == "hset":
@@ -409,17 +403,17 @@ class RedisStore(Store):
             return lambda raw: None
         if op == "acquire_lease":
             name, owner, ttl = args
-            _evalsha(pipe, self._acquire, [self.keys.lease(name)], [owner, millis(ttl)])
+            evalsha(pipe, self._acquire, [self.keys.lease(name)], [owner, millis(ttl)])
             return bool
         if op == "lease_owner":
             pipe.get(self.keys.lease(args[0]))
             return lambda raw: raw
         if op == "release_lease":
-            _evalsha(pipe, self._release, [self.keys.lease(args[0])], [args[1]])
+            evalsha(pipe, self._release, [self.keys.lease(args[0])], [args[1]])
             return bool
         if op == "renew_lease":
             name, owner, ttl = args
-            _evalsha(pipe, self._renew, [self.keys.lease(name)], [owner, millis(ttl)])
+            evalsha(pipe, self._renew, [self.keys.lease(name)], [owner, millis(ttl)])
             return bool
         raise ValueError(f"operation {op!r} cannot be batched")
 
@@ -445,16 +439,14 @@ class RedisStore(Store):
         record: str | None = None,
         index: SearchDoc | None = None,
     ) -> FinishResult:
-        if index is None:
-            return await self._inbox.finish(
-                session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl, record=record
-            )
         finish = self._inbox.finish_call(
             session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl
         )
-        # One round trip, the index first: a /forget that sees the turn end finds it indexed.
         with self._guard:
-            _, raw = await run_in_order(self._r, [self._search.add_call(index), finish])
+            if index is None:
+                raw = await finish.run()
+            else:  # one round trip, the index first: a /forget that sees the end finds it
+                _, raw = await run_in_order(self._r, [self._search.add_call(index), finish])
         return finish_result(list(raw), session, owner, record)
 
     async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
@@ -64,6 +65,13 @@ class Unavailable:
         return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
 
 
+def evalsha(pipe: Pipeline, script: AsyncScript, keys: list[str], args: list[Any]) -> None:
+    """Queue a script run in a pipeline as plain EVALSHA: `script(client=pipe)` sends SCRIPT
+    EXISTS first on every pipeline, a second round trip. A missing script (NoScriptError in
+    the results) is the caller's to handle."""
+    pipe.evalsha(script.sha, len(keys), *keys, *args)
+
+
 @dataclass(frozen=True, slots=True)
 class ScriptCall:
     """One run of a registered script, to send alone (`run`) or with others (`run_in_order`)."""
@@ -79,13 +87,12 @@ class ScriptCall:
 async def run_in_order(client: Redis, calls: Sequence[ScriptCall]) -> list[Any]:
     """Run scripts one after another in one round trip; their results, in order.
 
-    Plain EVALSHA in a pipeline: redis-py's own script pipelining sends SCRIPT EXISTS first,
-    a second round trip. When the server lost its script cache (a restart), the scripts that
-    failed are loaded and run again, in order; the others ran once, as sent.
+    When the server lost its script cache (a restart), the scripts that failed are loaded
+    and run again, in order; the others ran once, as sent.
     """
     async with client.pipeline(transaction=False) as pipe:
         for call in calls:
-            pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+            evalsha(pipe, call.script, call.keys, call.args)
         results: list[Any] = await pipe.execute(raise_on_error=False)
     for n, (call, result) in enumerate(zip(calls, results, strict=True)):
         if isinstance(result, NoScriptError):

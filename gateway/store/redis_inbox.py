@@ -319,22 +319,6 @@ class RedisInbox:
             raw = await self._claim(keys=script_keys, args=args)
         return claimed_from(list(raw), owner)
 
-    async def finish(
-        self,
-        session: str,
-        entry_id: str,
-        owner: str,
-        writes: Batch,
-        *,
-        keep: bool,
-        lease_ttl: float,
-        record: str | None = None,
-    ) -> FinishResult:
-        call = self.finish_call(session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl)
-        with self._guard:
-            raw = await call.run()
-        return finish_result(list(raw), session, owner, record)
-
     def finish_call(
         self,
         session: str,
@@ -345,8 +329,7 @@ class RedisInbox:
         keep: bool,
         lease_ttl: float,
     ) -> ScriptCall:
-        """The FINISH script run, for a caller that sends it with others (its result goes
-        through `finish_result`)."""
+        """The FINISH script run (its result goes through `finish_result`)."""
         k = self.keys
         script_keys = [
             k.lease(keys.session_lease(session)),
