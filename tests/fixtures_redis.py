@@ -28,7 +28,9 @@ def _free_port() -> int:
 class RedisServer:
     """One redis-server on 127.0.0.1 without persistence; stop() and start() keep the port."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(
+        self, workdir: Path, *, password: str | None = None, unix_socket: Path | None = None
+    ) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.fail(
@@ -37,6 +39,8 @@ class RedisServer:
         self.binary = binary
         self.workdir = workdir
         self.port = _free_port()
+        self.password = password
+        self.unix_socket = unix_socket
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -57,10 +61,19 @@ class RedisServer:
             return
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
         args += ["--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
+        if self.password is not None:
+            args += ["--requirepass", self.password]
+        if self.unix_socket is not None:
+            args += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
         log = (self.workdir / "redis.log").open("ab")
         with log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        client = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
+        client = redis.Redis(
+            port=self.port,
+            password=self.password,
+            socket_timeout=0.5,
+            socket_connect_timeout=0.5,
+        )
         deadline = time.monotonic() + timeout
         try:
             while True:

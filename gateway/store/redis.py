@@ -17,31 +17,30 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
-from redis.asyncio.client import Pipeline, PubSub
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import NoScriptError
 
 from gateway.store.base import Batch, Store
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
 from gateway.store.redis_base import (
     NETWORK_ERRORS,
+    REDIS_PY_ERRORS,
     RedisKeys,
+    ScriptCall,
     Unavailable,
-    evalsha,
     millis,
     run_in_order,
 )
 from gateway.store.redis_inbox import RedisInbox, finish_result
+from gateway.store.redis_wire import ClientWire, Command, RedisWire, ReplyError, Script, Wire
 from gateway.store.search import SearchDoc, SearchIndex
 from gateway.store.search_redis import RedisSearch
 
 log = logging.getLogger(__name__)
 
-_POOL_WAIT = 30.0  # seconds a command waits for a pooled connection (a burst, not an outage:
-# a Redis that is down refuses the connection at once)
-_HEALTH_CHECK_INTERVAL = 30  # PING a pooled connection idle longer than this before reuse
+_CONNECTIONS = 2  # for commands (redis_wire.py): many commands go on one at once
 _SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice a dead peer
 # `listen` reads with this timeout, far below the subscriber socket_timeout (PLATFORM-NOTES §5.3),
 # so it can notice close() and send a health-check PING on an idle channel.
@@ -52,30 +51,30 @@ _READS = frozenset({"get", "lease_owner"})  # batch operations that change nothi
 
 # Lease scripts compare the owner token and act in one step, so a lease that expired and went to
 # someone else between a GET and a write is never touched.
-_ACQUIRE = """
+_ACQUIRE = Script("""
 local cur = redis.call('GET', KEYS[1])
 if cur == false or cur == ARGV[1] then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     return 1
 end
 return 0
-"""
-_RENEW = """
+""")
+_RENEW = Script("""
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
-"""
-_RELEASE = """
+""")
+_RELEASE = Script("""
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     return redis.call('DEL', KEYS[1])
 end
 return 0
-"""
+""")
 # EXISTS before INCRBY: the TTL applies only when this call created the key (a counter that
 # happens to be 0 still keeps the window it was created with).
 # KEYS: counters. ARGV: amount and TTL (ms) per counter; a TTL is set only on a new counter.
-_INCR_WITH_TTL = """
+_INCR_WITH_TTL = Script("""
 local values = {}
 for i, key in ipairs(KEYS) do
   local existed = redis.call('EXISTS', key)
@@ -83,7 +82,10 @@ for i, key in ipairs(KEYS) do
   if existed == 0 then redis.call('PEXPIRE', key, ARGV[2 * i]) end
 end
 return values
-"""
+""")
+
+
+_SCRIPTS = (_ACQUIRE, _RENEW, _RELEASE, _INCR_WITH_TTL)  # what a batch may run
 
 
 def _run_end(ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]], start: int) -> int:
@@ -104,6 +106,40 @@ def _one(done: Callable[[Any], Any]) -> Callable[[Any], list[Any]]:
     return lambda raw: [done(raw)]
 
 
+def _set(name: str, value: str, ttl: float | None, only_if_absent: bool) -> list[Any]:
+    command: list[Any] = ["SET", name, value]
+    if ttl is not None:
+        command += ["PX", millis(ttl)]
+    if only_if_absent:
+        command.append("NX")
+    return command
+
+
+def _pairs(flat: list[str]) -> dict[str, str]:
+    """HGETALL's reply, field, value, field, value..., as a dict."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _no_script(reply: Any) -> bool:
+    return isinstance(reply, ReplyError) and reply.no_script
+
+
+def _same(raw: Any) -> Any:
+    return raw
+
+
+def _not_none(raw: Any) -> bool:  # SET: "OK", or nil when NX found the key
+    return raw is not None
+
+
+def _nothing(raw: Any) -> None:
+    return None
+
+
+def _first_int(raw: list[Any]) -> int:
+    return int(raw[0])
+
+
 def _public_address(url: str) -> str:
     """The URL without user or password, for messages and logs."""
     parts = urlsplit(url)
@@ -120,7 +156,7 @@ def _retry(retries: int) -> Retry:
     return Retry(
         ExponentialWithJitterBackoff(cap=1.0, base=0.05),
         retries,
-        supported_errors=NETWORK_ERRORS,
+        supported_errors=REDIS_PY_ERRORS,
     )
 
 
@@ -136,21 +172,18 @@ class RedisStore(Store):
         retries: int = 3,
         socket_timeout: float = 5.0,
     ) -> None:
-        # A blocking pool makes a burst wait for a free connection instead of failing with
-        # "Too many connections". No command here blocks server-side, so the socket timeout
-        # only trips on a dead or stuck server.
-        pool = BlockingConnectionPool.from_url(
+        # Commands share a few connections, many in flight on each (redis_wire.py), so a
+        # burst queues in the sockets instead of waiting for a pooled connection. No command
+        # here blocks server-side, so the timeout only trips on a dead or stuck server.
+        wire = RedisWire(
             url,
-            max_connections=max_connections,
-            timeout=_POOL_WAIT,
-            health_check_interval=_HEALTH_CHECK_INTERVAL,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
-            decode_responses=True,
-            retry=_retry(retries),
+            connections=min(max_connections, _CONNECTIONS),
+            timeout=socket_timeout,
+            connect_timeout=socket_timeout,
+            retries=retries,
         )
         # Subscribers get their own unbounded pool: each holds a connection for as long as it
-        # listens and must never starve the command pool. Their reads pass _LISTEN_POLL.
+        # listens. Their reads pass _LISTEN_POLL.
         sub_pool = ConnectionPool.from_url(
             url,
             health_check_interval=_SUBSCRIBER_HEALTH_CHECK,
@@ -160,7 +193,7 @@ class RedisStore(Store):
             retry=_retry(min(retries, 2)),
         )
         self._setup(
-            Redis.from_pool(pool),
+            wire,
             Redis.from_pool(sub_pool),
             key_prefix=key_prefix,
             where=_public_address(url),
@@ -180,7 +213,7 @@ class RedisStore(Store):
         store = cls.__new__(cls)
         where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
         store._setup(
-            client,
+            ClientWire(client),
             client,
             key_prefix=key_prefix,
             where=where,
@@ -191,7 +224,7 @@ class RedisStore(Store):
 
     def _setup(
         self,
-        client: Redis,
+        wire: Wire,
         sub_client: Redis,
         *,
         key_prefix: str,
@@ -199,78 +232,74 @@ class RedisStore(Store):
         password: str | None,
         owned: bool,
     ) -> None:
-        self._r = client
+        self._r = wire
         self._sub = sub_client
         self._owned = owned
         self._closed = False
         self.keys = RedisKeys(key_prefix)
         self._guard = Unavailable(where, password)
-        self._acquire = client.register_script(_ACQUIRE)
-        self._renew = client.register_script(_RENEW)
-        self._release = client.register_script(_RELEASE)
-        self._incr_with_ttl = client.register_script(_INCR_WITH_TTL)
-        self._inbox = RedisInbox(client, self.keys, self._guard)
-        self._scripts = (self._acquire, self._renew, self._release, self._incr_with_ttl)
-        self._search = RedisSearch(client, self.keys.data, self._guard)
+        self._inbox = RedisInbox(wire, self.keys, self._guard)
+        self._search = RedisSearch(wire, self.keys.data, self._guard)
 
     # -- plain values ---------------------------------------------------------------
 
     async def get(self, key: str) -> str | None:
         with self._guard:
-            value = await self._r.get(self.keys.data(key))
+            value = await self._r.call("GET", self.keys.data(key))
         return cast(str | None, value)
 
     async def set(
         self, key: str, value: str, *, ttl: float | None = None, only_if_absent: bool = False
     ) -> bool:
-        px = None if ttl is None else millis(ttl)
         with self._guard:
-            done = await self._r.set(self.keys.data(key), value, px=px, nx=only_if_absent)
-        return bool(done)
+            done = await self._r.call(*_set(self.keys.data(key), value, ttl, only_if_absent))
+        return done is not None
 
     async def delete(self, *keys: str) -> int:
         if not keys:
             return 0
         with self._guard:
-            count: int = await self._r.delete(*(self.keys.data(k) for k in keys))
-        return count
+            count = await self._r.call("DEL", *(self.keys.data(k) for k in keys))
+        return int(count)
 
     async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
         name = self.keys.data(key)
         with self._guard:
             if ttl is None:
-                value = await self._r.incrby(name, amount)
+                value = await self._r.call("INCRBY", name, amount)
             else:
-                [value] = await self._incr_with_ttl(keys=[name], args=[amount, millis(ttl)])
+                [value] = await ScriptCall(_INCR_WITH_TTL, [name], [amount, millis(ttl)]).run(
+                    self._r
+                )
         return int(value)
 
     async def expire(self, key: str, ttl: float) -> bool:
         with self._guard:
-            done = await self._r.pexpire(self.keys.data(key), millis(ttl))
+            done = await self._r.call("PEXPIRE", self.keys.data(key), millis(ttl))
         return bool(done)
 
     # -- hashes ---------------------------------------------------------------------
 
     async def hset(self, name: str, field: str, value: str) -> None:
         with self._guard:
-            await self._r.hset(self.keys.data(name), field, value)
+            await self._r.call("HSET", self.keys.data(name), field, value)
 
     async def hget(self, name: str, field: str) -> str | None:
         with self._guard:
-            value = await self._r.hget(self.keys.data(name), field)
+            value = await self._r.call("HGET", self.keys.data(name), field)
         return cast(str | None, value)
 
     async def hdel(self, name: str, *fields: str) -> int:
         if not fields:
             return 0
         with self._guard:
-            count: int = await self._r.hdel(self.keys.data(name), *fields)
-        return count
+            count = await self._r.call("HDEL", self.keys.data(name), *fields)
+        return int(count)
 
     async def hgetall(self, name: str) -> dict[str, str]:
         with self._guard:
-            values = await self._r.hgetall(self.keys.data(name))
-        return cast(dict[str, str], values)
+            flat = await self._r.call("HGETALL", self.keys.data(name))
+        return _pairs(flat)
 
     # -- lists ----------------------------------------------------------------------
 
@@ -278,40 +307,42 @@ class RedisStore(Store):
         if max_len is not None and max_len < 1:
             raise ValueError(f"max_len must be at least 1, got {max_len}")
         name = self.keys.data(key)
+        commands: list[Command] = [("RPUSH", name, value)]
+        if max_len is not None:
+            commands.append(("LTRIM", name, -max_len, -1))
         with self._guard:
-            async with self._r.pipeline(transaction=True) as pipe:
-                pipe.rpush(name, value)
-                if max_len is not None:
-                    pipe.ltrim(name, -max_len, -1)
-                results: list[Any] = await pipe.execute()
+            results = await self._r.many(commands, transaction=True)
         length = int(results[0])
         return length if max_len is None else min(length, max_len)
 
     async def list_range(self, key: str, start: int = 0, end: int = -1) -> list[str]:
         with self._guard:
-            items = await self._r.lrange(self.keys.data(key), start, end)
+            items = await self._r.call("LRANGE", self.keys.data(key), start, end)
         return cast(list[str], items)
 
     # -- leases ---------------------------------------------------------------------
 
     async def acquire_lease(self, name: str, owner: str, ttl: float) -> bool:
+        call = ScriptCall(_ACQUIRE, [self.keys.lease(name)], [owner, millis(ttl)])
         with self._guard:
-            done = await self._acquire(keys=[self.keys.lease(name)], args=[owner, millis(ttl)])
+            done = await call.run(self._r)
         return bool(done)
 
     async def renew_lease(self, name: str, owner: str, ttl: float) -> bool:
+        call = ScriptCall(_RENEW, [self.keys.lease(name)], [owner, millis(ttl)])
         with self._guard:
-            done = await self._renew(keys=[self.keys.lease(name)], args=[owner, millis(ttl)])
+            done = await call.run(self._r)
         return bool(done)
 
     async def release_lease(self, name: str, owner: str) -> bool:
+        call = ScriptCall(_RELEASE, [self.keys.lease(name)], [owner])
         with self._guard:
-            done = await self._release(keys=[self.keys.lease(name)], args=[owner])
+            done = await call.run(self._r)
         return bool(done)
 
     async def lease_owner(self, name: str) -> str | None:
         with self._guard:
-            owner = await self._r.get(self.keys.lease(name))
+            owner = await self._r.call("GET", self.keys.lease(name))
         return cast(str | None, owner)
 
     # -- batches --------------------------------------------------------------------
@@ -321,13 +352,13 @@ class RedisStore(Store):
             return await super().run(batch)
         with self._guard:
             results = await self._pipeline(batch.ops)
-            missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+            missing = [i for i, r in enumerate(results) if _no_script(r)]
             if missing:
                 # The server lost its script cache (a restart). The other operations ran, in
                 # order; run the failed scripts again, then the reads that followed them, so
                 # every result is as if the batch had run once, in order.
-                for script in self._scripts:
-                    await self._r.script_load(script.script)
+                for script in _SCRIPTS:
+                    await self._r.call("SCRIPT", "LOAD", script.source)
                 again = [
                     i
                     for i in range(missing[0], len(batch.ops))
@@ -342,79 +373,68 @@ class RedisStore(Store):
         return results
 
     async def _pipeline(self, ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> list[Any]:
-        """Send operations in one pipeline; errors come back in place of their results.
+        """Send operations in one round trip; errors come back in place of their results.
 
         A run of counter increments with a TTL goes as one script call, and a run of HSETs
         on one hash as one HSET: a usage flush of a few hundred counters is a handful of
-        commands, not hundreds (each costs redis-py far more than the server)."""
+        commands, not hundreds."""
+        commands: list[Command] = []
         expanders: list[tuple[int, Callable[[Any], list[Any]]]] = []  # (ops, their results)
-        async with self._r.pipeline(transaction=False) as pipe:
-            start = 0
-            while start < len(ops):
-                end = _run_end(ops, start)
-                if end - start > 1:
-                    expanders.append((end - start, self._queue_run(pipe, ops[start:end])))
-                else:
-                    name, args, kwargs = ops[start]
-                    expanders.append((1, _one(self._queue(pipe, name, *args, **kwargs))))
-                start = end
-            raw: list[Any] = await pipe.execute(raise_on_error=False)
+        start = 0
+        while start < len(ops):
+            end = _run_end(ops, start)
+            if end - start > 1:
+                command, expand = self._run_command(ops[start:end])
+            else:
+                name, args, kwargs = ops[start]
+                command, done = self._command(name, *args, **kwargs)
+                expand = _one(done)
+            commands.append(command)
+            expanders.append((end - start, expand))
+            start = end
+        raw = await self._r.many(commands)
         results: list[Any] = []
         for (count, expand), reply in zip(expanders, raw, strict=True):
             results += [reply] * count if isinstance(reply, Exception) else expand(reply)
         return results
 
-    def _queue_run(
-        self, pipe: Pipeline, ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]]
-    ) -> Callable[[Any], list[Any]]:
-        """Queue a run `_run_end` found as one command."""
+    def _run_command(
+        self, ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]]
+    ) -> tuple[Command, Callable[[Any], list[Any]]]:
+        """A run `_run_end` found, as one command, and how to spread its reply over the run."""
         if ops[0][0] == "hset":
-            pipe.hset(self.keys.data(ops[0][1][0]), mapping={a[1]: a[2] for _, a, _ in ops})
-            return lambda raw: [None] * len(ops)
+            fields = [v for _, a, _ in ops for v in (a[1], a[2])]
+            return ["HSET", self.keys.data(ops[0][1][0]), *fields], lambda raw: [None] * len(ops)
         names = [self.keys.data(args[0]) for _, args, _ in ops]
         amounts = [v for _, args, kw in ops for v in (args[1], millis(kw["ttl"]))]
-        evalsha(pipe, self._incr_with_ttl, names, amounts)
-        return lambda raw: [int(v) for v in raw]
+        return _INCR_WITH_TTL.command(names, amounts), lambda raw: [int(v) for v in raw]
 
-    def _queue(self, pipe: Pipeline, op: str, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
-        """Queue one batch operation; returns how to turn its raw reply into the method's result."""
+    def _command(self, op: str, *args: Any, **kwargs: Any) -> tuple[Command, Callable[[Any], Any]]:
+        """One batch operation as a command, and how to turn its reply into the method's result."""
         if op == "get":
-            pipe.get(self.keys.data(args[0]))
-            return lambda raw: raw
+            return ["GET", self.keys.data(args[0])], _same
         if op == "set":
-            ttl = kwargs["ttl"]
-            pipe.set(
-                self.keys.data(args[0]),
-                args[1],
-                px=None if ttl is None else millis(ttl),
-                nx=kwargs["only_if_absent"],
+            command = _set(
+                self.keys.data(args[0]), args[1], kwargs["ttl"], kwargs["only_if_absent"]
             )
-            return bool
+            return command, _not_none
         if op == "incr":
             key, amount = self.keys.data(args[0]), args[1]
             if kwargs["ttl"] is None:
-                pipe.incrby(key, amount)
-            else:
-                evalsha(pipe, self._incr_with_ttl, [key], [amount, millis(kwargs["ttl"])])
-                return lambda raw: int(raw[0])
-            return int
+                return ["INCRBY", key, amount], int
+            return _INCR_WITH_TTL.command([key], [amount, millis(kwargs["ttl"])]), _first_int
         if op == "hset":
-            pipe.hset(self.keys.data(args[0]), args[1], args[2])
-            return lambda raw: None
+            return ["HSET", self.keys.data(args[0]), args[1], args[2]], _nothing
         if op == "acquire_lease":
             name, owner, ttl = args
-            evalsha(pipe, self._acquire, [self.keys.lease(name)], [owner, millis(ttl)])
-            return bool
+            return _ACQUIRE.command([self.keys.lease(name)], [owner, millis(ttl)]), bool
         if op == "lease_owner":
-            pipe.get(self.keys.lease(args[0]))
-            return lambda raw: raw
+            return ["GET", self.keys.lease(args[0])], _same
         if op == "release_lease":
-            evalsha(pipe, self._release, [self.keys.lease(args[0])], [args[1]])
-            return bool
+            return _RELEASE.command([self.keys.lease(args[0])], [args[1]]), bool
         if op == "renew_lease":
             name, owner, ttl = args
-            evalsha(pipe, self._renew, [self.keys.lease(name)], [owner, millis(ttl)])
-            return bool
+            return _RENEW.command([self.keys.lease(name)], [owner, millis(ttl)]), bool
         raise ValueError(f"operation {op!r} cannot be batched")
 
     # -- the session inbox (gateway/store/redis_inbox.py) ----------------------------
@@ -444,7 +464,7 @@ class RedisStore(Store):
         )
         with self._guard:
             if index is None:
-                raw = await finish.run()
+                raw = await finish.run(self._r)
             else:  # one round trip, the index first: a /forget that sees the end finds it
                 _, raw = await run_in_order(self._r, [self._search.add_call(index), finish])
         return finish_result(list(raw), session, owner, record)
@@ -468,7 +488,7 @@ class RedisStore(Store):
 
     async def publish(self, channel: str, message: str) -> None:
         with self._guard:
-            await self._r.publish(self.keys.channel(channel), message)
+            await self._r.call("PUBLISH", self.keys.channel(channel), message)
 
     async def listen(self, channel: str) -> AsyncGenerator[str, None]:
         # One subscription per iterator on the subscriber pool; redis-py resubscribes after a
@@ -515,7 +535,7 @@ class RedisStore(Store):
 
     async def ping(self) -> None:
         with self._guard:
-            await self._r.ping()
+            await self._r.call("PING")
 
     async def close(self) -> None:
         if self._closed:
@@ -523,7 +543,7 @@ class RedisStore(Store):
         # Listeners notice _closed within _LISTEN_POLL and end.
         self._closed = True
         if self._owned:
-            await self._r.aclose()
+            await self._r.close()
             await self._sub.aclose()
 
     @property

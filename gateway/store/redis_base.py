@@ -1,5 +1,6 @@
-"""What the Redis store's parts share: key names under the deployment's prefix, and turning
-redis-py's network errors into StoreUnavailable without leaking the password."""
+"""What the Redis store's parts share: key names under the deployment's prefix, scripts run
+alone or in order, and turning network errors into StoreUnavailable without leaking the
+password."""
 
 from __future__ import annotations
 
@@ -10,16 +11,15 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import unquote
 
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
-from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.store.base import StoreUnavailable
+from gateway.store.redis_wire import ReplyError, Script, Wire, WireError
 
-NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError)
+# redis-py's, from the subscribers (and a ClientWire); WireError from the store's commands.
+REDIS_PY_ERRORS = (RedisConnectionError, RedisTimeoutError)
+NETWORK_ERRORS = (WireError, *REDIS_PY_ERRORS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,7 @@ class RedisKeys:
 
 
 class Unavailable:
-    """`with` block turning redis-py's network errors (after its retries) into StoreUnavailable."""
+    """`with` block turning network errors (after the retries) into StoreUnavailable."""
 
     def __init__(self, where: str, password: str | None) -> None:
         self._where = where
@@ -65,40 +65,39 @@ class Unavailable:
         return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
 
 
-def evalsha(pipe: Pipeline, script: AsyncScript, keys: list[str], args: list[Any]) -> None:
-    """Queue a script run in a pipeline as plain EVALSHA: `script(client=pipe)` sends SCRIPT
-    EXISTS first on every pipeline, a second round trip. A missing script (NoScriptError in
-    the results) is the caller's to handle."""
-    pipe.evalsha(script.sha, len(keys), *keys, *args)
-
-
 @dataclass(frozen=True, slots=True)
 class ScriptCall:
-    """One run of a registered script, to send alone (`run`) or with others (`run_in_order`)."""
+    """One run of a script, to send alone (`run`) or with others (`run_in_order`)."""
 
-    script: AsyncScript
+    script: Script
     keys: list[str]
     args: list[Any]
 
-    async def run(self) -> Any:
-        return await self.script(keys=self.keys, args=self.args)
+    def command(self) -> list[Any]:
+        return self.script.command(self.keys, self.args)
+
+    async def run(self, wire: Wire) -> Any:
+        """Run it; when the server lacks the script (a restart), load it and run it again."""
+        try:
+            return await wire.call(*self.command())
+        except ReplyError as exc:
+            if not exc.no_script:
+                raise
+        await wire.call("SCRIPT", "LOAD", self.script.source)
+        return await wire.call(*self.command())
 
 
-async def run_in_order(client: Redis, calls: Sequence[ScriptCall]) -> list[Any]:
+async def run_in_order(wire: Wire, calls: Sequence[ScriptCall]) -> list[Any]:
     """Run scripts one after another in one round trip; their results, in order.
 
     When the server lost its script cache (a restart), the scripts that failed are loaded
     and run again, in order; the others ran once, as sent.
     """
-    async with client.pipeline(transaction=False) as pipe:
-        for call in calls:
-            evalsha(pipe, call.script, call.keys, call.args)
-        results: list[Any] = await pipe.execute(raise_on_error=False)
+    results = await wire.many([call.command() for call in calls])
     for n, (call, result) in enumerate(zip(calls, results, strict=True)):
-        if isinstance(result, NoScriptError):
-            await client.script_load(call.script.script)
-            results[n] = await call.run()
-        elif isinstance(result, Exception):
+        if isinstance(result, ReplyError) and result.no_script:
+            results[n] = await call.run(wire)
+        elif isinstance(result, ReplyError):
             raise result
     return results
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from redis.asyncio import Redis
-
 from gateway import keys
 from gateway.store.base import Batch
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
 from gateway.store.redis_base import RedisKeys, ScriptCall, Unavailable, millis
+from gateway.store.redis_wire import Script, Wire
 
 NOW = """
 local t = redis.call('TIME')
@@ -30,7 +29,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 # ARGV: 1 use seen, 2 seen ttl ms, 3 entry, 4 member, 5 (unused), 6 max queued, 7 max total,
 #       8 rate limit (0: none), 9 rate ttl ms, 10 owner ('' = do not take the lease),
 #       11 lease ttl ms, 12 noticed prefix, 13 reply prefix
-INTAKE = (
+INTAKE = Script(
     NOW
     + """
 if ARGV[1] == '1' then
@@ -74,7 +73,7 @@ return {'taken', tostring(count), tostring(queued + 1), '', '0', head, tostring(
 # KEYS: 1 ready, 2 started. ARGV: 1 owner, 2 lease ttl ms, 3 pending prefix, 4 lease prefix,
 # 5 record prefix, 6 reply prefix, 7 how many ready sessions to look at, 8 how many to take.
 # Returns 7 fields per session taken.
-CLAIM = (
+CLAIM = Script(
     NOW
     + """
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[7]))
@@ -110,7 +109,7 @@ return taken
 # KEYS: 1 lease, 2 pending, 3 ready, 4 total, 5 started, 6.. the written keys
 # ARGV: 1 owner, 2 entry id, 3 member, 4 keep the lease for the next entry, 5 lease ttl ms,
 #       6 reply prefix, 7 number of writes, 8.. writes: 'set' value | 'hset' field value
-FINISH = (
+FINISH = Script(
     NOW
     + """
 local holder = redis.call('GET', KEYS[1])
@@ -154,7 +153,7 @@ return {'released'}
 )
 
 # KEYS: 1 ready, 2.. leases. ARGV: 1 ttl ms, then owner and member per lease
-RENEW = (
+RENEW = Script(
     NOW
     + """
 local renewed = {}
@@ -174,7 +173,7 @@ return renewed
 )
 
 # KEYS: 1 pending, 2 ready, 3 total, 4 started. ARGV: 1 member
-DROP = """
+DROP = Script("""
 local items = redis.call('LRANGE', KEYS[1], 0, -1)
 for _, item in ipairs(items) do
   redis.call('HDEL', KEYS[4], string.match(item, '^[^\\n]*'))
@@ -183,11 +182,11 @@ redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 if #items > 0 then redis.call('DECRBY', KEYS[3], #items) end
 return #items
-"""
+""")
 
 
 # KEYS: 1 pending, 2 ready, 3 total, 4 started. ARGV: 1 member, 2 entry id
-REMOVE = """
+REMOVE = Script("""
 local items = redis.call('LRANGE', KEYS[1], 0, -1)
 for _, item in ipairs(items) do
   if string.sub(item, 1, #ARGV[2] + 1) == ARGV[2] .. '\\n' then
@@ -199,7 +198,7 @@ for _, item in ipairs(items) do
   end
 end
 return 0
-"""
+""")
 
 
 def intake_result(raw: list[Any], request: IntakeRequest) -> IntakeResult:
@@ -257,16 +256,10 @@ def finish_result(raw: list[Any], session: str, owner: str, record: str | None) 
 class RedisInbox:
     """Runs the inbox scripts for a RedisStore (which delegates its inbox methods here)."""
 
-    def __init__(self, client: Redis, keys_: RedisKeys, guard: Unavailable) -> None:
-        self._client = client
+    def __init__(self, wire: Wire, keys_: RedisKeys, guard: Unavailable) -> None:
+        self._wire = wire
         self.keys = keys_
         self._guard = guard
-        self._intake = client.register_script(INTAKE)
-        self._claim = client.register_script(CLAIM)
-        self._finish = client.register_script(FINISH)
-        self._drop = client.register_script(DROP)
-        self._renew = client.register_script(RENEW)
-        self._remove = client.register_script(REMOVE)
 
     async def intake(self, request: IntakeRequest) -> IntakeResult:
         session, k = request.session, self.keys
@@ -297,7 +290,7 @@ class RedisInbox:
             k.data(keys.REPLY_PREFIX),
         ]
         with self._guard:
-            raw = await self._intake(keys=script_keys, args=args)
+            raw = await ScriptCall(INTAKE, script_keys, args).run(self._wire)
         return intake_result(list(raw), request)
 
     async def claim(
@@ -316,7 +309,7 @@ class RedisInbox:
         ]
         script_keys = [k.data(keys.SESSIONS_READY), k.data(keys.SESSIONS_STARTED)]
         with self._guard:
-            raw = await self._claim(keys=script_keys, args=args)
+            raw = await ScriptCall(CLAIM, script_keys, args).run(self._wire)
         return claimed_from(list(raw), owner)
 
     def finish_call(
@@ -356,7 +349,7 @@ class RedisInbox:
                 args += ["hset", op_args[1], op_args[2]]
             else:
                 raise ValueError(f"finish writes take set and hset only, not {op!r}")
-        return ScriptCall(self._finish, script_keys, args)
+        return ScriptCall(FINISH, script_keys, args)
 
     async def renew(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
         if not held:
@@ -368,26 +361,26 @@ class RedisInbox:
             script_keys.append(k.lease(keys.session_lease(session)))
             args += [owner, session]
         with self._guard:
-            raw = await self._renew(keys=script_keys, args=args)
+            raw = await ScriptCall(RENEW, script_keys, args).run(self._wire)
         return [bool(int(flag)) for flag in raw]
 
     async def stats(self) -> tuple[int, float]:
         k = self.keys
         with self._guard:
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.get(k.data(keys.PENDING_TOTAL))
-                pipe.zrangebyscore(
-                    k.data(keys.SESSIONS_READY), "-inf", "+inf", start=0, num=1, withscores=True
-                )
-                pipe.time()
-                total, oldest, now = await pipe.execute()
+            total, oldest, now = await self._wire.many(
+                [
+                    ("GET", k.data(keys.PENDING_TOTAL)),
+                    ("ZRANGE", k.data(keys.SESSIONS_READY), 0, 0, "WITHSCORES"),
+                    ("TIME",),
+                ]
+            )
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
-        waited = max(now_ms - oldest[0][1], 0) / 1000 if oldest else 0.0
+        waited = max(now_ms - float(oldest[1]), 0) / 1000 if oldest else 0.0
         return int(total or 0), waited
 
     async def pending(self, session: str) -> list[InboxEntry]:
         with self._guard:
-            raw = await self._client.lrange(self.keys.data(keys.pending(session)), 0, -1)
+            raw = await self._wire.call("LRANGE", self.keys.data(keys.pending(session)), 0, -1)
         return [InboxEntry.decode(str(item)) for item in raw]
 
     async def remove(self, session: str, entry_id: str) -> bool:
@@ -399,7 +392,7 @@ class RedisInbox:
             k.data(keys.SESSIONS_STARTED),
         ]
         with self._guard:
-            removed = await self._remove(keys=script_keys, args=[session, entry_id])
+            removed = await ScriptCall(REMOVE, script_keys, [session, entry_id]).run(self._wire)
         return bool(removed)
 
     async def drop(self, session: str) -> int:
@@ -411,5 +404,5 @@ class RedisInbox:
             k.data(keys.SESSIONS_STARTED),
         ]
         with self._guard:
-            dropped = await self._drop(keys=script_keys, args=[session])
+            dropped = await ScriptCall(DROP, script_keys, [session]).run(self._wire)
         return int(dropped)

@@ -11,21 +11,19 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway import keys
 from gateway.store.redis_base import ScriptCall
+from gateway.store.redis_wire import Command, Script, Wire
 from gateway.store.search import PruneResult, SearchDoc, SearchIndex
-
-if TYPE_CHECKING:
-    from redis.asyncio import Redis
 
 _CHUNK = 500
 
 # KEYS: doc, chat set, session set, chats, sessions. ARGV: json, id, ts, chat, session,
 # prefix of the chat's term sets, prefix of the global term sets, then the terms.
 # An earlier document with this id (a turn that ran again) loses its postings first.
-_ADD = """
+_ADD = Script("""
 local old = redis.call('GET', KEYS[1])
 if old then
     local terms = cjson.decode(old)['terms']
@@ -49,10 +47,10 @@ for i = 8, #ARGV do
     redis.call('ZADD', ARGV[7] .. ARGV[i], ARGV[3], ARGV[2])
 end
 return 1
-"""
+""")
 
 # KEYS: a scratch key, then the sets to intersect. ARGV: limit.
-_QUERY = """
+_QUERY = Script("""
 local args = {KEYS[1], #KEYS - 1}
 for i = 2, #KEYS do args[#args + 1] = KEYS[i] end
 args[#args + 1] = 'AGGREGATE'
@@ -61,25 +59,23 @@ redis.call('ZINTERSTORE', unpack(args))
 local ids = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 redis.call('DEL', KEYS[1])
 return ids
-"""
+""")
 
 
 class RedisSearch(SearchIndex):
     def __init__(
         self,
-        client: Redis,
+        wire: Wire,
         data_key: Callable[[str], str],
         guard: AbstractContextManager[None],
     ) -> None:
-        self._r = client
+        self._r = wire
         self._k = data_key  # the store's name for a key (its prefix added)
         self._guard = guard  # turns network errors into StoreUnavailable
-        self._add = client.register_script(_ADD)
-        self._query = client.register_script(_QUERY)
 
     async def add(self, doc: SearchDoc) -> None:
         with self._guard:
-            await self.add_call(doc).run()
+            await self.add_call(doc).run(self._r)
 
     def add_call(self, doc: SearchDoc) -> ScriptCall:
         """The script run that indexes `doc`, for a caller that sends it with others."""
@@ -100,7 +96,7 @@ class RedisSearch(SearchIndex):
             self._k(keys.search_all_term("")),
             *doc.terms,
         ]
-        return ScriptCall(self._add, script_keys, args)
+        return ScriptCall(_ADD, script_keys, args)
 
     async def search(
         self,
@@ -120,47 +116,51 @@ class RedisSearch(SearchIndex):
             sets.append(self._k(keys.search_session(session)))
         scratch = self._k(f"search:tmp:{secrets.token_hex(8)}")
         with self._guard:
-            ids = _strs(await self._query(keys=[scratch, *sets], args=[limit]))
-            raw = await self._r.mget([self._k(keys.search_doc(i)) for i in ids]) if ids else []
+            ids = _strs(await ScriptCall(_QUERY, [scratch, *sets], [limit]).run(self._r))
+            raw = (
+                await self._r.call("MGET", *(self._k(keys.search_doc(i)) for i in ids))
+                if ids
+                else []
+            )
         docs = [SearchDoc.decode(r) for r in _strs(raw)]
         # A session filter with a chat filter of another chat is empty, as in SQL.
         return [d for d in docs if chat is None or d.chat == chat]
 
     async def forget_chat(self, chat: str) -> int:
         with self._guard:
-            ids = _strs(await self._r.zrange(self._k(keys.search_chat(chat)), 0, -1))
+            ids = _strs(await self._r.call("ZRANGE", self._k(keys.search_chat(chat)), 0, -1))
             sessions: set[str] = set()
             removed = await self._remove(ids, sessions)
-            await self._r.delete(self._k(keys.search_chat(chat)))
-            await self._r.zrem(self._k(keys.SEARCH_CHATS), chat)
+            await self._r.call("DEL", self._k(keys.search_chat(chat)))
+            await self._r.call("ZREM", self._k(keys.SEARCH_CHATS), chat)
             if sessions:
-                await self._r.zrem(self._k(keys.SEARCH_SESSIONS), *sessions)
+                await self._r.call("ZREM", self._k(keys.SEARCH_SESSIONS), *sessions)
         return removed
 
     async def prune(self, before: float) -> PruneResult:
         cutoff = f"({before!r}"  # exclusive: older than `before`
         removed = 0
         with self._guard:
-            chats = _strs(await self._r.zrange(self._k(keys.SEARCH_CHATS), 0, -1))
+            chats = _strs(await self._r.call("ZRANGE", self._k(keys.SEARCH_CHATS), 0, -1))
             for chat in chats:
                 chat_set = self._k(keys.search_chat(chat))
-                ids = _strs(await self._r.zrangebyscore(chat_set, "-inf", cutoff))
+                ids = _strs(await self._r.call("ZRANGEBYSCORE", chat_set, "-inf", cutoff))
                 removed += await self._remove(ids)
-                if not await self._r.exists(chat_set):
-                    await self._r.zrem(self._k(keys.SEARCH_CHATS), chat)
+                if not await self._r.call("EXISTS", chat_set):
+                    await self._r.call("ZREM", self._k(keys.SEARCH_CHATS), chat)
             sessions_key = self._k(keys.SEARCH_SESSIONS)
-            stale = _strs(await self._r.zrangebyscore(sessions_key, "-inf", cutoff))
+            stale = _strs(await self._r.call("ZRANGEBYSCORE", sessions_key, "-inf", cutoff))
             if stale:
-                await self._r.zrem(sessions_key, *stale)
+                await self._r.call("ZREM", sessions_key, *stale)
         return PruneResult(removed, sorted(str(s) for s in stale))
 
     async def count(self, chat: str | None = None) -> int:
         with self._guard:
             if chat is not None:
-                return int(await self._r.zcard(self._k(keys.search_chat(chat))))
+                return int(await self._r.call("ZCARD", self._k(keys.search_chat(chat))))
             total = 0
-            for name in _strs(await self._r.zrange(self._k(keys.SEARCH_CHATS), 0, -1)):
-                total += int(await self._r.zcard(self._k(keys.search_chat(name))))
+            for name in _strs(await self._r.call("ZRANGE", self._k(keys.SEARCH_CHATS), 0, -1)):
+                total += int(await self._r.call("ZCARD", self._k(keys.search_chat(name))))
             return total
 
     async def _remove(self, ids: list[str], sessions: set[str] | None = None) -> int:
@@ -169,19 +169,19 @@ class RedisSearch(SearchIndex):
         removed = 0
         for i in range(0, len(ids), _CHUNK):
             chunk = ids[i : i + _CHUNK]
-            raw = await self._r.mget([self._k(keys.search_doc(d)) for d in chunk])
+            raw = await self._r.call("MGET", *(self._k(keys.search_doc(d)) for d in chunk))
             docs = [SearchDoc.decode(r) for r in _strs(raw)]
             if sessions is not None:
                 sessions.update(doc.session for doc in docs)
-            async with self._r.pipeline(transaction=True) as pipe:
-                for doc in docs:
-                    for term in doc.terms:
-                        pipe.zrem(self._k(keys.search_term(doc.chat, term)), doc.id)
-                        pipe.zrem(self._k(keys.search_all_term(term)), doc.id)
-                    pipe.zrem(self._k(keys.search_chat(doc.chat)), doc.id)
-                    pipe.zrem(self._k(keys.search_session(doc.session)), doc.id)
-                    pipe.delete(self._k(keys.search_doc(doc.id)))
-                await pipe.execute()
+            removals: list[Command] = []
+            for doc in docs:
+                for term in doc.terms:
+                    removals.append(("ZREM", self._k(keys.search_term(doc.chat, term)), doc.id))
+                    removals.append(("ZREM", self._k(keys.search_all_term(term)), doc.id))
+                removals.append(("ZREM", self._k(keys.search_chat(doc.chat)), doc.id))
+                removals.append(("ZREM", self._k(keys.search_session(doc.session)), doc.id))
+                removals.append(("DEL", self._k(keys.search_doc(doc.id))))
+            await self._r.many(removals, transaction=True)
             removed += len(docs)
         return removed
 

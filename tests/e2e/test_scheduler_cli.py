@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -97,10 +98,12 @@ async def test_remove_with_redis_while_the_gateway_runs(
             if gw.app.scheduler.is_leader:
                 break
             await asyncio.sleep(0.05)
-        job = await remind(gw, "3s never")
+        # Due late enough that two CLI runs (about 2 s each on a loaded machine) come first.
+        set_at = time.monotonic()
+        job = await remind(gw, "8s never")
         code, out, _ = await cron(_env(tmp_path, redis_url, prefix), "list")
         assert code == 0 and job in out
         code, out, err = await cron(_env(tmp_path, redis_url, prefix), "remove", job)
         assert code == 0, (out, err)
-        await asyncio.sleep(3.5)
+        await asyncio.sleep(max(9.0 - (time.monotonic() - set_at), 0))
         assert "Reminder: never" not in gw.texts

@@ -252,7 +252,7 @@ async def test_finish_with_its_search_document_after_the_server_lost_its_scripts
     result = await redis_store.intake(req(owner="a:1"))
     assert result.claimed is not None
     await redis_store.intake(req(n=2))
-    await redis_store._r.script_flush()
+    await redis_store._r.call("SCRIPT", "FLUSH")
     doc = SearchDoc.build(f"{S1}-e1", S1, S1, 1000.0, "indexed after a restart")
     done = await redis_store.finish(
         S1, f"{S1}-e1", "a:1", history("h1"), keep=True, lease_ttl=5, index=doc

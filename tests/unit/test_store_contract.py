@@ -289,8 +289,8 @@ async def until_subscribed(store: Store, *listeners: Listener) -> None:
 
 async def subscriber_count(store: Store, channel: str) -> int:
     if isinstance(store, RedisStore):
-        counts = await store._r.pubsub_numsub(store.keys.channel(channel))
-        return int(counts[0][1])
+        _, count = await store._r.call("PUBSUB", "NUMSUB", store.keys.channel(channel))
+        return int(count)
     assert isinstance(store, EmbeddedStore)
     return len(store._listeners.get(channel, ()))
 
@@ -596,7 +596,7 @@ async def test_batch_of_one_and_empty(store: Store) -> None:
 async def test_batch_after_the_server_lost_its_scripts(redis_store: RedisStore) -> None:
     """A Redis restart empties the script cache: writes in the batch still run once."""
     await redis_store.run(Batch().acquire_lease("s:warm", "w", 5).get("s:x"))
-    await redis_store._r.script_flush()
+    await redis_store._r.call("SCRIPT", "FLUSH")
     results = await redis_store.run(
         Batch()
         .set("s:seen", "1", ttl=5, only_if_absent=True)
@@ -613,6 +613,6 @@ async def test_batch_after_the_server_lost_its_scripts(redis_store: RedisStore) 
 async def test_a_run_of_counters_sets_a_ttl_on_new_ones_only(redis_store: RedisStore) -> None:
     await redis_store.incr("t:old", 1, ttl=600)
     assert await redis_store.run(Batch().incr("t:old", 1, ttl=5).incr("t:new", 1, ttl=5)) == [2, 1]
-    old = await redis_store._r.pttl(redis_store.keys.data("t:old"))
-    new = await redis_store._r.pttl(redis_store.keys.data("t:new"))
+    old = await redis_store._r.call("PTTL", redis_store.keys.data("t:old"))
+    new = await redis_store._r.call("PTTL", redis_store.keys.data("t:new"))
     assert old > 500_000 and 0 < new <= 5_000

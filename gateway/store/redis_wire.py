@@ -1,0 +1,413 @@
+"""Commands to one Redis server, many in flight on each of a few connections.
+
+Redis answers the commands of one connection in the order they came, so a connection needs no
+checkout: a caller writes its command (or a whole batch, in one write) and waits for as many
+replies as it sent, matched in order. No command the store sends blocks server-side, so a
+connection is never held up by one caller. This replaced redis-py's pool for the store's
+commands: under a burst, a checkout and a timeout task per command cost redis-py about five
+times what the server spends (bench/burst.py); replies are parsed by hiredis here.
+
+Failures: a reply that does not come within `timeout` (counted from the oldest unanswered
+command) drops the connection, and every command waiting on it fails with WireError; so does
+a connection the server closed. A failed call is sent again on a new connection up to
+`retries` times with a jittered backoff, as redis-py's Retry did. Redis's error replies come
+back as ReplyError (raised by `call`, in place in the results of `many`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import random
+import socket
+import ssl
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
+
+import hiredis
+from redis.asyncio import Redis
+from redis.connection import SSLConnection, UnixDomainSocketConnection, parse_url
+from redis.exceptions import NoScriptError, ResponseError
+
+Command = Sequence[str | int | float | bytes]
+
+_BACKOFF_BASE = 0.05
+_BACKOFF_CAP = 1.0
+
+
+def _pack(command: Command) -> bytes:
+    # hiredis's stub types the argument as a 1-tuple; any tuple of arguments is fine.
+    packed: bytes = hiredis.pack_command(tuple(command))  # type: ignore[arg-type]
+    return packed
+
+
+class ReplyError(Exception):
+    """An error reply from Redis (WRONGTYPE, NOSCRIPT, an error raised by a script...)."""
+
+    @property
+    def no_script(self) -> bool:
+        """The server does not have the script (it restarted, or SCRIPT FLUSH)."""
+        return str(self).startswith("NOSCRIPT")
+
+
+class WireError(Exception):
+    """Redis could not be reached, or stopped answering: nothing is known of the command."""
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A Lua script, run by its SHA1 (EVALSHA) and loaded when the server lacks it."""
+
+    source: str
+    sha: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
+
+    def command(self, keys: Sequence[str], args: Sequence[Any]) -> list[Any]:
+        return ["EVALSHA", self.sha, len(keys), *keys, *args]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where and how to connect, read from a redis:// rediss:// or unix:// URL."""
+
+    host: str = "localhost"
+    port: int = 6379
+    path: str | None = None  # a unix socket
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    tls: ssl.SSLContext | None = None
+
+    @classmethod
+    def from_url(cls, url: str) -> Target:
+        # redis-py's reading, so a URL means the same here as for the subscribers' pool.
+        options: dict[str, Any] = parse_url(url)  # type: ignore[no-untyped-call]
+        kind = options.get("connection_class")
+        tls = None
+        if kind is SSLConnection:
+            tls = ssl.create_default_context(cafile=options.get("ssl_ca_certs"))
+            if options.get("ssl_certfile"):
+                tls.load_cert_chain(options["ssl_certfile"], options.get("ssl_keyfile"))
+            if options.get("ssl_cert_reqs") in ("none", ssl.CERT_NONE):
+                tls.check_hostname = False
+                tls.verify_mode = ssl.CERT_NONE
+        return cls(
+            host=options.get("host", "localhost"),
+            port=int(options.get("port", 6379)),
+            path=options.get("path") if kind is UnixDomainSocketConnection else None,
+            db=int(options.get("db", 0)),
+            username=options.get("username"),
+            password=options.get("password"),
+            tls=tls,
+        )
+
+    def handshake(self) -> list[list[Any]]:
+        commands: list[list[Any]] = []
+        if self.password is not None:
+            user = [self.username] if self.username else []
+            commands.append(["AUTH", *user, self.password])
+        if self.db:
+            commands.append(["SELECT", self.db])
+        return commands
+
+
+class _Request:
+    __slots__ = ("deadline", "future", "left", "replies")
+
+    def __init__(self, future: asyncio.Future[Any], count: int, deadline: float) -> None:
+        self.future = future
+        self.left = count
+        self.replies: list[Any] = []
+        self.deadline = deadline
+
+
+class _Connection(asyncio.Protocol):
+    """One connection: requests go out in order and their replies are matched in order."""
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+        self._reader = hiredis.Reader(encoding="utf-8", errors="replace", replyError=ReplyError)
+        self._waiting: deque[_Request] = deque()
+        self._transport: asyncio.Transport | None = None
+        self._watch: asyncio.TimerHandle | None = None
+        self._outgoing: list[bytes] = []  # written at the end of this pass of the loop
+        self._loop = asyncio.get_running_loop()
+        self.failed: WireError | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not subclass asyncio's, but behave as one.
+        self._transport = cast(asyncio.Transport, transport)
+
+    def send(self, payload: bytes, count: int) -> asyncio.Future[Any]:
+        """Write `count` commands (packed) at once; the future gets their replies, a list
+        when `count` > 1."""
+        if self.failed is not None:
+            raise self.failed
+        assert self._transport is not None
+        future = self._loop.create_future()
+        now = self._loop.time()
+        self._waiting.append(_Request(future, count, now + self._timeout))
+        if not self._outgoing:
+            # What every caller sends in this pass goes in one write: one system call for
+            # a burst's many commands.
+            self._loop.call_soon(self._flush)
+        self._outgoing.append(payload)
+        if self._watch is None:
+            self._watch = self._loop.call_at(now + self._timeout, self._check)
+        return future
+
+    def _flush(self) -> None:
+        outgoing, self._outgoing = self._outgoing, []
+        if self.failed is None and self._transport is not None:
+            self._transport.writelines(outgoing)
+
+    def data_received(self, data: bytes) -> None:
+        self._reader.feed(data)
+        while True:
+            try:
+                reply = self._reader.gets()
+            except hiredis.ProtocolError as exc:
+                self.fail(WireError(f"unreadable reply ({exc})"))
+                return
+            if reply is False:
+                return
+            request = self._waiting[0]
+            request.left -= 1
+            if request.left == 0 and not request.replies:
+                self._waiting.popleft()
+                if not request.future.done():  # its caller may have given up (cancelled)
+                    request.future.set_result(reply)
+                continue
+            request.replies.append(reply)
+            if request.left == 0:
+                self._waiting.popleft()
+                if not request.future.done():
+                    request.future.set_result(request.replies)
+
+    def _check(self) -> None:
+        """A reply overdue: the server is stuck or the network dropped; give up on it all."""
+        self._watch = None
+        if not self._waiting:
+            return
+        due = self._waiting[0].deadline
+        if self._loop.time() >= due:
+            self.fail(WireError(f"no reply within {self._timeout:g} s"))
+        else:
+            self._watch = self._loop.call_at(due, self._check)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        detail = f"connection lost ({exc})" if exc else "connection closed by the server"
+        self.fail(WireError(detail))
+
+    def fail(self, error: WireError) -> None:
+        if self.failed is None:
+            self.failed = error
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        if self._transport is not None:
+            self._transport.abort()
+        while self._waiting:
+            request = self._waiting.popleft()
+            if not request.future.done():
+                request.future.set_exception(self.failed)
+
+
+class RedisWire:
+    """The store's client: `call` for one command, `many` for a batch in one round trip."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        connections: int = 2,
+        timeout: float = 5.0,
+        connect_timeout: float = 5.0,
+        retries: int = 3,
+    ) -> None:
+        if connections < 1:
+            raise ValueError(f"connections must be at least 1, got {connections}")
+        self.target = Target.from_url(url)
+        self._timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._retries = retries
+        self._open: list[_Connection | None] = [None] * connections
+        self._opening: list[asyncio.Task[_Connection] | None] = [None] * connections
+        self._turn = 0
+        self._closed = False
+
+    async def call(self, *command: str | int | float | bytes) -> Any:
+        reply = await self._send(_pack(command), 1)
+        if isinstance(reply, ReplyError):
+            raise reply
+        return reply
+
+    async def many(self, commands: Sequence[Command], *, transaction: bool = False) -> list[Any]:
+        """Replies in order, error replies in place. With `transaction`, the commands run as
+        one MULTI/EXEC block (all or nothing, nothing in between)."""
+        if not commands:
+            return []
+        packed = [_pack(c) for c in commands]
+        if not transaction:
+            replies: list[Any] = await self._send(b"".join(packed), len(packed))
+            return replies if len(packed) > 1 else [replies]
+        packed = [_pack(("MULTI",)), *packed, _pack(("EXEC",))]
+        replies = await self._send(b"".join(packed), len(packed))
+        queued = next((r for r in replies[:-1] if isinstance(r, ReplyError)), None)
+        if queued is not None:  # a command was refused while queueing: EXEC ran nothing
+            raise queued
+        if isinstance(replies[-1], ReplyError):
+            raise replies[-1]
+        return list(replies[-1])
+
+    async def _send(self, payload: bytes, count: int) -> Any:
+        attempt = 0
+        while True:
+            try:
+                self._turn = slot = (self._turn + 1) % len(self._open)
+                connection = self._open[slot]
+                if connection is None or connection.failed is not None:
+                    connection = await self._connect(slot)
+                return await connection.send(payload, count)
+            except WireError:
+                if attempt >= self._retries or self._closed:
+                    raise
+                attempt += 1
+                cap = min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt)
+                await asyncio.sleep(random.uniform(0, cap))
+
+    async def _connect(self, slot: int) -> _Connection:
+        if self._closed:
+            raise WireError("the store is closed")
+        opening = self._opening[slot]
+        if opening is None:
+            # One attempt per slot, whoever asks meanwhile waits for it.
+            opening = self._opening[slot] = asyncio.create_task(self._open_one(slot))
+            # Its failure is read by whoever waits; with nobody left waiting, here.
+            opening.add_done_callback(lambda task: task.cancelled() or task.exception())
+        try:
+            return await asyncio.shield(opening)
+        finally:
+            if opening.done() and self._opening[slot] is opening:
+                self._opening[slot] = None
+
+    async def _open_one(self, slot: int) -> _Connection:
+        target, loop = self.target, asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                if target.path is not None:
+                    _, connection = await loop.create_unix_connection(
+                        lambda: _Connection(self._timeout), target.path
+                    )
+                else:
+                    transport, connection = await loop.create_connection(
+                        lambda: _Connection(self._timeout),
+                        target.host,
+                        target.port,
+                        ssl=target.tls,
+                        server_hostname=target.host if target.tls else None,
+                    )
+                    _keep_alive(transport.get_extra_info("socket"))
+                handshake = target.handshake()
+                if handshake:
+                    payload = b"".join(_pack(c) for c in handshake)
+                    replies = await connection.send(payload, len(handshake))
+                    for reply in replies if len(handshake) > 1 else [replies]:
+                        if isinstance(reply, ReplyError):
+                            connection.fail(WireError(f"refused: {reply}"))
+                            raise connection.failed or WireError("refused")
+        except TimeoutError:
+            raise WireError(f"no connection within {self._connect_timeout:g} s") from None
+        except OSError as exc:
+            raise WireError(exc.strerror or str(exc)) from None
+        if self._closed:
+            connection.fail(WireError("the store is closed"))
+            raise WireError("the store is closed")
+        self._open[slot] = connection
+        return connection
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in self._opening:
+            if task is not None:
+                task.cancel()
+        for connection in self._open:
+            if connection is not None:
+                connection.fail(WireError("the store is closed"))
+        self._open = [None] * len(self._open)
+
+
+def _keep_alive(sock: socket.socket | None) -> None:
+    """TCP keepalive as redis-py sets it: a peer gone silently (a NAT that dropped an idle
+    connection) is noticed in under a minute, not at the next command's timeout."""
+    if sock is None:
+        return
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    for level, option, value in options:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(level, option, value)
+
+
+class Wire(Protocol):
+    """What the store's parts send commands through: a RedisWire, or a ClientWire."""
+
+    async def call(self, *command: str | int | float | bytes) -> Any: ...
+
+    async def many(
+        self, commands: Sequence[Command], *, transaction: bool = False
+    ) -> list[Any]: ...
+
+    async def close(self) -> None: ...
+
+
+class ClientWire:
+    """The same calls over a redis-py client the caller owns (tests pass fakeredis)."""
+
+    def __init__(self, client: Redis) -> None:
+        # A client of our own on the caller's pool, without redis-py's reply shaping, so
+        # replies come as Redis sends them, as from RedisWire.
+        self._raw = Redis(connection_pool=client.connection_pool)
+        self._raw.response_callbacks = {}
+
+    async def call(self, *command: str | int | float | bytes) -> Any:
+        try:
+            reply = await self._raw.execute_command(*command)  # type: ignore[no-untyped-call]
+        except ResponseError as exc:
+            raise _reply_error(exc) from None
+        return _as_sent(command, reply)
+
+    async def many(self, commands: Sequence[Command], *, transaction: bool = False) -> list[Any]:
+        async with self._raw.pipeline(transaction=transaction) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return [
+            _reply_error(r) if isinstance(r, ResponseError) else _as_sent(c, r)
+            for c, r in zip(commands, replies, strict=True)
+        ]
+
+    async def close(self) -> None:
+        return None  # the caller's client, the caller's to close
+
+
+def _as_sent(command: Command, reply: Any) -> Any:
+    """A reply in the shape Redis sends it (RESP2): fakeredis shapes HGETALL as a dict and
+    WITHSCORES as [member, score] pairs even with redis-py's shaping off."""
+    if isinstance(reply, dict):
+        return [item for pair in reply.items() for item in pair]
+    if "WITHSCORES" in command and isinstance(reply, list):
+        return [str(item) for pair in reply for item in pair]
+    return reply
+
+
+def _reply_error(exc: ResponseError) -> ReplyError:
+    # redis-py strips the error code it turned into a class; the store looks for NOSCRIPT.
+    return ReplyError(f"NOSCRIPT {exc}" if isinstance(exc, NoScriptError) else str(exc))
