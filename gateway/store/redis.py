@@ -33,9 +33,11 @@ from gateway.store.redis_base import (
     millis,
     run_in_order,
 )
+from gateway.store.redis_inbox import SCRIPTS as inbox_scripts
 from gateway.store.redis_inbox import RedisInbox, finish_result
 from gateway.store.redis_wire import ClientWire, Command, RedisWire, ReplyError, Script, Wire
 from gateway.store.search import SearchDoc, SearchIndex
+from gateway.store.search_redis import SCRIPTS as search_scripts
 from gateway.store.search_redis import RedisSearch
 
 log = logging.getLogger(__name__)
@@ -181,6 +183,7 @@ class RedisStore(Store):
             timeout=socket_timeout,
             connect_timeout=socket_timeout,
             retries=retries,
+            scripts=(*_SCRIPTS, *inbox_scripts, *search_scripts),
         )
         # Subscribers get their own unbounded pool: each holds a connection for as long as it
         # listens. Their reads pass _LISTEN_POLL.

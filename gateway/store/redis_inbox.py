@@ -237,6 +237,9 @@ def claimed_from(raw: list[Any], owner: str) -> list[Claimed]:
     ]
 
 
+SCRIPTS = (INTAKE, CLAIM, FINISH, RENEW, DROP, REMOVE)
+
+
 def finish_result(raw: list[Any], session: str, owner: str, record: str | None) -> FinishResult:
     if raw[0] != "next":
         return FinishResult(raw[0])

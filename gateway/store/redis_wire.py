@@ -229,6 +229,7 @@ class RedisWire:
         timeout: float = 5.0,
         connect_timeout: float = 5.0,
         retries: int = 3,
+        scripts: Sequence[Script] = (),
     ) -> None:
         if connections < 1:
             raise ValueError(f"connections must be at least 1, got {connections}")
@@ -236,6 +237,9 @@ class RedisWire:
         self._timeout = timeout
         self._connect_timeout = connect_timeout
         self._retries = retries
+        # Loaded on every new connection: a fresh or restarted server has none, and a burst
+        # would otherwise send each script once, get NOSCRIPT for every call, and send again.
+        self._scripts = tuple(scripts)
         self._open: list[_Connection | None] = [None] * connections
         self._opening: list[asyncio.Task[_Connection] | None] = [None] * connections
         self._turn = 0
@@ -314,6 +318,7 @@ class RedisWire:
                     )
                     _keep_alive(transport.get_extra_info("socket"))
                 handshake = target.handshake()
+                handshake += [["SCRIPT", "LOAD", script.source] for script in self._scripts]
                 if handshake:
                     payload = b"".join(_pack(c) for c in handshake)
                     replies = await connection.send(payload, len(handshake))

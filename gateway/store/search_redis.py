@@ -61,6 +61,8 @@ redis.call('DEL', KEYS[1])
 return ids
 """)
 
+SCRIPTS = (_ADD, _QUERY)
+
 
 class RedisSearch(SearchIndex):
     def __init__(

@@ -210,3 +210,17 @@ async def test_tcp_connections_are_kept_alive(wire: RedisWire) -> None:
         sock = connection._transport.get_extra_info("socket")
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 30
+
+
+async def test_scripts_are_loaded_on_every_new_connection(redis_server: RedisServer) -> None:
+    """A burst right after Redis (re)started must not get NOSCRIPT for every script call."""
+    script = Script(f"return 'loaded {uuid.uuid4().hex}'")
+    wire = RedisWire(redis_server.url, connections=1, retries=2, scripts=[script])
+    try:
+        assert (await wire.call(*script.command([], []))).startswith("loaded")
+        redis_server.stop()
+        redis_server.start()  # an empty script cache
+        results = await wire.many([script.command([], []) for _ in range(100)])
+        assert all(r == results[0] and r.startswith("loaded") for r in results)
+    finally:
+        await wire.close()
