@@ -29,7 +29,12 @@ class RedisServer:
     """One redis-server on 127.0.0.1 without persistence; stop() and start() keep the port."""
 
     def __init__(
-        self, workdir: Path, *, password: str | None = None, unix_socket: Path | None = None
+        self,
+        workdir: Path,
+        *,
+        password: str | None = None,
+        unix_socket: Path | None = None,
+        tls: tuple[Path, Path] | None = None,  # certificate and key: TLS only, on `port`
     ) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
@@ -41,6 +46,7 @@ class RedisServer:
         self.port = _free_port()
         self.password = password
         self.unix_socket = unix_socket
+        self.tls = tls
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -60,6 +66,11 @@ class RedisServer:
         if self.running:
             return
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        if self.tls is not None:
+            cert, key = self.tls
+            args = [self.binary, "--port", "0", "--tls-port", str(self.port)]
+            args += ["--bind", "127.0.0.1", "--tls-cert-file", str(cert), "--tls-key-file"]
+            args += [str(key), "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"]
         args += ["--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
         if self.password is not None:
             args += ["--requirepass", self.password]
@@ -69,10 +80,13 @@ class RedisServer:
         with log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         client = redis.Redis(
+            host="127.0.0.1",
             port=self.port,
             password=self.password,
             socket_timeout=0.5,
             socket_connect_timeout=0.5,
+            ssl=self.tls is not None,
+            ssl_ca_certs=str(self.tls[0]) if self.tls is not None else None,
         )
         deadline = time.monotonic() + timeout
         try:

@@ -25,11 +25,13 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 
 # The forged-approval tests write the store the way a command could: sqlite3 and redis-cli.
-if ! command -v sqlite3 >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
-  echo "installing sqlite3 and redis-tools for the tests..." >&2
+# The Redis TLS test makes its certificate with openssl.
+if ! command -v sqlite3 >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1 \
+  || ! command -v openssl >/dev/null 2>&1; then
+  echo "installing sqlite3, redis-tools and openssl for the tests..." >&2
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq sqlite3 redis-tools >/dev/null
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq sqlite3 redis-tools openssl >/dev/null
 fi
 
 # The terminal tests run real sandboxes (bwrap) and a real sshd on 127.0.0.1.

@@ -6,7 +6,6 @@ from gateway.config import Settings
 from gateway.config.data_dir import usable_data_dir
 from gateway.store.base import Store, StoreUnavailable
 from gateway.store.embedded import EmbeddedStore, StoreLocked
-from gateway.store.redis import RedisStore
 
 __all__ = ["Store", "StoreLocked", "StoreUnavailable", "open_store"]
 
@@ -14,6 +13,10 @@ __all__ = ["Store", "StoreLocked", "StoreUnavailable", "open_store"]
 def open_store(settings: Settings) -> Store:
     """The configured store: Redis connects lazily; the embedded store opens and locks now."""
     if settings.redis.url:
+        # Imported only here: redis-py takes ~0.2 s to import, which every CLI command and
+        # every start on the embedded store would pay for nothing.
+        from gateway.store.redis import RedisStore
+
         return RedisStore(
             settings.redis.url,
             key_prefix=settings.redis.key_prefix,

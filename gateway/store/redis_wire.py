@@ -301,40 +301,52 @@ class RedisWire:
                 self._opening[slot] = None
 
     async def _open_one(self, slot: int) -> _Connection:
-        target, loop = self.target, asyncio.get_running_loop()
+        connection: _Connection | None = None
         try:
             async with asyncio.timeout(self._connect_timeout):
-                if target.path is not None:
-                    _, connection = await loop.create_unix_connection(
-                        lambda: _Connection(self._timeout), target.path
-                    )
-                else:
-                    transport, connection = await loop.create_connection(
-                        lambda: _Connection(self._timeout),
-                        target.host,
-                        target.port,
-                        ssl=target.tls,
-                        server_hostname=target.host if target.tls else None,
-                    )
-                    _keep_alive(transport.get_extra_info("socket"))
-                handshake = target.handshake()
-                handshake += [["SCRIPT", "LOAD", script.source] for script in self._scripts]
-                if handshake:
-                    payload = b"".join(_pack(c) for c in handshake)
-                    replies = await connection.send(payload, len(handshake))
-                    for reply in replies if len(handshake) > 1 else [replies]:
-                        if isinstance(reply, ReplyError):
-                            connection.fail(WireError(f"refused: {reply}"))
-                            raise connection.failed or WireError("refused")
-        except TimeoutError:
-            raise WireError(f"no connection within {self._connect_timeout:g} s") from None
-        except OSError as exc:
+                connection = await self._dial()
+                await self._greet(connection)
+        except (TimeoutError, OSError, WireError) as exc:
+            if connection is not None:
+                connection.fail(WireError("handshake failed"))
+            if isinstance(exc, WireError):
+                raise
+            if isinstance(exc, TimeoutError):
+                raise WireError(f"no connection within {self._connect_timeout:g} s") from None
             raise WireError(exc.strerror or str(exc)) from None
         if self._closed:
             connection.fail(WireError("the store is closed"))
             raise WireError("the store is closed")
         self._open[slot] = connection
         return connection
+
+    async def _dial(self) -> _Connection:
+        target, loop = self.target, asyncio.get_running_loop()
+        if target.path is not None:
+            _, connection = await loop.create_unix_connection(
+                lambda: _Connection(self._timeout), target.path
+            )
+            return connection
+        transport, connection = await loop.create_connection(
+            lambda: _Connection(self._timeout),
+            target.host,
+            target.port,
+            ssl=target.tls,
+            server_hostname=target.host if target.tls else None,
+        )
+        _keep_alive(transport.get_extra_info("socket"))
+        return connection
+
+    async def _greet(self, connection: _Connection) -> None:
+        """Log in, pick the database, load the scripts: before any caller's command."""
+        handshake = self.target.handshake()
+        handshake += [["SCRIPT", "LOAD", script.source] for script in self._scripts]
+        if not handshake:
+            return
+        replies = await connection.send(b"".join(_pack(c) for c in handshake), len(handshake))
+        for reply in replies if len(handshake) > 1 else [replies]:
+            if isinstance(reply, ReplyError):
+                raise WireError(f"refused: {reply}")
 
     async def close(self) -> None:
         self._closed = True

@@ -4,6 +4,7 @@ redis-servers, and against servers on 127.0.0.1 that never answer or answer garb
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -224,3 +225,37 @@ async def test_scripts_are_loaded_on_every_new_connection(redis_server: RedisSer
         assert all(r == results[0] and r.startswith("loaded") for r in results)
     finally:
         await wire.close()
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
+            *("-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+async def test_tls_with_the_servers_certificate_checked(tmp_path: Path) -> None:
+    cert, key = await asyncio.to_thread(self_signed, tmp_path)
+    server = RedisServer(tmp_path, tls=(cert, key))
+    server.start()
+    base = f"rediss://127.0.0.1:{server.port}/0"
+    trusted = RedisWire(f"{base}?ssl_ca_certs={cert}", retries=0)
+    untrusted = RedisWire(base, retries=0)  # the system's CAs do not know this certificate
+    unchecked = RedisWire(f"{base}?ssl_cert_reqs=none", retries=0)
+    try:
+        assert await trusted.call("SET", "over", "tls") == "OK"
+        assert await trusted.call("GET", "over") == "tls"
+        with pytest.raises(WireError, match=r"(?i)certificate"):
+            await untrusted.call("PING")
+        assert await unchecked.call("GET", "over") == "tls"
+    finally:
+        for wire in (trusted, untrusted, unchecked):
+            await wire.close()
+        server.stop()
