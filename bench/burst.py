@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import resource
 import sys
@@ -71,6 +72,7 @@ async def run(args: argparse.Namespace) -> None:
         scheduler={"enabled": False},
     )
     async with running_gateway(settings, llm_transport=llm_at_pace(args.llm_delay)) as gw:
+        gc.freeze()  # as `chatgate run` does once started (gateway/cli.py)
         started = time.monotonic()
         submissions = await asyncio.gather(
             *(gw.submit(f"hello {n}", chat_id=f"c{n}") for n in range(args.sessions))

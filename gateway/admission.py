@@ -129,18 +129,26 @@ class AdmissionPipeline:
         end: Next,
         notifier: Notifier,
         metrics: Metrics,
+        max_concurrent: int = 256,
     ) -> None:
         self._start = start
         self._chain = chain(middlewares, end)
         self._notifier = notifier
         self._metrics = metrics
         self._store_down_told: dict[str, float] = {}
+        # A crowd arriving at once would otherwise go through the middlewares in one pass of
+        # the event loop: no turn could run until all of it was stored, and every message in
+        # flight holds its admission's objects at once. bench/burst.py (10,000 at once, 1 s
+        # model): answered in 44 s instead of 49, peak memory 143 MB instead of 227.
+        self._room = asyncio.Semaphore(max_concurrent)
 
     async def submit(self, inbound: Inbound) -> Submission:
-        """Accept a message from an adapter; returns at once with what happened to it."""
+        """Accept a message from an adapter; returns with what happened to it as soon as it
+        is stored (or refused), after the messages that came before it."""
         self._metrics.inc("messages_total", platform=inbound.chat.platform)
         try:
-            return await self._chain(self._start(inbound))
+            async with self._room:
+                return await self._chain(self._start(inbound))
         except StoreUnavailable as exc:
             log.error("store unavailable on submit chat=%s error=%s", inbound.chat.address, exc)
             self._metrics.inc("refused_total", reason="store")

@@ -186,6 +186,7 @@ class App:
             end=self.queue.enqueue,
             notifier=self.notifier,
             metrics=self.metrics,
+            max_concurrent=settings.router.max_concurrent_intake,
         )
         register_builtin_commands(
             self.extensions, self.queue, self.sessions, self.memory, self.access

@@ -184,6 +184,9 @@ class AgentSettings(Section):
 class RouterSettings(Section):
     busy_mode: Literal["queue", "interrupt"] = "queue"
     max_concurrent_turns: int = Field(default=512, ge=1, le=1_000_000)
+    # Messages being taken in (checked, stored) at once; under a burst the others wait their
+    # turn before that, unacknowledged, so turns run while a crowd is still being stored.
+    max_concurrent_intake: int = Field(default=256, ge=1, le=1_000_000)
     max_queued_per_session: int = Field(default=20, ge=1, le=100_000)
     # Stored messages waiting across all sessions; past it new ones are refused with a reason.
     max_pending_total: int = Field(default=100_000, ge=1, le=1_000_000_000)

@@ -112,3 +112,38 @@ async def test_turns_that_end_with_nothing_waiting_do_not_each_ask_the_store(
         outcomes = await asyncio.wait_for(asyncio.gather(first.done, second.done), 5)
         assert all(o.ok for o in outcomes)
         assert time.monotonic() - begun < 0.5
+
+
+async def test_a_crowd_is_taken_in_a_bounded_number_at_a_time(tmp_path: Path) -> None:
+    """`router.max_concurrent_intake` messages are checked and stored at once; the rest of a
+    crowd waits for room before that, and every message is still stored and answered."""
+    settings = gateway_settings(
+        tmp_path,
+        "http://llm.invalid/v1",
+        llm={"stream": False},
+        router={"max_concurrent_intake": 3},
+        scheduler={"enabled": False},
+    )
+    async with running_gateway(settings, llm_transport=instant_llm()) as gw:
+        store = gw.app.store
+        intake = store.intake
+        in_flight, most = 0, 0
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            nonlocal in_flight, most
+            in_flight += 1
+            most = max(most, in_flight)
+            try:
+                await asyncio.sleep(0.01)  # a slow store: without the bound all 40 overlap
+                return await intake(*args, **kwargs)
+            finally:
+                in_flight -= 1
+
+        store.intake = counted  # type: ignore[method-assign]
+        submissions = await asyncio.gather(
+            *(gw.submit(f"crowd {n}", chat_id=f"crowd{n}") for n in range(40))
+        )
+        assert {s.status for s in submissions} <= {Status.STARTED, Status.QUEUED}
+        outcomes = await asyncio.wait_for(asyncio.gather(*(s.done for s in submissions)), 30)
+        assert all(o.ok for o in outcomes)
+        assert most == 3
