@@ -1,4 +1,5 @@
-"""The production Store on Redis (redis.asyncio), shared by every gateway replica.
+"""The production Store on Redis, shared by every gateway replica: commands go through
+redis_wire.py (many in flight on two connections), subscriptions through redis.asyncio.
 
 Key schema, everything under `{prefix}:` (RedisSettings.key_prefix, default `chatgate`):
 
