@@ -36,7 +36,7 @@ from gateway.store.redis_base import (
 )
 from gateway.store.redis_inbox import SCRIPTS as inbox_scripts
 from gateway.store.redis_inbox import RedisInbox, finish_result
-from gateway.store.redis_wire import ClientWire, Command, RedisWire, ReplyError, Script, Wire
+from gateway.store.redis_wire import ClientWire, Command, RedisWire, Script, Wire, is_no_script
 from gateway.store.search import SearchDoc, SearchIndex
 from gateway.store.search_redis import SCRIPTS as search_scripts
 from gateway.store.search_redis import RedisSearch
@@ -121,10 +121,6 @@ def _set(name: str, value: str, ttl: float | None, only_if_absent: bool) -> list
 def _pairs(flat: list[str]) -> dict[str, str]:
     """HGETALL's reply, field, value, field, value..., as a dict."""
     return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def _no_script(reply: Any) -> bool:
-    return isinstance(reply, ReplyError) and reply.no_script
 
 
 def _same(raw: Any) -> Any:
@@ -356,7 +352,7 @@ class RedisStore(Store):
             return await super().run(batch)
         with self._guard:
             results = await self._pipeline(batch.ops)
-            missing = [i for i, r in enumerate(results) if _no_script(r)]
+            missing = [i for i, r in enumerate(results) if is_no_script(r)]
             if missing:
                 # The server lost its script cache (a restart). The other operations ran, in
                 # order; run the failed scripts again, then the reads that followed them, so

@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.store.base import StoreUnavailable
-from gateway.store.redis_wire import ReplyError, Script, Wire, WireError
+from gateway.store.redis_wire import ReplyError, Script, Wire, WireError, is_no_script
 
 # redis-py's, from the subscribers (and a ClientWire); WireError from the store's commands.
 REDIS_PY_ERRORS = (RedisConnectionError, RedisTimeoutError)
@@ -95,7 +95,7 @@ async def run_in_order(wire: Wire, calls: Sequence[ScriptCall]) -> list[Any]:
     """
     results = await wire.many([call.command() for call in calls])
     for n, (call, result) in enumerate(zip(calls, results, strict=True)):
-        if isinstance(result, ReplyError) and result.no_script:
+        if is_no_script(result):
             results[n] = await call.run(wire)
         elif isinstance(result, ReplyError):
             raise result

@@ -54,6 +54,11 @@ class ReplyError(Exception):
         return str(self).startswith("NOSCRIPT")
 
 
+def is_no_script(reply: Any) -> bool:
+    """A reply in a batch saying the server lacks the script."""
+    return isinstance(reply, ReplyError) and reply.no_script
+
+
 class WireError(Exception):
     """Redis could not be reached, or stopped answering: nothing is known of the command."""
 
@@ -120,7 +125,7 @@ class Target:
 class _Request:
     __slots__ = ("deadline", "future", "left", "replies")
 
-    def __init__(self, future: asyncio.Future[Any], count: int, deadline: float) -> None:
+    def __init__(self, future: asyncio.Future[list[Any]], count: int, deadline: float) -> None:
         self.future = future
         self.left = count
         self.replies: list[Any] = []
@@ -144,9 +149,8 @@ class _Connection(asyncio.Protocol):
         # uvloop's transports do not subclass asyncio's, but behave as one.
         self._transport = cast(asyncio.Transport, transport)
 
-    def send(self, payload: bytes, count: int) -> asyncio.Future[Any]:
-        """Write `count` commands (packed) at once; the future gets their replies, a list
-        when `count` > 1."""
+    def send(self, payload: bytes, count: int) -> asyncio.Future[list[Any]]:
+        """Write `count` commands (packed) at once; the future gets their replies, in order."""
         if self.failed is not None:
             raise self.failed
         assert self._transport is not None
@@ -178,16 +182,11 @@ class _Connection(asyncio.Protocol):
             if reply is False:
                 return
             request = self._waiting[0]
-            request.left -= 1
-            if request.left == 0 and not request.replies:
-                self._waiting.popleft()
-                if not request.future.done():  # its caller may have given up (cancelled)
-                    request.future.set_result(reply)
-                continue
             request.replies.append(reply)
+            request.left -= 1
             if request.left == 0:
                 self._waiting.popleft()
-                if not request.future.done():
+                if not request.future.done():  # its caller may have given up (cancelled)
                     request.future.set_result(request.replies)
 
     def _check(self) -> None:
@@ -247,7 +246,7 @@ class RedisWire:
         self._closed = False
 
     async def call(self, *command: str | int | float | bytes) -> Any:
-        reply = await self._send(_pack(command), 1)
+        [reply] = await self._send(_pack(command), 1)
         if isinstance(reply, ReplyError):
             raise reply
         return reply
@@ -259,8 +258,7 @@ class RedisWire:
             return []
         packed = [_pack(c) for c in commands]
         if not transaction:
-            replies: list[Any] = await self._send(b"".join(packed), len(packed))
-            return replies if len(packed) > 1 else [replies]
+            return await self._send(b"".join(packed), len(packed))
         packed = [_pack(("MULTI",)), *packed, _pack(("EXEC",))]
         replies = await self._send(b"".join(packed), len(packed))
         queued = next((r for r in replies[:-1] if isinstance(r, ReplyError)), None)
@@ -270,7 +268,7 @@ class RedisWire:
             raise replies[-1]
         return list(replies[-1])
 
-    async def _send(self, payload: bytes, count: int) -> Any:
+    async def _send(self, payload: bytes, count: int) -> list[Any]:
         attempt = 0
         while True:
             try:
@@ -345,7 +343,7 @@ class RedisWire:
         if not handshake:
             return
         replies = await connection.send(b"".join(_pack(c) for c in handshake), len(handshake))
-        for reply in replies if len(handshake) > 1 else [replies]:
+        for reply in replies:
             if isinstance(reply, ReplyError):
                 raise WireError(f"refused: {reply}")
 
