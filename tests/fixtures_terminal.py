@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,17 @@ def run_user() -> Iterator[str]:
         yield ""
         return
     name = f"cgt{secrets.token_hex(3)}"
-    done = subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    for attempt in range(5):
+        done = subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        # The other test worker may hold /etc/passwd's lock while it adds its own user.
+        if done.returncode == 0 or "lock" not in done.stderr:
+            break
+        time.sleep(0.2 * (attempt + 1))
     if done.returncode != 0:
         pytest.skip(f"cannot create a throwaway user with useradd: {done.stderr.strip()}")
     try:
