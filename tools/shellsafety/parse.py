@@ -7,8 +7,6 @@ import re
 import shlex
 from typing import Any
 
-import bashlex
-
 from tools.shellsafety.model import Command, Redirect, Word
 
 MAX_SOURCE_CHARS = 40_000  # bashlex is pure Python (~1 s here); longer text is not parsed
@@ -54,6 +52,10 @@ class ParseFailure(Exception):
 def parse(text: str) -> list[Any]:
     if len(text) > MAX_SOURCE_CHARS:
         raise ParseFailure(f"longer than {MAX_SOURCE_CHARS:,} characters")
+    # Imported at the first command, not with the gateway: bashlex builds its parser tables
+    # on import (~0.15 s), which every CLI call and process start would otherwise pay.
+    import bashlex
+
     try:
         return list(bashlex.parse(prepare(text)))
     except Exception as exc:  # bashlex raises many types, including RecursionError
@@ -61,6 +63,8 @@ def parse(text: str) -> list[Any]:
 
 
 def _describe(exc: Exception) -> str:
+    import bashlex
+
     if isinstance(exc, bashlex.errors.ParsingError):
         return exc.message if hasattr(exc, "message") else str(exc)
     if isinstance(exc, NotImplementedError):
