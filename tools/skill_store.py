@@ -4,13 +4,14 @@ operator), shared by every replica and mirrored to `{data_dir}/skills/` for read
 A skill is a hash of files (`skill:{name}:{digest}`: path -> text) plus a line in
 `skills:index` (name -> metadata: description, author, times, digest); `skills:version`
 counts changes, so each replica syncs its mirror with one read per turn when nothing
-changed. Files are written under a new digest before the index points at them, so a replica
+changed, and turns that ask at once share that read. Files are written under a new digest before the index points at them, so a replica
 never mirrors half a change. Mirrored folders carry a marker file; folders without one are an
 operator's own local skills and are never touched.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -125,6 +126,7 @@ class SkillStore:
         self.folder = folder
         self.limits = limits
         self._version: str | None = None
+        self._syncing: asyncio.Task[bool] | None = None
 
     # -- reading ------------------------------------------------------------------------
 
@@ -140,7 +142,27 @@ class SkillStore:
         return meta, await self._store.hgetall(_files_key(name, meta.digest))
 
     async def sync(self) -> bool:
-        """Bring the mirror up to date; True when something changed. One read when nothing did."""
+        """Bring the mirror up to date; True when something changed. One read when nothing did.
+
+        Callers while a sync runs share it: a burst of turns (or the first wave after a start,
+        which all find the mirror empty) reads and mirrors once, not once per turn. A change
+        made here (`put`, `delete`) starts a fresh one, so the changer's next sync sees it."""
+        if self._syncing is None:
+            self._syncing = asyncio.create_task(self._sync(), name="skills sync")
+            self._syncing.add_done_callback(self._synced)
+        # Shielded: one caller cancelled (its turn stopped) does not cancel the others' sync.
+        return await asyncio.shield(self._syncing)
+
+    def _synced(self, task: asyncio.Task[bool]) -> None:
+        if self._syncing is task:
+            self._syncing = None
+        if not task.cancelled():
+            task.exception()  # retrieved: every caller may have gone before it ended
+
+    def _changed(self) -> None:
+        self._syncing = None  # a sync already under way may have read before the change
+
+    async def _sync(self) -> bool:
         version = await self._store.get(keys.SKILLS_VERSION) or "0"
         if version == self._version:
             return False
@@ -186,6 +208,7 @@ class SkillStore:
             await self._store.hset(_files_key(name, meta.digest), check_path(path), text)
         await self._store.hset(keys.SKILLS_INDEX, name, meta.encode())
         await self._store.incr(keys.SKILLS_VERSION)
+        self._changed()
         if found:
             await self._store.delete(_files_key(name, found[0].digest))
         log.info("skill saved name=%s author=%s digest=%s", name, author, meta.digest)
@@ -197,6 +220,7 @@ class SkillStore:
             return False
         await self._store.hdel(keys.SKILLS_INDEX, name)
         await self._store.incr(keys.SKILLS_VERSION)
+        self._changed()
         await self._store.delete(_files_key(name, found[0].digest))
         log.info("skill deleted name=%s", name)
         return True

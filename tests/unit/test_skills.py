@@ -185,3 +185,46 @@ async def test_shared_skills_sync_between_replicas(tmp_path: Path) -> None:
             await a.put("soup", big, author="x")
     finally:
         await store.close()
+
+
+async def test_turns_syncing_at_once_share_one_read(tmp_path: Path) -> None:
+    import asyncio
+
+    from gateway.config import SkillsSettings
+    from gateway.store.embedded import EmbeddedStore
+    from tools.skill_store import SkillStore
+
+    class CountingStore(EmbeddedStore):
+        reads = 0
+
+        async def get(self, key: str) -> str | None:
+            CountingStore.reads += 1
+            value = await super().get(key)
+            await asyncio.sleep(0.01)  # the answer on its way back while other turns ask
+            return value
+
+    store = CountingStore(tmp_path / "store")
+    try:
+        files = {"SKILL.md": "---\nname: soup\ndescription: make soup\n---\nBoil.\n"}
+        writer = SkillStore(store, tmp_path / "w", SkillsSettings())
+        await writer.put("soup", files, author="x")
+        mirror = SkillStore(store, tmp_path / "m", SkillsSettings())
+        first = asyncio.create_task(mirror.sync())
+        await asyncio.sleep(0)
+        # A turn that stops while waiting does not stop the others' sync.
+        stopped = asyncio.create_task(mirror.sync())
+        await asyncio.sleep(0)
+        stopped.cancel()
+        results = await asyncio.gather(first, *(mirror.sync() for _ in range(50)))
+        assert results == [True] * 51 and CountingStore.reads == 1
+        assert (tmp_path / "m" / "soup" / "SKILL.md").is_file()
+        # A change made here while a sync is under way: the next sync reads afresh.
+        before = CountingStore.reads
+        running = asyncio.create_task(mirror.sync())
+        await asyncio.sleep(0.002)  # its read is done; the answer is on its way back
+        await mirror.delete("soup")
+        assert await mirror.sync() is True and not (tmp_path / "m" / "soup").exists()
+        await running
+        assert CountingStore.reads - before == 2
+    finally:
+        await store.close()
