@@ -6,7 +6,12 @@ while a message waits. Measured: time until every message is stored, time until 
 answered, refusals, the process's peak RSS, and the Redis memory each waiting message costs.
 
     .venv/bin/python bench/burst.py [--sessions 10000] [--llm-delay 0.2] [--turns 256]
-        [--loop auto|uvloop|asyncio]
+        [--loop auto|uvloop|asyncio] [--model-process]
+
+By default the model answers inside this process (an httpx transport), so "CPU per message"
+counts the gateway and that stand-in. With --model-process the model is an HTTP server in
+its own process (tests/fakes/llm.py) reached through the gateway's real client, as a
+deployed model is: the CPU column is then the gateway's alone.
 """
 
 from __future__ import annotations
@@ -31,6 +36,12 @@ from gateway.admission import Status  # noqa: E402
 from gateway.event_loop import event_loop_runner  # noqa: E402
 from tests.fixtures_redis import RedisServer  # noqa: E402
 from tests.harness import gateway_settings, running_gateway  # noqa: E402
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time: the gateway's and the in-process model's."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def llm_at_pace(delay: float) -> httpx.AsyncBaseTransport:
@@ -62,17 +73,28 @@ async def run(args: argparse.Namespace) -> None:
     server.start()
     info = redis_client.Redis.from_url(server.url)
     baseline = int(info.info("memory")["used_memory"])
+    model: asyncio.subprocess.Process | None = None
+    llm_url, transport = "http://llm.invalid/v1", llm_at_pace(args.llm_delay)
+    if args.model_process:
+        model = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "tests.fakes.llm", "--delay", str(args.llm_delay)),
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert model.stdout is not None
+        llm_url, transport = (await model.stdout.readline()).decode().strip(), None
     settings = gateway_settings(
         work,
-        "http://llm.invalid/v1",
+        llm_url,
         redis_url=server.url,
         redis={"max_connections": args.pool},
         llm={"stream": False},
         router={"max_concurrent_turns": args.turns},
         scheduler={"enabled": False},
     )
-    async with running_gateway(settings, llm_transport=llm_at_pace(args.llm_delay)) as gw:
+    async with running_gateway(settings, llm_transport=transport) as gw:
         gc.freeze()  # as `chatgate run` does once started (gateway/cli.py)
+        cpu_before = cpu_seconds()
         started = time.monotonic()
         submissions = await asyncio.gather(
             *(gw.submit(f"hello {n}", chat_id=f"c{n}") for n in range(args.sessions))
@@ -83,19 +105,24 @@ async def run(args: argparse.Namespace) -> None:
         refused = sum(s.status not in (Status.STARTED, Status.QUEUED) for s in submissions)
         outcomes = await asyncio.gather(*(s.done for s in submissions))
         drained = time.monotonic() - started
+        cpu_per_message = (cpu_seconds() - cpu_before) * 1000 / args.sessions
     server.stop()
+    if model is not None:
+        model.terminate()
+        await model.wait()
     answered = sum(o.ok for o in outcomes)
     per_message = queued_memory / pending if pending else float("nan")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     pace = args.sessions * args.llm_delay / args.turns
     print(
         "| sessions | all stored | all answered | LLM pace floor | refused | answered | "
-        "peak RSS | Redis per waiting message |"
+        "CPU per message | peak RSS | Redis per waiting message |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     print(
         f"| {args.sessions} | {stored:.1f} s | {drained:.1f} s | {pace:.1f} s | {refused} | "
-        f"{answered} | {peak_mb:.0f} MB | {per_message:.0f} B ({pending} waiting) |"
+        f"{answered} | {cpu_per_message:.2f} ms | {peak_mb:.0f} MB | "
+        f"{per_message:.0f} B ({pending} waiting) |"
     )
 
 
@@ -105,6 +132,11 @@ def main() -> None:
     parser.add_argument("--llm-delay", type=float, default=0.2)
     parser.add_argument("--turns", type=int, default=256)
     parser.add_argument("--pool", type=int, default=16)
+    parser.add_argument(
+        "--model-process",
+        action="store_true",
+        help="the model in its own process, over HTTP (default: inside this process)",
+    )
     parser.add_argument(
         "--loop",
         choices=["auto", "uvloop", "asyncio"],
