@@ -4,9 +4,10 @@ operator), shared by every replica and mirrored to `{data_dir}/skills/` for read
 A skill is a hash of files (`skill:{name}:{digest}`: path -> text) plus a line in
 `skills:index` (name -> metadata: description, author, times, digest); `skills:version`
 counts changes, so each replica syncs its mirror with one read per turn when nothing
-changed, and turns that ask at once share that read. Files are written under a new digest before the index points at them, so a replica
-never mirrors half a change. Mirrored folders carry a marker file; folders without one are an
-operator's own local skills and are never touched.
+changed, and turns that ask at once share that read. Files are written under a new digest
+before the index points at them, so a replica never mirrors half a change. Mirrored folders
+carry a marker file; folders without one are an operator's own local skills and are never
+touched.
 """
 
 from __future__ import annotations
