@@ -196,8 +196,14 @@ class TurnRunner:
                 return await self._refuse(job, lease, exc, on_answering, span)
             span.set("profile", plan.profile)
         record = self._sessions.parse(lease.record)
+        sections: list[str] | None = None  # rendered in _system_prompt unless here
         if record.is_new:
-            notes = await self._memory.notes(inbound.chat, inbound.sender)
+            # The new session's notes and this turn's prompt sections (the skills index) are
+            # both store reads: one wait instead of two.
+            notes, sections = await asyncio.gather(
+                self._memory.notes(inbound.chat, inbound.sender),
+                self._render_sections(record, inbound),
+            )
             record.system = build_system_prompt(
                 inbound.chat,
                 inbound.sender,
@@ -228,7 +234,7 @@ class TurnRunner:
                     record, history, inbound.chat, inbound.sender, str(key)
                 )
                 result = await self._agent.run(
-                    await self._system_prompt(record, inbound),
+                    await self._system_prompt(record, inbound, sections),
                     prepared.request(history),
                     toolbox,
                     self._context(job, typing, stream, plan),
@@ -394,11 +400,17 @@ class TurnRunner:
         message = SentRef(chat=job.inbound.chat, message_id=str(sent.get("message_id", "")))
         return TurnOutcome(reply=text, sent=message)
 
-    async def _system_prompt(self, record: SessionRecord, inbound: Inbound) -> str:
-        sections: list[str] = []
-        if record.prompt_version >= 2:  # older records hold their sections in `system`
-            sections = await render_sections(self._sections, inbound.chat, inbound.sender)
+    async def _system_prompt(
+        self, record: SessionRecord, inbound: Inbound, sections: list[str] | None
+    ) -> str:
+        if sections is None:
+            sections = await self._render_sections(record, inbound)
         return turn_prompt(record.system, sections, summary_block(record))
+
+    async def _render_sections(self, record: SessionRecord, inbound: Inbound) -> list[str]:
+        if record.prompt_version < 2:  # older records hold their sections in `system`
+            return []
+        return await render_sections(self._sections, inbound.chat, inbound.sender)
 
     @staticmethod
     def _doc(job: TurnJob, started_at: float, added: list[Message], answer: str) -> SearchDoc:
