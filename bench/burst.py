@@ -6,7 +6,10 @@ while a message waits. Measured: time until every message is stored, time until 
 answered, refusals, the process's peak RSS, and the Redis memory each waiting message costs.
 
     .venv/bin/python bench/burst.py [--sessions 10000] [--llm-delay 0.2] [--turns 256]
-        [--loop auto|uvloop|asyncio] [--model-process]
+        [--llm-capacity 256] [--loop auto|uvloop|asyncio] [--model-process]
+
+"LLM pace floor" is the time the model alone needs: sessions x delay / the requests it
+serves at once (its capacity, or the turns, whichever is fewer).
 
 By default the model answers inside this process (an httpx transport), so "CPU per message"
 counts the gateway and that stand-in. With --model-process the model is an HTTP server in
@@ -44,12 +47,15 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def llm_at_pace(delay: float) -> httpx.AsyncBaseTransport:
-    """An OpenAI-compatible model in this process that answers after `delay` seconds."""
+def llm_at_pace(delay: float, capacity: int) -> httpx.AsyncBaseTransport:
+    """An OpenAI-compatible model in this process that answers after `delay` seconds, at most
+    `capacity` requests at a time (the rest wait their turn, as in a model server's batch)."""
+    room = asyncio.Semaphore(capacity)
 
     class Pace(httpx.AsyncBaseTransport):
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            await asyncio.sleep(delay)
+            async with room:
+                await asyncio.sleep(delay)
             text = json.loads(request.content)["messages"][-1]["content"]
             message = {"role": "assistant", "content": f"re: {text}"}
             return httpx.Response(
@@ -74,10 +80,12 @@ async def run(args: argparse.Namespace) -> None:
     info = redis_client.Redis.from_url(server.url)
     baseline = int(info.info("memory")["used_memory"])
     model: asyncio.subprocess.Process | None = None
-    llm_url, transport = "http://llm.invalid/v1", llm_at_pace(args.llm_delay)
+    capacity = args.llm_capacity or args.turns
+    llm_url, transport = "http://llm.invalid/v1", llm_at_pace(args.llm_delay, capacity)
     if args.model_process:
         model = await asyncio.create_subprocess_exec(
             *(sys.executable, "-m", "tests.fakes.llm", "--delay", str(args.llm_delay)),
+            *("--capacity", str(capacity)),
             cwd=ROOT,
             stdout=asyncio.subprocess.PIPE,
         )
@@ -113,7 +121,8 @@ async def run(args: argparse.Namespace) -> None:
     answered = sum(o.ok for o in outcomes)
     per_message = queued_memory / pending if pending else float("nan")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    pace = args.sessions * args.llm_delay / args.turns
+    # The model's own bound: its capacity, or the turns that may call it at once.
+    pace = args.sessions * args.llm_delay / min(capacity, args.turns)
     print(
         "| sessions | all stored | all answered | LLM pace floor | refused | answered | "
         "CPU per message | peak RSS | Redis per waiting message |"
@@ -131,6 +140,13 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--llm-delay", type=float, default=0.2)
     parser.add_argument("--turns", type=int, default=256)
+    parser.add_argument(
+        "--llm-capacity",
+        type=int,
+        default=0,
+        help="requests the model serves at once (default: --turns); with more turns than "
+        "this, turns wait for the model as they would for a busy model server",
+    )
     parser.add_argument("--pool", type=int, default=16)
     parser.add_argument(
         "--model-process",

@@ -290,9 +290,15 @@ def _event(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
 
-async def _serve_forever(delay: float) -> None:
+async def _serve_forever(delay: float, capacity: int) -> None:
+    # At most `capacity` requests are answered at a time; the rest wait, as in a model
+    # server whose batch is full.
+    room = asyncio.Semaphore(capacity)
+
     async def respond(request: dict[str, Any]) -> Reply:
-        return Reply(content=f"echo: {last_user_text(request)}", delay=delay)
+        async with room:
+            await asyncio.sleep(delay)
+        return Reply(content=f"echo: {last_user_text(request)}")
 
     server = ScriptedLLM(respond, record=False)
     await server.start()
@@ -310,4 +316,6 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description="serve an echoing fake LLM until killed")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
-    asyncio.run(_serve_forever(parser.parse_args().delay))
+    parser.add_argument("--capacity", type=int, default=100_000, help="requests served at once")
+    options = parser.parse_args()
+    asyncio.run(_serve_forever(options.delay, options.capacity))
