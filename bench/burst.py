@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import resource
 import sys
@@ -36,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gateway.admission import Status  # noqa: E402
+from gateway.collector import settle_collector  # noqa: E402
 from gateway.event_loop import event_loop_runner  # noqa: E402
 from tests.fixtures_redis import RedisServer  # noqa: E402
 from tests.harness import gateway_settings, running_gateway  # noqa: E402
@@ -101,7 +101,7 @@ async def run(args: argparse.Namespace) -> None:
         scheduler={"enabled": False},
     )
     async with running_gateway(settings, llm_transport=transport) as gw:
-        gc.freeze()  # as `chatgate run` does once started (gateway/cli.py)
+        settle_collector()  # as `chatgate run` does once started (gateway/collector.py)
         cpu_before = cpu_seconds()
         started = time.monotonic()
         submissions = await asyncio.gather(

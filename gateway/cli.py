@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import json
 import signal
 import sys
@@ -18,6 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from adapters.registry import plugins, settings_sections
+from gateway.collector import settle_collector
 from gateway.config import ConfigError, Settings, load_settings, masked
 from gateway.config.data_dir import usable_data_dir
 from gateway.event_loop import EventLoopChoice, event_loop_runner
@@ -203,9 +203,7 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
         print(f"chatgate: could not start: {redactor.redact(str(exc))}", file=sys.stderr)
         await app.stop()
         return EXIT_FAILED
-    # What start-up built (modules, settings, tool schemas: ~100k objects) lives as long as
-    # the process; kept out of the collector, a full collection no longer walks it.
-    gc.freeze()
+    settle_collector()
     try:
         await stopping.wait()
     finally:
