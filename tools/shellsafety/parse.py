@@ -53,7 +53,7 @@ def parse(text: str) -> list[Any]:
     if len(text) > MAX_SOURCE_CHARS:
         raise ParseFailure(f"longer than {MAX_SOURCE_CHARS:,} characters")
     # Imported at the first command, not with the gateway: bashlex builds its parser tables
-    # on import (~0.15 s), which every CLI call and process start would otherwise pay.
+    # on import (~0.2 s), which every CLI call and process start would otherwise pay.
     import bashlex
 
     try:
