@@ -93,7 +93,11 @@ class LLMClient:
         self._post_headers.update(_JSON)
         self._stream_headers = httpx.Headers(self._client.headers)
         self._stream_headers.update(_SSE)  # replaces httpx's default Accept
-        self._post_extensions = {"timeout": timeout.as_dict()}
+        self._timeouts = timeout.as_dict()
+        self._endpoint_text = str(self._endpoint)
+        self._post_header_pairs = [
+            (k.decode("latin-1"), v.decode("latin-1")) for k, v in self._post_headers.raw
+        ]
         # Where the server is, without any credentials that may sit in the URL.
         self._where = str(httpx.URL(settings.base_url).copy_with(username=None, password=None))
         self._responses = Responses(self._redact, settings.model, self._where, _ENDPOINT)
@@ -333,21 +337,33 @@ class LLMClient:
         return backoff_delay(attempt, settings.retry_base_delay, settings.retry_max_delay)
 
     async def _post_once(self, payload: bytes) -> RawReply:
+        try:
+            answer = await self._post(payload)
+        except httpx.RequestError as exc:
+            raise Retry(self._responses.transport_error(exc)) from exc
+        if isinstance(answer, bytes):
+            return self._responses.reply_from(answer)
+        if not answer.is_success:
+            self._responses.raise_for_status(answer, _ENDPOINT)
+        return self._responses.reply_from(answer.content, answer.text)
+
+    async def _post(self, payload: bytes) -> bytes | httpx.Response:
+        """One completion POST, read whole: a 2xx body's bytes, or the response."""
+        if isinstance(self._wire, AiohttpTransport):
+            # ~0.1 ms of CPU a call less than building httpx's request and response.
+            return await self._wire.post(
+                self._endpoint_text, self._post_header_pairs, payload, self._timeouts
+            )
         request = httpx.Request(
             "POST",
             self._endpoint,
             headers=self._post_headers,
             content=payload,
-            extensions=self._post_extensions,
+            extensions={"timeout": self._timeouts},
         )
-        try:
-            response = await self._wire.handle_async_request(request)
-            await response.aread()
-        except httpx.RequestError as exc:
-            raise Retry(self._responses.transport_error(exc)) from exc
-        if not response.is_success:
-            self._responses.raise_for_status(response, _ENDPOINT)
-        return self._responses.reply(response)
+        response = await self._wire.handle_async_request(request)
+        await response.aread()
+        return response
 
     async def _stream_once(
         self,
@@ -361,7 +377,7 @@ class LLMClient:
             self._endpoint,
             headers=self._stream_headers,
             content=payload,
-            extensions=self._post_extensions,
+            extensions={"timeout": self._timeouts},
         )
         try:
             response = await self._wire.handle_async_request(request)

@@ -42,7 +42,17 @@ class Responses:
     endpoint: str
 
     def reply(self, response: httpx.Response) -> RawReply:
-        body = self.json_body(response)
+        return self.reply_from(response.content, response.text)
+
+    def reply_from(self, content: bytes, text: str | None = None) -> RawReply:
+        """The reply in a successful answer's body (`text` is its decoded form, if known)."""
+        try:
+            body = json.loads(content)
+        except ValueError:
+            shown = text if text is not None else content.decode("utf-8", "replace")
+            raise LLMBadResponse(
+                f"response is not JSON: {self.redact(shown, limit=120)!r}"
+            ) from None
         if isinstance(body, dict) and body.get("error") and not body.get("choices"):
             # OpenRouter and some proxies report upstream failures as 200 + {"error": ...}.
             self.raise_error_event(StreamErrorEvent(body["error"]))
@@ -61,13 +71,6 @@ class Responses:
             await response.aread()
         except httpx.RequestError as exc:
             stream_broken(self.transport_error(exc), delivered, exc)
-
-    def json_body(self, response: httpx.Response) -> Any:
-        try:
-            return json.loads(response.content)
-        except ValueError:
-            snippet = self.redact(response.text, limit=120)
-            raise LLMBadResponse(f"response is not JSON: {snippet!r}") from None
 
     def raise_for_status(self, response: httpx.Response, endpoint: str) -> NoReturn:
         retry_after = retry_after_seconds(response.headers)

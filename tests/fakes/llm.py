@@ -46,6 +46,7 @@ class Reply:
     chunks: int = 3
     pieces: list[str] | None = None
     chunk_delay: float = 0.0
+    gzip: bool = False  # a non-streaming body sent with Content-Encoding: gzip
 
     def __post_init__(self) -> None:
         if self.pieces is not None and self.content is None:
@@ -74,6 +75,12 @@ class Reply:
         """An OpenAI-shaped error body: {"error": {"message": ...}}."""
         body = json.dumps({"error": {"message": message, "type": "error", "code": status}})
         return cls(status=status, raw_body=body, **kwargs)
+
+
+def _encoded(reply: Reply, response: web.Response) -> web.Response:
+    if reply.gzip:
+        response.enable_compression(web.ContentCoding.gzip)
+    return response
 
 
 Responder = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
@@ -186,10 +193,13 @@ class ScriptedLLM(LocalServer):
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.raw_body is not None or reply.status != 200:
-            return web.Response(
-                status=reply.status,
-                text=reply.raw_body or "",
-                headers={"Content-Type": "application/json", **reply.headers},
+            return _encoded(
+                reply,
+                web.Response(
+                    status=reply.status,
+                    text=reply.raw_body or "",
+                    headers={"Content-Type": "application/json", **reply.headers},
+                ),
             )
         model = body.get("model", "fake-model")
         calls = [self._wire_call(i, name, args) for i, (name, args) in enumerate(reply.tool_calls)]
@@ -208,8 +218,11 @@ class ScriptedLLM(LocalServer):
             "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
             "usage": _usage(reply),
         }
-        return web.Response(
-            text=json.dumps(payload), content_type="application/json", headers=reply.headers
+        return _encoded(
+            reply,
+            web.Response(
+                text=json.dumps(payload), content_type="application/json", headers=reply.headers
+            ),
         )
 
     def _wire_call(self, index: int, name: str, args: ToolArgs) -> dict[str, Any]:

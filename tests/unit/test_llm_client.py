@@ -400,6 +400,18 @@ async def test_malformed_response(server: ScriptedLLM, client: LLMClient, raw: s
         await client.complete(USER)
 
 
+async def test_gzip_encoded_answers(server: ScriptedLLM, client: LLMClient) -> None:
+    """Servers may compress what they answer (httpx's Accept-Encoding allows it): a reply
+    and an error body are both read through the encoding."""
+    server.push(Reply.text("packed", gzip=True))
+    assert (await client.complete(USER)).content == "packed"
+    server.push(Reply.error(400, "unknown field 'frobnicate'", gzip=True))
+    with pytest.raises(LLMRequestError) as info:
+        await client.complete(USER)
+    assert "unknown field 'frobnicate'" in info.value.detail
+    assert server.request_headers[-1]["Accept-Encoding"].startswith("gzip")
+
+
 @pytest.mark.parametrize(
     "reply",
     [
