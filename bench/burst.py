@@ -6,15 +6,24 @@ while a message waits. Measured: time until every message is stored, time until 
 answered, refusals, the process's peak RSS, and the Redis memory each waiting message costs.
 
     .venv/bin/python bench/burst.py [--sessions 10000] [--llm-delay 0.2] [--turns 256]
-        [--llm-capacity 256] [--loop auto|uvloop|asyncio] [--model-process]
+        [--llm-capacity 256] [--loop auto|uvloop|asyncio] [--model-process] [--replicas 1]
 
-"LLM pace floor" is the time the model alone needs: sessions x delay / the requests it
-serves at once (its capacity, or the turns, whichever is fewer).
+"LLM pace floor" is the time the model alone needs: as many rounds of `delay` as it takes
+to serve every session when it serves N at once (its capacity, or the turns, whichever is
+fewer): 10,000 sessions at 256 are 40 rounds, 8.0 s with a 0.2 s model.
 
 By default the model answers inside this process (an httpx transport), so "CPU per message"
 counts the gateway and that stand-in. With --model-process the model is an HTTP server in
 its own process (tests/fakes/llm.py) reached through the gateway's real client, as a
 deployed model is: the CPU column is then the gateway's alone.
+
+With --replicas N the burst goes to N gateway processes on the same Redis, each taking
+1/N of the messages (as a balancer would spread webhooks) and 1/N of the turns; any replica
+runs any session's turn. One process is bound by its CPU once the model answers faster than
+it can run turns (a 0.2 s model at 256 turns asks for 1,280 turns a second); replicas are
+how a deployment keeps pace with such a model, and this measures whether they do. The CPU
+column is then the replicas' summed, and "answered" counts each message's reply once
+wherever it was sent (a second reply would show as a duplicate).
 """
 
 from __future__ import annotations
@@ -22,11 +31,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import resource
 import sys
 import tempfile
 import time
+import uuid
+from collections import Counter
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import httpx
 import redis as redis_client
@@ -37,8 +50,15 @@ sys.path.insert(0, str(ROOT))
 from gateway.admission import Status  # noqa: E402
 from gateway.collector import settle_collector  # noqa: E402
 from gateway.event_loop import event_loop_runner  # noqa: E402
+from gateway.messages import Outbound  # noqa: E402
 from tests.fixtures_redis import RedisServer  # noqa: E402
 from tests.harness import gateway_settings, running_gateway  # noqa: E402
+
+
+def redis_cpu_seconds(info: redis_client.Redis) -> float:
+    """The redis-server's CPU time so far."""
+    cpu = info.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
 def cpu_seconds() -> float:
@@ -57,7 +77,7 @@ def llm_at_pace(delay: float, capacity: int) -> httpx.AsyncBaseTransport:
             async with room:
                 await asyncio.sleep(delay)
             text = json.loads(request.content)["messages"][-1]["content"]
-            message = {"role": "assistant", "content": f"re: {text}"}
+            message = {"role": "assistant", "content": f"echo: {text}"}
             return httpx.Response(
                 200,
                 json={
@@ -72,6 +92,35 @@ def llm_at_pace(delay: float, capacity: int) -> httpx.AsyncBaseTransport:
     return Pace()
 
 
+def settings_for(
+    args: argparse.Namespace, work: Path, llm_url: str, redis_url: str, key_prefix: str = ""
+) -> Any:
+    return gateway_settings(
+        work,
+        llm_url,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        redis={"max_connections": args.pool},
+        llm={"stream": False},
+        router={"max_concurrent_turns": args.turns // args.replicas},
+        scheduler={"enabled": False},
+        # Replicas share one approvals key, as a deployment of several must.
+        approvals={"secret": f"burst-bench-approvals-{key_prefix}"},
+    )
+
+
+async def start_model(args: argparse.Namespace) -> tuple[str, asyncio.subprocess.Process]:
+    """The model as an HTTP server in its own process; its address and the process."""
+    model = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tests.fakes.llm", "--delay", str(args.llm_delay)),
+        *("--capacity", str(args.llm_capacity or args.turns)),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert model.stdout is not None
+    return (await model.stdout.readline()).decode().strip(), model
+
+
 async def run(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="chatgate-burst-"))
     (work / "redis").mkdir()
@@ -81,28 +130,14 @@ async def run(args: argparse.Namespace) -> None:
     baseline = int(info.info("memory")["used_memory"])
     model: asyncio.subprocess.Process | None = None
     capacity = args.llm_capacity or args.turns
-    llm_url, transport = "http://llm.invalid/v1", llm_at_pace(args.llm_delay, capacity)
+    llm_url = "http://llm.invalid/v1"
+    transport: httpx.AsyncBaseTransport | None = llm_at_pace(args.llm_delay, capacity)
     if args.model_process:
-        model = await asyncio.create_subprocess_exec(
-            *(sys.executable, "-m", "tests.fakes.llm", "--delay", str(args.llm_delay)),
-            *("--capacity", str(capacity)),
-            cwd=ROOT,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        assert model.stdout is not None
-        llm_url, transport = (await model.stdout.readline()).decode().strip(), None
-    settings = gateway_settings(
-        work,
-        llm_url,
-        redis_url=server.url,
-        redis={"max_connections": args.pool},
-        llm={"stream": False},
-        router={"max_concurrent_turns": args.turns},
-        scheduler={"enabled": False},
-    )
+        (llm_url, model), transport = await start_model(args), None
+    settings = settings_for(args, work, llm_url, server.url)
     async with running_gateway(settings, llm_transport=transport) as gw:
         settle_collector()  # as `chatgate run` does once started (gateway/collector.py)
-        cpu_before = cpu_seconds()
+        cpu_before, redis_before = cpu_seconds(), redis_cpu_seconds(info)
         started = time.monotonic()
         submissions = await asyncio.gather(
             *(gw.submit(f"hello {n}", chat_id=f"c{n}") for n in range(args.sessions))
@@ -114,32 +149,239 @@ async def run(args: argparse.Namespace) -> None:
         outcomes = await asyncio.gather(*(s.done for s in submissions))
         drained = time.monotonic() - started
         cpu_per_message = (cpu_seconds() - cpu_before) * 1000 / args.sessions
+        redis_per_message = (redis_cpu_seconds(info) - redis_before) * 1000 / args.sessions
+        replies = Counter(out.chat.chat_id for out in gw.console.sent if is_answer(out))
     server.stop()
     if model is not None:
         model.terminate()
         await model.wait()
-    answered = sum(o.ok for o in outcomes)
-    per_message = queued_memory / pending if pending else float("nan")
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print_table(
+        args,
+        Result(
+            stored=stored,
+            drained=drained,
+            refused=refused,
+            answered=sum(o.ok for o in outcomes),
+            duplicated=sum(n - 1 for n in replies.values()),
+            cpu_per_message=cpu_per_message,
+            redis_cpu_per_message=redis_per_message,
+            peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            queued_memory=queued_memory,
+            pending=pending,
+        ),
+    )
+
+
+async def run_replicas(args: argparse.Namespace) -> None:
+    """The burst spread over `args.replicas` gateway processes on one Redis (see the module
+    docstring). Each replica is this script with --replica-index; they talk in JSON lines."""
+    work = Path(tempfile.mkdtemp(prefix="chatgate-burst-"))
+    (work / "redis").mkdir()
+    server = RedisServer(work / "redis")
+    server.start()
+    info = redis_client.Redis.from_url(server.url)
+    baseline = int(info.info("memory")["used_memory"])
+    model: asyncio.subprocess.Process | None = None
+    llm_url = ""
+    if args.model_process:
+        llm_url, model = await start_model(args)
+    prefix = f"burst{uuid.uuid4().hex[:8]}"
+    replicas = [
+        await asyncio.create_subprocess_exec(
+            *(sys.executable, __file__, "--replica-index", str(index), "--redis-url", server.url),
+            *("--key-prefix", prefix, "--llm-url", llm_url, "--work", str(work)),
+            *forwarded(args),
+            cwd=ROOT,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for index in range(args.replicas)
+    ]
+    for replica in replicas:
+        assert (await read_line(replica))["ready"]
+    redis_before = redis_cpu_seconds(info)
+    started = time.monotonic()
+    for replica in replicas:
+        tell(replica, "go")
+    stored_at: list[float] = []
+    refused = waiting = queued_memory = 0
+    answered = [0] * len(replicas)
+    drained = 0.0
+
+    async def follow(index: int, replica: asyncio.subprocess.Process) -> None:
+        nonlocal refused, waiting, queued_memory, drained
+        while True:
+            line = await read_line(replica)
+            if "stored" in line:
+                stored_at.append(time.monotonic() - started)
+                refused += line["refused"]
+                if len(stored_at) == len(replicas):  # the whole burst is in the store
+                    queued_memory = int(info.info("memory")["used_memory"]) - baseline
+                    waiting = line["waiting"]
+            elif "answered" in line:
+                answered[index] = line["answered"]
+                if sum(answered) >= args.sessions - refused:
+                    drained = time.monotonic() - started
+                    return
+
+    followers = [asyncio.create_task(follow(i, r)) for i, r in enumerate(replicas)]
+    await asyncio.wait(followers, return_when=asyncio.FIRST_COMPLETED)
+    for task in followers:
+        task.cancel()
+    await asyncio.gather(*followers, return_exceptions=True)  # their reads end before ours
+    redis_cpu = redis_cpu_seconds(info) - redis_before
+    for replica in replicas:
+        tell(replica, "stop")
+    sessions: Counter[str] = Counter()
+    cpu = peak_mb = 0.0
+    for replica in replicas:
+        report = await read_line(replica)
+        sessions.update(report["sessions"])
+        cpu += report["cpu"]
+        peak_mb = max(peak_mb, report["peak_mb"])
+        await replica.wait()
+    server.stop()
+    if model is not None:
+        model.terminate()
+        await model.wait()
+    print_table(
+        args,
+        Result(
+            stored=max(stored_at),
+            drained=drained,
+            refused=refused,
+            answered=len(sessions),
+            duplicated=sum(n - 1 for n in sessions.values()),
+            cpu_per_message=cpu * 1000 / args.sessions,
+            redis_cpu_per_message=redis_cpu * 1000 / args.sessions,
+            peak_mb=peak_mb,
+            queued_memory=queued_memory,
+            pending=waiting,
+        ),
+    )
+
+
+async def replica(args: argparse.Namespace) -> None:
+    """One replica of --replicas: start, wait for "go", submit this replica's share, report
+    the replies sent from here as they grow, and on "stop" its CPU, peak RSS and sessions."""
+    index, count = args.replica_index, args.replicas
+    transport = None
+    if not args.llm_url:
+        capacity = (args.llm_capacity or args.turns) // count
+        args.llm_url, transport = "http://llm.invalid/v1", llm_at_pace(args.llm_delay, capacity)
+    work = Path(args.work) / f"replica{index}"
+    settings = settings_for(args, work, args.llm_url, args.redis_url, args.key_prefix)
+    commands = await stdin_reader()
+    async with running_gateway(settings, llm_transport=transport) as gw:
+        settle_collector()
+        say({"ready": True})
+        assert (await commands.readline()).strip() == b"go"
+        cpu_before = cpu_seconds()
+        submissions = await asyncio.gather(
+            *(gw.submit(f"hello {n}", chat_id=f"c{n}") for n in range(index, args.sessions, count))
+        )
+        pending, _ = await gw.app.store.inbox_stats()
+        refused = sum(s.status not in (Status.STARTED, Status.QUEUED) for s in submissions)
+        say({"stored": True, "refused": refused, "waiting": pending})
+        told, replies, seen = -1, 0, 0
+        stop = asyncio.ensure_future(commands.readline())
+        while not stop.done():
+            sent = gw.console.sent
+            replies += sum(map(is_answer, sent[seen:]))  # only what was sent since
+            seen = len(sent)
+            if replies != told:
+                say({"answered": replies})
+                told = replies
+            await asyncio.sleep(0.02)
+        cpu = cpu_seconds() - cpu_before
+        answered = [out.chat.chat_id for out in gw.console.sent if is_answer(out)]
+    say(
+        {
+            "cpu": cpu,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "sessions": answered,
+        }
+    )
+
+
+def is_answer(out: Outbound) -> bool:
+    return out.text.startswith("echo: ")  # as llm_at_pace and tests/fakes/llm.py answer
+
+
+class Result(NamedTuple):
+    stored: float
+    drained: float
+    refused: int
+    answered: int
+    duplicated: int
+    cpu_per_message: float
+    redis_cpu_per_message: float
+    peak_mb: float
+    queued_memory: int
+    pending: int
+
+
+def print_table(args: argparse.Namespace, result: Result) -> None:
+    capacity = args.llm_capacity or args.turns
+    per_message = result.queued_memory / result.pending if result.pending else float("nan")
     # The model's own bound: its capacity, or the turns that may call it at once.
-    pace = args.sessions * args.llm_delay / min(capacity, args.turns)
+    pace = math.ceil(args.sessions / min(capacity, args.turns)) * args.llm_delay
     print(
-        "| sessions | all stored | all answered | LLM pace floor | refused | answered | "
-        "CPU per message | peak RSS | Redis per waiting message |"
+        "| sessions | replicas | all stored | all answered | LLM pace floor | refused | "
+        "answered | duplicated | CPU per message | Redis CPU per message | peak RSS | "
+        "Redis per waiting message |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(
-        f"| {args.sessions} | {stored:.1f} s | {drained:.1f} s | {pace:.1f} s | {refused} | "
-        f"{answered} | {cpu_per_message:.2f} ms | {peak_mb:.0f} MB | "
-        f"{per_message:.0f} B ({pending} waiting) |"
+        f"| {args.sessions} | {args.replicas} | {result.stored:.1f} s | "
+        f"{result.drained:.1f} s | {pace:.1f} s | {result.refused} | {result.answered} | "
+        f"{result.duplicated} | {result.cpu_per_message:.2f} ms | "
+        f"{result.redis_cpu_per_message:.2f} ms | {result.peak_mb:.0f} MB | "
+        f"{per_message:.0f} B ({result.pending} waiting) |"
     )
+
+
+def forwarded(args: argparse.Namespace) -> list[str]:
+    """The options a replica takes from the command line it was started from."""
+    return [
+        *("--sessions", str(args.sessions), "--llm-delay", str(args.llm_delay)),
+        *("--turns", str(args.turns), "--llm-capacity", str(args.llm_capacity)),
+        *("--pool", str(args.pool), "--loop", args.loop, "--replicas", str(args.replicas)),
+    ]
+
+
+async def read_line(process: asyncio.subprocess.Process) -> dict[str, Any]:
+    assert process.stdout is not None
+    line = await process.stdout.readline()
+    if not line:
+        raise RuntimeError(f"a replica exited (code {await process.wait()})")
+    message: dict[str, Any] = json.loads(line)
+    return message
+
+
+def tell(process: asyncio.subprocess.Process, command: str) -> None:
+    assert process.stdin is not None
+    process.stdin.write(f"{command}\n".encode())
+
+
+def say(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+async def stdin_reader() -> asyncio.StreamReader:
+    reader = asyncio.StreamReader()
+    await asyncio.get_running_loop().connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), sys.stdin
+    )
+    return reader
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--llm-delay", type=float, default=0.2)
-    parser.add_argument("--turns", type=int, default=256)
+    parser.add_argument("--turns", type=int, default=256, help="turns at once, in all replicas")
     parser.add_argument(
         "--llm-capacity",
         type=int,
@@ -147,7 +389,7 @@ def main() -> None:
         help="requests the model serves at once (default: --turns); with more turns than "
         "this, turns wait for the model as they would for a busy model server",
     )
-    parser.add_argument("--pool", type=int, default=16)
+    parser.add_argument("--pool", type=int, default=16, help="Redis connections per replica")
     parser.add_argument(
         "--model-process",
         action="store_true",
@@ -159,8 +401,20 @@ def main() -> None:
         default="auto",
         help="the event loop, as `event_loop` for chatgate run (default: uvloop where installed)",
     )
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="gateway processes sharing the burst"
+    )
+    # How run_replicas starts each replica; not for the command line.
+    for internal in ("--replica-index", "--redis-url", "--key-prefix", "--llm-url", "--work"):
+        parser.add_argument(internal, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    event_loop_runner(args.loop)(run(args))
+    if args.replica_index is not None:
+        args.replica_index = int(args.replica_index)
+        event_loop_runner(args.loop)(replica(args))
+    elif args.replicas > 1:
+        event_loop_runner(args.loop)(run_replicas(args))
+    else:
+        event_loop_runner(args.loop)(run(args))
 
 
 if __name__ == "__main__":
