@@ -194,6 +194,7 @@ async def run_replicas(args: argparse.Namespace) -> None:
             cwd=ROOT,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            limit=1 << 24,  # the last report lists every session the replica answered
         )
         for index in range(args.replicas)
     ]
