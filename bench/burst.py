@@ -7,6 +7,7 @@ answered, refusals, the process's peak RSS, and the Redis memory each waiting me
 
     .venv/bin/python bench/burst.py [--sessions 10000] [--llm-delay 0.2] [--turns 256]
         [--llm-capacity 256] [--loop auto|uvloop|asyncio] [--model-process] [--replicas 1]
+        [--one-intake]
 
 "LLM pace floor" is the time the model alone needs: as many rounds of `delay` as it takes
 to serve every session when it serves N at once (its capacity, or the turns, whichever is
@@ -19,7 +20,9 @@ deployed model is: the CPU column is then the gateway's alone.
 
 With --replicas N the burst goes to N gateway processes on the same Redis, each taking
 1/N of the messages (as a balancer would spread webhooks) and 1/N of the turns; any replica
-runs any session's turn. One process is bound by its CPU once the model answers faster than
+runs any session's turn. With --one-intake every message goes to the first replica, as
+Telegram's long polling does (only the leader polls), and the others find the waiting
+sessions in the store. One process is bound by its CPU once the model answers faster than
 it can run turns (a 0.2 s model at 256 turns asks for 1,280 turns a second); replicas are
 how a deployment keeps pace with such a model, and this measures whether they do. The CPU
 column is then the replicas' summed, and "answered" counts each message's reply once
@@ -278,8 +281,11 @@ async def replica(args: argparse.Namespace) -> None:
         say({"ready": True})
         assert (await commands.readline()).strip() == b"go"
         cpu_before = cpu_seconds()
+        mine = range(index, args.sessions, count)
+        if args.one_intake:  # as with Telegram's long polling, where only the leader takes
+            mine = range(args.sessions if index == 0 else 0)
         submissions = await asyncio.gather(
-            *(gw.submit(f"hello {n}", chat_id=f"c{n}") for n in range(index, args.sessions, count))
+            *(gw.submit(f"hello {n}", chat_id=f"c{n}") for n in mine)
         )
         pending, _ = await gw.app.store.inbox_stats()
         refused = sum(s.status not in (Status.STARTED, Status.QUEUED) for s in submissions)
@@ -348,6 +354,7 @@ def forwarded(args: argparse.Namespace) -> list[str]:
         *("--sessions", str(args.sessions), "--llm-delay", str(args.llm_delay)),
         *("--turns", str(args.turns), "--llm-capacity", str(args.llm_capacity)),
         *("--pool", str(args.pool), "--loop", args.loop, "--replicas", str(args.replicas)),
+        *(["--one-intake"] if args.one_intake else []),
     ]
 
 
@@ -404,6 +411,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--replicas", type=int, default=1, help="gateway processes sharing the burst"
+    )
+    parser.add_argument(
+        "--one-intake",
+        action="store_true",
+        help="with --replicas: every message goes to the first replica and the others only "
+        "claim waiting sessions from the store (as with Telegram's long polling)",
     )
     # How run_replicas starts each replica; not for the command line.
     for internal in ("--replica-index", "--redis-url", "--key-prefix", "--llm-url", "--work"):

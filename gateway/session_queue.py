@@ -444,6 +444,12 @@ class SessionQueue:
                 self._start(found)
                 started += 1
             self._slots.give(wanted - started)
+            if len(claimed) == wanted:
+                # A full claim: more may wait, stored by other processes too (the backlog
+                # counts only what this one stored), so claim again as slots free instead
+                # of at the next poll. A replica that takes no messages itself (not the
+                # Telegram poller, say) would otherwise help a crowd a batch a second.
+                self._backlog += 1
             if started < wanted:  # nothing more waited when the claim ran
                 self._claimed_at = backlog
 

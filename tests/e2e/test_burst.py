@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -13,35 +14,36 @@ import httpx
 import pytest
 
 from gateway.admission import Status
-from tests.harness import gateway_settings, running_gateway
+from tests.harness import eventually, gateway_settings, running_gateway
 
 pytestmark = pytest.mark.e2e
 
 SESSIONS = 10_000
 
 
+def instant_answer(request: httpx.Request) -> httpx.Response:
+    """An OpenAI-compatible server's answer: "re: " and the last message."""
+    body = json.loads(request.content)
+    text = body["messages"][-1]["content"]
+    completion = {
+        "id": "c",
+        "object": "chat.completion",
+        "model": "fake-model",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": f"re: {text}"},
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+    }
+    return httpx.Response(200, json=completion)
+
+
 def instant_llm() -> httpx.MockTransport:
-    """An OpenAI-compatible server that answers at once, in process (no HTTP hop)."""
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        text = body["messages"][-1]["content"]
-        completion = {
-            "id": "c",
-            "object": "chat.completion",
-            "model": "fake-model",
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": f"re: {text}"},
-                }
-            ],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
-        }
-        return httpx.Response(200, json=completion)
-
-    return httpx.MockTransport(answer)
+    """A model that answers at once, in process (no HTTP hop)."""
+    return httpx.MockTransport(instant_answer)
 
 
 async def test_ten_thousand_sessions_at_once_are_all_answered(
@@ -147,3 +149,54 @@ async def test_a_crowd_is_taken_in_a_bounded_number_at_a_time(tmp_path: Path) ->
         outcomes = await asyncio.wait_for(asyncio.gather(*(s.done for s in submissions)), 30)
         assert all(o.ok for o in outcomes)
         assert most == 3
+
+
+async def test_a_crowd_sent_to_one_process_is_shared_with_another(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """Waiting messages belong to the store, not to the process that took them: a second
+    gateway on the same Redis, sent nothing (as a replica that is not Telegram's poller),
+    claims and answers a fair part of a crowd sent to the first, and every message is
+    answered once. Once a claim comes back full it claims again as its slots free, not a
+    batch per poll (before: 32 of 800)."""
+
+    async def slow_answer(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.03)  # a model that takes a while, so the crowd waits
+        return instant_answer(request)
+
+    prefix = f"crowd{uuid.uuid4().hex[:8]}"  # both processes' keys, and no earlier run's
+
+    def settings(name: str) -> Any:
+        return gateway_settings(
+            tmp_path / name,
+            "http://llm.invalid/v1",
+            redis_url=redis_url,
+            key_prefix=prefix,
+            llm={"stream": False},
+            router={"max_concurrent_turns": 8},
+            scheduler={"enabled": False},
+            approvals={"secret": "a-secret-both-processes-share"},
+        )
+
+    model = httpx.MockTransport(slow_answer)
+    async with (
+        running_gateway(settings("first"), llm_transport=model) as first,
+        running_gateway(settings("second"), llm_transport=model) as second,
+    ):
+        await asyncio.sleep(0.3)  # the second is idle: its start-up claim found nothing
+        crowd = 800
+        submissions = await asyncio.gather(
+            *(first.submit(f"crowd {n}", chat_id=f"crowd{n}") for n in range(crowd))
+        )
+        assert {s.status for s in submissions} <= {Status.STARTED, Status.QUEUED}
+        await eventually(lambda: len(first.texts) + len(second.texts) >= crowd, within=60)
+        replies = first.texts + second.texts
+        assert sorted(replies) == sorted(f"re: crowd {n}" for n in range(crowd))
+        # 800 turns of 30 ms at 8 at a time keep the first busy for 3 s or more; the second
+        # claims within its 1 s poll and runs its share from then on.
+        assert len(second.texts) >= crowd // 5, (len(first.texts), len(second.texts))
+        for _ in range(250):  # the last turns' replies are sent just before they are done
+            if (await first.app.store.inbox_stats())[0] == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert await first.app.store.inbox_stats() == (0, 0.0)
