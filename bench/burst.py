@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import resource
@@ -41,6 +42,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -124,20 +126,48 @@ async def start_model(args: argparse.Namespace) -> tuple[str, asyncio.subprocess
     return (await model.stdout.readline()).decode().strip(), model
 
 
-async def run(args: argparse.Namespace) -> None:
+class Services(NamedTuple):
+    work: Path
+    redis_url: str
+    info: redis_client.Redis  # for redis-server's INFO
+    baseline: int  # redis-server's memory before the burst
+    llm_url: str  # "" when the model answers inside the gateway's process
+
+
+@contextlib.asynccontextmanager
+async def services(args: argparse.Namespace) -> AsyncIterator[Services]:
+    """A private redis-server and, with --model-process, the model in its own process."""
     work = Path(tempfile.mkdtemp(prefix="chatgate-burst-"))
     (work / "redis").mkdir()
     server = RedisServer(work / "redis")
     server.start()
-    info = redis_client.Redis.from_url(server.url)
-    baseline = int(info.info("memory")["used_memory"])
     model: asyncio.subprocess.Process | None = None
-    capacity = args.llm_capacity or args.turns
-    llm_url = "http://llm.invalid/v1"
-    transport: httpx.AsyncBaseTransport | None = llm_at_pace(args.llm_delay, capacity)
-    if args.model_process:
-        (llm_url, model), transport = await start_model(args), None
-    settings = settings_for(args, work, llm_url, server.url)
+    try:
+        info = redis_client.Redis.from_url(server.url)
+        baseline = int(info.info("memory")["used_memory"])
+        llm_url = ""
+        if args.model_process:
+            llm_url, model = await start_model(args)
+        yield Services(work, server.url, info, baseline, llm_url)
+    finally:
+        server.stop()
+        if model is not None:
+            model.terminate()
+            await model.wait()
+
+
+async def run(args: argparse.Namespace) -> None:
+    async with services(args) as env:
+        await run_in_process(args, env)
+
+
+async def run_in_process(args: argparse.Namespace, env: Services) -> None:
+    work, redis_url, info, baseline, llm_url = env
+    transport: httpx.AsyncBaseTransport | None = None
+    if not llm_url:
+        capacity = args.llm_capacity or args.turns
+        llm_url, transport = "http://llm.invalid/v1", llm_at_pace(args.llm_delay, capacity)
+    settings = settings_for(args, work, llm_url, redis_url)
     async with running_gateway(settings, llm_transport=transport) as gw:
         settle_collector()  # as `chatgate run` does once started (gateway/collector.py)
         cpu_before, redis_before = cpu_seconds(), redis_cpu_seconds(info)
@@ -154,10 +184,6 @@ async def run(args: argparse.Namespace) -> None:
         cpu_per_message = (cpu_seconds() - cpu_before) * 1000 / args.sessions
         redis_per_message = (redis_cpu_seconds(info) - redis_before) * 1000 / args.sessions
         replies = Counter(out.chat.chat_id for out in gw.console.sent if is_answer(out))
-    server.stop()
-    if model is not None:
-        model.terminate()
-        await model.wait()
     print_table(
         args,
         Result(
@@ -178,20 +204,16 @@ async def run(args: argparse.Namespace) -> None:
 async def run_replicas(args: argparse.Namespace) -> None:
     """The burst spread over `args.replicas` gateway processes on one Redis (see the module
     docstring). Each replica is this script with --replica-index; they talk in JSON lines."""
-    work = Path(tempfile.mkdtemp(prefix="chatgate-burst-"))
-    (work / "redis").mkdir()
-    server = RedisServer(work / "redis")
-    server.start()
-    info = redis_client.Redis.from_url(server.url)
-    baseline = int(info.info("memory")["used_memory"])
-    model: asyncio.subprocess.Process | None = None
-    llm_url = ""
-    if args.model_process:
-        llm_url, model = await start_model(args)
+    async with services(args) as env:
+        await run_spread(args, env)
+
+
+async def run_spread(args: argparse.Namespace, env: Services) -> None:
+    work, redis_url, info, baseline, llm_url = env
     prefix = f"burst{uuid.uuid4().hex[:8]}"
     replicas = [
         await asyncio.create_subprocess_exec(
-            *(sys.executable, __file__, "--replica-index", str(index), "--redis-url", server.url),
+            *(sys.executable, __file__, "--replica-index", str(index), "--redis-url", redis_url),
             *("--key-prefix", prefix, "--llm-url", llm_url, "--work", str(work)),
             *forwarded(args),
             cwd=ROOT,
@@ -244,10 +266,6 @@ async def run_replicas(args: argparse.Namespace) -> None:
         cpu += report["cpu"]
         peak_mb = max(peak_mb, report["peak_mb"])
         await replica.wait()
-    server.stop()
-    if model is not None:
-        model.terminate()
-        await model.wait()
     print_table(
         args,
         Result(
