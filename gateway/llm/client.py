@@ -36,7 +36,7 @@ from gateway.llm.stream import (
     VisibleText,
     sse_lines,
 )
-from gateway.llm.transport import AiohttpTransport
+from gateway.llm.transport import AiohttpTransport, header_pairs
 from gateway.llm.types import Completion, Message, OnText
 from gateway.llm.vision import Vision
 from gateway.llm.wire import RawReply, to_completion
@@ -95,9 +95,7 @@ class LLMClient:
         self._stream_headers.update(_SSE)  # replaces httpx's default Accept
         self._timeouts = timeout.as_dict()
         self._endpoint_text = str(self._endpoint)
-        self._post_header_pairs = [
-            (k.decode("latin-1"), v.decode("latin-1")) for k, v in self._post_headers.raw
-        ]
+        self._post_header_pairs = header_pairs(self._post_headers.raw)
         # Where the server is, without any credentials that may sit in the URL.
         self._where = str(httpx.URL(settings.base_url).copy_with(username=None, password=None))
         self._responses = Responses(self._redact, settings.model, self._where, _ENDPOINT)
@@ -345,7 +343,7 @@ class LLMClient:
             return self._responses.reply_from(answer)
         if not answer.is_success:
             self._responses.raise_for_status(answer, _ENDPOINT)
-        return self._responses.reply_from(answer.content, answer.text)
+        return self._responses.reply(answer)
 
     async def _post(self, payload: bytes) -> bytes | httpx.Response:
         """One completion POST, read whole: a 2xx body's bytes, or the response."""

@@ -49,7 +49,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             response = await self._client().request(
                 request.method,
                 str(request.url),
-                headers=_pairs(request.headers.raw),
+                headers=header_pairs(request.headers.raw),
                 data=await request.aread(),
                 timeout=_timeout(request.extensions.get("timeout", {})),
                 allow_redirects=False,
@@ -57,7 +57,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             )
         return httpx.Response(
             status_code=response.status,
-            headers=_pairs(response.raw_headers),
+            headers=header_pairs(response.raw_headers),
             stream=_ResponseStream(response, request),
             request=request,
         )
@@ -92,7 +92,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     return content
                 answer = httpx.Response(
                     status_code=response.status,
-                    headers=_pairs(response.raw_headers),
+                    headers=header_pairs(response.raw_headers),
                     stream=httpx.ByteStream(content),
                     request=request(),
                 )
@@ -123,7 +123,8 @@ class _ResponseStream(httpx.AsyncByteStream):
         self._response.release()
 
 
-def _pairs(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+def header_pairs(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    """Raw (bytes) header pairs as aiohttp takes them."""
     return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
 
 
