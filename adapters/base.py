@@ -1,12 +1,12 @@
 """What every adapter shares: the protocol it implements and message splitting.
 
-The protocol itself lives in `gateway.channels` (the core must not import
+The protocol itself lives in `gateway.sdk.channels` (the core must not import
 adapters); it is re-exported here so adapter code reads from one place.
 """
 
 from __future__ import annotations
 
-from gateway.channels import Adapter, AdapterContext, Capabilities, DeliveryError
-from gateway.textsplit import split_text
+from gateway.sdk.channels import Adapter, AdapterContext, Capabilities, DeliveryError
+from gateway.streaming.textsplit import split_text
 
 __all__ = ["Adapter", "AdapterContext", "Capabilities", "DeliveryError", "split_text"]

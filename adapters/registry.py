@@ -1,7 +1,7 @@
 """Every platform chatgate knows: one line per platform plugin (adapters/<name>/plugin.py).
 
 Adding a platform is a folder under adapters/ with a `plugin.py` that exports `PLUGIN`,
-and its module name here. Only the composition root (gateway/app.py, gateway/cli.py)
+and its module name here. Only the composition root (gateway/app/app.py, gateway/app/cli.py)
 reads this list.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gateway.platforms import PlatformPlugin
+from gateway.sdk.platforms import PlatformPlugin
 
 PLATFORMS = (
     "adapters.telegram.plugin",

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gateway.config import BrowserSettings  # noqa: E402
-from gateway.tooling import ToolContext  # noqa: E402
+from gateway.sdk.tooling import ToolContext  # noqa: E402
 from tests.browser_kit import Tools, chat  # noqa: E402
 from tests.fakes.web_pages import (  # noqa: E402
     PAGES_HOST,
@@ -32,9 +32,9 @@ from tests.fakes.web_pages import (  # noqa: E402
     page_resolver,
 )
 from tests.procs import marker_switch, memory_kb, process_tree  # noqa: E402
-from tools.browser import BrowserManager, find_chromium  # noqa: E402
-from tools.netguard import AddressGuard  # noqa: E402
-from tools.workspace import Workspace, WorkspaceFor  # noqa: E402
+from tools.files.workspace import Workspace, WorkspaceFor  # noqa: E402
+from tools.web.browser import BrowserManager, find_chromium  # noqa: E402
+from tools.web.netguard import AddressGuard  # noqa: E402
 
 
 def ctx(name: str, user_text: str = "") -> ToolContext:

@@ -52,10 +52,10 @@ import redis as redis_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gateway.admission import Status  # noqa: E402
-from gateway.collector import settle_collector  # noqa: E402
-from gateway.event_loop import event_loop_runner  # noqa: E402
-from gateway.messages import Outbound  # noqa: E402
+from gateway.intake.admission import Status  # noqa: E402
+from gateway.runtime.collector import settle_collector  # noqa: E402
+from gateway.runtime.event_loop import event_loop_runner  # noqa: E402
+from gateway.sdk.messages import Outbound  # noqa: E402
 from tests.fixtures_redis import RedisServer  # noqa: E402
 from tests.harness import gateway_settings, running_gateway  # noqa: E402
 
@@ -169,7 +169,7 @@ async def run_in_process(args: argparse.Namespace, env: Services) -> None:
         llm_url, transport = "http://llm.invalid/v1", llm_at_pace(args.llm_delay, capacity)
     settings = settings_for(args, work, llm_url, redis_url)
     async with running_gateway(settings, llm_transport=transport) as gw:
-        settle_collector()  # as `chatgate run` does once started (gateway/collector.py)
+        settle_collector()  # as `chatgate run` does once started (gateway/runtime/collector.py)
         cpu_before, redis_before = cpu_seconds(), redis_cpu_seconds(info)
         started = time.monotonic()
         submissions = await asyncio.gather(

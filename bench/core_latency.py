@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN = uuid.uuid4().hex[:8]  # event ids must be new in every run: the router drops repeats
 sys.path.insert(0, str(ROOT))
 
-from gateway.app import App  # noqa: E402
-from gateway.channels import Capabilities  # noqa: E402
-from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef, UserRef  # noqa: E402
+from gateway.app.app import App  # noqa: E402
+from gateway.sdk.channels import Capabilities  # noqa: E402
+from gateway.sdk.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef, UserRef  # noqa: E402
 from tests.fixtures_redis import RedisServer  # noqa: E402
 from tests.harness import gateway_settings  # noqa: E402
 

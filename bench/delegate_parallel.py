@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text  # noqa: E402
 from tests.harness import gateway_settings, running_gateway  # noqa: E402
-from tools.subagent import SUBAGENT_PROMPT  # noqa: E402
+from tools.agent.delegate import SUBAGENT_PROMPT  # noqa: E402
 
 DELAYS = {"alpha": 0.4, "beta": 0.8, "gamma": 1.2}  # seconds per sub-agent model call
 

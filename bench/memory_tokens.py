@@ -25,10 +25,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gateway.compaction import SUMMARY_PROMPT  # noqa: E402
+from gateway.sessions.compaction import SUMMARY_PROMPT  # noqa: E402
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text  # noqa: E402
 from tests.harness import gateway_settings, running_gateway  # noqa: E402
-from tools.session_search import SUMMARY_PROMPT as SEARCH_SUMMARY  # noqa: E402
+from tools.memory.search import SUMMARY_PROMPT as SEARCH_SUMMARY  # noqa: E402
 
 TALK = (
     "Let us go on with the migration plan: the orders table moves first, then invoices; "

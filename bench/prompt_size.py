@@ -22,12 +22,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gateway.app.tools_cli import offline_registry  # noqa: E402
 from gateway.config import Settings  # noqa: E402
-from gateway.messages import ChatKind, ChatRef, UserRef  # noqa: E402
-from gateway.prompt import build_system_prompt, turn_prompt  # noqa: E402
-from gateway.tooling import ToolScope, ToolSpec  # noqa: E402
-from tools.cli import offline_registry  # noqa: E402
-from tools.skills import default_library  # noqa: E402
+from gateway.sdk.messages import ChatKind, ChatRef, UserRef  # noqa: E402
+from gateway.sdk.tooling import ToolScope, ToolSpec  # noqa: E402
+from gateway.turn.prompt import build_system_prompt, turn_prompt  # noqa: E402
+from tools.skills.library import default_library  # noqa: E402
 from tools.toolsets import describe_groups  # noqa: E402
 
 CHAT = ChatRef(platform="telegram", chat_id="42", kind=ChatKind.DIRECT)

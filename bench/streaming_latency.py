@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from adapters.discord import DiscordAdapter  # noqa: E402
 from adapters.slack.mrkdwn import to_mrkdwn  # noqa: E402
-from gateway.app import App  # noqa: E402
+from gateway.app.app import App  # noqa: E402
 from tests.fakes.discord import BOT_ID, FakeDiscord, discord_section  # noqa: E402
 from tests.fakes.llm import Reply, ScriptedLLM  # noqa: E402
 from tests.fakes.slack import (  # noqa: E402

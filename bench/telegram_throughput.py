@@ -65,10 +65,10 @@ def serve_adapter_echo(api_url: str, token: str) -> None:
     with no router, store or LLM in between. Isolates the adapter's cost from the core's."""
     from adapters.telegram import TelegramAdapter
     from adapters.telegram.settings import TelegramSettings
-    from gateway.channels import AdapterContext
-    from gateway.extensions import Extensions
-    from gateway.messages import Inbound, Outbound, PressReply
-    from gateway.metrics import Metrics
+    from gateway.runtime.metrics import Metrics
+    from gateway.sdk.channels import AdapterContext
+    from gateway.sdk.extensions import Extensions
+    from gateway.sdk.messages import Inbound, Outbound, PressReply
     from gateway.store.embedded import EmbeddedStore
 
     async def main() -> None:
@@ -267,7 +267,7 @@ async def run_bot(
                 return await measure(tg, bot, chats, per_chat, redis)
         redis_url = redis.url if kind == "chatgate-redis" else ""
         env = chatgate_env(tg, llm_url, tempfile.mkdtemp(dir=tmp), redis_url)
-        async with child(*pre, "-m", "gateway.cli", "run", env=env) as bot:
+        async with child(*pre, "-m", "gateway.app.cli", "run", env=env) as bot:
             return await measure(tg, bot, chats, per_chat, redis)
 
 

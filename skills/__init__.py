@@ -1,1 +1,2 @@
-"""Bundled skills: one folder per skill with a SKILL.md (data, not code; see tools/skills.py)."""
+"""Bundled skills: one folder per skill with a SKILL.md (data, not code; tools/skills/ loads
+them)."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
-from tools.browser import BrowserManager
-from tools.browser.tools import browser_tools
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
+from gateway.sessions.key import SessionKey
+from tools.web.browser import BrowserManager
+from tools.web.browser.tools import browser_tools
 
 
 def chat(name: str, user_text: str = "") -> ToolContext:

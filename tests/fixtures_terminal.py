@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tools.terminal.base import BackendUnavailable, Limits
-from tools.terminal.local import LocalBackend
-from tools.terminal.sandbox import SandboxBackend
+from tools.shell.terminal.base import BackendUnavailable, Limits
+from tools.shell.terminal.local import LocalBackend
+from tools.shell.terminal.sandbox import SandboxBackend
 
 LIMITS = Limits(cpu_seconds=60, memory_mb=1024, max_processes=256)
 

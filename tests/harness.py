@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from adapters.console import ConsoleAdapter
-from gateway.admission import Submission
-from gateway.app import App, load_settings
-from gateway.channels import Adapter
+from gateway.app.app import App, load_settings
 from gateway.config import Settings
-from gateway.turns import TurnOutcome
+from gateway.intake.admission import Submission
+from gateway.sdk.channels import Adapter
+from gateway.turn.runner import TurnOutcome
 
 
 def gateway_settings(

@@ -88,7 +88,7 @@ async def start_replica(
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway.app.cli",
             "run",
             env={**env, **extra},
             cwd=workdir,

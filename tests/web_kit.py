@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.app import App
+from gateway.app.app import App
 from gateway.config import BrowserSettings, Settings
-from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
+from gateway.sdk.messages import ChatKind, ChatRef, Inbound, UserRef
 from tests.fakes.llm import ScriptedLLM
 from tests.harness import configured_gateway, gateway_settings
-from tools.browser import find_chromium
-from tools.browser.chromium import LAUNCH_ARGS
-from tools.workspaces import Workspaces
+from tools.files.workspaces import Workspaces
+from tools.web.browser import find_chromium
+from tools.web.browser.chromium import LAUNCH_ARGS
 
 ADMIN_TOKEN = "admin-token-for-tests-0123456789"
 OPERATOR_TOKEN = "operator-token-for-tests-98765"

@@ -1,6 +1,6 @@
 """Tools on demand: the core set (`tools.core`) is described every turn; every other allowed
 group is one line in the description of `load_tools`, which adds its schemas for the rest of
-the session (gateway/toolbox.py holds the mechanism, the policy still decides what is allowed).
+the session (gateway/turn/toolbox.py holds the mechanism, the policy still decides what is allowed).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.toolbox import Toolbox
-from gateway.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.turn.toolbox import Toolbox
 from tools.args import ToolArgs
 from tools.toolsets import GROUP_PREFIX, TOOLSETS, expand
 

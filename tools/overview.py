@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from gateway.app.tools_cli import short
 from gateway.config import Settings
-from gateway.tooling import ToolScope
+from gateway.sdk.tooling import ToolScope
 from gateway.web.info import InfoTable
-from tools.cli import short
 from tools.mcp.install import mcp_manager
 from tools.policy import ToolPolicy
 from tools.registry import ToolRegistry
-from tools.skills import default_library
+from tools.skills.library import default_library
 
 
 def tool_overview(

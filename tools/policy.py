@@ -25,7 +25,7 @@ from gateway.config import (
     ToolRule,
     ToolsSettings,
 )
-from gateway.tooling import ToolScope, ToolSpec
+from gateway.sdk.tooling import ToolScope, ToolSpec
 from tools.registry import ToolRegistry
 from tools.toolsets import GROUP_PREFIX, WILDCARD, expand, known_groups
 

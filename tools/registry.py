@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from gateway.toolbox import Toolbox
-from gateway.tooling import ToolScope, ToolSpec
+from gateway.sdk.tooling import ToolScope, ToolSpec
+from gateway.turn.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway import keys
-from gateway.channels import (
+from gateway.sdk.channels import (
     Capabilities,
     DeliveryError,
     MessageGone,
     StreamSupport,
 )
-from gateway.messages import ChatKind, ChatRef, Outbound, SentRef, UserRef
-from gateway.sessions import SessionKey
+from gateway.sdk.messages import ChatKind, ChatRef, Outbound, SentRef, UserRef
+from gateway.sessions.key import SessionKey
+from gateway.store import keys
 from gateway.store.base import Store
 from gateway.web.files import WebFiles
 from gateway.web.pages import Streams

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from adapters.api.adapter import ApiAdapter, RequestChat
-from gateway import keys
-from gateway.approval_records import ApprovalChoice
-from gateway.callbacks import prefix_of
-from gateway.outcome import TurnOutcome
+from gateway.approvals.records import ApprovalChoice
+from gateway.sdk.callbacks import prefix_of
+from gateway.sdk.outcome import TurnOutcome
+from gateway.store import keys
 from gateway.store.base import Store
 from gateway.web.transcript import ChatMessage
 

@@ -30,13 +30,13 @@ from adapters.api.replies import (
     wait_until_idle,
 )
 from adapters.api.settings import ApiSettings
-from gateway import keys
-from gateway.access import RATE_LIMITED
-from gateway.admission import Status, Submission
-from gateway.channels import AdapterContext
-from gateway.history import SessionStore
+from gateway.intake.access import RATE_LIMITED
+from gateway.intake.admission import Status, Submission
 from gateway.media.sniff import kind_of
-from gateway.messages import Attachment, Inbound
+from gateway.sdk.channels import AdapterContext
+from gateway.sdk.messages import Attachment, Inbound
+from gateway.sessions.history import SessionStore
+from gateway.store import keys
 from gateway.web.auth import same
 from gateway.web.pages import gone
 from gateway.web.transcript import ChatMessage

@@ -13,8 +13,8 @@ import time
 import uuid
 from typing import TextIO
 
-from gateway.channels import Capabilities
-from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef, UserRef
+from gateway.sdk.channels import Capabilities
+from gateway.sdk.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef, UserRef
 
 PLATFORM = "console"
 

@@ -16,8 +16,8 @@ import aiohttp
 import discord
 from discord.http import Route
 
-from gateway.channels import AttachmentUnavailable
 from gateway.media.fetch import read_limited
+from gateway.sdk.channels import AttachmentUnavailable
 
 _CDN_HOSTS = frozenset({"cdn.discordapp.com", "media.discordapp.net"})
 _DOWNLOAD = aiohttp.ClientTimeout(total=120, sock_connect=10)

@@ -13,7 +13,7 @@ from typing import Any
 import discord
 
 from gateway.media.sniff import declared_kind
-from gateway.messages import (
+from gateway.sdk.messages import (
     Attachment,
     AttachmentKind,
     ButtonPress,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 
 from adapters.discord.settings import DiscordSettings
-from gateway.channels import Adapter, AdapterContext
-from gateway.checks import CheckResult, probe_api
-from gateway.platforms import PlatformPlugin
+from gateway.sdk.channels import Adapter, AdapterContext
+from gateway.sdk.checks import CheckResult, probe_api
+from gateway.sdk.platforms import PlatformPlugin
 
 
 def _build(settings: DiscordSettings, ctx: AdapterContext) -> Adapter:

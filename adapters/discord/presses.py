@@ -13,8 +13,8 @@ from typing import Any
 
 import discord
 
-from gateway.channels import HandlePress
-from gateway.messages import ButtonPress, PressReply
+from gateway.sdk.channels import HandlePress
+from gateway.sdk.messages import ButtonPress, PressReply
 
 log = logging.getLogger(__name__)
 

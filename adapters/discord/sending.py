@@ -19,8 +19,8 @@ from adapters.base import DeliveryError, split_text
 from adapters.discord.buttons import build_view
 from adapters.discord.interactions import InteractionReplies, PendingCommand
 from adapters.discord.normalize import PLATFORM, channel_id
-from gateway.channels import MessageGone
-from gateway.messages import ChatKind, ChatRef, Outbound, SentRef
+from gateway.sdk.channels import MessageGone
+from gateway.sdk.messages import ChatKind, ChatRef, Outbound, SentRef
 
 log = logging.getLogger(__name__)
 

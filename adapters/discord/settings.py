@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator
 
 from gateway.config import MINUTE, Section
-from gateway.config_urls import HttpURL, WebSocketURL
+from gateway.config.urls import HttpURL, WebSocketURL
 
 
 class DiscordSettings(Section):

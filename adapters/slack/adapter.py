@@ -31,14 +31,14 @@ from adapters.slack.settings import SlackSettings
 from adapters.slack.socket_mode import SocketModeConnection
 from adapters.slack.streaming import SlackStream
 from adapters.slack.threads import AnsweredThreads
-from gateway.channels import (
+from gateway.sdk.channels import (
     AdapterContext,
     AttachmentUnavailable,
     Capabilities,
     DeliveryError,
     StreamSupport,
 )
-from gateway.messages import ChatRef, Outbound, SentRef, UserRef
+from gateway.sdk.messages import ChatRef, Outbound, SentRef, UserRef
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from adapters.slack.sending import SlackSender
-from gateway.channels import DeliveryError
-from gateway.messages import ChatRef
+from gateway.sdk.channels import DeliveryError
+from gateway.sdk.messages import ChatRef
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from adapters.slack.normalize import (
 from adapters.slack.sending import SlackSender
 from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import AnsweredThreads
-from gateway.admission import Status, Submission
-from gateway.channels import AdapterContext
-from gateway.messages import ButtonPress, ChatKind, Inbound, Outbound
+from gateway.intake.admission import Status, Submission
+from gateway.sdk.channels import AdapterContext
+from gateway.sdk.messages import ButtonPress, ChatKind, Inbound, Outbound
 
 log = logging.getLogger(__name__)
 

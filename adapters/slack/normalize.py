@@ -14,7 +14,7 @@ from typing import Any
 
 from adapters.slack.mrkdwn import to_plain
 from gateway.media.sniff import declared_kind
-from gateway.messages import (
+from gateway.sdk.messages import (
     Attachment,
     AttachmentKind,
     ButtonPress,

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator
 
 from gateway.config import DAY, HOUR, WEEK, Section
-from gateway.config_urls import HttpURL
+from gateway.config.urls import HttpURL
 
 
 class SlackSettings(Section):

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from adapters.slack.sending import MAX_TEXT, Chunk, SlackCallFailed, SlackSender
-from gateway.channels import DeliveryError
-from gateway.messages import ChatRef, Outbound, SentRef, UserRef
+from gateway.sdk.channels import DeliveryError
+from gateway.sdk.messages import ChatRef, Outbound, SentRef, UserRef
 from gateway.streaming.protocol import ProgressLine, StreamFrame, StreamRefused
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from gateway import keys
-from gateway.messages import ChatKind, ChatRef
+from gateway.sdk.messages import ChatKind, ChatRef
+from gateway.store import keys
 from gateway.store.base import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from adapters.telegram.settings import TelegramSettings
-from gateway.access import NOT_ALLOWED
-from gateway.messages import Inbound
+from gateway.intake.access import NOT_ALLOWED
+from gateway.sdk.messages import Inbound
 
 _REMEMBERED_USERNAMES = 10_000
 

@@ -31,11 +31,10 @@ from adapters.telegram.streaming import DraftStream
 from adapters.telegram.transport import AiohttpRequest
 from adapters.telegram.uploads import MAX_UPLOAD_BYTES, TelegramUploads
 from adapters.telegram.webhook import WEBHOOK_PATH, webhook_handler
-from gateway import keys
-from gateway.channels import AdapterContext, Capabilities, StreamSupport
-from gateway.extensions import EXPIRED_BUTTON
-from gateway.leader import LeaderElection
-from gateway.messages import (
+from gateway.runtime.leader import LeaderElection
+from gateway.sdk.channels import AdapterContext, Capabilities, StreamSupport
+from gateway.sdk.extensions import EXPIRED_BUTTON
+from gateway.sdk.messages import (
     ButtonPress,
     ChatKind,
     ChatRef,
@@ -44,6 +43,7 @@ from gateway.messages import (
     SentRef,
     UserRef,
 )
+from gateway.store import keys
 from gateway.store.base import StoreUnavailable
 
 log = logging.getLogger(__name__)

@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 
 from telegram import BotCommand
 
-from gateway.admission import Admission, Middleware, Next, Status, Submission, finished
-from gateway.channels import DeliveryError
-from gateway.messages import Outbound, SentRef
+from gateway.intake.admission import Admission, Middleware, Next, Status, Submission, finished
+from gateway.sdk.channels import DeliveryError
+from gateway.sdk.messages import Outbound, SentRef
 
 log = logging.getLogger(__name__)
 

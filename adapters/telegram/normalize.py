@@ -18,7 +18,7 @@ from telegram import Chat, Message, MessageEntity, Update, User
 from telegram.constants import ChatType
 
 from gateway.media.sniff import declared_kind, extension_for
-from gateway.messages import (
+from gateway.sdk.messages import (
     Attachment,
     AttachmentKind,
     ButtonPress,

@@ -27,8 +27,8 @@ from telegram.error import (
 
 from adapters.telegram.render import Part, render_parts
 from adapters.telegram.settings import TelegramSettings
-from gateway.channels import DeliveryError, MessageGone
-from gateway.messages import Button, ChatKind, ChatRef, Outbound, SentRef
+from gateway.sdk.channels import DeliveryError, MessageGone
+from gateway.sdk.messages import Button, ChatKind, ChatRef, Outbound, SentRef
 from gateway.streaming.protocol import StreamRefused, StreamThrottled
 
 log = logging.getLogger(__name__)

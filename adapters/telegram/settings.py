@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 
 from gateway.config import GB, HOUR, MINUTE, Section
-from gateway.config_urls import HttpURL
+from gateway.config.urls import HttpURL
 
 
 class TelegramSettings(Section):

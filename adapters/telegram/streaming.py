@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from adapters.telegram.render import TELEGRAM_LIMIT
 from adapters.telegram.sending import TelegramSender
-from gateway.messages import ChatRef, Outbound, SentRef
+from gateway.sdk.messages import ChatRef, Outbound, SentRef
 from gateway.streaming.protocol import StreamFrame, StreamRefused
 
 log = logging.getLogger(__name__)

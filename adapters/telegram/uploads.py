@@ -16,7 +16,7 @@ from telegram.constants import ParseMode
 from adapters.telegram.render import Part, render_parts
 from adapters.telegram.sending import TelegramSender
 from gateway.media.images import image_size
-from gateway.messages import AttachmentKind, ChatKind, ChatRef, Outbound, OutboundFile, SentRef
+from gateway.sdk.messages import AttachmentKind, ChatKind, ChatRef, Outbound, OutboundFile, SentRef
 
 MAX_UPLOAD_BYTES = 50_000_000  # Bot API multipart uploads
 CAPTION_LIMIT = 1024

@@ -12,15 +12,15 @@ from typing import Any
 
 from adapters.web.conversations import Conversations
 from adapters.web.render import to_html
-from gateway import keys
-from gateway.channels import (
+from gateway.media.sniff import WEB_IMAGES
+from gateway.sdk.channels import (
     Capabilities,
     DeliveryError,
     MessageGone,
     StreamSupport,
 )
-from gateway.media.sniff import WEB_IMAGES
-from gateway.messages import Button, ChatKind, ChatRef, Outbound, SentRef, UserRef
+from gateway.sdk.messages import Button, ChatKind, ChatRef, Outbound, SentRef, UserRef
+from gateway.store import keys
 from gateway.store.base import Store
 from gateway.web.files import WebFiles
 from gateway.web.pages import Streams

@@ -8,7 +8,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from gateway import keys
+from gateway.store import keys
 from gateway.store.base import Store
 
 TITLE_CHARS = 60

@@ -5,8 +5,8 @@ from __future__ import annotations
 from adapters.web.adapter import PLATFORM, WebAdapter
 from adapters.web.settings import WebSettings
 from adapters.web.site import WebChatSite
-from gateway.channels import Adapter, AdapterContext
-from gateway.platforms import PlatformPlugin, PlatformUnavailable
+from gateway.sdk.channels import Adapter, AdapterContext
+from gateway.sdk.platforms import PlatformPlugin, PlatformUnavailable
 
 
 def _build(settings: WebSettings, ctx: AdapterContext) -> Adapter:

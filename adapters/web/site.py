@@ -18,10 +18,10 @@ from typing import Any
 from aiohttp import BodyPartReader, web
 
 from adapters.web.adapter import NOTICES, WebAdapter, chat_of, live_key, person, view
-from gateway.channels import AdapterContext
 from gateway.media.sniff import WEB_IMAGES, kind_of, safe_name, sniff
-from gateway.messages import Attachment, ButtonPress, Inbound, SentRef
-from gateway.sessions import SessionKey
+from gateway.sdk.channels import AdapterContext
+from gateway.sdk.messages import Attachment, ButtonPress, Inbound, SentRef
+from gateway.sessions.key import SessionKey
 from gateway.web import auth
 from gateway.web.auth import BrowserSession
 from gateway.web.pages import (

@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gateway.messages import ChatKind, ChatRef, UserRef  # noqa: E402
 from gateway.scheduling.jobs import JobKind  # noqa: E402
+from gateway.sdk.messages import ChatKind, ChatRef, UserRef  # noqa: E402
 from gateway.web.transcript import ChatMessage, new_id  # noqa: E402
 from tests.fakes.llm import Reply, ScriptedLLM  # noqa: E402
 from tests.web_kit import (  # noqa: E402
@@ -75,7 +75,7 @@ async def main() -> None:
 
 
 async def _populate(app: object, llm: ScriptedLLM) -> None:
-    from gateway.app import App
+    from gateway.app.app import App
 
     assert isinstance(app, App)
     web = app.outbox.adapter("web")

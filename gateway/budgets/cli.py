@@ -21,7 +21,7 @@ BY = tuple(d for d in DIMENSIONS if d != "all")
 
 
 def register(subparsers: Any) -> None:
-    """Add `usage` to the `chatgate` argument parser (through gateway.cli.EXTRA_COMMANDS)."""
+    """Add `usage` to the `chatgate` argument parser (through gateway.app.cli.EXTRA_COMMANDS)."""
     usage = subparsers.add_parser("usage", help="tokens and cost per person, chat, job or model")
     usage.add_argument("--by", choices=BY, default="user", help="group by (default: user)")
     usage.add_argument(

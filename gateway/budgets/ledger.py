@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gateway import keys
 from gateway.budgets.periods import Period, PeriodKind, Periods
 from gateway.llm.types import Usage
+from gateway.runtime.tasks import stop_task
+from gateway.store import keys
 from gateway.store.base import Batch, Store, StoreUnavailable
-from gateway.tasks import stop_task
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from gateway import keys
 from gateway.budgets.ledger import ALL, Spend, Totals, UsageLedger
 from gateway.budgets.periods import Period, PeriodKind, Periods
 from gateway.config.budgets import BudgetSettings
-from gateway.messages import ChatRef, UserRef
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.store import keys
 from gateway.store.base import Store
 
 log = logging.getLogger(__name__)

@@ -45,6 +45,7 @@ from gateway.config.base import config_file, known_timezone
 from gateway.config.browser import BrowserSettings as BrowserSettings
 from gateway.config.budgets import BudgetSettings as BudgetSettings
 from gateway.config.budgets import OtelSettings as OtelSettings
+from gateway.config.env import EnvProblem, env_problems, explained
 from gateway.config.learning import DelegationSettings as DelegationSettings
 from gateway.config.learning import HistorySettings as HistorySettings
 from gateway.config.learning import SkillsSettings as SkillsSettings
@@ -70,10 +71,9 @@ from gateway.config.terminal import LocalTerminalSettings as LocalTerminalSettin
 from gateway.config.terminal import SandboxTerminalSettings as SandboxTerminalSettings
 from gateway.config.terminal import SSHTerminalSettings as SSHTerminalSettings
 from gateway.config.terminal import TerminalSettings as TerminalSettings
-from gateway.config_env import EnvProblem, env_problems, explained
-from gateway.config_urls import HttpURL, check_redis_url
-from gateway.secrets import is_secret_name
-from gateway.sessions import Isolation
+from gateway.config.urls import HttpURL, check_redis_url
+from gateway.runtime.secrets import is_secret_name
+from gateway.sessions.key import Isolation
 
 
 class RedisSettings(Section):
@@ -131,7 +131,7 @@ class ToolsSettings(Section):
     shell_extra_ask: list[str] = []
     shell_extra_block: list[str] = []
     terminal: TerminalSettings = TerminalSettings()
-    # Tools on demand (gateway/toolbox.py): only `core` is sent every turn; the model loads
+    # Tools on demand (gateway/turn/toolbox.py): only `core` is sent every turn; the model loads
     # other allowed groups with load_tools for the rest of the session. false: send them all.
     on_demand: bool = True
     core: list[str] = [
@@ -175,7 +175,7 @@ class AgentSettings(Section):
     tool_timeout: float = Field(default=120.0, gt=0, le=DAY)
     max_tokens_per_turn: int = Field(default=400_000, ge=1000, le=1_000_000_000)
     history_token_budget: int = Field(default=24_000, ge=1000, le=100_000_000)
-    # The model that writes compaction summaries (gateway/compaction.py); empty: llm.model.
+    # The model that writes compaction summaries (gateway/sessions/compaction.py); empty: llm.model.
     summary_model: str = ""
     subagent_max_iterations: int = Field(default=15, ge=1, le=10_000)
     subagent_max_seconds: float = Field(default=300.0, gt=0, le=DAY)
@@ -239,7 +239,7 @@ class ApprovalSettings(Section):
 
 
 class SchedulerSettings(Section):
-    """Reminders and scheduled prompts (gateway/scheduler.py)."""
+    """Reminders and scheduled prompts (gateway/scheduling/scheduler.py)."""
 
     enabled: bool = True  # false: this process never runs jobs (it may still create them)
     default_timezone: str = "UTC"  # IANA name for times given without one
@@ -284,7 +284,7 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
     # `chatgate run`'s event loop: "auto" takes uvloop where it is installed, else asyncio's.
-    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"  # gateway/event_loop.py
+    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"  # gateway/runtime/event_loop.py
     llm: LLMSettings = LLMSettings()
     redis: RedisSettings = RedisSettings()
     tools: ToolsSettings = ToolsSettings()
@@ -389,7 +389,7 @@ def load_settings(
     """Build and validate Settings once; raises ConfigError with one line per problem.
 
     `sections` adds settings sections the core does not define (the composition root
-    passes the platforms'; see gateway/app.py `load_settings`).
+    passes the platforms'; see gateway/app/app.py `load_settings`).
     """
     model = settings_model(sections)
     toml_path = config_path(path)
@@ -464,7 +464,7 @@ _DUMPED_SECRET = str(SecretStr("x"))  # how pydantic dumps any non-empty SecretS
 
 def masked(settings: Settings) -> dict[str, Any]:
     """The effective settings as plain data with every secret masked, for `config show`:
-    what gateway/secrets.py finds for the logs. `SecretStr` values (tokens, API keys, the
+    what gateway/runtime/secrets.py finds for the logs. `SecretStr` values (tokens, API keys, the
     values of llm.extra_headers and of MCP servers' env and headers) dump masked already."""
     data: dict[str, Any] = _mask(settings.model_dump(mode="json"))
     return data

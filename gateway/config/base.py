@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from gateway.config_urls import check_url
+from gateway.config.urls import check_url
 
 # Upper bounds of durations (seconds) and sizes (bytes). Every number in the settings has
 # one, far above what a real deployment needs (approvals wait at most a week, one LLM

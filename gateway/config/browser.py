@@ -1,4 +1,4 @@
-"""`[browser]`: the headless browser tools (tools/browser/)."""
+"""`[browser]`: the headless browser tools (tools/web/browser/)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from gateway.config.base import GB, HOUR, WEEK, Section
 
 
 class BrowserSettings(Section):
-    """Browser tools (tools/browser/): Chromium driven by Playwright, one context per session."""
+    """Browser tools (tools/web/browser/): Chromium driven by Playwright, a context a session."""
 
     enabled: bool = True  # false: the browser tools are never offered
     # Empty: `chromium` (or chromium-browser, google-chrome) on PATH, else one Playwright installed.

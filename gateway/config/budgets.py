@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from gateway.config.base import Section, known_timezone
-from gateway.config_urls import check_url
+from gateway.config.urls import check_url
 
 _MAX_USD = 1_000_000_000.0  # far above any real budget: catches a typo, never a real limit
 _MAX_TOKENS = 10**15

@@ -9,7 +9,7 @@ from gateway.config.base import Section
 
 
 class SkillsSettings(Section):
-    """Skills the agent writes with skill_manage, kept in the store (tools/skill_store.py)."""
+    """Skills the agent writes with skill_manage, kept in the store (tools/skills/store.py)."""
 
     # A new or changed skill waits for an admin's Approve (access.admins) before it is saved.
     manage_approval: bool = True
@@ -26,7 +26,7 @@ class HistorySettings(Section):
 
 
 class DelegationSettings(Section):
-    """The delegate tool (tools/subagent.py): sub-agents with their own context and limits."""
+    """The delegate tool (tools/agent/delegate.py): sub-agents with their own context and limits."""
 
     max_parallel: int = Field(default=3, ge=1, le=16)  # tasks in one delegate call
     # 1: sub-agents cannot delegate; 2: they may, once more; and so on.

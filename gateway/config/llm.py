@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gateway.config.base import DAY, HOUR, MINUTE, WEEK, Section
-from gateway.config_urls import check_url
+from gateway.config.urls import check_url
 
 _MAX_PRICE = 100_000.0  # USD per million tokens; far above any real price, catches a typo
 

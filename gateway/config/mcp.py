@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gateway.config.base import DAY, HOUR, Section
-from gateway.config_urls import check_url
+from gateway.config.urls import check_url
 
 _MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
 

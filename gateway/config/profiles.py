@@ -100,7 +100,7 @@ class ProfileBinding(Section):
 class ProfilesSettings(Section):
     """`[profiles]`: named profiles as sub-tables, plus `bind` rules and `allow_model_switch`."""
 
-    # Keys other than these are profile names (gateway/config_env.py reads env names so too).
+    # Keys other than these are profile names (gateway/config/env.py reads env names so too).
     FREE_KEYS: ClassVar[str] = "named"
 
     allow_model_switch: bool = False  # anyone (not only admins) may use /model

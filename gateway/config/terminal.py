@@ -1,4 +1,4 @@
-"""`[tools.terminal]`: where shell commands and execute_code scripts run (tools/terminal/)."""
+"""`[tools.terminal]`: where shell commands and execute_code scripts run (tools/shell/terminal/)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class DockerTerminalSettings(Section):
 
 
 class TerminalSettings(Section):
-    """Where shell commands and execute_code scripts run (tools/terminal/)."""
+    """Where shell commands and execute_code scripts run (tools/shell/terminal/)."""
 
     backend: Literal["sandbox", "local", "ssh", "docker"] = "sandbox"
     network: bool = False  # sandbox and docker: off means no network at all, not even 127.0.0.1

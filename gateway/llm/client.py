@@ -40,7 +40,7 @@ from gateway.llm.transport import AiohttpTransport, header_pairs
 from gateway.llm.types import Completion, Message, OnText
 from gateway.llm.vision import Vision
 from gateway.llm.wire import RawReply, to_completion
-from gateway.unicode import valid_unicode
+from gateway.runtime.unicode import valid_unicode
 
 log = logging.getLogger(__name__)
 

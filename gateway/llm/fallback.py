@@ -24,7 +24,7 @@ from gateway.llm.errors import LLMError, LLMRateLimited
 from gateway.llm.providers import ModelTarget, ProviderPool
 from gateway.llm.types import Completion, Message, OnText, Usage
 from gateway.llm.vision import Vision
-from gateway.telemetry import AttributeValue, SpanRecorder, Telemetry
+from gateway.runtime.telemetry import AttributeValue, SpanRecorder, Telemetry
 
 log = logging.getLogger(__name__)
 

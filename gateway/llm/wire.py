@@ -15,7 +15,7 @@ from typing import Any
 from gateway.llm.errors import LLMBadResponse
 from gateway.llm.textcalls import parse, split_reasoning
 from gateway.llm.types import Completion, ToolCall, Usage, new_call_id
-from gateway.unicode import valid_unicode
+from gateway.runtime.unicode import valid_unicode
 
 log = logging.getLogger(__name__)
 

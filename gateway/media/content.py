@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from gateway.llm.types import Message
-from gateway.messages import Attachment, AttachmentKind, ChatKind, Inbound
+from gateway.sdk.messages import Attachment, AttachmentKind, ChatKind, Inbound
 
 NOTE_PREFIX = "[attachment:"
 VOICE_PREFIX = "[voice message"

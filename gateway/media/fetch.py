@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import aiohttp
 
-from gateway.channels import AttachmentTooLarge, AttachmentUnavailable, FileSource, Outbox
-from gateway.messages import Attachment, ChatRef
+from gateway.sdk.channels import AttachmentTooLarge, AttachmentUnavailable, FileSource, Outbox
+from gateway.sdk.messages import Attachment, ChatRef
 
 
 async def fetch(outbox: Outbox, chat: ChatRef, attachment: Attachment, max_bytes: int) -> bytes:

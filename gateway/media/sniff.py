@@ -11,7 +11,7 @@ import io
 import re
 import zipfile
 
-from gateway.messages import AttachmentKind
+from gateway.sdk.messages import AttachmentKind
 
 OCTET_STREAM = "application/octet-stream"
 # Formats the model's image input and the platforms' photo uploads take.

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.channels import AttachmentError, AttachmentUnavailable, DeliveryError, Outbox
 from gateway.config import Settings
 from gateway.llm.images import image_part, text_part
 from gateway.llm.types import Message
@@ -33,7 +32,8 @@ from gateway.media.services import (
 )
 from gateway.media.sniff import sniff
 from gateway.media.speech_text import speakable
-from gateway.messages import Attachment, AttachmentKind, Inbound, Outbound, OutboundFile
+from gateway.sdk.channels import AttachmentError, AttachmentUnavailable, DeliveryError, Outbox
+from gateway.sdk.messages import Attachment, AttachmentKind, Inbound, Outbound, OutboundFile
 
 log = logging.getLogger(__name__)
 

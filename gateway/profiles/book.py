@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gateway.config import ConfigError, Settings
 from gateway.config.profiles import DEFAULT_PROFILE, ProfileBinding, ProfileSettings
-from gateway.messages import ChatRef, UserRef
+from gateway.sdk.messages import ChatRef, UserRef
 
 _BUILT_IN = ProfileSettings()
 

@@ -3,8 +3,8 @@ restarts and is the same on every replica."""
 
 from __future__ import annotations
 
-from gateway import keys
-from gateway.sessions import SessionKey
+from gateway.sessions.key import SessionKey
+from gateway.store import keys
 from gateway.store.base import Store
 
 # A choice nobody touched for this long is forgotten with its conversation's other traces.

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import time
 
-from gateway.access import AccessPolicy
 from gateway.budgets.ledger import Spend
 from gateway.budgets.limits import Limit, Who, usd
-from gateway.extensions import Command, CommandCall, Extensions
+from gateway.intake.access import AccessPolicy
 from gateway.llm.providers import ModelTarget, UnknownModel
 from gateway.profiles.book import Resolution
 from gateway.profiles.plan import TurnPlanner
+from gateway.sdk.extensions import Command, CommandCall, Extensions
 
 RESET_WORDS = ("reset", "profile")
 

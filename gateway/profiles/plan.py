@@ -16,17 +16,17 @@ from gateway.llm.breaker import CircuitBreakers
 from gateway.llm.fallback import ModelRoute, Switch
 from gateway.llm.providers import ModelTarget, ProviderPool, UnknownModel
 from gateway.llm.vision import Vision
-from gateway.messages import Inbound
 from gateway.profiles.book import ProfileBook, Resolution
 from gateway.profiles.choices import ModelChoices
-from gateway.sessions import SessionKey
+from gateway.runtime.telemetry import Telemetry
+from gateway.sdk.messages import Inbound
+from gateway.sdk.tooling import ToolScope
+from gateway.sessions.key import SessionKey
 from gateway.store.base import StoreUnavailable
-from gateway.telemetry import Telemetry
-from gateway.tooling import ToolScope
 
 log = logging.getLogger(__name__)
 
-# Says one line in the chat a message came from (gateway.admission.Notifier.say).
+# Says one line in the chat a message came from (gateway.intake.admission.Notifier.say).
 Say = Callable[[Inbound, str], Awaitable[Any]]
 
 

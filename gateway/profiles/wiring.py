@@ -10,13 +10,13 @@ from gateway.budgets.periods import Periods
 from gateway.config import Settings
 from gateway.llm.breaker import CircuitBreakers
 from gateway.llm.providers import ProviderPool
-from gateway.messages import UserRef
-from gateway.metrics import Metrics
 from gateway.profiles.book import ProfileBook
 from gateway.profiles.choices import ModelChoices
 from gateway.profiles.plan import Say, TurnPlanner
+from gateway.runtime.metrics import Metrics
+from gateway.runtime.telemetry import Telemetry
+from gateway.sdk.messages import UserRef
 from gateway.store.base import Store
-from gateway.telemetry import Telemetry
 
 
 def build_planner(

@@ -1,4 +1,4 @@
 """Scheduled reminders and prompts: "when" parsing, job records, delivery, chat commands, CLI.
 
-`gateway/scheduler.py` runs the timing; the modules here are the parts it is built from.
+`gateway/scheduling/scheduler.py` runs the timing; the modules here are the parts it is built from.
 """

@@ -20,7 +20,7 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def register(subparsers: Any) -> None:
-    """Add `cron` to the `chatgate` argument parser (through gateway.cli.EXTRA_COMMANDS)."""
+    """Add `cron` to the `chatgate` argument parser (through gateway.app.cli.EXTRA_COMMANDS)."""
     cron = subparsers.add_parser("cron", help="list, remove and inspect scheduled jobs")
     sub = cron.add_subparsers(dest="cron_command", required=True)
     ls = sub.add_parser("list", help="every scheduled job, with its chat and next run")

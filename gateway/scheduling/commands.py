@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from gateway.extensions import Command, CommandCall, Extensions
-from gateway.messages import ChatKind
-from gateway.scheduler import JobError, Scheduler
 from gateway.scheduling.jobs import JobKind, describe_job, utcnow
+from gateway.scheduling.scheduler import JobError, Scheduler
 from gateway.scheduling.times import WhenError, local_time
 from gateway.scheduling.when import split_when
+from gateway.sdk.extensions import Command, CommandCall, Extensions
+from gateway.sdk.messages import ChatKind
 
 REMIND_USAGE = (
     "Usage: /remind <when> <text>, for example\n"

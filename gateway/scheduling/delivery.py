@@ -10,8 +10,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.channels import DeliveryError, Outbox
-from gateway.messages import ChatRef, Outbound, SentRef
+from gateway.sdk.channels import DeliveryError, Outbox
+from gateway.sdk.messages import ChatRef, Outbound, SentRef
 
 log = logging.getLogger(__name__)
 

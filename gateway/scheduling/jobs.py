@@ -15,9 +15,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gateway import keys
-from gateway.messages import ChatRef, UserRef
 from gateway.scheduling.times import Schedule, local_time, next_run
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.store import keys
 from gateway.store.base import Store
 
 log = logging.getLogger(__name__)

@@ -12,9 +12,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from gateway.admission import Status, Submission
-from gateway.messages import Inbound, InboundKind, Outbound
-from gateway.metrics import Metrics
+from gateway.intake.admission import Status, Submission
+from gateway.runtime.metrics import Metrics
 from gateway.scheduling.delivery import Courier, Delivery
 from gateway.scheduling.jobs import (
     JobBook,
@@ -26,7 +25,8 @@ from gateway.scheduling.jobs import (
     utcnow,
 )
 from gateway.scheduling.times import local_time, next_run
-from gateway.sessions import SessionKey
+from gateway.sdk.messages import Inbound, InboundKind, Outbound
+from gateway.sessions.key import SessionKey
 from gateway.store.base import StoreUnavailable
 
 log = logging.getLogger(__name__)

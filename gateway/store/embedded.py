@@ -13,8 +13,7 @@ from collections.abc import AsyncGenerator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from gateway import keys
-from gateway.store import embedded_inbox
+from gateway.store import embedded_inbox, keys
 from gateway.store import embedded_sql as sql
 from gateway.store.base import Batch, Store, StoreUnavailable
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult

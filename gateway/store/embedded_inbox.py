@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gateway import keys
+from gateway.store import keys
 from gateway.store.base import Batch
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
 from gateway.store.search import SearchDoc

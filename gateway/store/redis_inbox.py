@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gateway import keys
+from gateway.store import keys
 from gateway.store.base import Batch
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
 from gateway.store.redis_base import RedisKeys, ScriptCall, Unavailable, millis

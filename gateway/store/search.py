@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.unicode import valid_unicode
+from gateway.runtime.unicode import valid_unicode
 
 _WORD = re.compile(r"[^\W_]+")
 MIN_TERM = 2  # shorter words ("a", "I", "5") match too much to be worth indexing

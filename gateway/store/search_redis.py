@@ -1,7 +1,7 @@
 """The search index on a plain redis-server: an inverted index of sorted sets (no modules).
 
 Each term has a sorted set of the documents holding it, scored by time, per chat and across
-all chats (gateway/keys.py lists the keys). A query intersects its terms' sets (ZINTERSTORE,
+all chats (gateway/store/keys.py lists the keys). A query intersects its terms' sets (ZINTERSTORE,
 AGGREGATE MAX keeps the time as the score) and reads the newest; equal times come back in
 reverse byte order of the id, which is what the embedded store's ORDER BY gives too.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from gateway import keys
+from gateway.store import keys
 from gateway.store.redis_base import ScriptCall
 from gateway.store.redis_wire import Command, Script, Wire
 from gateway.store.search import PruneResult, SearchDoc, SearchIndex

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 
-from gateway.channels import Adapter, DeliveryError, MessageDeleter, MessageGone
-from gateway.messages import ChatRef, Outbound, SentRef
+from gateway.sdk.channels import Adapter, DeliveryError, MessageDeleter, MessageGone
+from gateway.sdk.messages import ChatRef, Outbound, SentRef
 from gateway.streaming.protocol import StreamFrame
 
 log = logging.getLogger(__name__)

@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.channels import Outbox
 from gateway.config import ProviderSettings, Settings
-from gateway.messages import Inbound
-from gateway.secrets import secret_values
+from gateway.runtime.secrets import secret_values
+from gateway.sdk.channels import Outbox
+from gateway.sdk.messages import Inbound
+from gateway.sdk.tooling import ToolSpec, TypingControl
 from gateway.streaming.holdback import CallHoldback
 from gateway.streaming.progress import SecretScrubber
 from gateway.streaming.protocol import StreamingAdapter
 from gateway.streaming.reply import ReplyStream, StreamPolicy
-from gateway.tooling import ToolSpec, TypingControl
 
 
 class ReplyStreams:

@@ -14,8 +14,8 @@ from typing import Any
 
 from gateway.llm import lenient_json
 from gateway.llm.types import ToolCall
-from gateway.secrets import is_secret_name
-from gateway.tooling import ToolSpec
+from gateway.runtime.secrets import is_secret_name
+from gateway.sdk.tooling import ToolSpec
 
 MAX_VALUE = 60  # characters of an argument shown
 MAX_LINE = 160

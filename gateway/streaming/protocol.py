@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from gateway.channels import DeliveryError
-from gateway.messages import ChatRef, SentRef, UserRef
+from gateway.sdk.channels import DeliveryError
+from gateway.sdk.messages import ChatRef, SentRef, UserRef
 
 ProgressState = Literal["running", "done", "failed"]
 

@@ -19,9 +19,10 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from gateway.channels import Adapter, DeliveryError, StreamSupport
 from gateway.llm.types import ToolCall
-from gateway.messages import ChatRef, Inbound, Outbound, SentRef
+from gateway.sdk.channels import Adapter, DeliveryError, StreamSupport
+from gateway.sdk.messages import ChatRef, Inbound, Outbound, SentRef
+from gateway.sdk.tooling import ToolSpec, TypingControl
 from gateway.streaming.edits import EditStream
 from gateway.streaming.holdback import CallHoldback
 from gateway.streaming.progress import SecretScrubber, describe_call
@@ -34,8 +35,7 @@ from gateway.streaming.protocol import (
     StreamThrottled,
 )
 from gateway.streaming.split import Cut, close_fences, cut
-from gateway.textsplit import open_fence
-from gateway.tooling import ToolSpec, TypingControl
+from gateway.streaming.textsplit import open_fence
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class ReplyStream:
         """The answer text written so far (what a stopped turn leaves in its history)."""
         return self._answer.strip()
 
-    # -- what the agent reports (gateway.agent.AgentEvents) -------------------------------
+    # -- what the agent reports (gateway.turn.agent.AgentEvents) -------------------------------
 
     async def text(self, delta: str) -> None:
         if self._holdback is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.textsplit import best_cut, open_fence
+from gateway.streaming.textsplit import best_cut, open_fence
 
 _FENCE_ROOM = 8  # "\n```" closing a fence at the cut, with a margin
 

@@ -21,7 +21,7 @@ from typing import Literal
 
 from aiohttp import web
 
-from gateway import keys
+from gateway.store import keys
 from gateway.store.base import Store
 from gateway.web.settings import ADMIN, WebSettings
 

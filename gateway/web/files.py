@@ -9,8 +9,8 @@ import json
 import secrets
 from dataclasses import dataclass
 
-from gateway import keys
-from gateway.channels import AttachmentTooLarge, AttachmentUnavailable
+from gateway.sdk.channels import AttachmentTooLarge, AttachmentUnavailable
+from gateway.store import keys
 from gateway.store.base import Store
 from gateway.web.transcript import KEEP_DAYS, FileRef
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.platforms import PlatformUnavailable
+from gateway.sdk.platforms import PlatformUnavailable
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"

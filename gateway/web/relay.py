@@ -15,16 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gateway import keys
-from gateway.access import AccessPolicy
-from gateway.approval_records import ApprovalRequest
-from gateway.approvals import ApprovalService
-from gateway.callbacks import CallbackData
-from gateway.channels import Outbox
-from gateway.extensions import Extensions
-from gateway.messages import Button, ButtonPress, Outbound, PressReply
+from gateway.approvals.records import ApprovalRequest
+from gateway.approvals.service import ApprovalService
+from gateway.intake.access import AccessPolicy
+from gateway.runtime.tasks import stop_task
+from gateway.sdk.callbacks import CallbackData
+from gateway.sdk.channels import Outbox
+from gateway.sdk.extensions import Extensions
+from gateway.sdk.messages import Button, ButtonPress, Outbound, PressReply
+from gateway.store import keys
 from gateway.store.base import Store, StoreUnavailable
-from gateway.tasks import stop_task
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gateway import keys
-from gateway.messages import Button, Outbound
+from gateway.runtime.tasks import stop_task
+from gateway.sdk.messages import Button, Outbound
+from gateway.store import keys
 from gateway.store.base import Store
-from gateway.tasks import stop_task
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from gateway.app import App, load_settings
+from gateway.app.app import App, load_settings
 from tests.fakes.recording_adapter import RecordingAdapter
 
 

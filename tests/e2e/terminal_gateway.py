@@ -16,17 +16,17 @@ import os
 import sys
 from pathlib import Path
 
-from tools.terminal import make_non_dumpable
-from tools.terminal.base import Limits, TerminalBackend, run_command
-from tools.terminal.env import safe_env
+from tools.shell.terminal import make_non_dumpable
+from tools.shell.terminal.base import Limits, TerminalBackend, run_command
+from tools.shell.terminal.env import safe_env
 
 
 def backend(kind: str) -> TerminalBackend:
     if kind == "sandbox":
-        from tools.terminal.sandbox import SandboxBackend
+        from tools.shell.terminal.sandbox import SandboxBackend
 
         return SandboxBackend(Limits())
-    from tools.terminal.local import LocalBackend
+    from tools.shell.terminal.local import LocalBackend
 
     return LocalBackend(Limits())
 

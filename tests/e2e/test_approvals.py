@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from gateway.approvals import AUDIT
-from gateway.messages import ButtonPress, InboundKind, Outbound, PressReply, UserRef
-from gateway.tooling import ApprovalNeed, ToolContext, ToolSpec
+from gateway.approvals.service import AUDIT
+from gateway.sdk.messages import ButtonPress, InboundKind, Outbound, PressReply, UserRef
+from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import Harness, gateway_settings, running_gateway
 
@@ -272,7 +272,7 @@ async def test_approvals_log_cli(
         await gw.say(f"/deny {request_id} keep it")
         await turn.done
     monkeypatch.setenv("CHATGATE_DATA_DIR", str(settings.data_dir))
-    from gateway.cli import main
+    from gateway.app.cli import main
 
     assert await asyncio.to_thread(main, ["approvals", "log"]) == 0
     out = capsys.readouterr().out

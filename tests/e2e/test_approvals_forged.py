@@ -23,15 +23,15 @@ from typing import Any
 
 import pytest
 
-from gateway import keys
-from gateway.grants import grant_field, location
-from gateway.integrity import KEY_FILE
-from gateway.messages import Outbound
-from gateway.tooling import ToolContext
+from gateway.approvals.grants import grant_field, location
+from gateway.approvals.seals import KEY_FILE
+from gateway.sdk.messages import Outbound
+from gateway.sdk.tooling import ToolContext
+from gateway.store import keys
 from tests.e2e.test_approvals import button, press
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import Harness, eventually, gateway_settings, running_gateway
-from tools.shell import ShellArgs
+from tools.shell.tool import ShellArgs
 
 TARGET = "rm -rf build"
 

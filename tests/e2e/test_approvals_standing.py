@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from gateway.app import App
+from gateway.app.app import App
 from gateway.config import Settings
-from gateway.messages import ChatKind, ChatRef
+from gateway.sdk.messages import ChatKind, ChatRef
 from tests.e2e.test_approvals_telegram import buttons
 from tests.e2e.test_telegram import GROUP, telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.fakes.telegram import Call, FakeBotAPI
-from tools.workspaces import Workspaces
+from tools.files.workspaces import Workspaces
 
 ALICE, BOB, ADMIN, CAROL = 42, 7, 1, 9
 NAMES = {ALICE: "Alice", BOB: "Bob", ADMIN: "Admin", CAROL: "Carol"}

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from gateway.app import App
+from gateway.app.app import App
 from gateway.config import Settings
-from gateway.messages import ChatRef
+from gateway.sdk.messages import ChatRef
 from tests.e2e.test_telegram import telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.fakes.telegram import Call, FakeBotAPI
-from tools.workspaces import Workspaces
+from tools.files.workspaces import Workspaces
 
 ALICE, BOB, ADMIN = 42, 7, 1
 
@@ -154,7 +154,7 @@ async def test_gateway_killed_while_pending_expires_the_request(
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway.app.cli",
             "run",
             env=env,
             cwd=tmp_path,

@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from gateway.config import BrowserSettings
-from gateway.tooling import ToolError
+from gateway.sdk.tooling import ToolError
 from tests.browser_kit import Tools, chat
 from tests.fakes.web_pages import (
     PAGES_HOST,
@@ -27,9 +27,9 @@ from tests.fakes.web_pages import (
     page_resolver,
 )
 from tests.procs import alive, marker_switch, process_tree
-from tools.browser import BrowserManager, ChromiumMissing, find_chromium
-from tools.netguard import AddressGuard
-from tools.workspace import Workspace, WorkspaceFor
+from tools.files.workspace import Workspace, WorkspaceFor
+from tools.web.browser import BrowserManager, ChromiumMissing, find_chromium
+from tools.web.netguard import AddressGuard
 
 try:
     CHROMIUM = find_chromium(BrowserSettings())

@@ -13,7 +13,7 @@ from tests.e2e.test_approvals import button, press, prompt_of
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.fakes.web_pages import PageSite
 from tests.harness import Harness, gateway_settings, running_gateway
-from tools.browser import ChromiumMissing, find_chromium
+from tools.web.browser import ChromiumMissing, find_chromium
 
 try:
     find_chromium(BrowserSettings())

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.admission import Status
+from gateway.intake.admission import Status
 from tests.harness import eventually, gateway_settings, running_gateway
 
 pytestmark = pytest.mark.e2e

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gateway.admission import Status
+from gateway.intake.admission import Status
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import gateway_settings, running_gateway
 

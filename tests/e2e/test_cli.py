@@ -30,7 +30,7 @@ async def chatgate(env: dict[str, str], *args: str, cwd: Path) -> tuple[int, str
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway.app.cli",
         *args,
         env=env,
         cwd=cwd,

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from gateway.compaction import SUMMARY_HEADING, SUMMARY_PROMPT
-from gateway.history import TRIMMED_NOTE
-from gateway.memory import MemoryScope
-from gateway.tooling import ToolContext, ToolSpec
+from gateway.sdk.tooling import ToolContext, ToolSpec
+from gateway.sessions.compaction import SUMMARY_HEADING, SUMMARY_PROMPT
+from gateway.sessions.history import TRIMMED_NOTE
+from gateway.turn.memory import MemoryScope
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.harness import Harness, gateway_settings, running_gateway
 
@@ -117,7 +117,7 @@ async def test_a_failed_summary_falls_back_to_dropping(
     llm.responder = failing_summaries
     settings = gateway_settings(tmp_path, llm.url, agent={"history_token_budget": 1000})
     async with running_gateway(settings) as gw:
-        with caplog.at_level(logging.WARNING, logger="gateway.compaction"):
+        with caplog.at_level(logging.WARNING, logger="gateway.sessions.compaction"):
             for turn in range(12):
                 outcome = await gw.say(f"turn {turn}: {FILLER}")
                 assert outcome.reply == "Noted."

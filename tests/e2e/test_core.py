@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from gateway.admission import Status
-from gateway.messages import ChatKind, Inbound
-from gateway.tooling import ToolContext, ToolSpec
+from gateway.intake.admission import Status
+from gateway.sdk.messages import ChatKind, Inbound
+from gateway.sdk.tooling import ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.harness import Harness, gateway_settings, running_gateway
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-import gateway.turns
-from gateway.admission import Status
-from gateway.app import App
-from gateway.channels import Capabilities
+import gateway.turn.runner
+from gateway.app.app import App
 from gateway.config import ConfigError
-from gateway.extensions import Command, CommandCall
-from gateway.messages import ButtonPress, ChatRef, Outbound, SentRef, UserRef
+from gateway.intake.admission import Status
+from gateway.sdk.channels import Capabilities
+from gateway.sdk.extensions import Command, CommandCall
+from gateway.sdk.messages import ButtonPress, ChatRef, Outbound, SentRef, UserRef
+from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolSpec
 from gateway.store.embedded import EmbeddedStore
-from gateway.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fixtures_redis import RedisServer
 from tests.harness import eventually, gateway_settings, running_gateway
@@ -78,7 +78,7 @@ async def test_interrupt_mode_cancels_the_running_turn(tmp_path: Path, llm: Scri
         assert gw.texts == ["new answer"]
     # The interrupted request stays in the history, marked, so the model knows.
     contents = [m.get("content") for m in llm.requests[1]["messages"]]
-    assert "write an essay" in contents and gateway.turns.INTERRUPTED_NOTE in contents
+    assert "write an essay" in contents and gateway.turn.runner.INTERRUPTED_NOTE in contents
 
 
 async def test_global_concurrency_cap(tmp_path: Path, llm: ScriptedLLM) -> None:
@@ -166,7 +166,7 @@ class TypingRecorder:
 async def test_typing_pauses_while_waiting_for_approval(
     tmp_path: Path, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gateway.turns, "TYPING_EVERY", 0.05)
+    monkeypatch.setattr(gateway.turn.runner, "TYPING_EVERY", 0.05)
     rec = TypingRecorder()
     settings = gateway_settings(tmp_path, llm.url)
     async with running_gateway(settings, adapters=[rec]) as gw:

@@ -12,7 +12,7 @@ from typing import Any
 from tests.e2e.test_approvals import add_danger_tool, button, press, prompt_of
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.harness import gateway_settings, running_gateway
-from tools.subagent import SUBAGENT_PROMPT
+from tools.agent.delegate import SUBAGENT_PROMPT
 
 
 def is_child(request: dict[str, Any]) -> bool:

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from adapters.discord import DiscordAdapter
-from gateway.app import App
-from gateway.channels import DeliveryError
-from gateway.messages import ChatKind, ChatRef, Outbound, UserRef
+from gateway.app.app import App
 from gateway.scheduling.jobs import JobKind
+from gateway.sdk.channels import DeliveryError
+from gateway.sdk.messages import ChatKind, ChatRef, Outbound, UserRef
 from tests.fakes.discord import (
     ALICE,
     APP_ID,

@@ -17,10 +17,10 @@ import pytest
 from pydantic import BaseModel
 
 from adapters.discord import DiscordAdapter, presses
-from gateway.app import App
-from gateway.callbacks import CallbackData
-from gateway.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
-from gateway.tooling import ApprovalNeed, ToolContext, ToolSpec
+from gateway.app.app import App
+from gateway.sdk.callbacks import CallbackData
+from gateway.sdk.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
+from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.discord import (
     ALICE,
     BOB,

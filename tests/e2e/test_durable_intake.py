@@ -196,7 +196,7 @@ async def test_slacks_retry_after_a_kill_is_answered_once(
         doctor = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway.app.cli",
             "doctor",
             env={**env, "CHATGATE_DATA_DIR": str(tmp_path / "doctor")},
             stdout=asyncio.subprocess.PIPE,

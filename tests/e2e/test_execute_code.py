@@ -15,15 +15,15 @@ import pytest
 from pydantic import BaseModel
 
 from gateway.config import Settings
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ApprovalNeed, ApprovalOutcome, ToolContext, ToolSpec
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ApprovalNeed, ApprovalOutcome, ToolContext, ToolSpec
+from gateway.sessions.key import SessionKey
 from tests.fixtures_terminal import host_pids
-from tools.code import CodeArgs, code_tools
+from tools.files.workspace import Workspace
 from tools.policy import ToolPolicy
 from tools.registry import ToolRegistry
-from tools.terminal.base import TerminalBackend
-from tools.workspace import Workspace
+from tools.shell.code import CodeArgs, code_tools
+from tools.shell.terminal.base import TerminalBackend
 
 CTX = ToolContext(
     session=SessionKey("console", "t"),

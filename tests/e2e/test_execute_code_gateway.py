@@ -12,15 +12,15 @@ import pytest
 from tests.e2e.test_approvals import button, press, prompt_of
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import Harness, gateway_settings, running_gateway
-from tools.workspaces import Workspaces
+from tools.files.workspaces import Workspaces
 
 SCRIPT = """\
-print(tools.shell(command="ls"))
+print(tools.shell.tool(command="ls"))
 try:
-    print(tools.shell(command="rm -rf build"))
+    print(tools.shell.tool(command="rm -rf build"))
 except ToolCallError as exc:
     print("refused:", exc)
-print(tools.shell(command="ls"))
+print(tools.shell.tool(command="ls"))
 """
 
 

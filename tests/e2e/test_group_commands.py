@@ -6,8 +6,8 @@ bot's and gets no answer."""
 
 from __future__ import annotations
 
-from gateway.app import App
-from gateway.commands import MODERATORS_ONLY, NOT_YOURS
+from gateway.app.app import App
+from gateway.intake.commands import MODERATORS_ONLY, NOT_YOURS
 from tests.e2e.test_approvals_standing import ADMIN, ALICE, BOB, IN_GROUP, NAMES, gw, say
 from tests.fakes.llm import Reply, ScriptedLLM
 from tests.fakes.telegram import FakeBotAPI

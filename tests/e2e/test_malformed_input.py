@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from gateway.admission import Status
-from gateway.tooling import ToolContext, ToolSpec
+from gateway.intake.admission import Status
+from gateway.sdk.tooling import ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import Harness, gateway_settings, running_gateway
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.app import App
+from gateway.app.app import App
 from tests.e2e.test_telegram import SECRET as TG_SECRET
 from tests.e2e.test_telegram import telegram_gateway
 from tests.fakes.llm import ScriptedLLM

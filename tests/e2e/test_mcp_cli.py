@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
+from gateway.app.cli import main
 from tests.fakes.llm import ScriptedLLM
 from tests.fakes.mcp_launch import SERVER_SCRIPT
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from gateway.config import MCPSettings
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sessions.key import SessionKey
 from tests.fakes.mcp_launch import http_server, stdio_server, wait_for
 from tools.mcp.connection import State
 from tools.mcp.manager import MCPManager

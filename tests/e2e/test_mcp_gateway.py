@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.untrusted import wrap
+from gateway.approvals.untrusted import wrap
 from tests.e2e.test_approvals import button, press, prompt_of
 from tests.e2e.test_telegram_failover import start_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.media.turn import NO_STT
-from gateway.messages import Attachment, AttachmentKind
+from gateway.sdk.messages import Attachment, AttachmentKind
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import gateway_settings, running_gateway
 

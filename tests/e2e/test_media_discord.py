@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from adapters.discord import DiscordAdapter
-from gateway.app import App
+from gateway.app.app import App
 from tests.e2e.test_discord import FOLLOWUP, GENERAL, MENTION
 from tests.fakes.discord import GENERAL_ID, FakeDiscord, discord_section
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results

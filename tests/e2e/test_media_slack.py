@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from adapters.slack import SlackAdapter
-from gateway.app import App
+from gateway.app.app import App
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, event_callback, mention, message
 from tests.harness import configured_gateway, gateway_settings

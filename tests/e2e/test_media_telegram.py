@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from gateway.access import NOT_ALLOWED
-from gateway.app import App
+from gateway.app.app import App
+from gateway.approvals.untrusted import wrap
+from gateway.intake.access import NOT_ALLOWED
 from gateway.media.turn import NO_VISION
-from gateway.untrusted import wrap
 from tests.e2e.test_telegram import telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.fakes.telegram import FakeBotAPI

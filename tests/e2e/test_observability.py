@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.otel import Tracing
+from gateway.runtime.otel import Tracing
 from gateway.scheduling.jobs import JobKind
 from tests.e2e.test_approvals import add_danger_tool, button, press, prompt_of
 from tests.fakes.llm import Reply, ScriptedLLM
@@ -166,7 +166,7 @@ async def test_no_opentelemetry_package_breaks_nothing(tmp_path: Path, llm: Scri
                 return None
 
         sys.meta_path.insert(0, NoOpenTelemetry())
-        from gateway.cli import main
+        from gateway.app.cli import main
         sys.exit(main(sys.argv[1:]))
         """
     )

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from gateway.config import Settings
-from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
 from gateway.scheduling.jobs import JobKind, RunRecord, RunStatus
+from gateway.sdk.messages import ChatKind, ChatRef, Inbound, UserRef
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.recording_adapter import RecordingAdapter
 from tests.harness import Harness, eventually, gateway_settings, running_gateway

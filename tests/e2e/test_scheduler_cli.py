@@ -28,7 +28,7 @@ async def cron(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway.app.cli",
         "cron",
         *args,
         env=env,

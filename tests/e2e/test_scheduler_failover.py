@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from gateway.admission import Submission
-from gateway.channels import Outbox
 from gateway.config import SchedulerSettings
-from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
-from gateway.scheduler import Scheduler
+from gateway.intake.admission import Submission
 from gateway.scheduling.jobs import JobKind, RunStatus
-from gateway.sessions import SessionKey
+from gateway.scheduling.scheduler import Scheduler
+from gateway.sdk.channels import Outbox
+from gateway.sdk.messages import ChatKind, ChatRef, Inbound, UserRef
+from gateway.sessions.key import SessionKey
 from gateway.store.redis import RedisStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gateway.app import App
+from gateway.app.app import App
 from gateway.scheduling.jobs import RunStatus
 from tests.fakes.llm import ScriptedLLM
 from tests.fakes.telegram import FakeBotAPI

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from gateway.retention import RetentionSweeper
+from gateway.sessions.retention import RetentionSweeper
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.harness import Harness, gateway_settings, running_gateway
-from tools.session_search import SUMMARY_PROMPT
+from tools.memory.search import SUMMARY_PROMPT
 
 
 @pytest.fixture(params=["embedded", pytest.param("redis", marks=pytest.mark.redis)])

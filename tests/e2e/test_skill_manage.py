@@ -11,7 +11,7 @@ import pytest
 from tests.e2e.test_approvals import button, press, prompt_of
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import Harness, gateway_settings, running_gateway
-from tools.skills import MARKER
+from tools.skills.library import MARKER
 
 SKILL = """---
 name: release-notes

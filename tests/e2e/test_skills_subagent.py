@@ -7,7 +7,7 @@ from pathlib import Path
 from gateway.llm.types import Message
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import gateway_settings, running_gateway
-from tools.subagent import SUBAGENT_PROMPT
+from tools.agent.delegate import SUBAGENT_PROMPT
 
 
 def tool_names(request: dict[str, object]) -> set[str]:

@@ -15,12 +15,12 @@ import pytest
 from pydantic import BaseModel
 
 from adapters.slack import SlackAdapter, SlackStartError
-from gateway.app import App
-from gateway.callbacks import CallbackData
-from gateway.channels import DeliveryError
+from gateway.app.app import App
 from gateway.config import Settings
-from gateway.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
-from gateway.tooling import ApprovalNeed, ToolContext, ToolSpec
+from gateway.sdk.callbacks import CallbackData
+from gateway.sdk.channels import DeliveryError
+from gateway.sdk.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
+from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.slack import (
     BOT_TOKEN,

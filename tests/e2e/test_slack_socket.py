@@ -12,10 +12,10 @@ import pytest
 
 from adapters.slack import SlackAdapter
 from adapters.slack.socket_mode import SocketModeError
-from gateway.app import App
-from gateway.callbacks import CallbackData
-from gateway.channels import ReportsState
-from gateway.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
+from gateway.app.app import App
+from gateway.sdk.callbacks import CallbackData
+from gateway.sdk.channels import ReportsState
+from gateway.sdk.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.slack import (
     APP_TOKEN,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.app import App
+from gateway.app.app import App
 from tests.e2e.test_discord import discord_app
 from tests.fakes.discord import APP_ID, BOT_ID, GENERAL_ID, FakeDiscord
 from tests.fakes.llm import Reply, ScriptedLLM

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from adapters.slack.mrkdwn import to_mrkdwn
-from gateway.app import App
+from gateway.app.app import App
 from tests.e2e.test_slack_events import settings_for
 from tests.fakes.llm import Reply, ScriptedLLM
 from tests.fakes.slack import (

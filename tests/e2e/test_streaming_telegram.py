@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.app import App
-from gateway.turns import INTERRUPTED_NOTE
+from gateway.app.app import App
+from gateway.turn.runner import INTERRUPTED_NOTE
 from tests.e2e.test_telegram import GROUP, telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM
 from tests.fakes.slack import slack_gateway as configured_gateway

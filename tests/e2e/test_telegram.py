@@ -18,12 +18,12 @@ import pytest
 from pydantic import BaseModel
 
 from adapters.telegram import AttachmentTooLarge, TelegramAdapter, TelegramStartError
-from gateway.access import NOT_ALLOWED
-from gateway.app import App
-from gateway.callbacks import CallbackData
-from gateway.channels import DeliveryError
-from gateway.extensions import EXPIRED_BUTTON
-from gateway.messages import (
+from gateway.app.app import App
+from gateway.intake.access import NOT_ALLOWED
+from gateway.sdk.callbacks import CallbackData
+from gateway.sdk.channels import DeliveryError
+from gateway.sdk.extensions import EXPIRED_BUTTON
+from gateway.sdk.messages import (
     Button,
     ButtonPress,
     ChatKind,
@@ -32,7 +32,7 @@ from gateway.messages import (
     PressReply,
     SentRef,
 )
-from gateway.tooling import ApprovalNeed, ToolContext, ToolSpec
+from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.telegram import Call, FakeBotAPI, parse_html, utf16_len
 from tests.harness import eventually, gateway_settings

@@ -35,7 +35,7 @@ async def start_gateway(name: str, tmp_path: Path, env: dict[str, str]) -> Gatew
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway.app.cli",
             "run",
             env={**env, "CHATGATE_DATA_DIR": str(tmp_path / name)},
             cwd=tmp_path,

@@ -11,9 +11,9 @@ import pytest
 
 from gateway.config import DockerTerminalSettings
 from tests.fixtures_terminal import LIMITS
-from tools.terminal.base import BackendUnavailable, run_command
-from tools.terminal.docker import DockerBackend, engine_version
-from tools.terminal.env import safe_env
+from tools.shell.terminal.base import BackendUnavailable, run_command
+from tools.shell.terminal.docker import DockerBackend, engine_version
+from tools.shell.terminal.env import safe_env
 
 
 def _engine() -> str:

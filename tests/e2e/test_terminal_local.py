@@ -13,12 +13,12 @@ import pytest
 
 from gateway.config import Settings
 from tests.fixtures_terminal import LIMITS, SECRETS, run_gateway_like
-from tools.terminal.base import BackendUnavailable, run_command
-from tools.terminal.doctor import terminal_checks
-from tools.terminal.env import safe_env
-from tools.terminal.factory import build_backend
-from tools.terminal.local import LocalBackend
-from tools.terminal.process import RunAs, hand_over
+from tools.shell.terminal.base import BackendUnavailable, run_command
+from tools.shell.terminal.doctor import terminal_checks
+from tools.shell.terminal.env import safe_env
+from tools.shell.terminal.factory import build_backend
+from tools.shell.terminal.local import LocalBackend
+from tools.shell.terminal.process import RunAs, hand_over
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (run-as-user behaviour)")
 

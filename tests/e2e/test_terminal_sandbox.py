@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures_terminal import SECRETS, run_gateway_like
-from tools.terminal.base import Limits, RunResult, run_command
-from tools.terminal.env import safe_env
-from tools.terminal.sandbox import SandboxBackend
+from tools.shell.terminal.base import Limits, RunResult, run_command
+from tools.shell.terminal.env import safe_env
+from tools.shell.terminal.sandbox import SandboxBackend
 
 MakeSandbox = Callable[..., SandboxBackend]
 

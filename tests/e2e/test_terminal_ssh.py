@@ -19,16 +19,16 @@ import pytest
 from pydantic import BaseModel
 
 from gateway.config import Settings, SSHTerminalSettings
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sessions.key import SessionKey
 from tests.fixtures_terminal import LIMITS, host_pids
-from tools.code import CodeArgs, code_tools
+from tools.files.workspace import Workspace
 from tools.registry import ToolRegistry
-from tools.terminal.base import run_command
-from tools.terminal.env import safe_env
-from tools.terminal.ssh import SSHBackend
-from tools.workspace import Workspace
+from tools.shell.code import CodeArgs, code_tools
+from tools.shell.terminal.base import run_command
+from tools.shell.terminal.env import safe_env
+from tools.shell.terminal.ssh import SSHBackend
 
 SSHD = "/usr/sbin/sshd"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.admission import Status
+from gateway.intake.admission import Status
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import gateway_settings, running_gateway
 

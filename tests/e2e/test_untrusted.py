@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from gateway.messages import Outbound
+from gateway.sdk.messages import Outbound
 from tests.e2e.test_approvals import button, press
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.fakes.server import LocalServer

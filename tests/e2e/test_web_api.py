@@ -20,9 +20,9 @@ import pytest_asyncio
 from openai import AsyncOpenAI
 from PIL import Image
 
-from gateway.app import App
-from gateway.messages import ButtonPress, ChatRef, UserRef
-from gateway.sessions import SessionKey
+from gateway.app.app import App
+from gateway.sdk.messages import ButtonPress, ChatRef, UserRef
+from gateway.sessions.key import SessionKey
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.web_kit import (
     API_KEY,

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from gateway.access import NOT_ALLOWED
 from gateway.config import BrowserSettings
+from gateway.intake.access import NOT_ALLOWED
 from tests.fakes.llm import Reply, last_user_text, tool_results
 from tests.web_kit import ALICE_TOKEN, Site, build_dir, running_site, sign_in, web_chat
-from tools.browser import ChromiumMissing, find_chromium
+from tools.web.browser import ChromiumMissing, find_chromium
 
 try:
     find_chromium(BrowserSettings())

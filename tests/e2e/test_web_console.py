@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from gateway.approvals import AUDIT
+from gateway.approvals.service import AUDIT
 from gateway.config import BrowserSettings
-from gateway.messages import UserRef
 from gateway.scheduling.jobs import JobKind
-from gateway.sessions import SessionKey
+from gateway.sdk.messages import UserRef
+from gateway.sessions.key import SessionKey
 from tests.fakes.llm import Reply, tool_results
 from tests.web_kit import (
     ADMIN_TOKEN,
@@ -38,7 +38,7 @@ from tests.web_kit import (
     web_message,
     web_settings,
 )
-from tools.browser import ChromiumMissing, find_chromium
+from tools.web.browser import ChromiumMissing, find_chromium
 
 try:
     find_chromium(BrowserSettings())

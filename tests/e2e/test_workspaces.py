@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.messages import ButtonPress, UserRef
+from gateway.sdk.messages import ButtonPress, UserRef
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
 from tests.harness import gateway_settings, running_gateway
 

@@ -11,8 +11,8 @@ import time
 from collections import deque
 from pathlib import Path
 
-from gateway.channels import Capabilities, DeliveryError
-from gateway.messages import ChatRef, Outbound, SentRef
+from gateway.sdk.channels import Capabilities, DeliveryError
+from gateway.sdk.messages import ChatRef, Outbound, SentRef
 
 
 class RecordingAdapter:

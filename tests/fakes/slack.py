@@ -30,7 +30,7 @@ from urllib.parse import urlencode
 import aiohttp
 from aiohttp import web
 
-from gateway.app import App
+from gateway.app.app import App
 from gateway.media.sniff import sniff
 from tests.fakes.server import LocalServer
 from tests.harness import configured_gateway

@@ -14,8 +14,8 @@ from html import escape
 from aiohttp import WSMsgType, web
 
 from tests.fakes.server import LocalServer
-from tools.browser.guardproxy import Connector, Streams
-from tools.netguard import Address, Resolver
+from tools.web.browser.guardproxy import Connector, Streams
+from tools.web.netguard import Address, Resolver
 
 PAGES_HOST = "pages.test"  # allowed in the tests' AddressGuard, resolves to 127.0.0.1
 PRIVATE_HOST = "intranet.test"  # resolves to 10.0.0.7 in the tests; never connected to

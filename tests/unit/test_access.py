@@ -13,18 +13,25 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from gateway import keys
-from gateway.access import NOT_ALLOWED, RATE_LIMITED, AccessPolicy
-from gateway.admission import Admission, AdmissionPipeline, Notifier, Status, Submission, finished
 from gateway.config import AccessSettings, RouterSettings
-from gateway.extensions import Extensions
-from gateway.group_context import GroupContext
-from gateway.messages import ChatKind, ChatRef, Inbound, InboundKind, Outbound, SentRef, UserRef
-from gateway.metrics import Metrics
-from gateway.middlewares import AccessCheck, IntakeRoundTrip, Observe, RateLimit, Validate
-from gateway.session_leases import SessionLeases
-from gateway.session_queue import SessionQueue
-from gateway.sessions import SessionKey
+from gateway.intake.access import NOT_ALLOWED, RATE_LIMITED, AccessPolicy
+from gateway.intake.admission import (
+    Admission,
+    AdmissionPipeline,
+    Notifier,
+    Status,
+    Submission,
+    finished,
+)
+from gateway.intake.group_context import GroupContext
+from gateway.intake.middlewares import AccessCheck, IntakeRoundTrip, Observe, RateLimit, Validate
+from gateway.runtime.metrics import Metrics
+from gateway.sdk.extensions import Extensions
+from gateway.sdk.messages import ChatKind, ChatRef, Inbound, InboundKind, Outbound, SentRef, UserRef
+from gateway.sessions.key import SessionKey
+from gateway.sessions.leases import SessionLeases
+from gateway.sessions.queue import SessionQueue
+from gateway.store import keys
 from gateway.store.base import Store
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.redis import RedisStore
@@ -153,7 +160,7 @@ async def test_allow_list_block_list_admins_and_rules(store: Store) -> None:
 
 async def test_rate_limit_per_person(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     # Mid-minute, so the per-minute window cannot turn over between the messages.
-    monkeypatch.setattr("gateway.access.time.time", lambda: 60 * 1000 + 30.0)
+    monkeypatch.setattr("gateway.intake.access.time.time", lambda: 60 * 1000 + 30.0)
     gate = Gate(store, AccessSettings(admins=["telegram:1"], rate_limit_per_minute=3), Extensions())
     results = [await gate.status(msg("7", n=i)) for i in range(5)]
     assert results == [Status.QUEUED] * 3 + [Status.REFUSED] * 2

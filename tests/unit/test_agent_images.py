@@ -8,7 +8,7 @@ import io
 
 from PIL import Image
 
-from gateway.agent import MAX_SHOWN_IMAGES, images_message
+from gateway.turn.agent import MAX_SHOWN_IMAGES, images_message
 
 
 def png(width: int, height: int) -> bytes:

@@ -10,8 +10,8 @@ import pytest
 from adapters.api.content import ContentError, newest_user_message
 from adapters.api.replies import StreamText, client_text, joined
 from adapters.api.routes import _conversation
-from gateway.approval_records import ApprovalChoice
-from gateway.messages import Button
+from gateway.approvals.records import ApprovalChoice
+from gateway.sdk.messages import Button
 from gateway.web.transcript import ChatMessage
 
 PNG = bytes.fromhex(  # a valid 1x1 RGBA PNG

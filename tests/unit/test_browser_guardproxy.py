@@ -18,8 +18,8 @@ from tests.fakes.web_pages import (
     loopback_connector,
     page_resolver,
 )
-from tools.browser.guardproxy import REFUSED_HEADER, GuardProxy
-from tools.netguard import AddressGuard
+from tools.web.browser.guardproxy import REFUSED_HEADER, GuardProxy
+from tools.web.netguard import AddressGuard
 
 
 @pytest_asyncio.fixture

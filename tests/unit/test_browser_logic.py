@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from gateway.config import BrowserSettings, load_settings
-from tools.browser.actions import consequence, from_the_person
-from tools.browser.chromium import ChromiumMissing, describe, find_chromium
-from tools.browser.snapshot import ElementInfo, render
+from tools.web.browser.actions import consequence, from_the_person
+from tools.web.browser.chromium import ChromiumMissing, describe, find_chromium
+from tools.web.browser.snapshot import ElementInfo, render
 
 
 def element(**fields: object) -> ElementInfo:

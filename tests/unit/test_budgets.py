@@ -12,7 +12,7 @@ from gateway.budgets.limits import BudgetGate, Who
 from gateway.budgets.periods import Periods
 from gateway.config import load_settings
 from gateway.llm.types import Usage
-from gateway.messages import ChatKind, ChatRef, UserRef
+from gateway.sdk.messages import ChatKind, ChatRef, UserRef
 from gateway.store.base import Store, StoreUnavailable
 from gateway.store.redis import RedisStore
 from tests.fixtures_redis import RedisServer

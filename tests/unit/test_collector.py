@@ -1,4 +1,4 @@
-"""The collector settings `chatgate run` applies once started (gateway/collector.py)."""
+"""The collector settings `chatgate run` applies once started (gateway/runtime/collector.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.collector import YOUNG_THRESHOLD, settle_collector
+from gateway.runtime.collector import YOUNG_THRESHOLD, settle_collector
 
 
 @pytest.fixture

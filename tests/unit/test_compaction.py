@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from gateway.compaction import Compactor, parse_summary
-from gateway.history import SessionRecord
-from gateway.memory import MemoryScope
-from gateway.toolbox import Toolbox
-from gateway.tooling import ToolContext, ToolSpec
-from gateway.turnlog import describe_call, render_turns, tool_note, turn_text
+from gateway.sdk.tooling import ToolContext, ToolSpec
+from gateway.sessions.compaction import Compactor, parse_summary
+from gateway.sessions.history import SessionRecord
+from gateway.sessions.turnlog import describe_call, render_turns, tool_note, turn_text
+from gateway.turn.memory import MemoryScope
+from gateway.turn.toolbox import Toolbox
 from tools.on_demand import OnDemand
 
 
@@ -155,8 +155,8 @@ def test_the_same_waiting_tools_give_the_same_loader_every_turn() -> None:
 
 @pytest.mark.parametrize("names", [["cron"], ["group:cron"]])
 async def test_load_tools_by_group(names: list[str]) -> None:
-    from gateway.messages import ChatRef, UserRef
-    from gateway.sessions import SessionKey
+    from gateway.sdk.messages import ChatRef, UserRef
+    from gateway.sessions.key import SessionKey
 
     box = OnDemand(["read_file"], dict)(ALLOWED, [])
     loader = box.specs()[-1]

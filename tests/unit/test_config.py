@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.app import load_settings
-from gateway.cli import main
+from gateway.app.app import load_settings
+from gateway.app.cli import main
 from gateway.config import ConfigError, mask_url, masked
 
 

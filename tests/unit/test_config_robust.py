@@ -14,10 +14,10 @@ from pydantic import BaseModel
 
 from adapters.registry import settings_sections
 from gateway import config
-from gateway.app import App, load_settings
-from gateway.cli import main
+from gateway.app.app import App, load_settings
+from gateway.app.cli import main
 from gateway.config import ConfigError, settings_model
-from gateway.secrets import secret_values
+from gateway.runtime.secrets import secret_values
 
 
 def problems(monkeypatch: pytest.MonkeyPatch, **env: str) -> list[str]:

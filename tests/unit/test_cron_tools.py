@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 
-from gateway.admission import Submission
-from gateway.channels import DeliveryError, Outbox
 from gateway.config import SchedulerSettings
-from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, UserRef
-from gateway.scheduler import JobError, Scheduler
+from gateway.intake.admission import Submission
 from gateway.scheduling.delivery import Courier
 from gateway.scheduling.jobs import JobKind, JobSpec, utcnow
-from gateway.sessions import SessionKey
+from gateway.scheduling.scheduler import JobError, Scheduler
+from gateway.sdk.channels import DeliveryError, Outbox
+from gateway.sdk.messages import ChatKind, ChatRef, Inbound, Outbound, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sessions.key import SessionKey
 from gateway.store.embedded import EmbeddedStore
-from gateway.tooling import ToolContext, ToolError, ToolSpec
 from tests.fakes.recording_adapter import RecordingAdapter
-from tools.cron import JobIdArgs, ListJobsArgs, ScheduleJobArgs, cron_tools
+from tools.schedule.cron import JobIdArgs, ListJobsArgs, ScheduleJobArgs, cron_tools
 
 ALICE = UserRef(platform="rec", user_id="alice", display_name="Alice")
 BOB = UserRef(platform="rec", user_id="bob", display_name="Bob")

@@ -17,11 +17,11 @@ from adapters.discord.interactions import InteractionReplies
 from adapters.discord.normalize import channel_id, chat_ref
 from adapters.discord.sending import delivery_error
 from adapters.discord.settings import DiscordSettings
-from gateway.admission import Status
-from gateway.app import load_settings
+from gateway.app.app import load_settings
 from gateway.config import ConfigError
-from gateway.messages import Button, ChatKind, ChatRef, UserRef
-from gateway.turns import TurnOutcome
+from gateway.intake.admission import Status
+from gateway.sdk.messages import Button, ChatKind, ChatRef, UserRef
+from gateway.turn.runner import TurnOutcome
 
 GUILD = ChatRef(platform="discord", chat_id="10", kind=ChatKind.GROUP, space_id="1")
 THREAD = GUILD.model_copy(update={"thread_id": "11"})

@@ -1,4 +1,4 @@
-"""Which event loop `chatgate run` takes (settings.event_loop, gateway/event_loop.py)."""
+"""Which event loop `chatgate run` takes (settings.event_loop, gateway/runtime/event_loop.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 import pytest
 import uvloop
 
-from gateway.cli import main
+from gateway.app.cli import main
 from gateway.config import ConfigError, Settings
-from gateway.event_loop import event_loop_runner, loop_name
+from gateway.runtime.event_loop import event_loop_runner, loop_name
 
 
 async def _kind() -> str:

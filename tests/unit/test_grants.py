@@ -1,4 +1,5 @@
-"""Standing grants (gateway/grants.py): one person, one tool, one exact shape, sealed in place."""
+"""Standing grants (gateway/approvals/grants.py): one person, one tool, one exact shape,
+sealed in place."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from gateway import keys
-from gateway.grants import KIND, SESSION_TTL, GrantBook, grant_field
-from gateway.integrity import EntrySigner
+from gateway.approvals.grants import KIND, SESSION_TTL, GrantBook, grant_field
+from gateway.approvals.seals import EntrySigner
+from gateway.store import keys
 from gateway.store.embedded import EmbeddedStore
 
 SIGNER = EntrySigner(b"grants test key!" * 2)

@@ -5,9 +5,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from gateway import history
-from gateway.history import TRIMMED_NOTE, SessionRecord, SessionStore, compact, estimate_tokens
-from gateway.sessions import SessionKey
+from gateway.sessions import history
+from gateway.sessions.history import (
+    TRIMMED_NOTE,
+    SessionRecord,
+    SessionStore,
+    compact,
+    estimate_tokens,
+)
+from gateway.sessions.key import SessionKey
 from gateway.store.base import Store
 
 

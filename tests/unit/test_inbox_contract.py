@@ -11,9 +11,9 @@ import fakeredis
 import pytest
 import pytest_asyncio
 
-from gateway import keys
-from gateway.metrics import Metrics
-from gateway.session_leases import SessionLeases
+from gateway.runtime.metrics import Metrics
+from gateway.sessions.leases import SessionLeases
+from gateway.store import keys
 from gateway.store.base import Batch, Store
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.inbox import InboxEntry, IntakeRequest

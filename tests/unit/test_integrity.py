@@ -1,4 +1,4 @@
-"""Sealed store entries (gateway/integrity.py): only what the gateway sealed, at the place it
+"""Sealed store entries (gateway/approvals/seals.py): only what the gateway sealed, at the place it
 sealed it, verifies; the key file is private to the gateway's user; answers of a Rendezvous
 cannot be forged or pre-empted by whoever can write the store (issue 22, finding 2)."""
 
@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway import keys
+from gateway.approvals.rendezvous import Rendezvous
+from gateway.approvals.seals import KEY_FILE, EntrySigner, key_problem, load_key
 from gateway.config import ConfigError, Settings
-from gateway.integrity import KEY_FILE, EntrySigner, key_problem, load_key
-from gateway.metrics import Metrics
-from gateway.rendezvous import Rendezvous
+from gateway.runtime.metrics import Metrics
+from gateway.store import keys
 from gateway.store.embedded import EmbeddedStore
 
 KEY = b"k" * 32
@@ -48,7 +48,7 @@ def test_tampering_is_logged_once_and_counted(caplog: pytest.LogCaptureFixture) 
     metrics = Metrics()
     signer = EntrySigner(KEY, metrics)
     forged = json.dumps({"v": {"shape": "rm -rf /"}, "mac": "0" * 64})
-    with caplog.at_level(logging.WARNING, "gateway.integrity"):
+    with caplog.at_level(logging.WARNING, "gateway.approvals.seals"):
         for _ in range(3):
             assert signer.open("grant", WHERE, forged) is None
         assert signer.open("grant", "elsewhere", "not json") is None

@@ -26,8 +26,8 @@ from mcp.types import (
 from pydantic import BaseModel, ValidationError
 
 from gateway.config import ConfigError, Settings, load_settings, masked
-from gateway.secrets import secret_values
-from gateway.tooling import ToolContext, ToolScope, ToolSpec
+from gateway.runtime.secrets import secret_values
+from gateway.sdk.tooling import ToolContext, ToolScope, ToolSpec
 from tools.mcp.arguments import arguments_model
 from tools.mcp.naming import MAX_LENGTH, tool_name
 from tools.mcp.prompts import prompt_arguments

@@ -20,7 +20,7 @@ from gateway.media.content import (
 from gateway.media.images import MAX_PIXELS, ImageError, prepare_image
 from gateway.media.sniff import declared_kind, kind_of, safe_name, sniff
 from gateway.media.speech_text import speakable
-from gateway.messages import (
+from gateway.sdk.messages import (
     Attachment,
     AttachmentKind,
     ChatKind,

@@ -7,8 +7,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gateway.channels import AttachmentTooLarge
 from gateway.media.fetch import read_limited
+from gateway.sdk.channels import AttachmentTooLarge
 from tests.fakes.server import LocalServer
 
 ENDLESS = 200_000  # chunks of 1 KiB: far more than any socket buffer holds

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gateway.config import MemorySettings
-from gateway.memory import MemoryBook, MemoryScope
-from gateway.messages import ChatKind, ChatRef, UserRef
+from gateway.sdk.messages import ChatKind, ChatRef, UserRef
 from gateway.store.base import Store
+from gateway.turn.memory import MemoryBook, MemoryScope
 
 CHAT = ChatRef(platform="telegram", chat_id="-100", kind=ChatKind.GROUP)
 ANA = UserRef(platform="telegram", user_id="7", display_name="Ana")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.metrics import FAMILIES, PREFIX, Metrics
+from gateway.runtime.metrics import FAMILIES, PREFIX, Metrics
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "chatgate-dashboard.json"
 

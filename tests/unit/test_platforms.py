@@ -11,12 +11,12 @@ import pytest
 from pydantic import BaseModel
 
 from adapters.registry import PLATFORMS, plugin, plugins
-from gateway.app import App, configured_platforms, load_settings
-from gateway.channels import Adapter, AdapterContext
-from gateway.cli import main
+from gateway.app.app import App, configured_platforms, load_settings
+from gateway.app.cli import main
 from gateway.config import ConfigError, Settings
 from gateway.config import load_settings as core_settings
-from gateway.platforms import PlatformPlugin, PlatformUnavailable
+from gateway.sdk.channels import Adapter, AdapterContext
+from gateway.sdk.platforms import PlatformPlugin, PlatformUnavailable
 
 
 def test_every_registered_platform_is_one_plugin_with_its_own_section() -> None:

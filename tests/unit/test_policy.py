@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from gateway.config import ConfigError, Settings, ToolsSettings
-from gateway.tooling import ToolContext, ToolScope, ToolSpec
+from gateway.sdk.tooling import ToolContext, ToolScope, ToolSpec
 from tools.policy import ToolPolicy, ToolPolicyError, check_policy, validate_policy
 from tools.registry import ToolRegistry
 from tools.toolsets import describe_groups
@@ -206,11 +206,11 @@ def test_check_policy_raises_a_config_error_listing_all_problems() -> None:
 
 
 def test_install_builtin_tools_refuses_an_unknown_name(tmp_path: Path) -> None:
-    from gateway.channels import Outbox
-    from gateway.extensions import Extensions
-    from gateway.memory import MemoryBook
+    from gateway.app.tool_wiring import ToolServices, install_builtin_tools
+    from gateway.sdk.channels import Outbox
+    from gateway.sdk.extensions import Extensions
     from gateway.store.embedded import EmbeddedStore
-    from tools.builtin import ToolServices, install_builtin_tools
+    from gateway.turn.memory import MemoryBook
 
     settings = Settings(data_dir=tmp_path, tools={"profiles": {"ro": {"allow": ["read_fil"]}}})
     store = EmbeddedStore(tmp_path / "store")

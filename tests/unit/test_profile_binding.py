@@ -9,9 +9,9 @@ import pytest
 from pydantic import BaseModel
 
 from gateway.config import Settings, load_settings
-from gateway.messages import ChatKind, ChatRef, UserRef
 from gateway.profiles.book import ProfileBook
-from gateway.tooling import ToolContext, ToolScope, ToolSpec
+from gateway.sdk.messages import ChatKind, ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolScope, ToolSpec
 from tools.policy import ToolPolicy, validate_policy
 from tools.registry import ToolRegistry
 

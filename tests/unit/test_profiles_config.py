@@ -173,8 +173,8 @@ def test_the_readme_example_is_a_valid_config(tmp_path: Path) -> None:
     marker = "A coding channel and a family chat on different models:\n\n```toml\n"
     example = readme.split(marker, 1)[1].split("```", 1)[0]
     settings = load_settings(write_config(tmp_path, example))
-    from gateway.messages import ChatRef, UserRef
     from gateway.profiles.book import ProfileBook
+    from gateway.sdk.messages import ChatRef, UserRef
 
     book = ProfileBook(settings)
     slack = book.resolve(
@@ -191,7 +191,7 @@ def test_the_readme_example_is_a_valid_config(tmp_path: Path) -> None:
 def test_env_names_of_profiles_are_checked_like_every_other(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gateway.app import load_settings as load_with_platforms
+    from gateway.app.app import load_settings as load_with_platforms
 
     monkeypatch.setenv("CHATGATE_PROFILES__CODING__TEMPERATURE", "0.2")
     assert load_with_platforms(None).profiles.named["coding"].temperature == 0.2

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from gateway.admission import Submission
-from gateway.channels import Outbox
 from gateway.config import SchedulerSettings
-from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
-from gateway.scheduler import Scheduler
+from gateway.intake.admission import Submission
 from gateway.scheduling.jobs import JobKind, JobSpec, JobState, RunRecord, RunStatus, utcnow
-from gateway.sessions import SessionKey
+from gateway.scheduling.scheduler import Scheduler
+from gateway.sdk.channels import Outbox
+from gateway.sdk.messages import ChatKind, ChatRef, Inbound, UserRef
+from gateway.sessions.key import SessionKey
 from gateway.store.embedded import EmbeddedStore
 from tests.fakes.recording_adapter import RecordingAdapter
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from gateway.app import load_settings
-from gateway.logs import RedactingFilter
-from gateway.secrets import secret_values
+from gateway.app.app import load_settings
+from gateway.runtime.logs import RedactingFilter
+from gateway.runtime.secrets import secret_values
 
 
 def test_every_kind_of_secret_in_the_settings_is_found(tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from gateway.messages import ChatKind, ChatRef, Inbound, UserRef
-from gateway.sessions import Isolation, SessionKey, key_for
+from gateway.sdk.messages import ChatKind, ChatRef, Inbound, UserRef
+from gateway.sessions.key import Isolation, SessionKey, key_for
 
 
 def _inbound(thread: str | None = None, user: str = "7") -> Inbound:

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.config import ConfigError, load_settings
-from tools.shell import ShellPolicy, Verdict, classify
+from tools.shell.tool import ShellPolicy, Verdict, classify
 
 BLOCK, ASK = "block", "ask"
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from gateway.config import ToolsSettings, load_settings
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext
-from tools.shell import ShellArgs, ShellPolicy, classify, gateway_paths, shell_tools
-from tools.shellsafety.names import PACKAGE_MANAGERS
-from tools.shellsafety.shape import SUBCOMMAND_TOOLS
-from tools.terminal.base import TerminalBackend
-from tools.workspace import Workspace
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext
+from gateway.sessions.key import SessionKey
+from tools.files.workspace import Workspace
+from tools.shell.safety.names import PACKAGE_MANAGERS
+from tools.shell.safety.shape import SUBCOMMAND_TOOLS
+from tools.shell.terminal.base import TerminalBackend
+from tools.shell.tool import ShellArgs, ShellPolicy, classify, gateway_paths, shell_tools
 
 HOME = "/home/alice"
 DATA = f"{HOME}/.chatgate"

@@ -4,7 +4,7 @@ while the very same command, respelled, keeps its shape."""
 
 import pytest
 
-from tools.shell import classify
+from tools.shell.tool import classify
 
 CWD = "/home/alice/ws"
 

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from gateway.config import ToolsSettings
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ApprovalNeed, ToolContext, ToolError
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolError
+from gateway.sessions.key import SessionKey
 from tests.fixtures_terminal import host_pids
-from tools.shell import ShellArgs, shell_tools
-from tools.terminal.base import TerminalBackend
-from tools.workspace import Workspace
+from tools.files.workspace import Workspace
+from tools.shell.terminal.base import TerminalBackend
+from tools.shell.tool import ShellArgs, shell_tools
 
 CTX = ToolContext(
     session=SessionKey("console", "t"),
@@ -126,7 +126,7 @@ async def test_timeout_stops_the_command_and_its_children(make: Make) -> None:
 async def test_timeout_kills_children_that_ignore_sigterm(
     make: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("tools.terminal.base.KILL_GRACE", 0.2)
+    monkeypatch.setattr("tools.shell.terminal.base.KILL_GRACE", 0.2)
     mark = marker()
     out = await run(make(shell_timeout=0.5), f"trap '' TERM; sleep {mark} & wait")
     assert "timed out" in out

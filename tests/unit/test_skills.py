@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext, ToolError
-from tools.skills import SkillLibrary, bundled_skills_dir, default_library, skill_tools
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError
+from gateway.sessions.key import SessionKey
+from tools.skills.library import SkillLibrary, bundled_skills_dir, default_library, skill_tools
 
 CTX = ToolContext(
     session=SessionKey("console", "c"),
@@ -93,7 +93,7 @@ async def test_unknown_skill_lists_the_known_ones(tmp_path: Path) -> None:
 def test_skills_cli(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gateway.cli import main
+    from gateway.app.cli import main
 
     monkeypatch.setenv("CHATGATE_DATA_DIR", str(tmp_path))
     assert main(["skills", "list"]) == 0
@@ -110,7 +110,7 @@ def test_skills_cli(
 def test_skills_cli_install_list_remove(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gateway.cli import main
+    from gateway.app.cli import main
 
     data = tmp_path / "data"
     monkeypatch.setenv("CHATGATE_DATA_DIR", str(data))
@@ -135,7 +135,7 @@ def test_skills_cli_installs_from_a_git_repository(
 ) -> None:
     import subprocess
 
-    from gateway.cli import main
+    from gateway.app.cli import main
 
     monkeypatch.setenv("CHATGATE_DATA_DIR", str(tmp_path / "data"))
     work = tmp_path / "work"
@@ -160,7 +160,7 @@ def test_skills_cli_installs_from_a_git_repository(
 async def test_shared_skills_sync_between_replicas(tmp_path: Path) -> None:
     from gateway.config import SkillsSettings
     from gateway.store.embedded import EmbeddedStore
-    from tools.skill_store import SkillInvalid, SkillStore
+    from tools.skills.store import SkillInvalid, SkillStore
 
     store = EmbeddedStore(tmp_path / "store")
     try:
@@ -192,7 +192,7 @@ async def test_turns_syncing_at_once_share_one_read(tmp_path: Path) -> None:
 
     from gateway.config import SkillsSettings
     from gateway.store.embedded import EmbeddedStore
-    from tools.skill_store import SkillStore
+    from tools.skills.store import SkillStore
 
     class CountingStore(EmbeddedStore):
         reads = 0

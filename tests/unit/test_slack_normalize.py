@@ -19,8 +19,8 @@ from adapters.slack.normalize import (
 )
 from adapters.slack.sending import retry_after
 from adapters.slack.settings import SlackSettings
-from gateway.access import NOT_ALLOWED
-from gateway.messages import AttachmentKind, Button, ChatKind, ChatRef
+from gateway.intake.access import NOT_ALLOWED
+from gateway.sdk.messages import AttachmentKind, Button, ChatKind, ChatRef
 from tests.fakes.slack import block_actions, mention, message, slash_command
 
 BOT = BotIdentity(user_id="UBOT", bot_id="BBOT", team_id="T0TEAM")

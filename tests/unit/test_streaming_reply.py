@@ -10,13 +10,13 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from gateway.channels import Capabilities, DeliveryError, MessageGone, StreamSupport
 from gateway.llm.types import ToolCall
-from gateway.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef, UserRef
+from gateway.sdk.channels import Capabilities, DeliveryError, MessageGone, StreamSupport
+from gateway.sdk.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef, UserRef
 from gateway.streaming.progress import SecretScrubber
 from gateway.streaming.protocol import StreamFrame, StreamRefused, StreamThrottled
 from gateway.streaming.reply import ReplyStream, StreamPolicy
-from gateway.textsplit import open_fence
+from gateway.streaming.textsplit import open_fence
 
 CHAT = ChatRef(platform="mem", chat_id="c1", kind=ChatKind.GROUP)
 ASKER = UserRef(platform="mem", user_id="u1")

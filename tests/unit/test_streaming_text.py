@@ -14,11 +14,11 @@ from gateway.config import LLMSettings
 from gateway.llm.client import LLMClient
 from gateway.llm.stream import VisibleText
 from gateway.llm.types import ToolCall
+from gateway.sdk.tooling import ToolSpec
 from gateway.streaming.holdback import CallHoldback
 from gateway.streaming.progress import SecretScrubber, describe_call
 from gateway.streaming.split import close_fences, cut
-from gateway.textsplit import open_fence
-from gateway.tooling import ToolSpec
+from gateway.streaming.textsplit import open_fence
 from tests.fakes.llm import Reply, ScriptedLLM
 
 CALL_JSON = '{"name": "read_file", "arguments": {"path": "notes.md"}}'

@@ -3,7 +3,7 @@
 import asyncio
 import contextlib
 
-from gateway.tasks import stop_task
+from gateway.runtime.tasks import stop_task
 
 
 async def test_stops_a_task_that_swallows_the_first_cancel() -> None:

@@ -8,7 +8,7 @@ from telegram import Update
 
 from adapters.telegram.commands import menu
 from adapters.telegram.normalize import BotIdentity, inbound_from, press_from
-from gateway.messages import AttachmentKind, ChatKind, Inbound
+from gateway.sdk.messages import AttachmentKind, ChatKind, Inbound
 from tests.fakes.telegram import FakeBotAPI
 
 ME = BotIdentity(id=123456, username="gw_bot", commands=frozenset({"status", "help"}))

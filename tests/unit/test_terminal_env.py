@@ -1,7 +1,7 @@
 """safe_env is an allowlist (issue 22, finding 11): only harmless variables and the ones the
 operator names reach a command, and never a value that carries a secret."""
 
-from tools.terminal.env import NON_INTERACTIVE, safe_env
+from tools.shell.terminal.env import NON_INTERACTIVE, safe_env
 
 
 def test_keeps_the_basics_and_drops_everything_else() -> None:

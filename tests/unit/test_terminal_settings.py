@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import ConfigError, Settings, load_settings
-from tools.terminal.factory import hidden_paths
+from tools.shell.terminal.factory import hidden_paths
 
 
 def test_default_workspace_is_beside_the_data_dir_not_inside(tmp_path: Path) -> None:

@@ -10,14 +10,14 @@ from typing import Any
 import pytest_asyncio
 from pydantic import Field
 
-from gateway.channels import Outbox
+from gateway.app.tool_wiring import ToolServices, install_builtin_tools
 from gateway.config import Settings
-from gateway.extensions import Extensions
-from gateway.memory import MemoryBook
-from gateway.messages import ButtonPress, ChatRef, UserRef
+from gateway.sdk.channels import Outbox
+from gateway.sdk.extensions import Extensions
+from gateway.sdk.messages import ButtonPress, ChatRef, UserRef
 from gateway.store.embedded import EmbeddedStore
+from gateway.turn.memory import MemoryBook
 from tools.args import ToolArgs
-from tools.builtin import ToolServices, install_builtin_tools
 from tools.registry import ToolRegistry
 from tools.toolsets import TOOLSETS
 
@@ -64,7 +64,7 @@ def test_every_tool_is_in_one_declared_toolset(installed: Any) -> None:
         assert tool.group in TOOLSETS, tool.name
 
 
-# tools/shell.py's ShellArgs does not derive from tools.args.ToolArgs yet; doing so would
+# tools/shell/tool.py's ShellArgs does not derive from tools.args.ToolArgs yet; doing so would
 # save ~150 characters per LLM call. Drop it from this set once it does.
 NOT_YET_LEAN: set[str] = set()
 

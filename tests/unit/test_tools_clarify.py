@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from gateway.admission import Admission, Intake, Status, Submission, finished
-from gateway.channels import Capabilities, Outbox
-from gateway.extensions import Extensions
-from gateway.integrity import EntrySigner
-from gateway.messages import (
+from gateway.approvals.seals import EntrySigner
+from gateway.intake.admission import Admission, Intake, Status, Submission, finished
+from gateway.sdk.channels import Capabilities, Outbox
+from gateway.sdk.extensions import Extensions
+from gateway.sdk.messages import (
     ButtonPress,
     ChatKind,
     ChatRef,
@@ -26,12 +26,12 @@ from gateway.messages import (
     SentRef,
     UserRef,
 )
-from gateway.sessions import SessionKey
+from gateway.sdk.tooling import ToolContext, ToolError
+from gateway.sessions.key import SessionKey
 from gateway.store.base import Store
 from gateway.store.inbox import IntakeResult
 from gateway.store.redis import RedisStore
-from gateway.tooling import ToolContext, ToolError
-from tools.clarify import EXPIRED, ClarifyArgs, ClarifyService
+from tools.agent.clarify import EXPIRED, ClarifyArgs, ClarifyService
 
 CHAT = ChatRef(platform="fake", chat_id="c1", kind=ChatKind.GROUP)
 ANA = UserRef(platform="fake", user_id="ana", display_name="Ana")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
+from gateway.app.cli import main
 
 CONFIG = """
 [tools]

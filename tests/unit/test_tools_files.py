@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext, ToolError, ToolSpec
-from tools import find
-from tools.files import file_tools
-from tools.find import find_tools, glob_regex
-from tools.workspaces import Workspaces
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sessions.key import SessionKey
+from tools.files import find
+from tools.files.edit import file_tools
+from tools.files.find import find_tools, glob_regex
+from tools.files.workspaces import Workspaces
 
 CTX = ToolContext(
     session=SessionKey("console", "t"),
@@ -120,7 +120,7 @@ async def test_edit_refuses_binary_huge_empty_and_missing(
     (ws / "bin.dat").write_bytes(b"\x00\x01abc")
     with pytest.raises(ToolError, match="binary file"):
         await call(tools, "edit_file", path="bin.dat", old_text="abc", new_text="x")
-    monkeypatch.setattr("tools.files.MAX_EDIT_BYTES", 100)
+    monkeypatch.setattr("tools.files.edit.MAX_EDIT_BYTES", 100)
     (ws / "big.txt").write_text("a" * 1000)
     with pytest.raises(ToolError, match="too large to edit"):
         await call(tools, "edit_file", path="big.txt", old_text="a", new_text="b")

@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 
 from adapters.console import ConsoleAdapter
-from gateway.app import load_settings
-from gateway.channels import Outbox
+from gateway.app.app import load_settings
 from gateway.config import Settings
-from gateway.messages import AttachmentKind, ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sdk.channels import Outbox
+from gateway.sdk.messages import AttachmentKind, ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sessions.key import SessionKey
 from tests.fakes.recording_adapter import RecordingAdapter
 from tests.media_samples import PDF, ogg_opus, png
-from tools.media import FileSender, send_file_tool
-from tools.workspaces import Workspaces
+from tools.files.workspaces import Workspaces
+from tools.media.outbound import FileSender, send_file_tool
 
 TOKEN = "123456:SECRET-bot-token-value"
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext, ToolError
-from tools.files import file_tools
-from tools.workspaces import Workspaces
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError
+from gateway.sessions.key import SessionKey
+from tools.files.edit import file_tools
+from tools.files.workspaces import Workspaces
 
 CTX = ToolContext(
     session=SessionKey("console", "t"),

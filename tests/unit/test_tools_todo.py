@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext
+from gateway.sessions.key import SessionKey
 from gateway.store.base import Store
-from gateway.tooling import ToolContext
-from tools.todo import todo_tools
+from tools.agent.todo import todo_tools
 
 
 def ctx(chat_id: str) -> ToolContext:

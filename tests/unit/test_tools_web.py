@@ -13,11 +13,11 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext, ToolError
-from tools.netguard import Address, AddressGuard, BlockedAddress, blocked_reason, parse_ip
-from tools.web import WebFetcher, web_tools
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError
+from gateway.sessions.key import SessionKey
+from tools.web.fetch import WebFetcher, web_tools
+from tools.web.netguard import Address, AddressGuard, BlockedAddress, blocked_reason, parse_ip
 
 CTX = ToolContext(
     session=SessionKey("console", "t"),

@@ -10,10 +10,10 @@ import pytest_asyncio
 from aiohttp import web
 
 from gateway.config import ConfigError, ToolsSettings, load_settings
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext, ToolError
-from tools.web_search import (
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError
+from gateway.sessions.key import SessionKey
+from tools.web.search import (
     NOT_CONFIGURED,
     BraveProvider,
     SearxngProvider,

@@ -1,6 +1,6 @@
-"""Outside content in a turn (gateway/untrusted.py, issue 22): results marked as data, and after
+"""Outside content in a turn (gateway/approvals/untrusted.py): results marked as data, and after
 them every call that changes things or sends data out asks a person; which shell commands
-count as read-only (tools/shell_readonly.py)."""
+count as read-only (tools/shell/readonly.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 import pytest
 from pydantic import BaseModel
 
-from gateway import untrusted
-from gateway.agent import execute_tool
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ApprovalNeed, ApprovalOutcome, ToolContext, ToolSpec
-from tools.shell_readonly import read_only
+from gateway.approvals import untrusted
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ApprovalNeed, ApprovalOutcome, ToolContext, ToolSpec
+from gateway.sessions.key import SessionKey
+from gateway.turn.agent import execute_tool
+from tools.shell.readonly import read_only
 
 CTX = ToolContext(
     session=SessionKey("console", "c1"),

@@ -11,14 +11,14 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext, ToolError
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError
+from gateway.sessions.key import SessionKey
 from tests.fakes.server import LocalServer
 from tests.fakes.web_pages import InternalServer
-from tools.netguard import Address, AddressGuard
-from tools.web import WebFetcher
-from tools.web_extract import crawl, extract_available, web_extract_tools
+from tools.web.extract import crawl, extract_available, web_extract_tools
+from tools.web.fetch import WebFetcher
+from tools.web.netguard import Address, AddressGuard
 
 if not extract_available():
     pytest.skip(

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.app import load_settings
+from gateway.app.app import load_settings
 from gateway.config import ConfigError, masked
-from gateway.secrets import secret_values
+from gateway.runtime.secrets import secret_values
 
 ADMIN = "admin-token-0123456789abcdef"
 ALICE = "alice-token-0123456789abcdef"
@@ -74,7 +74,7 @@ def test_nothing_is_on_without_a_token() -> None:
 
 
 def test_api_model_names_need_their_profiles(tmp_path: Path) -> None:
-    from gateway.app import App
+    from gateway.app.app import App
 
     settings = load_settings(
         None, data_dir=tmp_path, http={"enabled": False}, api={"models": {"fast": "quick"}}

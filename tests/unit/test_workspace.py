@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext, ToolError
-from tools import beneath
-from tools.files import file_tools
-from tools.find import find_tools
-from tools.workspace import Workspace
-from tools.workspaces import Workspaces
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError
+from gateway.sessions.key import SessionKey
+from tools.files import beneath
+from tools.files.edit import file_tools
+from tools.files.find import find_tools
+from tools.files.workspace import Workspace
+from tools.files.workspaces import Workspaces
 
 CTX = ToolContext(
     session=SessionKey("console", "t"),

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from gateway.config import ToolsSettings
-from gateway.messages import ChatRef, UserRef
-from gateway.sessions import SessionKey
-from gateway.tooling import ToolContext, ToolError
-from tools.files import file_tools
-from tools.find import find_tools
-from tools.workspaces import Scope, Usage, Workspaces
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sdk.tooling import ToolContext, ToolError
+from gateway.sessions.key import SessionKey
+from tools.files.edit import file_tools
+from tools.files.find import find_tools
+from tools.files.workspaces import Scope, Usage, Workspaces
 
 
 def ctx(chat_id: str, user_id: str = "u1", thread: str | None = None) -> ToolContext:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from tools.cli import print_table, short
+from gateway.app.tools_cli import print_table, short
 
 if TYPE_CHECKING:
     from gateway.config import Settings
@@ -23,7 +23,7 @@ EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
 
 def register(subparsers: Any) -> None:
-    """Add `mcp` to the `chatgate` argument parser (called from gateway/cli.py)."""
+    """Add `mcp` to the `chatgate` argument parser (called from gateway/app/cli.py)."""
     mcp = subparsers.add_parser("mcp", help="MCP servers: state, tools, resources, prompts")
     sub = mcp.add_subparsers(dest="mcp_command", required=True)
     sub.add_parser("list", help="each server, its state and its tools").set_defaults(func=cmd_list)
@@ -149,7 +149,7 @@ def _with_server(
 
 def _with_servers(settings: Settings, body: Callable[[MCPManager], Awaitable[int]]) -> int:
     """Run `body` with the servers started and settled; stop them after."""
-    from gateway.logs import setup_logging
+    from gateway.runtime.logs import setup_logging
 
     if not settings.mcp.servers:
         print("no MCP servers configured (add [mcp.servers.<name>] to chatgate.toml)")

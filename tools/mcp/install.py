@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from gateway.admission import Submission
 from gateway.config import ConfigError, Settings
-from gateway.extensions import Extensions
-from gateway.messages import Inbound
+from gateway.intake.admission import Submission
+from gateway.sdk.extensions import Extensions
+from gateway.sdk.messages import Inbound
 from tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from gateway.doctor import CheckResult
+    from gateway.app.doctor import CheckResult
     from tools.mcp.manager import MCPManager
 
 Hook = Callable[[], Awaitable[None]]

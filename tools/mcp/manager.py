@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.config import MCPSettings
-from gateway.tooling import ToolSpec
+from gateway.sdk.tooling import ToolSpec
 from tools.mcp.connection import ServerConnection, ServerStatus, State
 from tools.mcp.toolspecs import GROUP, group_of, server_tool_specs
 from tools.mcp.transport import Mode, transport_kind

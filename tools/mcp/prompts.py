@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 
 from mcp.types import EmbeddedResource, GetPromptResult, Prompt, TextContent
 
-from gateway.admission import Submission
-from gateway.extensions import Command, CommandCall, Extensions
-from gateway.messages import Inbound
+from gateway.intake.admission import Submission
+from gateway.sdk.extensions import Command, CommandCall, Extensions
+from gateway.sdk.messages import Inbound
 from tools.mcp.connection import ServerConnection
 from tools.mcp.manager import MCPManager
 from tools.mcp.results import resource_text

@@ -3,7 +3,7 @@
 Text becomes the result; embedded text resources are included with their URI; images, audio
 and binary resources become a short note ("[image: image/png, 12 KB]") and are kept as
 `MediaPart`s on the `ToolOutput`; when the turn's model can see images, the tool shows the
-images to it after the results (gateway/agent.py, `ShownImages`).
+images to it after the results (gateway/turn/agent.py, `ShownImages`).
 """
 
 from __future__ import annotations

@@ -8,13 +8,13 @@ from typing import Any, Literal
 
 from mcp.types import Tool
 
-from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
-from gateway.untrusted import wrap
+from gateway.approvals.untrusted import wrap
+from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
 from tools.mcp.arguments import MCPArguments, arguments_model
 from tools.mcp.connection import ServerConnection
 from tools.mcp.naming import tool_name
 from tools.mcp.results import tool_output
-from tools.shellsafety.shape import exact
+from tools.shell.safety.shape import exact
 
 GROUP = "mcp"
 _SHOWN_ARGUMENTS = 1500  # characters of arguments in an approval prompt

@@ -10,10 +10,10 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from gateway import keys
-from gateway.logs import RedactingFilter
+from gateway.runtime.logs import RedactingFilter
+from gateway.runtime.tasks import stop_task
+from gateway.store import keys
 from gateway.store.base import Store
-from gateway.tasks import stop_task
 
 KEEP = 200  # entries kept in the store, across replicas
 FLUSH_EVERY = 2.0

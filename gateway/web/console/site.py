@@ -18,14 +18,14 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
-from gateway.commands import forget_chat, new_conversation
-from gateway.extensions import ChatFiles
-from gateway.memory import MemoryBook
-from gateway.messages import ChatRef, UserRef
-from gateway.scheduler import JobError
-from gateway.secrets import secret_values
-from gateway.session_queue import SessionQueue
-from gateway.sessions import SessionKey
+from gateway.intake.commands import forget_chat, new_conversation
+from gateway.runtime.secrets import secret_values
+from gateway.scheduling.scheduler import JobError
+from gateway.sdk.extensions import ChatFiles
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sessions.key import SessionKey
+from gateway.sessions.queue import SessionQueue
+from gateway.turn.memory import MemoryBook
 from gateway.web import auth
 from gateway.web.auth import BrowserSession
 from gateway.web.console.errors import RecentErrors

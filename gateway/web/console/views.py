@@ -10,19 +10,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gateway import keys
-from gateway.approvals import AUDIT, ApprovalService
+from gateway.approvals.service import AUDIT, ApprovalService
 from gateway.budgets.ledger import DIMENSIONS, Spend, UsageLedger
 from gateway.budgets.periods import Periods
-from gateway.channels import Adapter, ReportsState
 from gateway.config import Settings
-from gateway.history import SessionStore
 from gateway.llm.types import Message
-from gateway.metrics import Metrics
-from gateway.scheduler import Scheduler
+from gateway.runtime.metrics import Metrics
 from gateway.scheduling.jobs import JobSpec
+from gateway.scheduling.scheduler import Scheduler
 from gateway.scheduling.times import local_time
-from gateway.sessions import SessionKey
+from gateway.sdk.channels import Adapter, ReportsState
+from gateway.sessions.history import SessionStore
+from gateway.sessions.key import SessionKey
+from gateway.store import keys
 from gateway.store.base import Store
 from gateway.web.console.errors import RecentErrors
 from gateway.web.console.health import LLMHealth

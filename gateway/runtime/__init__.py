@@ -1,0 +1,2 @@
+"""What every part runs on: the HTTP server, metrics and traces, logs, secrets, leader election,
+background tasks, the event loop and the garbage collector."""

@@ -1,0 +1,67 @@
+"""The gateway's one HTTP server: health, readiness, metrics, and the platforms' webhooks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from gateway.runtime.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ReadinessCheck = Callable[[], Awaitable[str | None]]  # None when ready, else the reason
+
+
+class HttpServer:
+    def __init__(self, host: str, port: int, metrics: Metrics) -> None:
+        self._host = host
+        self._port = port
+        self._metrics = metrics
+        self._checks: dict[str, ReadinessCheck] = {}
+        self._app = web.Application(client_max_size=2 * 1024 * 1024)
+        self._app.router.add_get("/healthz", self._healthz)
+        self._app.router.add_get("/readyz", self._readyz)
+        self._app.router.add_get("/metrics", self._metrics_page)
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    def add_route(self, method: str, path: str, handler: Handler) -> None:
+        self._app.router.add_route(method, path, handler)
+
+    def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
+        self._checks[name] = check
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self._port
+        log.info("http listening host=%s port=%s", self._host, self.port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        problems = {}
+        for name, check in self._checks.items():
+            try:
+                reason = await check()
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            if reason:
+                problems[name] = reason
+        status = 503 if problems else 200
+        return web.json_response({"ready": not problems, "problems": problems}, status=status)
+
+    async def _metrics_page(self, request: web.Request) -> web.Response:
+        return web.Response(text=self._metrics.render(), content_type="text/plain")

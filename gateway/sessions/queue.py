@@ -1,0 +1,512 @@
+"""The session queue: turns for the messages intake stored, one at a time per session, run by
+whichever process has room, under a global cap on turns running here.
+
+Admission's intake stored the message in its session's pending list in the store
+(gateway/store/inbox.py) and, when this process had a free slot and the session was idle,
+took the session's lease in the same round trip: `enqueue` then starts the turn at once.
+Otherwise the message waits in the store, holding no lease: the process running the
+session takes it at the end of its turn, or a claimer (any process, as slots free up)
+takes the oldest waiting session. A process that dies leaves its messages pending; its
+leases expire within seconds and another process claims and runs them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from gateway.config import RouterSettings
+from gateway.intake.admission import Admission, Notifier, Status, Submission
+from gateway.intake.group_context import GroupContext
+from gateway.runtime.faults import crash_point
+from gateway.runtime.metrics import Metrics
+from gateway.runtime.tasks import stop_tasks
+from gateway.sdk.messages import UserRef
+from gateway.sdk.outcome import TurnOutcome
+from gateway.sessions.key import SessionKey
+from gateway.sessions.leases import SessionLeases, TurnLease
+from gateway.store import keys
+from gateway.store.base import Store, StoreUnavailable
+from gateway.store.inbox import Claimed, InboxEntry, IntakeRequest, IntakeResult
+from gateway.turn.runner import TurnJob, TurnRunner
+
+log = logging.getLogger(__name__)
+
+QUEUED_NOTICE = "Got it. I will answer this after the current request."
+TURN_FAILED = "Something went wrong on my side while answering; please try again."
+LIMIT_HIT = "Too many messages are waiting right now; please send this again in a few minutes."
+CLAIM_POLL = 1.0  # seconds between claims when nothing woke the claimer (expired leases)
+CLAIM_BATCH = 32  # sessions one claim may take at most
+GC_EVERY = 60.0
+STATS_EVERY = 10.0  # seconds between queue gauges (depth, oldest wait)
+
+
+class Slots:
+    """The global cap on turns running in this process; `take_now` never waits."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.free = size
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def take_now(self) -> bool:
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        if self.take_now():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.give()  # handed a slot while being cancelled: pass it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def take_up_to(self, count: int) -> int:
+        """Take up to `count` more slots without waiting; returns how many were taken."""
+        taken = min(count, self.free) if not self._waiters else 0
+        self.free -= taken
+        return taken
+
+    def give(self, count: int = 1) -> None:
+        for _ in range(count):
+            self._give_one()
+
+    def _give_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.free += 1
+
+
+@dataclass
+class _Running:
+    """A session whose turns run in this process now."""
+
+    key: SessionKey
+    lease: TurnLease | None = None
+    job: TurnJob | None = None
+    turn: asyncio.Task[TurnOutcome] | None = None
+    answering: bool = False  # the current turn's reply is being delivered; it is ending
+    worker: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True)
+class StopResult:
+    running_here: bool  # a turn was running in this process and was stopped
+    dropped: int  # waiting messages dropped
+    refused: bool = False  # the running turn is someone else's and the caller may not stop it
+
+
+@dataclass
+class _Waiter:
+    future: asyncio.Future[TurnOutcome]
+    since: float = field(default_factory=time.monotonic)
+
+
+class SessionQueue:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        runner: TurnRunner,
+        leases: SessionLeases,
+        context: GroupContext,
+        notifier: Notifier,
+        settings: RouterSettings,
+        metrics: Metrics,
+        instance_id: str,
+        turn_timeout: float,
+        rate_limit: int = 0,
+    ) -> None:
+        self._store = store
+        self._runner = runner
+        self._leases = leases
+        self._context = context
+        self._notifier = notifier
+        self._settings = settings
+        self._metrics = metrics
+        self._instance = instance_id
+        self._turn_timeout = turn_timeout
+        self._slots = Slots(settings.max_concurrent_turns)
+        self._running: dict[SessionKey, _Running] = {}
+        self._waiters: dict[str, _Waiter] = {}  # entry id -> its submitter, in this process
+        self._wake = asyncio.Event()
+        # Bumped whenever a message may wait in the store with no lease (stored while no slot
+        # was free, a lease handed back): a turn that ends wakes the claimer only then, and a
+        # claim that found nothing clears the flag only if nothing was bumped meanwhile.
+        self._backlog = 1
+        self._claimed_at = 0  # the `_backlog` value the last empty claim saw
+        self._started: set[str] = set()  # reserved owners whose turn `enqueue` started
+        self._rate_limit = rate_limit
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    async def start(self) -> None:
+        await self._leases.start()
+        self._tasks = [
+            asyncio.create_task(self._listen_control(), name="session control"),
+            asyncio.create_task(self._claim_loop(), name="session claimer"),
+            asyncio.create_task(self._housekeeping(), name="session housekeeping"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop running turns and hand their messages back to the store for another process
+        (or this one after a restart) to run; nothing is saved half-done."""
+        self._stopping = True
+        await stop_tasks(self._tasks)
+        for running in self._running.values():
+            if running.lease is not None:
+                running.lease.handing_over = True
+        await stop_tasks([r.worker for r in self._running.values() if r.worker is not None])
+        await self._leases.stop()
+        for waiter in self._waiters.values():
+            _resolve(waiter.future, TurnOutcome(cancelled=True))
+
+    # -- what admission and commands ask ---------------------------------------------------
+
+    def reserve(self, key: SessionKey) -> str | None:
+        """A lease owner token with a slot reserved for it, when a turn for this session could
+        start here right away (idle here, a slot free); pass it to intake, then `unreserve`
+        it unless `enqueue` started the turn."""
+        if self._stopping or key in self._running or not self._slots.take_now():
+            return None
+        return self._leases.new_owner()
+
+    async def store(
+        self,
+        admission: Admission,
+        *,
+        seen: str | None,
+        rate_key: str | None = None,
+        owner: str | None = None,
+    ) -> IntakeResult:
+        """Store the message in its session's inbox (gateway/store/inbox.py).
+
+        Whoever submitted it can wait for its turn from now on: a turn may start in another
+        task before this returns."""
+        inbound = admission.inbound
+        if admission.turn_id not in self._waiters:
+            future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+            self._waiters[admission.turn_id] = _Waiter(future)
+        request = IntakeRequest(
+            session=str(admission.session),
+            entry=InboxEntry(admission.turn_id, inbound.model_dump_json()),
+            seen=seen,
+            seen_ttl=self._settings.dedupe_ttl,
+            max_queued=self._settings.max_queued_per_session,
+            max_total=self._settings.max_pending_total,
+            rate_key=rate_key,
+            rate_limit=self._rate_limit,
+            lease_owner=owner,
+            lease_ttl=self._leases.ttl,
+        )
+        return await self._store.intake(request)
+
+    async def settle(
+        self, turn_id: str, owner: str | None, claimed: Claimed | None, *, queued: bool
+    ) -> None:
+        """After admission: forget a message that was not queued after all, give back a slot
+        reserved for a turn that did not start here, and hand back a lease intake took for
+        a turn nobody started."""
+        if not queued:
+            self._waiters.pop(turn_id, None)
+        if owner is None:
+            return
+        if owner in self._started:
+            self._started.discard(owner)
+            return
+        self._slots.give()
+        if claimed is not None:
+            await self._leases.let_go(self._leases.turn(claimed))
+            self._more_waiting()
+
+    def is_running(self, key: SessionKey) -> bool:
+        running = self._running.get(key)
+        return bool(running and running.turn and not running.turn.done())
+
+    def requester(self, key: SessionKey) -> UserRef | None:
+        """Who asked for the turn running here, if one is."""
+        running = self._running.get(key)
+        if running is None or running.job is None or not self.is_running(key):
+            return None
+        return running.job.inbound.sender
+
+    async def waiting(self, key: SessionKey) -> int:
+        """Messages stored for this session that wait behind the running turn."""
+        pending = len(await self._store.pending(str(key)))
+        busy = self.is_running(key) or await self._store.lease_owner(keys.session_lease(key))
+        return max(pending - (1 if busy else 0), 0)
+
+    async def enqueue(self, admission: Admission) -> Submission:
+        """Admission's last step: the message is stored; start its turn, or say it waits."""
+        result = admission.intake.stored
+        if result is None:  # command-shaped but no command: a message for the model after all
+            result = await self.store(admission, seen=None)
+            if result.status != "stored":
+                self._waiters.pop(admission.turn_id, None)
+                return await self._notifier.refuse(admission.inbound, LIMIT_HIT, admission.session)
+        key = admission.session
+        log.debug(
+            "message stored session=%s entry=%s queued=%d holder=%s starts=%s",
+            key,
+            admission.turn_id,
+            result.queued,
+            result.holder or "-",
+            result.claimed is not None,
+        )
+        future = self._waiters[admission.turn_id].future
+        crash_point("after_intake")
+        if result.claimed is not None:
+            self._started.add(result.claimed.owner)
+            self._start(result.claimed)
+            return Submission(Status.STARTED, future, key)
+        running = self._running.get(key)
+        if result.holder is not None:
+            if self._settings.busy_mode == "interrupt":
+                await self._interrupt(key, result.holder)
+            else:
+                # The running turn is already sending its answer and nothing else waits: this
+                # message starts in a moment, so a "will answer after" notice would be noise.
+                ending = running is not None and running.answering and result.queued <= 2
+                # Between the store's answer and now, the running turn may have ended and this
+                # message's own turn begun: then there is nothing to wait for.
+                begun = future.done() or (
+                    running is not None
+                    and running.job is not None
+                    and running.job.turn_id == admission.turn_id
+                )
+                ending = ending or begun
+                if result.notice and self._settings.queue_notice and not ending:
+                    await self._notifier.say(admission.inbound, QUEUED_NOTICE)
+        else:
+            self._more_waiting()  # no room here right now: a claimer takes it when a slot frees
+        self._metrics.inc("messages_queued_total")
+        return Submission(Status.QUEUED, future, key)
+
+    async def stop_session(self, key: SessionKey, by: UserRef | None = None) -> StopResult:
+        """Cancel the session's running turn (here or in another process) and drop what waits.
+
+        With `by`, only that person's own turn is stopped unless they may stop anyone's
+        (`by=None`); the control message carries the same check to other processes.
+        """
+        requester = self.requester(key)
+        if by is not None and requester is not None and requester.address != by.address:
+            return StopResult(False, 0, refused=True)
+        running = self._running.get(key)
+        turn = running.turn if running is not None else None
+        here = turn is not None and not turn.done()
+        busy = here or await self._store.lease_owner(keys.session_lease(key)) is not None
+        entries = await self._store.pending(str(key))
+        dropped = await self._store.drop_pending(str(key))
+        if busy and dropped:
+            dropped -= 1  # the running turn's own message
+        running_id = running.job.turn_id if running is not None and running.job else None
+        for entry in entries:
+            waiter = self._waiters.pop(entry.id, None) if entry.id != running_id else None
+            if waiter is not None:
+                _resolve(waiter.future, TurnOutcome(cancelled=True))
+        if turn is not None and here:
+            turn.cancel()
+            # Let the cancelled turn save its history first, so a /new or /forget that
+            # follows is not undone by that late save.
+            await asyncio.wait({turn}, timeout=5)
+        else:
+            message = {"op": "stop", "session": str(key), "from": self._instance}
+            if by is not None:
+                message["by"] = by.address
+            await self._store.publish(keys.CONTROL_CHANNEL, json.dumps(message))
+        return StopResult(here, dropped)
+
+    # -- running turns -------------------------------------------------------------------
+
+    def _start(self, claimed: Claimed) -> None:
+        """Run the session's turns here, starting with `claimed` (a slot is held for it)."""
+        key = SessionKey.parse(claimed.session)
+        running = self._running[key] = _Running(key)
+        running.worker = asyncio.create_task(self._work(running, claimed), name=f"session {key}")
+
+    async def _work(self, running: _Running, claimed: Claimed) -> None:
+        lease: TurnLease | None = None
+        last: tuple[str, TurnOutcome]
+        try:
+            while True:
+                lease = running.lease = self._leases.turn(claimed)
+                if claimed.attempt > 1:
+                    self._metrics.inc("turns_rerun_total")
+                    log.warning(
+                        "turn run again after its process stopped session=%s entry=%s attempt=%d",
+                        claimed.session,
+                        claimed.entry.id,
+                        claimed.attempt,
+                    )
+                outcome = await self._run_turn(running, lease)
+                result = lease.result
+                if result is None or result.next is None or self._stopping:
+                    last = (claimed.entry.id, outcome)
+                    break
+                self._answer(claimed.entry.id, outcome)
+                claimed = result.next
+                lease = None
+        finally:
+            if lease is not None:
+                await self._leases.let_go(lease)
+            if self._running.get(running.key) is running:
+                del self._running[running.key]
+            self._slots.give()
+            if self._backlog != self._claimed_at:  # else a claim now would find nothing
+                self._wake.set()
+        # Only now, with the session idle here and its slot free: whoever waited may send the
+        # next message at once, and it starts straight from intake.
+        self._answer(*last)
+
+    def _answer(self, entry_id: str, outcome: TurnOutcome) -> None:
+        waiter = self._waiters.pop(entry_id, None)
+        if waiter is not None:
+            _resolve(waiter.future, outcome)
+
+    async def _run_turn(self, running: _Running, lease: TurnLease) -> TurnOutcome:
+        job = TurnJob.from_claimed(lease.claimed)
+        running.job, running.answering = job, False
+        context_lines = await self._context.take(job.inbound)
+
+        def answering() -> None:
+            running.answering = True
+
+        running.turn = asyncio.create_task(
+            self._runner.run(job, lease, context_lines=context_lines, on_answering=answering)
+        )
+        try:
+            return await running.turn
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the worker itself is being stopped (shutdown), not just the turn
+            return TurnOutcome(cancelled=True)
+        except Exception:
+            log.exception("turn failed session=%s", running.key)
+            await self._notifier.say(job.inbound, TURN_FAILED)
+            return TurnOutcome(error=TURN_FAILED)
+        finally:
+            running.turn = None
+
+    async def _claim_loop(self) -> None:
+        """Take waiting sessions (and those of dead processes) whenever slots are free: as
+        many at once as there are free slots, in one round trip.
+
+        With nothing known to wait it sleeps until woken or the poll (a dead process's
+        lapsed leases, other processes' messages), holding no slot, so new messages for idle
+        sessions start at once; with a backlog it queues for the next free slot first."""
+        while True:
+            if self._backlog == self._claimed_at:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), CLAIM_POLL)
+            await self._slots.take()
+            extra = self._slots.take_up_to(CLAIM_BATCH - 1)
+            wanted = 1 + extra
+            backlog = self._backlog
+            try:
+                claimed = await self._store.claim(
+                    self._leases.new_owner(), self._leases.ttl, limit=wanted
+                )
+            except StoreUnavailable as exc:
+                self._slots.give(wanted)
+                log.warning("claiming waiting sessions failed error=%s", exc)
+                await asyncio.sleep(CLAIM_POLL)
+                continue
+            except BaseException:
+                self._slots.give(wanted)
+                raise
+            started = 0
+            for found in claimed:
+                if SessionKey.parse(found.session) in self._running:
+                    # Our own session's lease had lapsed: let the worker here carry on.
+                    await self._leases.let_go(self._leases.turn(found))
+                    continue
+                if found.attempt > 1:
+                    self._metrics.inc("sessions_recovered_total")
+                self._start(found)
+                started += 1
+            self._slots.give(wanted - started)
+            if len(claimed) == wanted:
+                # A full claim: more may wait, stored by other processes too (the backlog
+                # counts only what this one stored), so claim again as slots free instead
+                # of at the next poll. A replica that takes no messages itself (not the
+                # Telegram poller, say) would otherwise help a crowd a batch a second.
+                self._backlog += 1
+            if started < wanted:  # nothing more waited when the claim ran
+                self._claimed_at = backlog
+
+    def _more_waiting(self) -> None:
+        """A message may wait in the store with no lease: claim it when a slot is free."""
+        self._backlog += 1
+        self._wake.set()
+
+    async def _housekeeping(self) -> None:
+        collected = time.monotonic()
+        while True:
+            await asyncio.sleep(STATS_EVERY)
+            try:
+                pending, waited = await self._store.inbox_stats()
+            except StoreUnavailable:
+                continue
+            self._metrics.gauge("queue_pending_messages", pending)
+            self._metrics.gauge("queue_oldest_wait_seconds", round(waited, 3))
+            self._metrics.gauge("turns_running", len(self._running))
+            if time.monotonic() - collected >= GC_EVERY:
+                collected = time.monotonic()
+                # A submitter whose message another process ran is never resolved here.
+                limit = time.monotonic() - self._turn_timeout
+                for entry_id, waiter in list(self._waiters.items()):
+                    if waiter.since < limit:
+                        del self._waiters[entry_id]
+                        _resolve(waiter.future, TurnOutcome(cancelled=True))
+
+    async def _interrupt(self, key: SessionKey, holder: str) -> None:
+        running = self._running.get(key)
+        if running is not None and running.turn is not None:
+            running.turn.cancel()
+            return
+        message = {"op": "stop", "session": str(key), "from": self._instance, "holder": holder}
+        await self._store.publish(keys.CONTROL_CHANNEL, json.dumps(message))
+
+    async def _listen_control(self) -> None:
+        async for raw in self._store.listen(keys.CONTROL_CHANNEL):
+            try:
+                message = json.loads(raw)
+                if message.get("op") == "stop" and message.get("from") != self._instance:
+                    self._stop_from_elsewhere(SessionKey.parse(message["session"]), message)
+            except (ValueError, KeyError):
+                log.warning("bad control message ignored")
+
+    def _stop_from_elsewhere(self, key: SessionKey, message: dict[str, str]) -> None:
+        running = self._running.get(key)
+        if running is None or running.turn is None:
+            return
+        by = message.get("by")
+        requester = self.requester(key)
+        if by is not None and requester is not None and requester.address != by:
+            log.info("stop refused session=%s by=%s", key, by)
+            return
+        running.turn.cancel()
+
+
+def _resolve(future: asyncio.Future[TurnOutcome], outcome: TurnOutcome) -> None:
+    if not future.done():
+        future.set_result(outcome)

@@ -1,0 +1,201 @@
+"""Sub-agent delegation: the agent hands self-contained tasks to child agent loops.
+
+Each child gets a fresh history (so a long investigation does not flood the parent's
+context), only the tools the policy allows sub-agents, no way to talk to the person, and its
+own iteration, token and time limits. One call may carry a batch of up to
+`delegation.max_parallel` tasks, run at once; the reports come back together with a status
+per task, and a child that fails or runs out of time never fails the others. Children may
+delegate again only while `delegation.max_depth` allows. Approvals still apply: a destructive
+call from a child waits for a person's Approve in the chat, which says which sub-task asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from gateway.approvals.untrusted import PROMPT as UNTRUSTED_PROMPT
+from gateway.config import Settings
+from gateway.llm.client import LLMClient
+from gateway.llm.errors import LLMError
+from gateway.sdk.tooling import (
+    ApprovalGate,
+    ToolCatalog,
+    ToolContext,
+    ToolError,
+    ToolScope,
+    ToolSpec,
+)
+from gateway.turn.agent import Agent, TurnTimeout
+from tools.args import ToolArgs
+
+log = logging.getLogger(__name__)
+
+GROUP = "subagent"
+DELEGATE = "delegate"
+# Tools a sub-agent never gets: it cannot ask the person anything.
+_NEVER = ("clarify",)
+_GRACE = 10.0  # seconds past a child's own limit before it is stopped from outside
+
+SUBAGENT_PROMPT = f"""\
+You are a sub-agent working for another assistant, not for a person. Do the task you are \
+given with the tools you have, then reply with a concise report: what you did, what you \
+found (with file paths, commands and URLs where relevant), and anything left undone. You \
+cannot ask questions; if something is ambiguous, make a reasonable choice and say so.
+
+{UNTRUSTED_PROMPT}"""
+
+
+@dataclass(frozen=True)
+class SubTask:
+    task: str
+    context: str = ""
+
+
+class DelegateArgs(ToolArgs):
+    task: str = Field(default="", description="One task, self-contained: it sees nothing else.")
+    tasks: list[str] = Field(
+        default_factory=list, description="Or several independent tasks, run at once."
+    )
+    context: str = Field(default="", description="Facts from this conversation they need.")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> DelegateArgs:
+        self.tasks = [t for t in self.tasks if t.strip()]
+        if bool(self.task.strip()) == bool(self.tasks):
+            raise ValueError("give either 'task' (one) or 'tasks' (a list), not both or neither")
+        return self
+
+    def batch(self) -> list[SubTask]:
+        return [SubTask(t, self.context) for t in self.tasks or [self.task]]
+
+
+@dataclass(frozen=True)
+class ChildReport:
+    status: str  # "done", "stopped at its <x> limit", "timed out", "failed: ..."
+    text: str = ""
+    steps: int = 0
+    tool_calls: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.status.startswith(("failed", "timed out"))
+
+
+def subagent_tools(
+    *,
+    llm: LLMClient,
+    catalog: ToolCatalog,
+    settings: Settings,
+    approvals: ApprovalGate | None,
+) -> list[ToolSpec[Any]]:
+    delegation = settings.delegation
+    seconds = settings.agent.subagent_max_seconds
+    limits = settings.agent.model_copy(
+        update={
+            "max_iterations": settings.agent.subagent_max_iterations,
+            "max_turn_seconds": seconds,
+            "max_tokens_per_turn": delegation.max_tokens_per_task,
+        }
+    )
+    agent = Agent(llm, limits, approvals=approvals)
+
+    async def run_child(sub: SubTask, ctx: ToolContext, label: str) -> ChildReport:
+        depth = _depth(ctx) + 1
+        if ctx.scope is not None:  # the turn's profile and models
+            scope = dataclasses.replace(ctx.scope, is_subagent=True)
+        else:
+            scope = ToolScope(
+                platform=ctx.chat.platform,
+                chat_id=ctx.chat.chat_id,
+                provider=settings.llm.provider_name,
+                model=settings.llm.model,
+                is_subagent=True,
+            )
+        never = _NEVER if depth < delegation.max_depth else (*_NEVER, DELEGATE)
+        brief = sub.task.strip()
+        if sub.context.strip():
+            brief += f"\n\nContext:\n{sub.context.strip()}"
+        child = dataclasses.replace(
+            ctx, is_subagent=True, depth=depth, task_label=label, scope=scope
+        )
+        try:
+            async with asyncio.timeout(seconds + _GRACE):
+                result = await agent.run(
+                    SUBAGENT_PROMPT,
+                    [{"role": "user", "content": brief}],
+                    catalog.toolbox(scope, exclude=never),
+                    child,
+                    catalog=catalog,
+                    llm=ctx.llm,
+                )
+        except (TimeoutError, TurnTimeout):
+            return ChildReport(f"timed out after {seconds:g} s")
+        except LLMError as exc:
+            return ChildReport(f"failed: {exc.user_message}")
+        except Exception as exc:  # a child's crash must not take its siblings down
+            log.exception("sub-agent crashed session=%s task=%s", ctx.session, label)
+            return ChildReport(f"failed: {type(exc).__name__}")
+        status = f"stopped at its {result.limit_hit} limit" if result.limit_hit else "done"
+        return ChildReport(status, result.text, result.iterations, result.tool_calls)
+
+    async def delegate(args: DelegateArgs, ctx: ToolContext) -> str:
+        if _depth(ctx) >= delegation.max_depth:
+            raise ToolError("a sub-agent at this depth cannot delegate; do the task yourself.")
+        batch = args.batch()
+        if len(batch) > delegation.max_parallel:
+            raise ToolError(
+                f"at most {delegation.max_parallel} tasks at once; send the rest in another call."
+            )
+        if len(batch) == 1:
+            report = await run_child(batch[0], ctx, "sub-task")
+            if not report.ok:
+                raise ToolError(f"the sub-agent {report.status}.")
+            note = "" if report.status == "done" else f" ({report.status})"
+            return (
+                f"Sub-agent report{note}, {report.steps} steps, {report.tool_calls} tool "
+                f"calls:\n{report.text}"
+            )
+        labels = [f"sub-task {i}/{len(batch)} ({_short(s.task)})" for i, s in enumerate(batch, 1)]
+        reports = await asyncio.gather(
+            *(run_child(sub, ctx, label) for sub, label in zip(batch, labels, strict=True))
+        )
+        done = sum(r.ok for r in reports)
+        parts = [f"Sub-agent reports: {done} of {len(batch)} tasks finished."]
+        for i, (sub, report) in enumerate(zip(batch, reports, strict=True), 1):
+            parts.append(
+                f"\n## Task {i}: {_short(sub.task)}\nStatus: {report.status}"
+                + (f", {report.steps} steps, {report.tool_calls} tool calls" if report.ok else "")
+                + (f"\n{report.text}" if report.text else "")
+            )
+        return "\n".join(parts)
+
+    return [
+        ToolSpec(
+            name=DELEGATE,
+            description=(
+                "Hand self-contained work to sub-agents with fresh contexts; each returns a "
+                f"report. Up to {delegation.max_parallel} tasks run at once. For research or "
+                "multi-step work whose details you need not keep."
+            ),
+            args=DelegateArgs,
+            handler=delegate,
+            group=GROUP,
+            # The children have their own wall-time limit; allow a little for the reports.
+            timeout=seconds + _GRACE + 5,
+        )
+    ]
+
+
+def _depth(ctx: ToolContext) -> int:
+    return max(ctx.depth, 1 if ctx.is_subagent else 0)
+
+
+def _short(task: str, limit: int = 60) -> str:
+    line = " ".join(task.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

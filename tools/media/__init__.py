@@ -1,0 +1,1 @@
+"""Media tools: sending files, image generation, speech and vision_analyze."""

@@ -1,0 +1,85 @@
+"""vision_analyze: ask `llm.vision_model` about an image, for a main model that cannot see.
+
+The image is one the person sent in this conversation (by its file_id) or an image file in
+the workspace; it is prepared like images for the main model (scaled, re-encoded) and sent
+with the question to the vision model on the same server; its answer is the tool result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import Field
+
+from gateway.config import Settings
+from gateway.llm.client import LLMClient
+from gateway.llm.errors import LLMError
+from gateway.llm.images import image_part, text_part
+from gateway.media.images import ImageError, prepare_image
+from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from tools.args import ToolArgs
+from tools.files.attachments import AttachmentFetcher
+from tools.files.workspace import WorkspaceFor
+
+GROUP = "media"
+
+
+class VisionArgs(ToolArgs):
+    question: str = Field(description="What to find out about the image.")
+    file_id: str = Field(default="", description="An image's file_id from its attachment note.")
+    path: str = Field(default="", description="Or an image file in the workspace.")
+
+
+def vision_client(settings: Settings) -> LLMClient:
+    """A client for `llm.vision_model` on the LLM's server, always sending images."""
+    return LLMClient(
+        settings.llm.model_copy(
+            update={"model": settings.llm.vision_model, "vision": "on", "stream": False}
+        )
+    )
+
+
+def vision_tool(
+    workspace_for: WorkspaceFor,
+    fetcher: AttachmentFetcher,
+    client: LLMClient,
+    *,
+    max_px: int,
+) -> ToolSpec[Any]:
+    async def vision_analyze(args: VisionArgs, ctx: ToolContext) -> str:
+        if bool(args.file_id) == bool(args.path):
+            raise ToolError("give either file_id (an image the person sent) or path, not both.")
+        if args.file_id:
+            attachment = await fetcher.find(args.file_id, ctx)
+            data = await fetcher.fetch(attachment, ctx)
+        else:
+            with workspace_for(ctx).open_file(args.path, "read") as file:
+                if file.size > fetcher.max_bytes:
+                    raise ToolError(
+                        f"{file.rel} has {file.size:,} bytes; images up to "
+                        f"{fetcher.max_bytes:,} are looked at."
+                    )
+                data = file.read(fetcher.max_bytes)
+        try:
+            image = await asyncio.to_thread(prepare_image, data, max_px)
+        except ImageError as exc:
+            raise ToolError(f"the image cannot be looked at: {exc}.") from None
+        content = [text_part(args.question), image_part(image.data_url())]
+        try:
+            completion = await client.complete([{"role": "user", "content": content}])
+        except LLMError as exc:
+            raise ToolError(f"the vision model failed: {exc.detail}") from None
+        return completion.content or "(the vision model gave no answer)"
+
+    return ToolSpec(
+        name="vision_analyze",
+        description=(
+            "Ask a vision model about an image (one the person sent, by file_id, or an "
+            "image file in the workspace) and get its answer as text."
+        ),
+        args=VisionArgs,
+        handler=vision_analyze,
+        group=GROUP,
+        untrusted_output=True,  # text in an image is outside content like a web page's
+    )

@@ -1,0 +1,68 @@
+"""The memory tool: the model keeps durable notes about the chat and the person."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.turn.memory import MemoryBook, MemoryEditError, MemoryScope
+from tools.args import ToolArgs
+
+GROUP = "memory"
+
+
+class MemoryArgs(ToolArgs):
+    action: Literal["add", "replace", "remove", "list"]
+    target: MemoryScope = Field(
+        default=MemoryScope.CHAT,
+        description="'chat' for facts about this chat or team, 'user' for facts about the person.",
+    )
+    text: str = Field(default="", description="The note to add, or the new text for replace.")
+    old_text: str = Field(
+        default="", description="For replace/remove: a unique part of the existing note."
+    )
+
+    @model_validator(mode="after")
+    def _needs(self) -> MemoryArgs:
+        if self.action in ("add", "replace") and not self.text.strip():
+            raise ValueError(f"'{self.action}' needs 'text'")
+        if self.action in ("replace", "remove") and not self.old_text.strip():
+            raise ValueError(f"'{self.action}' needs 'old_text' naming the note to change")
+        return self
+
+
+def memory_tools(memory: MemoryBook) -> list[ToolSpec[Any]]:
+    async def handle(args: MemoryArgs, ctx: ToolContext) -> str:
+        scope, chat, user = args.target, ctx.chat, ctx.user
+        try:
+            if args.action == "add":
+                notes = await memory.add(scope, chat, user, args.text)
+            elif args.action == "replace":
+                notes = await memory.replace(scope, chat, user, args.old_text, args.text)
+            elif args.action == "remove":
+                notes = await memory.remove(scope, chat, user, args.old_text)
+            else:
+                notes = await memory.entries(scope, chat, user)
+        except MemoryEditError as exc:
+            raise ToolError(str(exc)) from None
+        used = sum(len(n) for n in notes)
+        listing = "\n".join(f"- {n}" for n in notes) or "(none)"
+        return f"{scope.value} memory ({used}/{memory.budget(scope)} chars):\n{listing}"
+
+    return [
+        ToolSpec(
+            name="memory",
+            description=(
+                "Keep durable notes across conversations: preferences, names, decisions. "
+                "Notes are shown to you at the start of each new conversation. "
+                "Actions: add, replace (old_text -> text), remove (old_text), list."
+            ),
+            args=MemoryArgs,
+            handler=handle,
+            group=GROUP,
+            # Notes are read into every later conversation: outside content must not write them.
+            side_effects=True,
+        )
+    ]

@@ -1,0 +1,1 @@
+"""The cron tools: reminders and scheduled prompts the model sets for its chat."""

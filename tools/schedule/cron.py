@@ -1,0 +1,159 @@
+"""The cron tools: the model schedules reminders and prompts for the chat it is talking in, lists,
+removes, pauses and resumes them. People see and manage their own chat's jobs; admins all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from pydantic import Field
+
+from gateway.scheduling.jobs import JobKind, JobSpec, describe_job
+from gateway.scheduling.scheduler import JobError, Scheduler
+from gateway.scheduling.times import local_time
+from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from tools.args import ToolArgs
+
+GROUP = "cron"
+
+WHEN_HELP = (
+    "When to run: a date-time ('2026-12-01 09:00', ISO with offset works too), a delay "
+    "('in 10 minutes', '10m', '1h30m'), a day and time ('tomorrow 9:00', 'monday 8am'), an "
+    "interval ('every 2h'), a recurring time ('every weekday 8:30', 'every mon,thu 18:00') or a "
+    "5-field cron expression ('30 8 * * 1-5', weekday 0 and 7 = Sunday)."
+)
+
+
+class ScheduleJobArgs(ToolArgs):
+    kind: Literal["message", "agent"] = Field(
+        default="message",
+        description=(
+            "'message' sends `text` verbatim at that time (reminders). 'agent' runs `text` as a "
+            "prompt in a fresh conversation at that time and sends the answer (e.g. 'summarize "
+            "the open PRs'), so make the prompt self-contained."
+        ),
+    )
+    text: str = Field(description="The message to send, or the prompt to run.")
+    when: str = Field(description=WHEN_HELP)
+    timezone: str = Field(
+        default="",
+        description="IANA time zone of `when`, e.g. Europe/Berlin. Empty: the gateway's default.",
+    )
+
+
+class ListJobsArgs(ToolArgs):
+    all_chats: bool = Field(
+        default=False, description="Admins only: list the jobs of every chat, not just this one."
+    )
+
+
+class JobIdArgs(ToolArgs):
+    job_id: str = Field(description="The job id, as list_jobs shows it.")
+
+
+def cron_tools(scheduler: Scheduler | None) -> list[ToolSpec[Any]]:
+    """The cron tools; without a scheduler (offline listings) they explain they cannot run."""
+
+    def need() -> Scheduler:
+        if scheduler is None:
+            raise ToolError("scheduling is not available in this process")
+        return scheduler
+
+    async def schedule_job(args: ScheduleJobArgs, ctx: ToolContext) -> str:
+        try:
+            spec = await need().create(
+                kind=JobKind(args.kind),
+                text=args.text,
+                when=args.when,
+                timezone=args.timezone,
+                chat=ctx.chat,
+                user=ctx.user,
+            )
+        except JobError as exc:
+            raise ToolError(f"not scheduled: {exc}") from None
+        return (
+            f"Scheduled job {spec.id} ({spec.kind.value}), {spec.schedule.describe()}; first run "
+            f"{local_time(spec.first_run, spec.schedule.tz)}. It is delivered to this chat."
+        )
+
+    async def list_jobs(args: ListJobsArgs, ctx: ToolContext) -> str:
+        sched = need()
+        if args.all_chats and not sched.is_admin(ctx.user):
+            raise ToolError("only admins can list other chats' jobs; call without all_chats")
+        found = await sched.jobs(None if args.all_chats else ctx.chat)
+        if not found:
+            return "No scheduled jobs" + ("." if args.all_chats else " in this chat.")
+        lines = [describe_job(spec, state, with_chat=args.all_chats) for spec, state in found]
+        return f"{len(lines)} job(s):\n" + "\n".join(lines)
+
+    async def remove_job(args: JobIdArgs, ctx: ToolContext) -> str:
+        spec = await _act(need().remove, args, ctx)
+        return f"Removed job {spec.id} ({spec.preview})."
+
+    async def pause_job(args: JobIdArgs, ctx: ToolContext) -> str:
+        spec = await _act(need().pause, args, ctx)
+        return f"Paused job {spec.id}; runs that fall due while paused are skipped."
+
+    async def resume_job(args: JobIdArgs, ctx: ToolContext) -> str:
+        sched = need()
+        spec = await _act(sched.resume, args, ctx)
+        due = await sched.next_run_of(spec)
+        when = local_time(due, spec.schedule.tz) if due else "not scheduled"
+        return f"Resumed job {spec.id}; next run {when}."
+
+    return [
+        ToolSpec(
+            name="schedule_job",
+            description=(
+                "Schedule a reminder (kind 'message') or a prompt you will run later (kind "
+                "'agent') for this chat: once, after a delay, at an interval or on a cron "
+                "schedule. The answer is delivered to this chat (and thread)."
+            ),
+            args=ScheduleJobArgs,
+            handler=schedule_job,
+            group=GROUP,
+            side_effects=True,
+        ),
+        ToolSpec(
+            name="list_jobs",
+            description="List this chat's scheduled jobs with their ids and next run times.",
+            args=ListJobsArgs,
+            handler=list_jobs,
+            group=GROUP,
+        ),
+        ToolSpec(
+            name="remove_job",
+            description="Remove a scheduled job of this chat by id.",
+            args=JobIdArgs,
+            handler=remove_job,
+            group=GROUP,
+            side_effects=True,
+        ),
+        ToolSpec(
+            name="pause_job",
+            description="Pause a scheduled job of this chat by id (it keeps its schedule).",
+            args=JobIdArgs,
+            handler=pause_job,
+            group=GROUP,
+            side_effects=True,
+        ),
+        ToolSpec(
+            name="resume_job",
+            description="Resume a paused job of this chat by id.",
+            args=JobIdArgs,
+            handler=resume_job,
+            group=GROUP,
+            side_effects=True,
+        ),
+    ]
+
+
+async def _act(
+    action: Callable[..., Awaitable[JobSpec]], args: JobIdArgs, ctx: ToolContext
+) -> JobSpec:
+    try:
+        spec = await action(args.job_id, user=ctx.user, chat=ctx.chat)
+    except JobError as exc:
+        raise ToolError(str(exc)) from None
+    return spec

@@ -1,0 +1,278 @@
+"""execute_code: the model writes one Python script that runs on the terminal backend and may
+call the session's other tools, so a multi-step job costs one model round trip.
+
+Each call from the script takes the agent's own path (gateway.turn.agent.execute_tool): only tools
+the policy allows in this chat, argument validation, approval when the tool asks for it.
+Limits: wall time (time spent inside tool calls not counted), output size, number of calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets as secrets_module
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from gateway.config import Settings
+from gateway.sdk.tooling import (
+    ApprovalGate,
+    ApprovalNeed,
+    ToolCatalog,
+    ToolContext,
+    ToolError,
+    ToolScope,
+    ToolSpec,
+)
+from gateway.turn.agent import execute_tool
+from tools.args import ToolArgs
+from tools.shell.safety.shape import exact
+from tools.shell.terminal.base import (
+    DRAIN_SECONDS,
+    KILL_GRACE,
+    OutputBuffer,
+    Running,
+    RunResult,
+    TerminalBackend,
+    pump,
+)
+from tools.shell.terminal.env import safe_env
+from tools.shell.tool import GROUP, WorkspaceFor
+
+log = logging.getLogger(__name__)
+
+BOOT = Path(__file__).with_name("terminal").joinpath("code_boot.py").read_text(encoding="utf-8")
+MAX_SCRIPT_CHARS = 100_000  # one argv element must stay under the kernel's 128 KiB
+# Never callable from a script: no scripts inside scripts, no sub-agents.
+_NEVER = {"execute_code", "delegate"}
+
+DESCRIPTION = (
+    "Run a Python 3 script in the workspace that can call your other tools: "
+    "tools.read_file(path='a.txt') returns the tool's text; a failure raises ToolCallError. "
+    "Chains many calls in one step; returns the output and the calls made."
+)
+
+
+class CodeArgs(ToolArgs):
+    code: str = Field(min_length=1, description="The Python 3 script.")
+    timeout: float | None = Field(
+        default=None, gt=0, description="Seconds before it is stopped (capped by the gateway)."
+    )
+
+
+@dataclass
+class _Calls:
+    made: list[tuple[str, bool]] = field(default_factory=list)
+    seconds: float = 0.0  # time spent inside tool calls
+    since: float | None = None  # start of the call in progress
+
+    def render(self) -> str:
+        if not self.made:
+            return "[tool calls: none]"
+        parts = [f"{name} {'ok' if ok else 'error'}" for name, ok in self.made]
+        return f"[tool calls ({len(parts)}): {', '.join(parts)}]"
+
+
+def code_tools(
+    workspace_for: WorkspaceFor,
+    settings: Settings,
+    backend: TerminalBackend | None,
+    *,
+    catalog: ToolCatalog,
+    approvals: ApprovalGate | None,
+    secrets: Callable[[], Iterable[str]] | None = None,
+) -> list[ToolSpec[Any]]:
+    if backend is None:
+        return []
+    term = settings.tools.terminal
+    limit = term.code_timeout
+    ask = term.code_approval == "always" or (term.code_approval == "auto" and not backend.isolated)
+
+    def allowed(ctx: ToolContext) -> dict[str, ToolSpec[Any]]:
+        scope = ToolScope(
+            platform=ctx.chat.platform,
+            chat_id=ctx.chat.chat_id,
+            provider=settings.llm.provider_name,
+            model=settings.llm.model,
+            is_subagent=ctx.is_subagent,
+        )
+        return {t.name: t for t in catalog.for_scope(scope) if t.name not in _NEVER}
+
+    def need(args: CodeArgs, reason: str) -> ApprovalNeed:
+        # The shape is the script itself: "for this session" covers this script, no other.
+        return ApprovalNeed(
+            summary=args.code, reason=reason, shape=exact(args.code), where=backend.describe()
+        )
+
+    async def approval(args: CodeArgs, ctx: ToolContext) -> ApprovalNeed | None:
+        return need(args, "runs a Python script that is not sandboxed") if ask else None
+
+    async def side_effects(args: CodeArgs, ctx: ToolContext) -> ApprovalNeed | None:
+        return need(args, "")  # a script can do anything: after outside content, it asks
+
+    async def call_tool(request: dict[str, Any], ctx: ToolContext, calls: _Calls) -> str:
+        name = str(request.get("tool", ""))
+        if len(calls.made) >= term.code_max_tool_calls:
+            calls.made.append((name, False))
+            return _answer(
+                request,
+                False,
+                f"the limit of {term.code_max_tool_calls} tool calls per script is reached",
+            )
+        tools = allowed(ctx)
+        spec = tools.get(name)
+        if spec is None:
+            calls.made.append((name, False))
+            if catalog.get(name) is not None:
+                why = f"the tool '{name}' is not allowed here"
+            else:
+                why = f"there is no tool named '{name}'. Available: {', '.join(sorted(tools))}"
+            return _answer(request, False, why)
+        args = request.get("args")
+        if not isinstance(args, dict):
+            args = {}
+        loop = asyncio.get_running_loop()
+        calls.since = loop.time()
+        try:
+            result = await execute_tool(
+                spec,
+                args,
+                ctx,
+                approvals=approvals,
+                timeout=spec.timeout or settings.agent.tool_timeout,
+            )
+        finally:
+            calls.seconds += loop.time() - calls.since
+            calls.since = None
+        ok = not result.startswith("error: ")
+        calls.made.append((name, ok))
+        return _answer(request, ok, result if ok else result.removeprefix("error: "))
+
+    async def serve(
+        running: Running, token: bytes, ctx: ToolContext, buffer: OutputBuffer, calls: _Calls
+    ) -> None:
+        """Read the script's stderr: marked lines are tool calls, the rest is output."""
+        assert running.stderr is not None and running.stdin is not None
+        mark = b"\x1e" + token + b" "
+        while line := await _read_line(running.stderr):
+            if not line.startswith(mark):
+                buffer.feed(line)
+                continue
+            try:
+                request = json.loads(line[len(mark) :])
+            except ValueError:
+                request = {}
+            if not isinstance(request, dict):
+                request = {}
+            answer = await call_tool(request, ctx, calls)
+            try:
+                running.stdin.write(answer.encode() + b"\n")
+                await running.stdin.drain()
+            except (ConnectionError, RuntimeError):
+                return  # the script is gone
+
+    async def execute_code(args: CodeArgs, ctx: ToolContext) -> str:
+        if len(args.code) > MAX_SCRIPT_CHARS:
+            raise ToolError(
+                f"the script is {len(args.code):,} characters; the limit is "
+                f"{MAX_SCRIPT_CHARS:,}. Write it to a file and run it with the shell instead."
+            )
+        workspace = workspace_for(ctx)
+        timeout = min(args.timeout or limit, limit)
+        token = secrets_module.token_hex(16)
+        env = safe_env(secrets() if secrets else (), passthrough=term.env_passthrough)
+        env["CHATGATE_RPC_TOKEN"] = token
+        env["PYTHONUNBUFFERED"] = "1"
+        running = await backend.spawn(
+            [term.python, "-I", "-c", BOOT, args.code],
+            workspace=workspace.root,
+            cwd=workspace.root,
+            env=env,
+            timeout=timeout,
+            stdin=True,
+            split_stderr=True,
+        )
+        buffer = OutputBuffer(settings.tools.max_output_chars)
+        calls = _Calls()
+        readers = [
+            asyncio.create_task(pump(running.stdout, buffer)),
+            asyncio.create_task(serve(running, token.encode(), ctx, buffer, calls)),
+        ]
+        timed_out = False
+        try:
+            timed_out = not await _finished(running, timeout, calls)
+            await running.stop()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*readers), DRAIN_SECONDS)
+        finally:
+            await asyncio.shield(running.stop())
+            for reader in readers:
+                reader.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+        result = RunResult(buffer.render(), running.returncode, timed_out)
+        log.info(
+            "execute_code ran session=%s backend=%s exit=%s timed_out=%s calls=%d",
+            ctx.session,
+            backend.name,
+            result.exit_code,
+            timed_out,
+            len(calls.made),
+        )
+        return f"{result.render(timeout)}\n{calls.render()}"
+
+    return [
+        ToolSpec(
+            name="execute_code",
+            description=DESCRIPTION,
+            args=CodeArgs,
+            handler=execute_code,
+            group=GROUP,
+            approval=approval,
+            side_effects=side_effects,
+            # Calls inside the script (and their approvals) do not count against its own
+            # limit; the agent's limit must leave room for one approval wait at least.
+            timeout=limit
+            + settings.approvals.timeout_seconds
+            + settings.agent.tool_timeout
+            + KILL_GRACE
+            + 15,
+        )
+    ]
+
+
+async def _finished(running: Running, timeout: float, calls: _Calls) -> bool:  # noqa: ASYNC109
+    """Wait until the script exits; False when its own time (not its tool calls') ran out."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while running.returncode is None:
+        now = loop.time()
+        in_call = now - calls.since if calls.since is not None else 0.0
+        if now - started - calls.seconds - in_call >= timeout:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def _read_line(stream: asyncio.StreamReader) -> bytes:
+    """One line however long (a request may carry a whole file); b"" at the end."""
+    parts: list[bytes] = []
+    while True:
+        try:
+            parts.append(await stream.readuntil(b"\n"))
+        except asyncio.IncompleteReadError as exc:
+            parts.append(exc.partial)
+        except asyncio.LimitOverrunError as exc:
+            parts.append(await stream.readexactly(exc.consumed))
+            continue
+        return b"".join(parts)
+
+
+def _answer(request: dict[str, Any], ok: bool, text: str) -> str:
+    key = "result" if ok else "error"
+    return json.dumps({"id": request.get("id"), "ok": ok, key: text})
