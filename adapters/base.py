@@ -6,7 +6,6 @@ adapters); it is re-exported here so adapter code reads from one place.
 
 from __future__ import annotations
 
-from gateway.sdk.channels import Adapter, AdapterContext, Capabilities, DeliveryError
-from gateway.streaming.textsplit import split_text
+from gateway.sdk import Adapter, AdapterContext, Capabilities, DeliveryError, split_text
 
 __all__ = ["Adapter", "AdapterContext", "Capabilities", "DeliveryError", "split_text"]

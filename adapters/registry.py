@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gateway.sdk.platforms import PlatformPlugin
+from gateway.sdk import PlatformPlugin
 
 PLATFORMS = (
     "adapters.telegram.plugin",

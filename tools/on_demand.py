@@ -10,8 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
-from gateway.turn.toolbox import Toolbox
+from gateway.sdk import Toolbox, ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 from tools.toolsets import GROUP_PREFIX, TOOLSETS, expand
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from gateway.app.tools_cli import short
-from gateway.config import Settings
-from gateway.sdk.tooling import ToolScope
-from gateway.web.info import InfoTable
+from gateway.sdk import Settings, ToolScope
+from gateway.sdk.webkit import InfoTable
 from tools.mcp.install import mcp_manager
 from tools.policy import ToolPolicy
 from tools.registry import ToolRegistry
 from tools.skills.library import default_library
+from tools.tables import short
 
 
 def tool_overview(

@@ -17,15 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config import (
+from gateway.sdk import (
     ConfigError,
     ProfileSettings,
     ProfilesSettings,
     Settings,
     ToolRule,
+    ToolScope,
+    ToolSpec,
     ToolsSettings,
 )
-from gateway.sdk.tooling import ToolScope, ToolSpec
 from tools.registry import ToolRegistry
 from tools.toolsets import GROUP_PREFIX, WILDCARD, expand, known_groups
 

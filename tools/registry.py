@@ -11,8 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from gateway.sdk.tooling import ToolScope, ToolSpec
-from gateway.turn.toolbox import Toolbox
+from gateway.sdk import Toolbox, ToolScope, ToolSpec
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gateway.sdk.tooling import ToolSpec
+from gateway.sdk import ToolSpec
 
 GROUP_PREFIX = "group:"
 WILDCARD = "*"

@@ -13,19 +13,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.sdk.channels import (
+from gateway.sdk import (
     Capabilities,
+    ChatKind,
+    ChatRef,
     DeliveryError,
     MessageGone,
+    Outbound,
+    SentRef,
+    SessionKey,
+    Store,
     StreamSupport,
+    UserRef,
+    keys,
 )
-from gateway.sdk.messages import ChatKind, ChatRef, Outbound, SentRef, UserRef
-from gateway.sessions.key import SessionKey
-from gateway.store import keys
-from gateway.store.base import Store
-from gateway.web.files import WebFiles
-from gateway.web.pages import Streams
-from gateway.web.transcript import ChatMessage, LiveHub, MessageLog, deleted, edited, sent
+from gateway.sdk.webkit import (
+    ChatMessage,
+    LiveHub,
+    MessageLog,
+    Streams,
+    WebFiles,
+    deleted,
+    edited,
+    sent,
+)
 
 PLATFORM = "api"
 SEPARATOR = "~"

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.media.sniff import safe_name, sniff
+from gateway.sdk.media import safe_name, sniff
 
 MAX_IMAGES = 10  # per message, as in the web chat
 _DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?((?:;[\w.+-]+=[^;,]*)*);base64,", re.ASCII)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from adapters.api.adapter import PLATFORM, ApiAdapter
 from adapters.api.routes import ApiSite
 from adapters.api.settings import ApiSettings
-from gateway.sdk.channels import Adapter, AdapterContext
-from gateway.sdk.platforms import PlatformPlugin, PlatformUnavailable
+from gateway.sdk import Adapter, AdapterContext, PlatformPlugin, PlatformUnavailable
 
 
 def _build(settings: ApiSettings, ctx: AdapterContext) -> Adapter:

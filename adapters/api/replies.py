@@ -11,12 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from adapters.api.adapter import ApiAdapter, RequestChat
-from gateway.approvals.records import ApprovalChoice
-from gateway.sdk.callbacks import prefix_of
-from gateway.sdk.outcome import TurnOutcome
-from gateway.store import keys
-from gateway.store.base import Store
-from gateway.web.transcript import ChatMessage
+from gateway.sdk import ApprovalChoice, Store, TurnOutcome, keys, prefix_of
+from gateway.sdk.webkit import ChatMessage
 
 POLL = 0.5  # seconds between looks at the store while a turn runs
 LIVE_TTL = 30.0  # the "a client waits" mark lapses this long after its request stopped waiting

@@ -30,16 +30,18 @@ from adapters.api.replies import (
     wait_until_idle,
 )
 from adapters.api.settings import ApiSettings
-from gateway.intake.access import RATE_LIMITED
-from gateway.intake.admission import Status, Submission
-from gateway.media.sniff import kind_of
-from gateway.sdk.channels import AdapterContext
-from gateway.sdk.messages import Attachment, Inbound
-from gateway.sessions.history import SessionStore
-from gateway.store import keys
-from gateway.web.auth import same
-from gateway.web.pages import gone
-from gateway.web.transcript import ChatMessage
+from gateway.sdk import (
+    RATE_LIMITED,
+    AdapterContext,
+    Attachment,
+    Inbound,
+    SessionStore,
+    Status,
+    Submission,
+    keys,
+)
+from gateway.sdk.media import kind_of
+from gateway.sdk.webkit import ChatMessage, gone, same
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_serializer, field_validator, model_validator
 
-from gateway.config import Section
-from gateway.web.settings import check_name, masked_keys
+from gateway.sdk import Section
+from gateway.sdk.webkit import check_name, masked_keys
 
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$")
 

@@ -13,8 +13,7 @@ import time
 import uuid
 from typing import TextIO
 
-from gateway.sdk.channels import Capabilities
-from gateway.sdk.messages import ChatKind, ChatRef, Inbound, Outbound, SentRef, UserRef
+from gateway.sdk import Capabilities, ChatKind, ChatRef, Inbound, Outbound, SentRef, UserRef
 
 PLATFORM = "console"
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from adapters.console.adapter import PLATFORM, ConsoleAdapter
 from adapters.console.settings import ConsoleSettings
-from gateway.sdk.channels import Adapter, AdapterContext
-from gateway.sdk.platforms import PlatformPlugin
+from gateway.sdk import Adapter, AdapterContext, PlatformPlugin
 
 
 def _build(settings: ConsoleSettings, ctx: AdapterContext) -> Adapter:

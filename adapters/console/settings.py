@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.config import Section
+from gateway.sdk import Section
 
 
 class ConsoleSettings(Section):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from adapters.discord.normalize import PLATFORM
 from adapters.discord.settings import DiscordSettings
-from gateway.sdk.messages import ChatKind, ChatRef, Inbound, UserRef
+from gateway.sdk import ChatKind, ChatRef, Inbound, UserRef
 
 NO_DMS = "I do not take direct messages here; mention me in a server channel instead."
 NOT_HERE = "I am not enabled in this channel; ask a server admin, or use a channel where I am."

@@ -41,11 +41,21 @@ from adapters.discord.presses import answer_press, show
 from adapters.discord.sending import MAX_LEN, DiscordSender
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.uploads import MAX_UPLOAD_BYTES, DiscordUploads
-from gateway.intake.admission import Status, Submission
-from gateway.runtime.leader import LeaderElection
-from gateway.sdk.channels import AdapterContext, Capabilities, DeliveryError, StreamSupport
-from gateway.sdk.messages import ChatKind, ChatRef, Outbound, PressReply, SentRef
-from gateway.turn.runner import TurnOutcome
+from gateway.sdk import (
+    AdapterContext,
+    Capabilities,
+    ChatKind,
+    ChatRef,
+    DeliveryError,
+    LeaderElection,
+    Outbound,
+    PressReply,
+    SentRef,
+    Status,
+    StreamSupport,
+    Submission,
+    TurnOutcome,
+)
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import discord
 
-from gateway.sdk.messages import Button, ButtonStyle
+from gateway.sdk import Button, ButtonStyle
 
 log = logging.getLogger(__name__)
 

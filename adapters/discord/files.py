@@ -16,8 +16,8 @@ import aiohttp
 import discord
 from discord.http import Route
 
-from gateway.media.fetch import read_limited
-from gateway.sdk.channels import AttachmentUnavailable
+from gateway.sdk import AttachmentUnavailable
+from gateway.sdk.media import read_limited
 
 _CDN_HOSTS = frozenset({"cdn.discordapp.com", "media.discordapp.net"})
 _DOWNLOAD = aiohttp.ClientTimeout(total=120, sock_connect=10)

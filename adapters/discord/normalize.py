@@ -12,8 +12,7 @@ from typing import Any
 
 import discord
 
-from gateway.media.sniff import declared_kind
-from gateway.sdk.messages import (
+from gateway.sdk import (
     Attachment,
     AttachmentKind,
     ButtonPress,
@@ -23,6 +22,7 @@ from gateway.sdk.messages import (
     SentRef,
     UserRef,
 )
+from gateway.sdk.media import declared_kind
 
 PLATFORM = "discord"
 # Replies to a slash command carry this marker plus the interaction id instead of a message id.

@@ -5,9 +5,7 @@ from __future__ import annotations
 import httpx
 
 from adapters.discord.settings import DiscordSettings
-from gateway.sdk.channels import Adapter, AdapterContext
-from gateway.sdk.checks import CheckResult, probe_api
-from gateway.sdk.platforms import PlatformPlugin
+from gateway.sdk import Adapter, AdapterContext, CheckResult, PlatformPlugin, probe_api
 
 
 def _build(settings: DiscordSettings, ctx: AdapterContext) -> Adapter:

@@ -13,8 +13,7 @@ from typing import Any
 
 import discord
 
-from gateway.sdk.channels import HandlePress
-from gateway.sdk.messages import ButtonPress, PressReply
+from gateway.sdk import ButtonPress, HandlePress, PressReply
 
 log = logging.getLogger(__name__)
 

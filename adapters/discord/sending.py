@@ -19,8 +19,7 @@ from adapters.base import DeliveryError, split_text
 from adapters.discord.buttons import build_view
 from adapters.discord.interactions import InteractionReplies, PendingCommand
 from adapters.discord.normalize import PLATFORM, channel_id
-from gateway.sdk.channels import MessageGone
-from gateway.sdk.messages import ChatKind, ChatRef, Outbound, SentRef
+from gateway.sdk import ChatKind, ChatRef, MessageGone, Outbound, SentRef
 
 log = logging.getLogger(__name__)
 

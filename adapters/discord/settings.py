@@ -6,8 +6,7 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.config import MINUTE, Section
-from gateway.config.urls import HttpURL, WebSocketURL
+from gateway.sdk import MINUTE, HttpURL, Section, WebSocketURL
 
 
 class DiscordSettings(Section):

@@ -18,8 +18,7 @@ import discord
 from adapters.discord.interactions import InteractionReplies
 from adapters.discord.normalize import channel_id
 from adapters.discord.sending import MAX_LEN, MENTIONS, DiscordSender, delivery_error
-from gateway.sdk.channels import DeliveryError
-from gateway.sdk.messages import Outbound, OutboundFile, SentRef
+from gateway.sdk import DeliveryError, Outbound, OutboundFile, SentRef
 
 log = logging.getLogger(__name__)
 

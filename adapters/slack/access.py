@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from adapters.slack.normalize import PLATFORM
 from adapters.slack.settings import SlackSettings
-from gateway.intake.access import NOT_ALLOWED
-from gateway.sdk.extensions import AccessRule
-from gateway.sdk.messages import ChatKind, ChatRef, Inbound
+from gateway.sdk import NOT_ALLOWED, AccessRule, ChatKind, ChatRef, Inbound
 
 
 class SlackAccess:

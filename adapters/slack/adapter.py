@@ -31,14 +31,17 @@ from adapters.slack.settings import SlackSettings
 from adapters.slack.socket_mode import SocketModeConnection
 from adapters.slack.streaming import SlackStream
 from adapters.slack.threads import AnsweredThreads
-from gateway.sdk.channels import (
+from gateway.sdk import (
     AdapterContext,
     AttachmentUnavailable,
     Capabilities,
+    ChatRef,
     DeliveryError,
+    Outbound,
+    SentRef,
     StreamSupport,
+    UserRef,
 )
-from gateway.sdk.messages import ChatRef, Outbound, SentRef, UserRef
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.sdk.messages import Button
+from gateway.sdk import Button
 
 ACTION_PREFIX = "cg:"
 SECTION_LIMIT = 3000  # characters in a section block's text

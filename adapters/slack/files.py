@@ -15,9 +15,8 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.sending import SlackSender, render_parts
-from gateway.media.fetch import read_limited, too_large
-from gateway.sdk.channels import AttachmentUnavailable, DeliveryError
-from gateway.sdk.messages import Outbound, SentRef
+from gateway.sdk import AttachmentUnavailable, DeliveryError, Outbound, SentRef
+from gateway.sdk.media import read_limited, too_large
 
 MAX_UPLOAD_BYTES = 1_000_000_000  # Slack's limit per file
 _DOWNLOAD = aiohttp.ClientTimeout(total=120, sock_connect=10)

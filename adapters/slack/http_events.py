@@ -14,7 +14,7 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack.request_check import refusal
-from gateway.runtime.http import HttpServer
+from gateway.sdk import HttpServer
 
 EVENTS_PATH = "/slack/events"
 

@@ -13,8 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from adapters.slack.sending import SlackSender
-from gateway.sdk.channels import DeliveryError
-from gateway.sdk.messages import ChatRef
+from gateway.sdk import ChatRef, DeliveryError
 
 log = logging.getLogger(__name__)
 

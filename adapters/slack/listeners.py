@@ -32,9 +32,7 @@ from adapters.slack.normalize import (
 from adapters.slack.sending import SlackSender
 from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import AnsweredThreads
-from gateway.intake.admission import Status, Submission
-from gateway.sdk.channels import AdapterContext
-from gateway.sdk.messages import ButtonPress, ChatKind, Inbound, Outbound
+from gateway.sdk import AdapterContext, ButtonPress, ChatKind, Inbound, Outbound, Status, Submission
 
 log = logging.getLogger(__name__)
 

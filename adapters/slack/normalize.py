@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.slack.mrkdwn import to_plain
-from gateway.media.sniff import declared_kind
-from gateway.sdk.messages import (
+from gateway.sdk import (
     Attachment,
     AttachmentKind,
     ButtonPress,
@@ -24,6 +23,7 @@ from gateway.sdk.messages import (
     SentRef,
     UserRef,
 )
+from gateway.sdk.media import declared_kind
 
 PLATFORM = "slack"
 # Subtypes that are still a person writing; edits, deletions, joins and bot posts are not.

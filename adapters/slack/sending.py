@@ -29,8 +29,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from adapters.base import split_text
 from adapters.slack.blocks import SECTION_LIMIT, message_blocks, section
 from adapters.slack.mrkdwn import escape, to_mrkdwn
-from gateway.sdk.channels import DeliveryError, MessageGone
-from gateway.sdk.messages import ChatKind, ChatRef, Outbound, SentRef, UserRef
+from gateway.sdk import ChatKind, ChatRef, DeliveryError, MessageGone, Outbound, SentRef, UserRef
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,7 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.config import DAY, HOUR, WEEK, Section
-from gateway.config.urls import HttpURL
+from gateway.sdk import DAY, HOUR, WEEK, HttpURL, Section
 
 
 class SlackSettings(Section):

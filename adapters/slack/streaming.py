@@ -14,9 +14,16 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from adapters.slack.sending import MAX_TEXT, Chunk, SlackCallFailed, SlackSender
-from gateway.sdk.channels import DeliveryError
-from gateway.sdk.messages import ChatRef, Outbound, SentRef, UserRef
-from gateway.streaming.protocol import ProgressLine, StreamFrame, StreamRefused
+from gateway.sdk import (
+    ChatRef,
+    DeliveryError,
+    Outbound,
+    ProgressLine,
+    SentRef,
+    StreamFrame,
+    StreamRefused,
+    UserRef,
+)
 
 log = logging.getLogger(__name__)
 

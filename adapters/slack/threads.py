@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from gateway.sdk.messages import ChatKind, ChatRef
-from gateway.store import keys
-from gateway.store.base import Store, StoreUnavailable
+from gateway.sdk import ChatKind, ChatRef, Store, StoreUnavailable, keys
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from adapters.telegram.settings import TelegramSettings
-from gateway.intake.access import NOT_ALLOWED
-from gateway.sdk.messages import Inbound
+from gateway.sdk import NOT_ALLOWED, Inbound
 
 _REMEMBERED_USERNAMES = 10_000
 

@@ -31,20 +31,22 @@ from adapters.telegram.streaming import DraftStream
 from adapters.telegram.transport import AiohttpRequest
 from adapters.telegram.uploads import MAX_UPLOAD_BYTES, TelegramUploads
 from adapters.telegram.webhook import WEBHOOK_PATH, webhook_handler
-from gateway.runtime.leader import LeaderElection
-from gateway.sdk.channels import AdapterContext, Capabilities, StreamSupport
-from gateway.sdk.extensions import EXPIRED_BUTTON
-from gateway.sdk.messages import (
+from gateway.sdk import (
+    EXPIRED_BUTTON,
+    AdapterContext,
     ButtonPress,
+    Capabilities,
     ChatKind,
     ChatRef,
+    LeaderElection,
     Outbound,
     PressReply,
     SentRef,
+    StoreUnavailable,
+    StreamSupport,
     UserRef,
+    keys,
 )
-from gateway.store import keys
-from gateway.store.base import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,17 @@ from collections.abc import Awaitable, Callable
 
 from telegram import BotCommand
 
-from gateway.intake.admission import Admission, Middleware, Next, Status, Submission, finished
-from gateway.sdk.channels import DeliveryError
-from gateway.sdk.messages import Outbound, SentRef
+from gateway.sdk import (
+    Admission,
+    DeliveryError,
+    Middleware,
+    Next,
+    Outbound,
+    SentRef,
+    Status,
+    Submission,
+    finished,
+)
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from telegram import Bot
 from telegram.error import BadRequest, TelegramError
 
 from adapters.telegram.transport import AiohttpRequest
-from gateway.media.fetch import too_large
-from gateway.sdk.channels import AttachmentTooLarge, AttachmentUnavailable
+from gateway.sdk import AttachmentTooLarge, AttachmentUnavailable
+from gateway.sdk.media import too_large
 
 __all__ = ["AttachmentTooLarge", "AttachmentUnavailable", "download"]
 

@@ -16,9 +16,7 @@ from telegram import Update
 
 from adapters.telegram.access import TelegramAccess
 from adapters.telegram.normalize import BotIdentity, inbound_from, press_from
-from gateway.intake.admission import Status, Submission
-from gateway.sdk.channels import AdapterContext
-from gateway.sdk.messages import ButtonPress, ChatKind, Inbound
+from gateway.sdk import AdapterContext, ButtonPress, ChatKind, Inbound, Status, Submission
 
 log = logging.getLogger(__name__)
 

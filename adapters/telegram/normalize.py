@@ -17,8 +17,7 @@ from typing import Protocol
 from telegram import Chat, Message, MessageEntity, Update, User
 from telegram.constants import ChatType
 
-from gateway.media.sniff import declared_kind, extension_for
-from gateway.sdk.messages import (
+from gateway.sdk import (
     Attachment,
     AttachmentKind,
     ButtonPress,
@@ -28,6 +27,7 @@ from gateway.sdk.messages import (
     SentRef,
     UserRef,
 )
+from gateway.sdk.media import declared_kind, extension_for
 
 PLATFORM = "telegram"
 _QUOTE_CHARS = 300  # of a replied-to message shown to the model

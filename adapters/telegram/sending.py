@@ -27,9 +27,17 @@ from telegram.error import (
 
 from adapters.telegram.render import Part, render_parts
 from adapters.telegram.settings import TelegramSettings
-from gateway.sdk.channels import DeliveryError, MessageGone
-from gateway.sdk.messages import Button, ChatKind, ChatRef, Outbound, SentRef
-from gateway.streaming.protocol import StreamRefused, StreamThrottled
+from gateway.sdk import (
+    Button,
+    ChatKind,
+    ChatRef,
+    DeliveryError,
+    MessageGone,
+    Outbound,
+    SentRef,
+    StreamRefused,
+    StreamThrottled,
+)
 
 log = logging.getLogger(__name__)
 

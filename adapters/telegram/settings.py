@@ -6,8 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from gateway.config import GB, HOUR, MINUTE, Section
-from gateway.config.urls import HttpURL
+from gateway.sdk import GB, HOUR, MINUTE, HttpURL, Section
 
 
 class TelegramSettings(Section):

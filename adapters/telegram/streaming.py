@@ -14,8 +14,7 @@ from collections.abc import Callable
 
 from adapters.telegram.render import TELEGRAM_LIMIT
 from adapters.telegram.sending import TelegramSender
-from gateway.sdk.messages import ChatRef, Outbound, SentRef
-from gateway.streaming.protocol import StreamFrame, StreamRefused
+from gateway.sdk import ChatRef, Outbound, SentRef, StreamFrame, StreamRefused
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from telegram._utils.types import ODVInput
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
-from gateway.media.fetch import read_limited
-from gateway.sdk.channels import AttachmentUnavailable
+from gateway.sdk import AttachmentUnavailable
+from gateway.sdk.media import read_limited
 
 _DOWNLOAD_SECONDS = 120.0  # a whole file download; 20 MB at a slow 1.5 Mbit/s
 

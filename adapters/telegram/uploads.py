@@ -15,8 +15,8 @@ from telegram.constants import ParseMode
 
 from adapters.telegram.render import Part, render_parts
 from adapters.telegram.sending import TelegramSender
-from gateway.media.images import image_size
-from gateway.sdk.messages import AttachmentKind, ChatKind, ChatRef, Outbound, OutboundFile, SentRef
+from gateway.sdk import AttachmentKind, ChatKind, ChatRef, Outbound, OutboundFile, SentRef
+from gateway.sdk.media import image_size
 
 MAX_UPLOAD_BYTES = 50_000_000  # Bot API multipart uploads
 CAPTION_LIMIT = 1024

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 from telegram import Bot, Update
 
-from gateway.runtime.http import Handler
+from gateway.sdk import Handler
 
 log = logging.getLogger(__name__)
 

@@ -12,19 +12,31 @@ from typing import Any
 
 from adapters.web.conversations import Conversations
 from adapters.web.render import to_html
-from gateway.media.sniff import WEB_IMAGES
-from gateway.sdk.channels import (
+from gateway.sdk import (
+    Button,
     Capabilities,
+    ChatKind,
+    ChatRef,
     DeliveryError,
     MessageGone,
+    Outbound,
+    SentRef,
+    Store,
     StreamSupport,
+    UserRef,
+    keys,
 )
-from gateway.sdk.messages import Button, ChatKind, ChatRef, Outbound, SentRef, UserRef
-from gateway.store import keys
-from gateway.store.base import Store
-from gateway.web.files import WebFiles
-from gateway.web.pages import Streams
-from gateway.web.transcript import ChatMessage, LiveHub, MessageLog, deleted, edited, sent
+from gateway.sdk.media import WEB_IMAGES
+from gateway.sdk.webkit import (
+    ChatMessage,
+    LiveHub,
+    MessageLog,
+    Streams,
+    WebFiles,
+    deleted,
+    edited,
+    sent,
+)
 
 PLATFORM = "web"
 MAX_LEN = 100_000  # no platform limit: one message per reply

@@ -8,8 +8,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from gateway.store import keys
-from gateway.store.base import Store
+from gateway.sdk import Store, keys
 
 TITLE_CHARS = 60
 

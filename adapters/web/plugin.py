@@ -5,8 +5,7 @@ from __future__ import annotations
 from adapters.web.adapter import PLATFORM, WebAdapter
 from adapters.web.settings import WebSettings
 from adapters.web.site import WebChatSite
-from gateway.sdk.channels import Adapter, AdapterContext
-from gateway.sdk.platforms import PlatformPlugin, PlatformUnavailable
+from gateway.sdk import Adapter, AdapterContext, PlatformPlugin, PlatformUnavailable
 
 
 def _build(settings: WebSettings, ctx: AdapterContext) -> Adapter:

@@ -2,7 +2,7 @@
 (its tokens, the session length), and the core serves the console, so the fields and checks
 live in gateway/web/settings.py; this is the platform's own name for them."""
 
-from gateway.web.settings import WebSettings as _WebSettings
+from gateway.sdk.webkit import WebSettings as _WebSettings
 
 
 class WebSettings(_WebSettings):

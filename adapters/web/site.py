@@ -18,23 +18,23 @@ from typing import Any
 from aiohttp import BodyPartReader, web
 
 from adapters.web.adapter import NOTICES, WebAdapter, chat_of, live_key, person, view
-from gateway.media.sniff import WEB_IMAGES, kind_of, safe_name, sniff
-from gateway.sdk.channels import AdapterContext
-from gateway.sdk.messages import Attachment, ButtonPress, Inbound, SentRef
-from gateway.sessions.key import SessionKey
-from gateway.web import auth
-from gateway.web.auth import BrowserSession
-from gateway.web.pages import (
+from gateway.sdk import AdapterContext, Attachment, ButtonPress, Inbound, SentRef, SessionKey
+from gateway.sdk.media import WEB_IMAGES, kind_of, safe_name, sniff
+from gateway.sdk.webkit import (
     SECURITY_HEADERS,
+    TOO_MANY,
+    BrowserSession,
+    ChatMessage,
+    SignIn,
     Templates,
+    WebSettings,
+    auth,
     gone,
+    new_id,
     page,
     redirect,
     static_handler,
 )
-from gateway.web.settings import WebSettings
-from gateway.web.signin import TOO_MANY, SignIn
-from gateway.web.transcript import ChatMessage, new_id
 
 log = logging.getLogger(__name__)
 

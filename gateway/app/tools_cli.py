@@ -12,9 +12,11 @@ import contextlib
 import json
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tools.tables import print_table, short
 
 if TYPE_CHECKING:
     from gateway.config import Settings
@@ -187,15 +189,3 @@ def _with_registry(settings: Settings, body: Callable[[ToolRegistry, ToolPolicy]
 
 def _names(values: list[str]) -> list[str]:
     return [name.strip() for value in values for name in value.split(",") if name.strip()]
-
-
-def short(description: str, width: int = 70) -> str:
-    first = description.strip().split("\n", 1)[0].split(". ")[0].rstrip(".")
-    return first if len(first) <= width else first[: width - 1] + "…"
-
-
-def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
-    for row in (header, *rows):
-        cells = [str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)]
-        print("  ".join(cells).rstrip())

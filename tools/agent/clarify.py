@@ -16,25 +16,32 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from gateway.approvals.rendezvous import Rendezvous
-from gateway.approvals.seals import EntrySigner
-from gateway.intake.admission import Admission, Next, Status, Submission, finished
-from gateway.sdk.callbacks import CallbackData
-from gateway.sdk.channels import DeliveryError, Outbox
-from gateway.sdk.extensions import Extensions
-from gateway.sdk.messages import (
+from gateway.sdk import (
+    Admission,
     Button,
     ButtonPress,
+    CallbackData,
     ChatKind,
     ChatRef,
+    DeliveryError,
+    EntrySigner,
+    Extensions,
+    Next,
     Outbound,
+    Outbox,
     PressReply,
+    Rendezvous,
     SentRef,
+    Status,
+    Store,
+    Submission,
+    ToolContext,
+    ToolError,
+    ToolSpec,
     UserRef,
+    finished,
+    keys,
 )
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
-from gateway.store import keys
-from gateway.store.base import Store
 from tools.args import ToolArgs
 
 log = logging.getLogger(__name__)

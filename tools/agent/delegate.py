@@ -19,19 +19,20 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from gateway.approvals.untrusted import PROMPT as UNTRUSTED_PROMPT
-from gateway.config import Settings
-from gateway.llm.client import LLMClient
-from gateway.llm.errors import LLMError
-from gateway.sdk.tooling import (
+from gateway.sdk import (
+    Agent,
     ApprovalGate,
+    LLMClient,
+    LLMError,
+    Settings,
     ToolCatalog,
     ToolContext,
     ToolError,
     ToolScope,
     ToolSpec,
+    TurnTimeout,
+    untrusted,
 )
-from gateway.turn.agent import Agent, TurnTimeout
 from tools.args import ToolArgs
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ given with the tools you have, then reply with a concise report: what you did, w
 found (with file paths, commands and URLs where relevant), and anything left undone. You \
 cannot ask questions; if something is ambiguous, make a reasonable choice and say so.
 
-{UNTRUSTED_PROMPT}"""
+{untrusted.PROMPT}"""
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gateway.sdk.tooling import ToolContext, ToolSpec
-from gateway.sessions.key import SessionKey
-from gateway.store import keys
-from gateway.store.base import Store
+from gateway.sdk import SessionKey, Store, ToolContext, ToolSpec, keys
 from tools.args import ToolArgs
 
 GROUP = "session"

@@ -14,13 +14,16 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.media.content import find_attachment
-from gateway.media.fetch import fetch
-from gateway.media.sniff import safe_name, sniff
-from gateway.sdk.channels import AttachmentError, Outbox
-from gateway.sdk.messages import Attachment
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
-from gateway.sessions.history import SessionStore
+from gateway.sdk import (
+    Attachment,
+    AttachmentError,
+    Outbox,
+    SessionStore,
+    ToolContext,
+    ToolError,
+    ToolSpec,
+)
+from gateway.sdk.media import fetch, find_attachment, safe_name, sniff
 from tools.args import ToolArgs
 from tools.files.workspace import WorkspaceFor
 

@@ -8,8 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
-from gateway.streaming.progress import inline_code
+from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolSpec, inline_code
 from tools.args import ToolArgs
 from tools.files.attachments import received_file
 from tools.files.workspace import OpenFile, Workspace, WorkspaceFor

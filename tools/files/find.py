@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sdk import ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 from tools.files.workspace import OpenFile, WalkEntry, Workspace, WorkspaceFor
 

@@ -13,11 +13,18 @@ import logging
 import secrets
 from dataclasses import dataclass
 
-from gateway.sdk.callbacks import CallbackData
-from gateway.sdk.extensions import CommandCall, Extensions
-from gateway.sdk.messages import Button, ButtonPress, ChatRef, Outbound, PressReply
-from gateway.store import keys
-from gateway.store.base import Store
+from gateway.sdk import (
+    Button,
+    ButtonPress,
+    CallbackData,
+    ChatRef,
+    CommandCall,
+    Extensions,
+    Outbound,
+    PressReply,
+    Store,
+    keys,
+)
 from tools.files.workspaces import Usage, Workspaces
 
 log = logging.getLogger(__name__)

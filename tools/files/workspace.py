@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from gateway.sdk.tooling import ToolContext, ToolError
+from gateway.sdk import ToolContext, ToolError
 from tools.files.beneath import Entry, Refused, open_beneath, stat_beneath, walk_fd
 
 # How tools find the workspace of the conversation a call runs in (tools/files/workspaces.py).

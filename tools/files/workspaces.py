@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from gateway.config import ConfigError
-from gateway.sdk.messages import ChatRef, UserRef
-from gateway.sdk.tooling import ToolContext
+from gateway.sdk import ChatRef, ConfigError, ToolContext, UserRef
 from tools.files.beneath import remove_tree, walk_fd
 from tools.files.workspace import Workspace
 

@@ -12,10 +12,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from gateway.app.tools_cli import print_table, short
+from tools.tables import print_table, short
 
 if TYPE_CHECKING:
-    from gateway.config import Settings
+    from gateway.sdk import Settings
     from tools.mcp.connection import ServerConnection
     from tools.mcp.manager import MCPManager
 
@@ -149,7 +149,7 @@ def _with_server(
 
 def _with_servers(settings: Settings, body: Callable[[MCPManager], Awaitable[int]]) -> int:
     """Run `body` with the servers started and settled; stop them after."""
-    from gateway.runtime.logs import setup_logging
+    from gateway.sdk import setup_logging
 
     if not settings.mcp.servers:
         print("no MCP servers configured (add [mcp.servers.<name>] to chatgate.toml)")

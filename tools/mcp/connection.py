@@ -37,8 +37,7 @@ from mcp.types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from gateway.config import MCPServerSettings
-from gateway.sdk.tooling import ToolError
+from gateway.sdk import MCPServerSettings, ToolError
 from tools.mcp.transport import Mode, StderrTail, open_client, transport_kind
 
 log = logging.getLogger(__name__)

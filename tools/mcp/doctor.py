@@ -3,8 +3,7 @@ connects and lists its tools within its startup timeout."""
 
 from __future__ import annotations
 
-from gateway.app.doctor import CheckResult
-from gateway.config import Settings
+from gateway.sdk import CheckResult, Settings
 from tools.mcp.connection import State
 from tools.mcp.manager import MCPManager
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from gateway.config import ConfigError, Settings
-from gateway.intake.admission import Submission
-from gateway.sdk.extensions import Extensions
-from gateway.sdk.messages import Inbound
+from gateway.sdk import ConfigError, Extensions, Inbound, Settings, Submission
 from tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from gateway.app.doctor import CheckResult
+    from gateway.sdk import CheckResult
     from tools.mcp.manager import MCPManager
 
 Hook = Callable[[], Awaitable[None]]

@@ -12,8 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.config import MCPSettings
-from gateway.sdk.tooling import ToolSpec
+from gateway.sdk import MCPSettings, ToolSpec
 from tools.mcp.connection import ServerConnection, ServerStatus, State
 from tools.mcp.toolspecs import GROUP, group_of, server_tool_specs
 from tools.mcp.transport import Mode, transport_kind

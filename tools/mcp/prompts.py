@@ -14,9 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from mcp.types import EmbeddedResource, GetPromptResult, Prompt, TextContent
 
-from gateway.intake.admission import Submission
-from gateway.sdk.extensions import Command, CommandCall, Extensions
-from gateway.sdk.messages import Inbound
+from gateway.sdk import Command, CommandCall, Extensions, Inbound, Submission
 from tools.mcp.connection import ServerConnection
 from tools.mcp.manager import MCPManager
 from tools.mcp.results import resource_text

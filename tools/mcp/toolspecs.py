@@ -8,8 +8,7 @@ from typing import Any, Literal
 
 from mcp.types import Tool
 
-from gateway.approvals.untrusted import wrap
-from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
+from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolSpec, untrusted
 from tools.mcp.arguments import MCPArguments, arguments_model
 from tools.mcp.connection import ServerConnection
 from tools.mcp.naming import tool_name
@@ -60,7 +59,7 @@ def _spec(conn: ServerConnection, tool: Tool, name: str, max_chars: int) -> Tool
         if output.is_error:
             # The server's words are outside content even in an error.
             raise ToolError(
-                f"{tool.name} on MCP server '{server}' failed: {wrap(name, output.text)}"
+                f"{tool.name} on MCP server '{server}' failed: {untrusted.wrap(name, output.text)}"
             )
         if ctx.images is not None:  # the turn's model may see them
             for part in output.media:

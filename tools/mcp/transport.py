@@ -28,7 +28,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
-from gateway.config import MCPServerSettings
+from gateway.sdk import MCPServerSettings
 
 log = logging.getLogger(__name__)
 

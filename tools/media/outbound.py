@@ -17,19 +17,30 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.config import Settings, config_path
-from gateway.media.services import (
+from gateway.sdk import (
+    AttachmentKind,
+    DeliveryError,
+    Outbound,
+    OutboundFile,
+    Outbox,
+    Settings,
+    ToolContext,
+    ToolError,
+    ToolSpec,
+    config_path,
+    secret_values,
+)
+from gateway.sdk.media import (
     ImageGenerator,
     MediaClient,
     MediaServiceError,
     Speaker,
     endpoint,
+    extension_for,
+    kind_of,
+    safe_name,
+    sniff,
 )
-from gateway.media.sniff import extension_for, kind_of, safe_name, sniff
-from gateway.runtime.secrets import secret_values
-from gateway.sdk.channels import DeliveryError, Outbox
-from gateway.sdk.messages import AttachmentKind, Outbound, OutboundFile
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 from tools.files.attachments import AttachmentFetcher
 from tools.files.workspace import WorkspaceFor

@@ -12,12 +12,17 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.config import Settings
-from gateway.llm.client import LLMClient
-from gateway.llm.errors import LLMError
-from gateway.llm.images import image_part, text_part
-from gateway.media.images import ImageError, prepare_image
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sdk import (
+    LLMClient,
+    LLMError,
+    Settings,
+    ToolContext,
+    ToolError,
+    ToolSpec,
+    image_part,
+    text_part,
+)
+from gateway.sdk.media import ImageError, prepare_image
 from tools.args import ToolArgs
 from tools.files.attachments import AttachmentFetcher
 from tools.files.workspace import WorkspaceFor

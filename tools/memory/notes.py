@@ -6,8 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
-from gateway.turn.memory import MemoryBook, MemoryEditError, MemoryScope
+from gateway.sdk import MemoryBook, MemoryEditError, MemoryScope, ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 
 GROUP = "memory"

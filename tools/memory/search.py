@@ -11,11 +11,17 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gateway.llm.client import LLMClient
-from gateway.llm.errors import LLMError
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
-from gateway.store.base import Store, StoreUnavailable
-from gateway.store.search import SearchDoc, query_terms
+from gateway.sdk import (
+    LLMClient,
+    LLMError,
+    SearchDoc,
+    Store,
+    StoreUnavailable,
+    ToolContext,
+    ToolError,
+    ToolSpec,
+    query_terms,
+)
 from tools.args import ToolArgs
 
 log = logging.getLogger(__name__)

@@ -9,10 +9,17 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gateway.scheduling.jobs import JobKind, JobSpec, describe_job
-from gateway.scheduling.scheduler import JobError, Scheduler
-from gateway.scheduling.times import local_time
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sdk import (
+    JobError,
+    JobKind,
+    JobSpec,
+    Scheduler,
+    ToolContext,
+    ToolError,
+    ToolSpec,
+    describe_job,
+    local_time,
+)
 from tools.args import ToolArgs
 
 GROUP = "cron"

@@ -20,17 +20,17 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.config import Settings
-from gateway.sdk.tooling import (
+from gateway.sdk import (
     ApprovalGate,
     ApprovalNeed,
+    Settings,
     ToolCatalog,
     ToolContext,
     ToolError,
     ToolScope,
     ToolSpec,
+    execute_tool,
 )
-from gateway.turn.agent import execute_tool
 from tools.args import ToolArgs
 from tools.shell.safety.shape import exact
 from tools.shell.terminal.base import (

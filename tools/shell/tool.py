@@ -11,10 +11,17 @@ from typing import Any
 
 from pydantic import Field
 
-import gateway
 import tools
-from gateway.config import Settings, ToolsSettings, config_path
-from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
+from gateway.sdk import (
+    CORE_PACKAGE_DIRS,
+    ApprovalNeed,
+    Settings,
+    ToolContext,
+    ToolError,
+    ToolSpec,
+    ToolsSettings,
+    config_path,
+)
 from tools.args import ToolArgs
 from tools.files.workspace import Workspace
 from tools.shell.readonly import read_only
@@ -190,7 +197,7 @@ def gateway_paths(settings: Settings) -> list[tuple[str, str, bool]]:
         (bundled_skills_dir(), "bundled skills, read into every chat's prompt", False),
         *(
             (Path(p).resolve(), "the gateway's code", False)
-            for p in (*gateway.__path__, *tools.__path__)
+            for p in (*CORE_PACKAGE_DIRS, *tools.__path__)
         ),
     ]
     config = config_path()  # a path given with --config alone is not known here

@@ -16,8 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gateway.config import Settings
-from gateway.store import StoreLocked, StoreUnavailable, open_store
+from gateway.sdk import Settings, StoreLocked, StoreUnavailable, open_store
 from tools.skills.library import (
     MARKER,
     SHARED,

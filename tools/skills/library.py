@@ -21,8 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gateway.sdk.messages import ChatRef, UserRef
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sdk import ChatRef, ToolContext, ToolError, ToolSpec, UserRef
 from tools.args import ToolArgs
 
 log = logging.getLogger(__name__)

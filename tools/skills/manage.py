@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
+from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolSpec
 from tools.args import ToolArgs
 from tools.skills.library import GROUP, SHARED, SKILL_FILE, SkillLibrary
 from tools.skills.store import SkillInvalid, SkillStore, check_path, digest_of, validate

@@ -23,9 +23,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
-from gateway.config import SkillsSettings
-from gateway.store import keys
-from gateway.store.base import Store
+from gateway.sdk import SkillsSettings, Store, keys
 from tools.skills.library import MARKER, MAX_DESCRIPTION, NAME, SKILL_FILE, split_front_matter
 
 log = logging.getLogger(__name__)

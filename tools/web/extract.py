@@ -19,8 +19,7 @@ from urllib.robotparser import RobotFileParser
 
 from pydantic import Field
 
-from gateway.approvals.untrusted import unseen_urls_check
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
+from gateway.sdk import ToolContext, ToolError, ToolSpec, untrusted
 from tools.args import ToolArgs
 from tools.web.fetch import (
     GROUP,
@@ -321,7 +320,7 @@ def web_extract_tools(
             handler=web_extract,
             group=GROUP,
             untrusted_output=True,
-            side_effects=unseen_urls_check("web_extract", lambda a: a.urls),
+            side_effects=untrusted.unseen_urls_check("web_extract", lambda a: a.urls),
             timeout=fetch_timeout + 10,
         ),
         ToolSpec(
@@ -334,7 +333,7 @@ def web_extract_tools(
             handler=web_crawl,
             group=GROUP,
             untrusted_output=True,
-            side_effects=unseen_urls_check("web_crawl", lambda a: [a.url]),
+            side_effects=untrusted.unseen_urls_check("web_crawl", lambda a: [a.url]),
             timeout=CRAWL_SECONDS + fetch_timeout + 10,
         ),
     ]

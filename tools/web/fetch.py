@@ -20,9 +20,7 @@ import html2text
 import httpx
 from pydantic import Field
 
-from gateway.approvals.untrusted import unseen_urls_check
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
-from gateway.streaming.progress import inline_code
+from gateway.sdk import ToolContext, ToolError, ToolSpec, inline_code, untrusted
 from tools.args import ToolArgs
 from tools.web.netguard import Address, AddressGuard
 
@@ -292,7 +290,7 @@ def web_tools(fetcher: WebFetcher, *, max_chars: int = 16000) -> list[ToolSpec[A
             handler=web_fetch,
             group=GROUP,
             untrusted_output=True,
-            side_effects=unseen_urls_check("web_fetch", lambda a: [a.url]),
+            side_effects=untrusted.unseen_urls_check("web_fetch", lambda a: [a.url]),
             progress=lambda args: f"Fetching {inline_code(args.url)}",
         )
     ]

@@ -13,7 +13,7 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterable
 
-from gateway.sdk.tooling import ToolError
+from gateway.sdk import ToolError
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[Address]]]

@@ -15,9 +15,7 @@ from typing import Any, Protocol
 import httpx
 from pydantic import Field
 
-from gateway.config import ToolsSettings
-from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
-from gateway.streaming.progress import inline_code
+from gateway.sdk import ToolContext, ToolError, ToolSpec, ToolsSettings, inline_code
 from tools.args import ToolArgs
 
 GROUP = "web"

@@ -19,8 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gateway.config import DockerTerminalSettings
-from gateway.sdk.tooling import ToolError
+from gateway.sdk import DockerTerminalSettings, ToolError
 from tools.shell.terminal.base import BackendUnavailable, Limits, Running
 from tools.shell.terminal.remote import RemoteProcess, new_pidfile, portable, wrapped
 

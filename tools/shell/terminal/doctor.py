@@ -7,9 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from gateway.app.doctor import CheckResult
-from gateway.config import Settings, config_path
-from gateway.sdk.tooling import ToolError
+from gateway.sdk import CheckResult, Settings, ToolError, config_path
 from tools.shell.terminal.base import run_command
 from tools.shell.terminal.env import safe_env
 from tools.shell.terminal.factory import build_backend

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.config import Settings, config_path
+from gateway.sdk import Settings, config_path
 from tools.shell.terminal.base import BackendUnavailable, Limits, TerminalBackend
 from tools.shell.terminal.docker import DockerBackend
 from tools.shell.terminal.local import LocalBackend

@@ -21,8 +21,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gateway.config import SSHTerminalSettings
-from gateway.sdk.tooling import ToolError
+from gateway.sdk import SSHTerminalSettings, ToolError
 from tools.shell.terminal.base import BackendUnavailable, Limits, Running
 from tools.shell.terminal.remote import RemoteProcess, joined, new_pidfile, portable, wrapped
 

@@ -8,9 +8,7 @@ from typing import Any
 
 import httpx
 
-from gateway.app.doctor import CheckResult
-from gateway.config import Settings
-from gateway.sdk.tooling import ToolSpec
+from gateway.sdk import CheckResult, Settings, ToolSpec
 from tools.files.workspace import WorkspaceFor
 from tools.web.browser.chromium import Chromium, ChromiumMissing, describe, find_chromium
 from tools.web.browser.manager import BrowserManager

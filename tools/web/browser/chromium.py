@@ -8,7 +8,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.config import BrowserSettings
+from gateway.sdk import BrowserSettings
 
 # Debian's package, other distributions' names, Google's build.
 _ON_PATH = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from gateway.sdk.tooling import ToolError
+from gateway.sdk import ToolError
 from tools.web.netguard import Address, AddressGuard, BlockedAddress
 
 log = logging.getLogger(__name__)

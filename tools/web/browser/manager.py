@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway.config import BrowserSettings
-from gateway.sdk.tooling import ToolContext, ToolError
+from gateway.sdk import BrowserSettings, ToolContext, ToolError
 from tools.files.workspace import Workspace, WorkspaceFor
 from tools.web.browser.chromium import Chromium, launch_args
 from tools.web.browser.guardproxy import Connector, GuardProxy, open_tcp

@@ -14,8 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from gateway.approvals.untrusted import unseen_urls_check
-from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
+from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolSpec, untrusted
 from tools.args import ToolArgs
 from tools.web.browser.actions import consequence, from_the_person
 from tools.web.browser.guardproxy import REFUSED_HEADER
@@ -223,7 +222,7 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             NavigateArgs,
             navigate,
             timeout=slow,
-            side_effects=unseen_urls_check("browser_navigate", lambda a: [a.url]),
+            side_effects=untrusted.unseen_urls_check("browser_navigate", lambda a: [a.url]),
         ),
         spec(
             "browser_snapshot",
