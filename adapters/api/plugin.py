@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from adapters.api.adapter import PLATFORM, ApiAdapter
-from adapters.api.routes import ApiSite
 from adapters.api.settings import ApiSettings
 from gateway.sdk import Adapter, AdapterContext, PlatformPlugin, PlatformUnavailable
 
 
 def _build(settings: ApiSettings, ctx: AdapterContext) -> Adapter:
+    # Imported here: a gateway without API keys never loads the API's routes.
+    from adapters.api.adapter import ApiAdapter
+    from adapters.api.routes import ApiSite
+
     if ctx.http is None:
         raise PlatformUnavailable(
             "the API needs the gateway's HTTP server; set http.enabled = true"
@@ -19,7 +21,7 @@ def _build(settings: ApiSettings, ctx: AdapterContext) -> Adapter:
 
 
 PLUGIN = PlatformPlugin(
-    name=PLATFORM,
+    name="api",
     title="OpenAI-compatible API",
     settings=ApiSettings,
     enabled=lambda s: bool(s.keys),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import httpx
+from typing import TYPE_CHECKING
 
 from adapters.slack.settings import SlackSettings
 from gateway.sdk import Adapter, AdapterContext, CheckResult, PlatformPlugin, probe_api
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def _build(settings: SlackSettings, ctx: AdapterContext) -> Adapter:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from adapters.web.adapter import PLATFORM, WebAdapter
 from adapters.web.settings import WebSettings
-from adapters.web.site import WebChatSite
 from gateway.sdk import Adapter, AdapterContext, PlatformPlugin, PlatformUnavailable
 
 
 def _build(settings: WebSettings, ctx: AdapterContext) -> Adapter:
+    # Imported here: a gateway without the web chat never loads its pages, images or Markdown.
+    from adapters.web.adapter import WebAdapter
+    from adapters.web.site import WebChatSite
+
     if ctx.http is None:
         raise PlatformUnavailable(
             "the web chat needs the gateway's HTTP server; set http.enabled = true"
@@ -19,7 +21,7 @@ def _build(settings: WebSettings, ctx: AdapterContext) -> Adapter:
 
 
 PLUGIN = PlatformPlugin(
-    name=PLATFORM,
+    name="web",
     title="Web chat",
     settings=WebSettings,
     enabled=lambda s: s.chat_enabled,

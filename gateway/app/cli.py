@@ -7,28 +7,25 @@ configuration or usage.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import json
-import signal
 import sys
-import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from adapters.registry import plugins, settings_sections
-from gateway.config import ConfigError, Settings, load_settings, masked
-from gateway.config.data_dir import usable_data_dir
-from gateway.runtime.collector import settle_collector
-from gateway.runtime.event_loop import EventLoopChoice, event_loop_runner
-from gateway.runtime.logs import RedactingFilter, setup_logging
-from gateway.sdk.platforms import PlatformUnavailable
-from gateway.store.base import StoreUnavailable
+if TYPE_CHECKING:
+    from gateway.config import Settings
+    from gateway.runtime.event_loop import EventLoopChoice
+    from gateway.runtime.logs import RedactingFilter
+
+# Only argparse is loaded before the arguments are read: `chatgate --help` and a usage error
+# answer without importing pydantic, the platforms or the store. Each command imports what it
+# runs.
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
 
 def no_platform_message() -> str:
+    from adapters.registry import plugins
+
     ways = ", ".join(p.how_to_enable for p in plugins() if p.runs_in_gateway)
     return (
         "No chat platform is configured, so there is nothing to run.\n"
@@ -43,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_CONFIG
+    from adapters.registry import settings_sections
+    from gateway.config import ConfigError, load_settings
+    from gateway.sdk.platforms import PlatformUnavailable
+    from gateway.store.base import StoreUnavailable
+
     try:
         settings = load_settings(args.config, sections=settings_sections(), **_overrides(args))
     except ConfigError as exc:
@@ -114,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     # Lazy: the gateway package never imports tools at import time.
     from gateway.app.tools_cli import register as register_tools
     from tools.mcp.cli import register as register_mcp
-    from tools.skills.library import register_cli as register_skills
+    from tools.skills.cli import register as register_skills
 
     register_tools(sub)
     register_skills(sub)
@@ -153,6 +155,8 @@ EXTRA_COMMANDS.append(_register_usage)
 
 
 def _run(coro: Coroutine[Any, Any, int], loop: EventLoopChoice = "asyncio") -> int:
+    from gateway.runtime.event_loop import event_loop_runner
+
     try:
         return event_loop_runner(loop)(coro)
     except KeyboardInterrupt:
@@ -171,13 +175,21 @@ def _harden() -> None:
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    from gateway.runtime.logs import setup_logging
+
     _harden()
     redactor = setup_logging(settings)
     return _run(_serve(settings, redactor), settings.event_loop)
 
 
 async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
+    import asyncio
+    import contextlib
+    import signal
+
     from gateway.app.app import App
+    from gateway.runtime.collector import settle_collector
+    from gateway.sdk.platforms import PlatformUnavailable
 
     app = App(settings)
     try:
@@ -215,6 +227,8 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
 
 
 def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
+    from gateway.runtime.logs import setup_logging
+
     _harden()
     # Problems reach the person as replies; log lines would only clutter the conversation.
     setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
@@ -222,6 +236,8 @@ def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _chat(settings: Settings) -> int:
+    import asyncio
+
     from gateway.app.app import App
 
     app = App(settings)
@@ -249,6 +265,8 @@ async def _chat(settings: Settings) -> int:
 
 
 def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
+    from gateway.runtime.logs import setup_logging
+
     _harden()
     setup_logging(settings.model_copy(update={"log_level": "ERROR"}))
     return _run(_ask(settings, args.text))
@@ -279,6 +297,7 @@ async def _ask(settings: Settings, text: str) -> int:
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from gateway.app.app import platform_checks
     from gateway.app.doctor import run_checks
+    from gateway.runtime.logs import setup_logging
     from tools.mcp.install import doctor_checks as mcp_doctor_checks
     from tools.shell.terminal.doctor import terminal_checks
     from tools.web.browser import doctor_check as browser_check
@@ -298,10 +317,16 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _run_checks(coro: Coroutine[Any, Any, list[Any]]) -> list[Any]:
+    import asyncio
+
     return asyncio.run(coro)
 
 
 def cmd_approvals_log(settings: Settings, args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+    import time
+
     from gateway.approvals.service import AUDIT
     from gateway.store import open_store
     from gateway.store.base import StoreUnavailable
@@ -333,12 +358,17 @@ def cmd_approvals_log(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_config_show(settings: Settings, args: argparse.Namespace) -> int:
+    import json
+
+    from gateway.config import masked
+
     print(json.dumps(masked(settings), indent=2, default=str))
     return EXIT_OK
 
 
 def cmd_config_check(settings: Settings, args: argparse.Namespace) -> int:
     from gateway.app.tools_cli import offline_registry
+    from gateway.config.data_dir import usable_data_dir
 
     usable_data_dir(settings)
     # Building the tools checks the policy's tool, group and profile names too.

@@ -7,11 +7,8 @@ temporary directory, no adapters), so the output is exactly the running gateway'
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import json
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +61,9 @@ def offline_registry(
     """The gateway's tool registry and policy, built without live services. With `mcp_servers`
     the MCP servers are started too (until each connected or failed once), so their tools are
     listed; a server that is not connected is named on stderr."""
+    import asyncio
+    import tempfile
+
     from gateway.app.tool_wiring import ToolServices, install_builtin_tools
     from gateway.sdk.channels import Outbox
     from gateway.sdk.extensions import Extensions
@@ -157,6 +157,8 @@ def cmd_groups(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
+    import json
+
     def body(registry: ToolRegistry, policy: ToolPolicy) -> int:
         spec = registry.get(args.name)
         if spec is None:

@@ -5,19 +5,20 @@ it serves one process)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gateway.budgets.ledger import DIMENSIONS, Spend, UsageLedger
-from gateway.budgets.periods import Periods
-from gateway.config import Settings
-from gateway.store import StoreLocked, StoreUnavailable, open_store
-from gateway.store.base import Store
+if TYPE_CHECKING:
+    from gateway.budgets.ledger import Spend
+    from gateway.budgets.periods import Periods
+    from gateway.config import Settings
+
+# Only the parser is built at import (every `chatgate` call builds it); the command imports
+# the ledger and the store when it runs. The ledger's dimensions, less "all".
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-BY = tuple(d for d in DIMENSIONS if d != "all")
+BY = ("user", "chat", "job", "profile", "model")
 
 
 def register(subparsers: Any) -> None:
@@ -32,6 +33,10 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_usage(settings: Settings, args: argparse.Namespace) -> int:
+    import asyncio
+
+    from gateway.budgets.periods import Periods
+
     periods = Periods(settings.budgets.timezone)
     today = periods.now().astimezone(periods.zone).date()
     try:
@@ -47,8 +52,11 @@ def cmd_usage(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _report(settings: Settings, periods: Periods, by: str, since: date, until: date) -> int:
+    from gateway.budgets.ledger import UsageLedger
+    from gateway.store import StoreLocked, StoreUnavailable, open_store
+
     try:
-        store: Store = open_store(settings)
+        store = open_store(settings)
     except StoreLocked as exc:
         print(
             f"chatgate usage: {exc}. Stop the running gateway to read the embedded store, or "
@@ -73,6 +81,8 @@ async def _report(settings: Settings, periods: Periods, by: str, since: date, un
 
 
 def print_table(by: str, table: dict[str, Spend]) -> None:
+    from gateway.budgets.ledger import Spend
+
     rows = sorted(table.items(), key=lambda item: (-item[1].micro_usd, -item[1].tokens, item[0]))
     total = sum((spend for _, spend in rows), Spend())
     width = max(len(by), 5, *(len(ident) for ident, _ in rows))

@@ -5,16 +5,16 @@ running gateway needed (with the embedded store, none may be running: it serves 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gateway.config import Settings
-from gateway.scheduling.jobs import JobBook, describe_job
-from gateway.scheduling.times import local_time
-from gateway.store import StoreLocked, StoreUnavailable, open_store
-from gateway.store.base import Store
+if TYPE_CHECKING:
+    from gateway.config import Settings
+    from gateway.scheduling.jobs import JobBook
+
+# Only the parser is built at import (every `chatgate` call builds it); each command imports
+# what it runs.
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -35,6 +35,8 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
+    from gateway.scheduling.jobs import describe_job
+
     async def body(book: JobBook) -> int:
         specs = await book.all()
         states = await book.states()
@@ -64,6 +66,9 @@ def cmd_remove(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
+    from gateway.scheduling.jobs import describe_job
+    from gateway.scheduling.times import local_time
+
     async def body(book: JobBook) -> int:
         spec = await book.get(args.id)
         runs = await book.runs(args.id)
@@ -90,9 +95,14 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _with_book(settings: Settings, body: Callable[[JobBook], Awaitable[int]]) -> int:
+    import asyncio
+
+    from gateway.scheduling.jobs import JobBook
+    from gateway.store import StoreLocked, StoreUnavailable, open_store
+
     async def run() -> int:
         try:
-            store: Store = open_store(settings)
+            store = open_store(settings)
         except StoreLocked as exc:
             print(
                 f"chatgate cron: {exc}. Stop the running gateway to use `chatgate cron` on the "

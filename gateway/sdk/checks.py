@@ -7,8 +7,10 @@ without importing the whole doctor (and the LLM client with it) when the CLI sta
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ async def probe_api(
 ) -> CheckResult:
     """Call a platform's "who am I" endpoint with its token: pass when it answers 200 (and,
     for APIs that wrap results, `ok`), naming the bot from `field` of the reply."""
+    import httpx  # only `chatgate doctor` probes; other commands need not load httpx
+
     try:
         response = await http.request(method, url, headers=headers)
         data = response.json()

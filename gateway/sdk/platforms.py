@@ -13,10 +13,12 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-import httpx
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    import httpx
 
 from gateway.sdk.channels import Adapter, AdapterContext
 from gateway.sdk.checks import CheckResult

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from gateway.config import Settings
-from gateway.config.data_dir import usable_data_dir
-from gateway.store.base import Store, StoreUnavailable
-from gateway.store.embedded import EmbeddedStore, StoreLocked
+from typing import TYPE_CHECKING
+
+from gateway.store.base import Store, StoreLocked, StoreUnavailable
+
+if TYPE_CHECKING:
+    from gateway.config import Settings
 
 __all__ = ["Store", "StoreLocked", "StoreUnavailable", "open_store"]
 
@@ -13,8 +15,8 @@ __all__ = ["Store", "StoreLocked", "StoreUnavailable", "open_store"]
 def open_store(settings: Settings) -> Store:
     """The configured store: Redis connects lazily; the embedded store opens and locks now."""
     if settings.redis.url:
-        # Imported only here: redis-py takes ~0.2 s to import, which every CLI command and
-        # every start on the embedded store would pay for nothing.
+        # Each backend is imported only here: redis-py takes ~0.2 s to import, which every CLI
+        # command and every start on the embedded store would pay for nothing.
         from gateway.store.redis import RedisStore
 
         return RedisStore(
@@ -22,4 +24,7 @@ def open_store(settings: Settings) -> Store:
             key_prefix=settings.redis.key_prefix,
             max_connections=settings.redis.max_connections,
         )
+    from gateway.config.data_dir import usable_data_dir
+    from gateway.store.embedded import EmbeddedStore
+
     return EmbeddedStore(usable_data_dir(settings))

@@ -21,6 +21,10 @@ class StoreUnavailable(Exception):
     """The backend could not be reached (after retries). Callers may retry later."""
 
 
+class StoreLocked(StoreUnavailable):
+    """Another process already uses this embedded store's directory."""
+
+
 @dataclass
 class Batch:
     """Independent operations sent to the store together: one round trip on Redis.

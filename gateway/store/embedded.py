@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.store import embedded_inbox, keys
 from gateway.store import embedded_sql as sql
-from gateway.store.base import Batch, Store, StoreUnavailable
+from gateway.store.base import Batch, Store, StoreLocked, StoreUnavailable
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
 from gateway.store.search import SearchDoc
 from gateway.store.search_embedded import SCHEMA as SEARCH_SCHEMA
@@ -29,10 +29,6 @@ _PURGE_INTERVAL = 60.0  # seconds between sweeps of expired rows
 _PURGE_BATCH = 1000  # rows per sweep, so one sweep never stalls the event loop
 _LISTEN_BACKLOG = 10_000  # messages a slow listener may fall behind before the oldest are dropped
 _DELETE_CHUNK = 500  # keys per DELETE, well under SQLite's bound-parameter limit
-
-
-class StoreLocked(StoreUnavailable):
-    """Another process already uses this embedded store's directory."""
 
 
 def _expires_at(now: float, ttl: float | None) -> float | None:

@@ -177,3 +177,11 @@ def test_the_current_period_follows_the_clock_both_ways() -> None:
     assert periods.current("month", after).id == "m2026-02"
     assert periods.current("day", before).id == "d2026-01-31"  # an earlier moment again
     assert periods.current("day", after) is periods.current("day", after)  # kept while current
+
+
+def test_usage_command_offers_every_ledger_dimension() -> None:
+    # `chatgate usage --by` names the ledger's dimensions without importing the ledger.
+    from gateway.budgets.cli import BY
+    from gateway.budgets.ledger import DIMENSIONS
+
+    assert BY == tuple(d for d in DIMENSIONS if d != "all")

@@ -14,10 +14,10 @@ import pytest
 from pydantic import SecretStr
 
 from gateway.config import LLMSettings
-from gateway.llm import (
+from gateway.llm.client import LLMClient
+from gateway.llm.errors import (
     LLMAuthError,
     LLMBadResponse,
-    LLMClient,
     LLMContextTooLong,
     LLMError,
     LLMRateLimited,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gateway.llm import LLMClient, LLMRequestError
-from gateway.llm.errors import LLMImagesRejected, LLMUnavailable, error_for_status
+from gateway.llm.client import LLMClient
+from gateway.llm.errors import LLMImagesRejected, LLMRequestError, LLMUnavailable, error_for_status
 from gateway.llm.images import has_images, image_part, text_part, without_images
 from tests.fakes.llm import Reply, ScriptedLLM
 from tests.unit.test_llm_client import make_settings

@@ -7,7 +7,6 @@ connected or failed once, prints, and stops them; it does not talk to a running 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -149,6 +148,8 @@ def _with_server(
 
 def _with_servers(settings: Settings, body: Callable[[MCPManager], Awaitable[int]]) -> int:
     """Run `body` with the servers started and settled; stop them after."""
+    import asyncio
+
     from gateway.sdk import setup_logging
 
     if not settings.mcp.servers:

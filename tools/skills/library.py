@@ -219,13 +219,3 @@ def split_front_matter(text: str) -> tuple[dict[str, str], str]:
         if colon and key.strip():
             meta[key.strip().lower()] = value.strip().strip("\"'")
     return meta, body.lstrip("-").lstrip("\n")
-
-
-# -- `chatgate skills` (tools/skills/cli.py) ----------------------------------------------
-
-
-def register_cli(subparsers: Any) -> None:
-    """Add `skills list | show | install | remove` to the `chatgate` command."""
-    from tools.skills.cli import register
-
-    register(subparsers)
