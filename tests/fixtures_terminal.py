@@ -118,7 +118,7 @@ def host_pids(pattern: str) -> list[int]:
 
 
 GATEWAY_SCRIPT = Path(__file__).parent / "e2e" / "terminal_gateway.py"
-TERMINAL_PACKAGE = Path(__file__).parents[1] / "tools" / "terminal"
+TERMINAL_PACKAGE = Path(__file__).parents[1] / "tools" / "shell" / "terminal"
 SECRETS = {
     "CHATGATE_LLM__API_KEY": "sk-llm-key-0123456789",
     "CHATGATE_TELEGRAM__TOKEN": "123456:telegram-token-abcdef",
@@ -129,10 +129,11 @@ def run_gateway_like(
     where: Path, mode: str, kind: str, workspace: Path, commands: list[str], user: str = ""
 ) -> str:
     """Run tests/e2e/terminal_gateway.py with secrets in its environment, as `user` if set,
-    from a copy of tools/terminal that user can read; returns what it printed."""
+    from a copy of tools/shell/terminal that user can read; returns what it printed."""
     package = where / "pkg"
-    shutil.copytree(TERMINAL_PACKAGE, package / "tools" / "terminal")
+    shutil.copytree(TERMINAL_PACKAGE, package / "tools" / "shell" / "terminal")
     (package / "tools" / "__init__.py").write_text("")
+    (package / "tools" / "shell" / "__init__.py").write_text("")
     shutil.copy(GATEWAY_SCRIPT, package / "terminal_gateway.py")
     for path in [package, *package.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
