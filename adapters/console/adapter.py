@@ -1,6 +1,6 @@
 """A terminal adapter: `chatgate chat` and `chatgate ask` talk to the agent through it.
 
-It goes through the full router (access, dedupe, sessions, commands), so what
+It goes through the whole admission chain (access, dedupe, sessions, commands), so what
 works here works on the chat platforms too.
 """
 

@@ -2,8 +2,8 @@
 
 Only the holder of the "discord" leader lease keeps the gateway connection (another process
 takes over when it goes); with `discord.shard_ids` set, every process connects with its own
-shards instead. Messages and slash commands become Inbounds for the router; button presses
-go to the core's press router.
+shards instead. Messages and slash commands become Inbounds for admission; button presses
+go to the core's press handler.
 """
 
 from __future__ import annotations

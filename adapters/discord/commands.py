@@ -1,7 +1,7 @@
 """Slash commands (/ask, /new, /stop, /status, /remind) as a discord.py app_commands tree.
 
-Every command hands its text to one handler, which defers and submits it to the router, so
-the router's own commands answer them exactly as they answer typed ones.
+Every command hands its text to one handler, which defers and submits it to admission, so
+the gateway's own commands answer them exactly as they answer typed ones.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DESCRIPTIONS = {
 def build_tree(
     client: discord.Client, on_command: OnCommand, helps: Mapping[str, str] | None = None
 ) -> app_commands.CommandTree[discord.Client]:
-    """The command tree on `client`; `helps` overrides descriptions with the router's help texts."""
+    """The command tree on `client`; `helps` overrides the descriptions with help texts."""
     tree: app_commands.CommandTree[discord.Client] = app_commands.CommandTree(client)
 
     @app_commands.describe(prompt="What to ask")

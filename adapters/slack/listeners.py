@@ -3,7 +3,7 @@
 Bolt acks events before their listener runs; commands and actions ack first thing here.
 Nothing in a listener waits for a turn (a turn may itself wait for a button press that
 only an acknowledged request can deliver). Retries are not filtered here: every Inbound
-carries Slack's event_id and the router drops repeats through the shared store.
+carries Slack's event_id and admission drops repeats through the shared store.
 """
 
 from __future__ import annotations

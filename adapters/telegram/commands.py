@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[a-z0-9_]{1,32}$")  # what setMyCommands accepts
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:\s|$)")
-# Telegram clients send /start when someone opens the bot; the router answers it with help.
+# Telegram clients send /start when someone opens the bot; the gateway answers it with help.
 _START = ("start", "start talking to me and see what I can do")
 
 

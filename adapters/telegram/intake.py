@@ -81,7 +81,7 @@ class UpdateIntake:
         return not (isinstance(result, Submission) and result.status is Status.UNAVAILABLE)
 
     def _wanted(self, inbound: Inbound) -> bool:
-        """Unaddressed group chatter goes to the router only as context, and only if allowed."""
+        """Unaddressed group chatter goes to admission only as context, and only if allowed."""
         if inbound.chat.kind is ChatKind.DIRECT or inbound.mentioned or inbound.is_command:
             return True
         # A refusal for chatter nobody addressed to the bot would be noise.

@@ -97,7 +97,7 @@ def inbound_from(update: Update, me: BotIdentity) -> Normalized | None:
         name, target, length = command
         if target and target != me.username:
             return None  # `/help@other_bot`: not for us
-        # Drop the "@this_bot" suffix so the router sees a plain command.
+        # Drop the "@this_bot" suffix so admission sees a plain command.
         text = f"/{name}{text[length:]}"
         mentioned = mentioned or bool(target) or name.lower() in me.commands
     else:

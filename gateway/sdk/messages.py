@@ -123,7 +123,7 @@ class InboundKind(StrEnum):
 class Inbound(_Frozen):
     """One message to the bot, normalized."""
 
-    event_id: str  # platform event id; the router deduplicates on it
+    event_id: str  # platform event id; admission deduplicates on it
     chat: ChatRef
     sender: UserRef
     text: str

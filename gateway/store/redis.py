@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 
 _CONNECTIONS = 2  # for commands (redis_wire.py): many commands go on one at once
 _SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice a dead peer
-# `listen` reads with this timeout, far below the subscriber socket_timeout (PLATFORM-NOTES §5.3),
-# so it can notice close() and send a health-check PING on an idle channel.
+# `listen` reads with this timeout, far below the subscriber socket_timeout (a read that times
+# out there drops the connection), so it can notice close() and send a health-check PING on an
+# idle channel.
 _LISTEN_POLL = 1.0
 _LISTEN_BACKOFF_BASE = 0.1
 _LISTEN_BACKOFF_CAP = 2.0
@@ -150,8 +151,8 @@ def _public_address(url: str) -> str:
 
 
 def _retry(retries: int) -> Retry:
-    # After a timeout a retried INCR or RPUSH may apply twice (PLATFORM-NOTES §5.2); counters
-    # here are rate limits and lists are logs, where that is harmless.
+    # After a timeout a retried INCR or RPUSH may apply twice (the first may have run before its
+    # reply was lost); counters here are rate limits and lists are logs, where that is harmless.
     return Retry(
         ExponentialWithJitterBackoff(cap=1.0, base=0.05),
         retries,

@@ -1,6 +1,6 @@
 """One turn for one session: load history, run the agent, deliver the reply, save history.
 
-The router decides *when* a turn runs (one at a time per session); this module
+The session queue decides *when* a turn runs (one at a time per session); this module
 decides *what* a turn does, and turns every failure into one clear line for the user.
 """
 

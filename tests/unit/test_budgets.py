@@ -184,4 +184,4 @@ def test_usage_command_offers_every_ledger_dimension() -> None:
     from gateway.budgets.cli import BY
     from gateway.budgets.ledger import DIMENSIONS
 
-    assert BY == tuple(d for d in DIMENSIONS if d != "all")
+    assert tuple(d for d in DIMENSIONS if d != "all") == BY

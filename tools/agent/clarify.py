@@ -2,7 +2,7 @@
 
 The question goes out with a button per choice where the platform has buttons (numbered
 text otherwise). The answer is a press (`cq:` buttons) or the asker's next typed message in
-the session, caught by a router interceptor before it would be queued. Either can land on
+the session, caught by an admission middleware before it would be queued. Either can land on
 any replica: the question lives in the store and the answer travels through a Rendezvous.
 """
 
