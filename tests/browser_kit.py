@@ -8,7 +8,7 @@ from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
 from gateway.sessions.key import SessionKey
 from tools.web.browser import BrowserManager
-from tools.web.browser.tools import browser_tools
+from tools.web.browser.tools import BrowserActions
 
 
 def chat(name: str, user_text: str = "") -> ToolContext:
@@ -26,7 +26,7 @@ class Tools:
 
     def __init__(self, manager: BrowserManager) -> None:
         self.manager = manager
-        self.specs: dict[str, ToolSpec[Any]] = {t.name: t for t in browser_tools(manager)}
+        self.specs: dict[str, ToolSpec[Any]] = {t.name: t for t in BrowserActions(manager).specs()}
 
     async def __call__(self, ctx: ToolContext, name: str, **args: Any) -> str:
         spec = self.specs[name]

@@ -8,10 +8,10 @@ shadows a registered one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-from gateway.sdk import Toolbox, ToolScope, ToolSpec
+from gateway.sdk import Toolbox, ToolScope, ToolSource, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -23,19 +23,6 @@ Offer = Callable[[Sequence[ToolSpec[Any]], Sequence[str]], Toolbox]
 
 class DuplicateTool(ValueError):
     pass
-
-
-class ToolSource(Protocol):
-    """Tools that come and go while the gateway runs."""
-
-    def tools(self) -> Sequence[ToolSpec[Any]]:
-        """The tools available right now (cheap: called on every turn)."""
-        ...
-
-    def groups(self) -> Mapping[str, str]:
-        """Groups this source fills (name -> description), known even while it has no tools,
-        so a policy naming them is valid before the tools arrive."""
-        ...
 
 
 class ToolRegistry:

@@ -22,7 +22,12 @@ from adapters.console import ConsoleAdapter
 from adapters.registry import plugin, plugins, settings_sections
 from gateway import config
 from gateway.app.doctor import CheckResult, PlatformCheck
-from gateway.app.tool_wiring import ToolServices, install_builtin_tools
+from gateway.app.tool_wiring import (
+    ToolServices,
+    builtin_families,
+    install_policy,
+    register_families,
+)
 from gateway.approvals.seals import signer_for
 from gateway.approvals.service import ApprovalService
 from gateway.config import Settings
@@ -217,7 +222,9 @@ class App:
             submit=self.admission.submit,
             signer=self.signer,
         )
-        self.tool_policy = install_builtin_tools(self.tools, self.tool_services)
+        self.tool_families = builtin_families(self.tool_services, self.tools)
+        register_families(self.tools, self.extensions, self.tool_families)
+        self.tool_policy = install_policy(self.tools, settings)
         self.http = (
             HttpServer(settings.http.host, settings.http.port, self.metrics)
             if settings.http.enabled
@@ -330,8 +337,8 @@ class App:
     async def start(self) -> None:
         log.info("starting instance=%s event_loop=%s", self.instance_id, loop_name())
         await self.queue.start()
-        for start in self.tool_services.starters:  # background work (MCP servers); never blocks
-            await start()
+        for family in self.tool_families:  # background work (MCP servers); never blocks
+            await family.start()
         # Adapters register webhook routes before the server starts listening.
         for adapter in self.adapters:
             await adapter.start()
@@ -362,11 +369,11 @@ class App:
             await self.console.stop()
         await self.retention.stop()
         await self.approvals.stop()
-        for close in self.tool_services.closers:
+        for family in reversed(self.tool_families):
             try:
-                await close()
+                await family.close()
             except Exception:
-                log.exception("tool service close failed")
+                log.exception("tool family close failed family=%s", family.name)
         if self.http is not None:
             await self.http.stop()
         await self.media.aclose()

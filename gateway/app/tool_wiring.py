@@ -1,52 +1,53 @@
-"""The built-in toolset: builds every tool with the services it needs, registers it, and puts
-the layered tool policy in front of the registry.
+"""The built-in toolset: every tool family built with the services it needs, in the order the
+model sees their tools, then registered, with the layered tool policy in front of the registry.
+
+The composition root starts the families once the gateway runs and closes them in reverse
+order when it stops (also families it never started).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from gateway.approvals.seals import EntrySigner, signer_for
 from gateway.config import Settings
 from gateway.intake.admission import Submission
 from gateway.llm.client import LLMClient
-from gateway.runtime.secrets import secret_values
 from gateway.scheduling.scheduler import Scheduler
 from gateway.sdk.channels import Outbox
 from gateway.sdk.extensions import Extensions
+from gateway.sdk.families import ToolFamily
 from gateway.sdk.messages import Inbound
 from gateway.sdk.tooling import ApprovalGate
 from gateway.sessions.history import SessionStore
 from gateway.store.base import Store
 from gateway.turn.memory import MemoryBook
 from tools.agent.clarify import ClarifyService
-from tools.agent.delegate import subagent_tools
-from tools.agent.todo import todo_tools
-from tools.files.attachments import AttachmentFetcher, attachment_tools
-from tools.files.edit import file_tools
-from tools.files.find import find_tools
+from tools.agent.delegate import DelegateTools
+from tools.agent.todo import TodoTools
+from tools.files.attachments import AttachmentFetcher, AttachmentTools
+from tools.files.edit import FileTools
+from tools.files.find import FindTools
 from tools.files.wipe import WorkspaceWipeOffer
 from tools.files.workspaces import Workspaces
-from tools.mcp.install import install_mcp_tools
-from tools.media.outbound import media_tools
-from tools.memory.notes import memory_tools
-from tools.memory.search import session_search_tools
+from tools.mcp.install import MCPTools
+from tools.media.outbound import MediaTools
+from tools.memory.notes import MemoryTools
+from tools.memory.search import SessionSearchTools
 from tools.on_demand import OnDemand
 from tools.policy import ToolPolicy, check_policy
 from tools.registry import ToolRegistry
-from tools.schedule.cron import cron_tools
-from tools.shell.code import code_tools
-from tools.shell.terminal.factory import build_backend
-from tools.shell.tool import gateway_paths, shell_tools
-from tools.skills.library import default_library, live_index, skill_tools
-from tools.skills.manage import skill_manage_tools
+from tools.schedule.cron import CronTools
+from tools.shell.family import TerminalTools
+from tools.skills.library import SkillTools, default_library
+from tools.skills.manage import SkillManageTools
 from tools.skills.store import SkillStore
-from tools.web.browser import browser_tool_specs
-from tools.web.extract import extract_available, web_extract_tools
-from tools.web.fetch import WebFetcher, web_tools
+from tools.web.browser import BrowserTools
+from tools.web.extract import WebExtractTools
+from tools.web.fetch import WebFetcher, WebFetchTools
 from tools.web.netguard import AddressGuard
-from tools.web.search import provider_from_settings, web_search_tools
+from tools.web.search import WebSearchTools, provider_from_settings
 
 
 @dataclass(frozen=True)
@@ -63,122 +64,92 @@ class ToolServices:
     # Sub-agents run on this client and ask this gate; None: a client of their own, no gate.
     llm: LLMClient | None = None
     approvals: ApprovalGate | None = None
-    # Filled by install_builtin_tools: call each on shutdown (background listeners).
-    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     # Hands a message to the gateway as if the person had sent it (MCP prompt commands);
     # None: those commands are not offered.
     submit: Callable[[Inbound], Awaitable[Submission]] | None = None
-    # Filled by install_builtin_tools: call each once the gateway starts; each returns at once
-    # and works in the background (MCP servers connecting).
-    starters: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     # Seals answers in the store (clarify); None: one from the settings' key.
     signer: EntrySigner | None = None
 
 
-def install_builtin_tools(registry: ToolRegistry, services: ToolServices) -> ToolPolicy:
-    """Register every built-in tool and the policy; raises ToolPolicyError (a ConfigError)
-    when the policy in settings names a tool, group or profile that does not exist."""
+def builtin_families(services: ToolServices, registry: ToolRegistry) -> list[ToolFamily]:
+    """Every built-in family, in the order their tools are offered. `registry` is the catalog
+    execute_code and delegate call other tools through. Raises ConfigError when a configured
+    family cannot run (the MCP SDK is missing, the workspace is unusable)."""
     settings = services.settings
     cfg = settings.tools
+    # First: the one family that refuses to build, before anything that must be closed exists.
+    mcp = MCPTools(settings, submit=services.submit)
     workspaces = Workspaces(settings.workspace, cfg.workspace_scope)
     workspace_for = workspaces.for_context
-    WorkspaceWipeOffer(workspaces, services.store).register(services.extensions)
-    registry.extend(
-        file_tools(
-            workspace_for, max_chars=cfg.max_output_chars, confirm_overwrite=cfg.confirm_overwrite
-        )
-    )
-    registry.extend(find_tools(workspace_for))
     attachments = AttachmentFetcher(
         services.outbox,
         SessionStore(services.store),
         max_bytes=min(cfg.attachment_max_bytes, settings.media.max_download_bytes),
     )
-    registry.extend(attachment_tools(workspace_for, attachments))
-    registry.extend(
-        media_tools(settings, services.outbox, workspace_for, attachments, services.closers)
-    )
-    terminal = build_backend(settings)
-    services.closers.append(terminal.close)
-    registry.extend(
-        shell_tools(
-            workspace_for,
-            cfg,
-            terminal.backend,
-            secrets=lambda: secret_values(settings),
-            protected=gateway_paths(settings),
-            workspace_root=settings.workspace,
-        )
-    )
-    registry.extend(
-        code_tools(
-            workspace_for,
-            settings,
-            terminal.backend,
-            catalog=registry,
-            approvals=services.approvals,
-            secrets=lambda: secret_values(settings),
-        )
-    )
     guard = AddressGuard(cfg.web_allow_hosts)
     fetcher = WebFetcher(guard, timeout=cfg.web_timeout, max_bytes=cfg.web_max_bytes)
-    registry.extend(web_tools(fetcher, max_chars=cfg.max_output_chars))
-    registry.extend(web_search_tools(provider_from_settings(cfg)))
-    if extract_available():
-        registry.extend(
-            web_extract_tools(
-                fetcher, max_chars=cfg.max_output_chars, fetch_timeout=cfg.web_timeout
-            )
-        )
-    registry.extend(browser_tool_specs(settings, guard, workspace_for, services.closers))
-    registry.extend(memory_tools(services.memory))
-    registry.extend(todo_tools(services.store))
-    registry.extend(cron_tools(services.scheduler))
-    clarify = ClarifyService(
-        services.store,
-        services.outbox,
-        services.signer or signer_for(settings),
-        timeout=cfg.clarify_timeout,
-        answer_by=cfg.clarify_answer_by,
-    )
-    clarify.register(services.extensions)
-    services.closers.append(clarify.close)
-    registry.extend(clarify.tools())
-
     data_dir = settings.data_dir.expanduser()
     skills = default_library(data_dir)
-    shared = SkillStore(services.store, data_dir / "skills", settings.skills)
-    registry.extend(skill_tools(skills, shared.sync))
-    registry.extend(
-        skill_manage_tools(
-            shared,
+    shared_skills = SkillStore(services.store, data_dir / "skills", settings.skills)
+    delegate = DelegateTools(
+        llm=services.llm, catalog=registry, settings=settings, approvals=services.approvals
+    )
+    return [
+        WorkspaceWipeOffer(workspaces, services.store),
+        FileTools(
+            workspace_for, max_chars=cfg.max_output_chars, confirm_overwrite=cfg.confirm_overwrite
+        ),
+        FindTools(workspace_for),
+        AttachmentTools(workspace_for, attachments),
+        MediaTools(settings, services.outbox, workspace_for, attachments),
+        TerminalTools(settings, workspace_for, catalog=registry, approvals=services.approvals),
+        WebFetchTools(fetcher, max_chars=cfg.max_output_chars),
+        WebSearchTools(provider_from_settings(cfg)),
+        WebExtractTools(fetcher, max_chars=cfg.max_output_chars, fetch_timeout=cfg.web_timeout),
+        BrowserTools(settings, guard, workspace_for),
+        MemoryTools(services.memory),
+        TodoTools(services.store),
+        CronTools(services.scheduler),
+        ClarifyService(
+            services.store,
+            services.outbox,
+            services.signer or signer_for(settings),
+            timeout=cfg.clarify_timeout,
+            answer_by=cfg.clarify_answer_by,
+        ),
+        SkillTools(skills, shared_skills.sync),
+        SkillManageTools(
+            shared_skills,
             skills,
             approval=settings.skills.manage_approval,
             admins=settings.access.admins,
-        )
-    )
-    services.extensions.add_prompt_section(live_index(skills, shared.sync))
-    llm = services.llm
-    if llm is None:
-        llm = LLMClient(settings.llm)
-        services.closers.append(llm.aclose)
-    registry.extend(
-        subagent_tools(llm=llm, catalog=registry, settings=settings, approvals=services.approvals)
-    )
-    registry.extend(session_search_tools(services.store, settings.access.admins, llm))
+        ),
+        delegate,
+        # Summaries of the matches come from the model the sub-agents use.
+        SessionSearchTools(services.store, settings.access.admins, delegate.llm),
+        mcp,
+    ]
 
-    install_mcp_tools(
-        registry,
-        settings,
-        starters=services.starters,
-        closers=services.closers,
-        extensions=services.extensions,
-        submit=services.submit,
-    )
 
+def register_families(
+    registry: ToolRegistry, extensions: Extensions, families: Sequence[ToolFamily]
+) -> None:
+    """Each family's tools into the registry, and its buttons, middlewares, commands and
+    prompt sections into `extensions`, in order."""
+    for family in families:
+        registry.extend(family.specs())
+        for source in family.sources():
+            registry.add_source(source)
+        family.register(extensions)
+
+
+def install_policy(registry: ToolRegistry, settings: Settings) -> ToolPolicy:
+    """Put the tool policy (and tools on demand) in front of the registry; raises
+    ToolPolicyError (a ConfigError) when the policy names a tool, group or profile that does
+    not exist."""
     check_policy(settings, registry)
-    policy = ToolPolicy(cfg, settings.profiles)
+    policy = ToolPolicy(settings.tools, settings.profiles)
     registry.set_filter(policy)
-    if cfg.on_demand:
-        registry.set_offer(OnDemand(cfg.core, registry.declared_groups))
+    if settings.tools.on_demand:
+        registry.set_offer(OnDemand(settings.tools.core, registry.declared_groups))
     return policy

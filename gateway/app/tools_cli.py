@@ -17,6 +17,7 @@ from tools.tables import print_table, short
 
 if TYPE_CHECKING:
     from gateway.config import Settings
+    from gateway.sdk.families import ToolFamily
     from tools.policy import ToolPolicy
     from tools.registry import ToolRegistry
 
@@ -64,12 +65,17 @@ def offline_registry(
     import asyncio
     import tempfile
 
-    from gateway.app.tool_wiring import ToolServices, install_builtin_tools
+    from gateway.app.tool_wiring import (
+        ToolServices,
+        builtin_families,
+        install_policy,
+        register_families,
+    )
     from gateway.sdk.channels import Outbox
     from gateway.sdk.extensions import Extensions
     from gateway.store.embedded import EmbeddedStore
     from gateway.turn.memory import MemoryBook
-    from tools.mcp.install import start_servers, stop_servers
+    from tools.mcp.install import start_servers
     from tools.registry import ToolRegistry
 
     with (
@@ -78,6 +84,7 @@ def offline_registry(
     ):
         store = EmbeddedStore(Path(tmp))
         registry = ToolRegistry()
+        families: list[ToolFamily] = []
         try:
             services = ToolServices(
                 settings=settings,
@@ -86,13 +93,16 @@ def offline_registry(
                 outbox=Outbox(),
                 extensions=Extensions(),
             )
-            policy = install_builtin_tools(registry, services)
+            families = builtin_families(services, registry)
+            register_families(registry, services.extensions, families)
+            policy = install_policy(registry, settings)
             if mcp_servers:
                 for problem in runner.run(start_servers(registry)):
                     print(f"note: {problem}", file=sys.stderr)
             yield registry, policy
         finally:
-            runner.run(stop_servers(registry))
+            for family in reversed(families):  # the MCP servers too, when they were started
+                runner.run(family.close())
             runner.run(store.close())
 
 

@@ -84,6 +84,8 @@ if TYPE_CHECKING:
     from gateway.sdk.extensions import Command as Command
     from gateway.sdk.extensions import CommandCall as CommandCall
     from gateway.sdk.extensions import Extensions as Extensions
+    from gateway.sdk.families import ToolFamily as ToolFamily
+    from gateway.sdk.families import ToolSource as ToolSource
     from gateway.sdk.messages import Attachment as Attachment
     from gateway.sdk.messages import AttachmentKind as AttachmentKind
     from gateway.sdk.messages import Button as Button
@@ -171,6 +173,8 @@ _EXPORTS: dict[str, str] = {
     "TurnOutcome": "gateway.sdk.outcome",
     "PlatformPlugin": "gateway.sdk.platforms",
     "PlatformUnavailable": "gateway.sdk.platforms",
+    "ToolFamily": "gateway.sdk.families",
+    "ToolSource": "gateway.sdk.families",
     "ApprovalGate": "gateway.sdk.tooling",
     "ApprovalNeed": "gateway.sdk.tooling",
     "ToolCatalog": "gateway.sdk.tooling",

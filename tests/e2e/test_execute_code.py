@@ -22,7 +22,7 @@ from tests.fixtures_terminal import host_pids
 from tools.files.workspace import Workspace
 from tools.policy import ToolPolicy
 from tools.registry import ToolRegistry
-from tools.shell.code import CodeArgs, code_tools
+from tools.shell.code import CodeArgs, ExecuteCode
 from tools.shell.terminal.base import TerminalBackend
 
 CTX = ToolContext(
@@ -131,13 +131,13 @@ def build(open_dir: Path, make_sandbox: Callable[..., TerminalBackend]) -> Build
         ran: list[str] = []
         person = Person()
         registry = ToolRegistry(session_tools(ran))
-        tools = code_tools(
+        tools = ExecuteCode(
             lambda ctx: Workspace(open_dir / "ws"),
             settings,
             backend or make_sandbox(),
             catalog=registry,
             approvals=person,
-        )
+        ).specs()
         registry.extend(tools)
         registry.set_filter(ToolPolicy(settings.tools))
         return Session(tools[0], person, ran)

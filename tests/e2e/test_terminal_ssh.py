@@ -25,7 +25,7 @@ from gateway.sessions.key import SessionKey
 from tests.fixtures_terminal import LIMITS, host_pids
 from tools.files.workspace import Workspace
 from tools.registry import ToolRegistry
-from tools.shell.code import CodeArgs, code_tools
+from tools.shell.code import CodeArgs, ExecuteCode
 from tools.shell.terminal.base import run_command
 from tools.shell.terminal.env import safe_env
 from tools.shell.terminal.ssh import SSHBackend
@@ -212,9 +212,9 @@ async def test_execute_code_over_ssh_calls_tools(ssh: SSHBackend, tmp_path: Path
     registry = ToolRegistry(
         [ToolSpec(name="upper", description="", args=Args, handler=upper, group="x")]
     )
-    [tool] = code_tools(
+    [tool] = ExecuteCode(
         lambda ctx: Workspace(tmp_path / "ws"), settings, ssh, catalog=registry, approvals=None
-    )
+    ).specs()
     ctx = ToolContext(
         session=SessionKey("console", "t"),
         chat=ChatRef(platform="console", chat_id="t"),

@@ -21,7 +21,7 @@ from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
 from gateway.sessions.key import SessionKey
 from gateway.store.embedded import EmbeddedStore
 from tests.fakes.recording_adapter import RecordingAdapter
-from tools.schedule.cron import JobIdArgs, ListJobsArgs, ScheduleJobArgs, cron_tools
+from tools.schedule.cron import CronTools, JobIdArgs, ListJobsArgs, ScheduleJobArgs
 
 ALICE = UserRef(platform="rec", user_id="alice", display_name="Alice")
 BOB = UserRef(platform="rec", user_id="bob", display_name="Bob")
@@ -62,7 +62,7 @@ async def scheduler(tmp_path: Path) -> AsyncIterator[Scheduler]:
 
 @pytest.fixture
 def tools(scheduler: Scheduler) -> dict[str, ToolSpec[Any]]:
-    return {tool.name: tool for tool in cron_tools(scheduler)}
+    return {tool.name: tool for tool in CronTools(scheduler).specs()}
 
 
 def ctx(chat: ChatRef = TEAM, user: UserRef = ALICE) -> ToolContext:
@@ -211,7 +211,7 @@ async def test_resuming_a_one_shot_whose_time_passed_is_refused(scheduler: Sched
 
 
 async def test_without_a_scheduler_the_tools_say_so() -> None:
-    tools = {tool.name: tool for tool in cron_tools(None)}
+    tools = {tool.name: tool for tool in CronTools(None).specs()}
     assert set(tools) == {"schedule_job", "list_jobs", "remove_job", "pause_job", "resume_job"}
     assert {tool.group for tool in tools.values()} == {"cron"}
     with pytest.raises(ToolError, match="not available"):
@@ -219,7 +219,7 @@ async def test_without_a_scheduler_the_tools_say_so() -> None:
 
 
 def test_schedule_job_schema_explains_when() -> None:
-    schema = cron_tools(None)[0].schema()["function"]["parameters"]
+    schema = CronTools(None).specs()[0].schema()["function"]["parameters"]
     assert schema["required"] == ["text", "when"]
     assert schema["properties"]["kind"]["enum"] == ["message", "agent"]
     assert "every weekday 8:30" in schema["properties"]["when"]["description"]

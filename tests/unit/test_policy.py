@@ -205,8 +205,13 @@ def test_check_policy_raises_a_config_error_listing_all_problems() -> None:
     assert "'nope'" in str(err.value) and "'group:zzz'" in str(err.value)
 
 
-def test_install_builtin_tools_refuses_an_unknown_name(tmp_path: Path) -> None:
-    from gateway.app.tool_wiring import ToolServices, install_builtin_tools
+async def test_install_policy_refuses_an_unknown_name(tmp_path: Path) -> None:
+    from gateway.app.tool_wiring import (
+        ToolServices,
+        builtin_families,
+        install_policy,
+        register_families,
+    )
     from gateway.sdk.channels import Outbox
     from gateway.sdk.extensions import Extensions
     from gateway.store.embedded import EmbeddedStore
@@ -221,8 +226,14 @@ def test_install_builtin_tools_refuses_an_unknown_name(tmp_path: Path) -> None:
         Outbox(),
         Extensions(),
     )
+    registry = ToolRegistry()
+    families = builtin_families(services, registry)
+    register_families(registry, services.extensions, families)
     with pytest.raises(ToolPolicyError, match=r"tools.profiles.ro.allow: unknown tool 'read_fil'"):
-        install_builtin_tools(ToolRegistry(), services)
+        install_policy(registry, settings)
+    for family in reversed(families):
+        await family.close()
+    await store.close()
 
 
 def test_groups_listing() -> None:

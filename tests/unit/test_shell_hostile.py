@@ -15,7 +15,7 @@ from tools.files.workspace import Workspace
 from tools.shell.safety.names import PACKAGE_MANAGERS
 from tools.shell.safety.shape import SUBCOMMAND_TOOLS
 from tools.shell.terminal.base import TerminalBackend
-from tools.shell.tool import ShellArgs, ShellPolicy, classify, gateway_paths, shell_tools
+from tools.shell.tool import ShellArgs, ShellPolicy, ShellTool, classify, gateway_paths
 
 HOME = "/home/alice"
 DATA = f"{HOME}/.chatgate"
@@ -314,13 +314,13 @@ async def test_shell_tool_protects_the_gateways_own_files(
     data = tmp_path / "data"
     settings = load_settings(data_dir=data, tools={"workspace": data / "workspace"})
     ws = Workspace(settings.workspace)
-    (tool,) = shell_tools(
+    (tool,) = ShellTool(
         lambda ctx: ws,
         ToolsSettings(),
         make_local(),
         protected=gateway_paths(settings),
         workspace_root=settings.workspace,
-    )
+    ).specs()
     ctx = ToolContext(
         session=SessionKey("console", "t"),
         chat=ChatRef(platform="console", chat_id="t"),

@@ -10,14 +10,17 @@ from typing import Any
 
 import pytest
 
-from gateway.config import ToolsSettings
+from gateway.config import Settings, ToolsSettings
 from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolError
 from gateway.sessions.key import SessionKey
 from tests.fixtures_terminal import host_pids
 from tools.files.workspace import Workspace
+from tools.registry import ToolRegistry
+from tools.shell.family import TerminalTools
 from tools.shell.terminal.base import TerminalBackend
-from tools.shell.tool import ShellArgs, shell_tools
+from tools.shell.terminal.factory import BackendChoice
+from tools.shell.tool import ShellArgs, ShellTool
 
 CTX = ToolContext(
     session=SessionKey("console", "t"),
@@ -43,7 +46,8 @@ def make(ws: Workspace, backend: TerminalBackend) -> Make:
     def build(**settings: Any) -> Any:
         options = {"shell_timeout": 5.0, "max_output_chars": 1000, **settings}
         secrets = options.pop("secrets", None)
-        (tool,) = shell_tools(lambda ctx: ws, ToolsSettings(**options), backend, secrets=secrets)
+        shell = ShellTool(lambda ctx: ws, ToolsSettings(**options), backend, secrets=secrets)
+        (tool,) = shell.specs()
         return tool
 
     return build
@@ -74,8 +78,17 @@ def test_spec(make: Make) -> None:
     assert tool.timeout > 5.0  # our own timeout fires before the agent's
 
 
-def test_no_backend_no_tool(ws: Workspace) -> None:
-    assert shell_tools(lambda ctx: ws, ToolsSettings(), None) == []
+async def test_no_backend_no_tool(ws: Workspace, tmp_path: Path) -> None:
+    # The sandbox cannot run and unsandboxed commands are not allowed: no shell, no scripts.
+    family = TerminalTools(
+        Settings(data_dir=tmp_path),
+        lambda ctx: ws,
+        catalog=ToolRegistry(),
+        approvals=None,
+        terminal=BackendChoice(None, ("the sandbox backend cannot run here: no bwrap.",)),
+    )
+    assert family.specs() == []
+    await family.close()
 
 
 async def test_output_and_exit_code(make: Make) -> None:

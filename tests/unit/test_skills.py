@@ -10,7 +10,7 @@ import pytest
 from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sdk.tooling import ToolContext, ToolError
 from gateway.sessions.key import SessionKey
-from tools.skills.library import SkillLibrary, bundled_skills_dir, default_library, skill_tools
+from tools.skills.library import SkillLibrary, SkillTools, bundled_skills_dir, default_library
 
 CTX = ToolContext(
     session=SessionKey("console", "c"),
@@ -61,7 +61,7 @@ def test_prompt_section_lists_names_and_descriptions_only(tmp_path: Path) -> Non
 
 
 async def call(library: SkillLibrary, **args: Any) -> str:
-    (spec,) = skill_tools(library)
+    (spec,) = SkillTools(library).specs()
     return await spec.handler(spec.args(**args), CTX)
 
 

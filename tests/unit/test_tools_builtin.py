@@ -10,10 +10,11 @@ from typing import Any
 import pytest_asyncio
 from pydantic import Field
 
-from gateway.app.tool_wiring import ToolServices, install_builtin_tools
+from gateway.app.tool_wiring import ToolServices, builtin_families, register_families
 from gateway.config import Settings
 from gateway.sdk.channels import Outbox
 from gateway.sdk.extensions import Extensions
+from gateway.sdk.families import ToolFamily
 from gateway.sdk.messages import ButtonPress, ChatRef, UserRef
 from gateway.store.embedded import EmbeddedStore
 from gateway.turn.memory import MemoryBook
@@ -25,7 +26,7 @@ from tools.toolsets import TOOLSETS
 @pytest_asyncio.fixture
 async def installed(
     tmp_path: Path,
-) -> AsyncIterator[tuple[ToolRegistry, ToolServices, Extensions]]:
+) -> AsyncIterator[tuple[ToolRegistry, list[ToolFamily], Extensions]]:
     settings = Settings(data_dir=tmp_path)
     store = EmbeddedStore(tmp_path / "store")
     extensions = Extensions()
@@ -33,15 +34,16 @@ async def installed(
         settings, store, MemoryBook(store, settings.memory), Outbox(), extensions
     )
     registry = ToolRegistry()
-    install_builtin_tools(registry, services)
-    yield registry, services, extensions
-    for close in services.closers:
-        await close()
+    families = builtin_families(services, registry)
+    register_families(registry, extensions, families)
+    yield registry, families, extensions
+    for family in reversed(families):
+        await family.close()
     await store.close()
 
 
 def test_every_tool_is_in_one_declared_toolset(installed: Any) -> None:
-    registry, _services, _ = installed
+    registry, _families, _ = installed
     names = registry.names()
     assert {
         "read_file",
@@ -70,7 +72,7 @@ NOT_YET_LEAN: set[str] = set()
 
 
 def test_schemas_are_lean(installed: Any) -> None:
-    registry, _services, _ = installed
+    registry, _families, _ = installed
     for tool in registry.all():
         if tool.name in NOT_YET_LEAN:
             continue
@@ -81,21 +83,46 @@ def test_schemas_are_lean(installed: Any) -> None:
         assert len(tool.description) <= (400 if tool.name == "shell" else 240), tool.name
 
 
+def test_families_in_the_order_their_tools_are_offered(installed: Any) -> None:
+    registry, families, _ = installed
+    assert [family.name for family in families] == [
+        "workspace_wipe",
+        "files",
+        "find",
+        "attachments",
+        "media",
+        "terminal",
+        "web_fetch",
+        "web_search",
+        "web_extract",
+        "browser",
+        "memory",
+        "todo",
+        "cron",
+        "clarify",
+        "skills",
+        "skill_manage",
+        "delegate",
+        "session_search",
+        "mcp",
+    ]
+    declared = [spec.name for family in families for spec in family.specs()]
+    assert declared == registry.names()
+    # Sub-agents got no client, so the delegate family made its own; it goes with the family.
+    (delegate,) = [family for family in families if family.name == "delegate"]
+    assert delegate.own_llm
+
+
 async def test_clarify_hooks_are_installed(installed: Any) -> None:
-    _registry, services, extensions = installed
-    # Closers: the terminal backend, the clarify listener, the LLM client sub-agents get when
-    # none is given, and the browser when a Chromium is installed (launched on first use).
+    _registry, _families, extensions = installed
     assert len(extensions.middlewares("questions")) == 1
-    owners = sorted(type(close.__self__).__name__ for close in services.closers)
-    browser = ["BrowserManager"] if "browser_navigate" in _registry.names() else []
-    assert owners == sorted(["BackendChoice", "ClarifyService", "LLMClient", *browser])
     press = ButtonPress(
         event_id="e",
         chat=ChatRef(platform="x", chat_id="1"),
         user=UserRef(platform="x", user_id="u"),
         data="cq:gone:0",
     )
-    reply = await services.extensions.press(press)
+    reply = await extensions.press(press)
     assert reply.alert and "expired" in reply.toast  # handled by clarify, not "unknown button"
 
 

@@ -86,7 +86,7 @@ class Node:
         self.extensions = Extensions()
         self.service = ClarifyService(store, outbox, SIGNER, **options)
         self.service.register(self.extensions)
-        (self.tool,) = self.service.tools()
+        (self.tool,) = self.service.specs()
 
     def ask(self, question: str, choices: list[str] | None = None, ctx: ToolContext = CTX) -> Any:
         args = ClarifyArgs(question=question, choices=choices or [])

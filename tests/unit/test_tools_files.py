@@ -12,8 +12,8 @@ from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
 from gateway.sessions.key import SessionKey
 from tools.files import find
-from tools.files.edit import file_tools
-from tools.files.find import find_tools, glob_regex
+from tools.files.edit import FileTools
+from tools.files.find import FindTools, glob_regex
 from tools.files.workspaces import Workspaces
 
 CTX = ToolContext(
@@ -33,9 +33,8 @@ def ws(tmp_path: Path) -> Path:
 @pytest.fixture
 def tools(ws: Path) -> dict[str, ToolSpec[Any]]:
     workspace_for = Workspaces(ws, "shared").for_context
-    return {
-        t.name: t for t in [*file_tools(workspace_for, max_chars=4000), *find_tools(workspace_for)]
-    }
+    specs = [*FileTools(workspace_for, max_chars=4000).specs(), *FindTools(workspace_for).specs()]
+    return {t.name: t for t in specs}
 
 
 async def call(tools: dict[str, ToolSpec[Any]], name: str, **args: Any) -> str:

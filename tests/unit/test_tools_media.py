@@ -21,7 +21,7 @@ from gateway.sessions.key import SessionKey
 from tests.fakes.recording_adapter import RecordingAdapter
 from tests.media_samples import PDF, ogg_opus, png
 from tools.files.workspaces import Workspaces
-from tools.media.outbound import FileSender, send_file_tool
+from tools.media.outbound import FileSender, SendFileTool
 
 TOKEN = "123456:SECRET-bot-token-value"
 
@@ -62,9 +62,9 @@ def send_file(settings: Settings, console: ConsoleAdapter) -> SendFile:
     outbox.register(console)
     outbox.register(RecordingAdapter("rec"))  # a platform that takes no files
     sender = FileSender(settings, outbox, lambda: [TOKEN])
-    spec: ToolSpec[Any] = send_file_tool(
+    spec: ToolSpec[Any] = SendFileTool(
         Workspaces(settings.workspace, "shared").for_context, sender
-    )
+    ).spec()
 
     async def call(platform: str = "console", **args: Any) -> str:
         return await spec.handler(spec.args(**args), context(platform))

@@ -10,7 +10,7 @@ import pytest
 from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sdk.tooling import ToolContext, ToolError
 from gateway.sessions.key import SessionKey
-from tools.files.edit import file_tools
+from tools.files.edit import FileTools
 from tools.files.workspaces import Workspaces
 
 CTX = ToolContext(
@@ -23,7 +23,7 @@ CTX = ToolContext(
 @pytest.fixture
 def tools(tmp_path: Path) -> dict[str, Any]:
     workspace_for = Workspaces(tmp_path / "ws", "shared").for_context
-    return {t.name: t for t in file_tools(workspace_for, max_chars=4000)}
+    return {t.name: t for t in FileTools(workspace_for, max_chars=4000).specs()}
 
 
 async def call(tools: dict[str, Any], name: str, **args: Any) -> str:

@@ -11,7 +11,7 @@ from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sdk.tooling import ToolContext
 from gateway.sessions.key import SessionKey
 from gateway.store.base import Store
-from tools.agent.todo import todo_tools
+from tools.agent.todo import TodoTools
 
 
 def ctx(chat_id: str) -> ToolContext:
@@ -23,7 +23,7 @@ def ctx(chat_id: str) -> ToolContext:
 
 
 async def call(store: Store, chat_id: str = "a", **args: Any) -> str:
-    (spec,) = todo_tools(store)
+    (spec,) = TodoTools(store).specs()
     return await spec.handler(spec.args.model_validate(args), ctx(chat_id))
 
 
@@ -61,6 +61,6 @@ async def test_several_in_progress_get_a_note(embedded_store: Store) -> None:
     [[{"task": "x", "status": "started"}], [{"task": ""}], [{"task": "x"}] * 51],
 )
 def test_bad_lists_are_rejected_by_the_schema(items: list[dict[str, str]]) -> None:
-    (spec,) = todo_tools(None)  # type: ignore[arg-type]
+    (spec,) = TodoTools(None).specs()  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         spec.args.model_validate({"items": items})

@@ -16,7 +16,7 @@ from aiohttp import web
 from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sdk.tooling import ToolContext, ToolError
 from gateway.sessions.key import SessionKey
-from tools.web.fetch import WebFetcher, web_tools
+from tools.web.fetch import WebFetcher, WebFetchTools
 from tools.web.netguard import Address, AddressGuard, BlockedAddress, blocked_reason, parse_ip
 
 CTX = ToolContext(
@@ -117,7 +117,7 @@ def fake_resolver(table: dict[str, list[str]], calls: list[str] | None = None) -
 
 
 def fetch_tool(guard: AddressGuard, *, max_chars: int = 16000, **kwargs: Any) -> Any:
-    (spec,) = web_tools(WebFetcher(guard, **kwargs), max_chars=max_chars)
+    (spec,) = WebFetchTools(WebFetcher(guard, **kwargs), max_chars=max_chars).specs()
 
     async def run(url: str, offset: int = 0) -> str:
         return await spec.handler(spec.args(url=url, offset=offset), CTX)

@@ -17,8 +17,8 @@ from tools.web.search import (
     NOT_CONFIGURED,
     BraveProvider,
     SearxngProvider,
+    WebSearchTools,
     provider_from_settings,
-    web_search_tools,
 )
 
 CTX = ToolContext(
@@ -81,7 +81,7 @@ async def api() -> AsyncIterator[SearchApi]:
 
 
 async def run(provider: Any, query: str = "chatgate", count: int = 5) -> str:
-    (spec,) = web_search_tools(provider)
+    (spec,) = WebSearchTools(provider).specs()
     return await spec.handler(spec.args(query=query, count=count), CTX)
 
 

@@ -16,7 +16,7 @@ from gateway.sdk.tooling import ToolContext, ToolError
 from gateway.sessions.key import SessionKey
 from tests.fakes.server import LocalServer
 from tests.fakes.web_pages import InternalServer
-from tools.web.extract import crawl, extract_available, web_extract_tools
+from tools.web.extract import WebExtractTools, crawl, extract_available
 from tools.web.fetch import WebFetcher
 from tools.web.netguard import Address, AddressGuard
 
@@ -111,7 +111,7 @@ def fetcher(resolved: list[str] | None = None, **kwargs: Any) -> WebFetcher:
 
 
 def tools(**kwargs: Any) -> dict[str, Any]:
-    specs = web_extract_tools(fetcher(), **kwargs)
+    specs = WebExtractTools(fetcher(), **kwargs).specs()
     return {spec.name: spec for spec in specs}
 
 
@@ -170,7 +170,7 @@ async def test_extract_is_concurrent_and_time_limited() -> None:
             app.router.add_get("/{n}", slow)
 
     async with Slow() as slow:
-        spec = web_extract_tools(fetcher(timeout=1.0))[0]
+        spec = WebExtractTools(fetcher(timeout=1.0)).specs()[0]
         out = await run(spec, urls=[f"http://docs.test:{slow.port}/{n}" for n in range(3)])
     # All three requests were in flight together; each then hit the time limit.
     assert release.is_set() and len(started) == 3

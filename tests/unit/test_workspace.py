@@ -18,8 +18,8 @@ from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sdk.tooling import ToolContext, ToolError
 from gateway.sessions.key import SessionKey
 from tools.files import beneath
-from tools.files.edit import file_tools
-from tools.files.find import find_tools
+from tools.files.edit import FileTools
+from tools.files.find import FindTools
 from tools.files.workspace import Workspace
 from tools.files.workspaces import Workspaces
 
@@ -49,7 +49,8 @@ def ws(tmp_path: Path, resolution: str) -> Path:
 @pytest.fixture
 def tools(ws: Path) -> dict[str, Any]:
     workspace_for = Workspaces(ws, "shared").for_context
-    return {t.name: t for t in [*file_tools(workspace_for), *find_tools(workspace_for)]}
+    specs = [*FileTools(workspace_for).specs(), *FindTools(workspace_for).specs()]
+    return {t.name: t for t in specs}
 
 
 async def call(tools: dict[str, Any], name: str, **args: Any) -> str:

@@ -15,8 +15,8 @@ from gateway.config import ToolsSettings
 from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sdk.tooling import ToolContext, ToolError
 from gateway.sessions.key import SessionKey
-from tools.files.edit import file_tools
-from tools.files.find import find_tools
+from tools.files.edit import FileTools
+from tools.files.find import FindTools
 from tools.files.workspaces import Scope, Usage, Workspaces
 
 
@@ -31,7 +31,8 @@ def ctx(chat_id: str, user_id: str = "u1", thread: str | None = None) -> ToolCon
 
 def build(root: Path, scope: Scope) -> dict[str, Any]:
     workspace_for = Workspaces(root, scope).for_context
-    return {t.name: t for t in [*file_tools(workspace_for), *find_tools(workspace_for)]}
+    specs = [*FileTools(workspace_for).specs(), *FindTools(workspace_for).specs()]
+    return {t.name: t for t in specs}
 
 
 async def call(tools: dict[str, Any], where: ToolContext, name: str, **args: Any) -> str:

@@ -37,6 +37,7 @@ from gateway.sdk import (
     Submission,
     ToolContext,
     ToolError,
+    ToolFamily,
     ToolSpec,
     UserRef,
     finished,
@@ -92,7 +93,11 @@ class Question(BaseModel):
         return text
 
 
-class ClarifyService:
+class ClarifyService(ToolFamily):
+    """The clarify tool, the question buttons and the middleware that catches typed answers."""
+
+    name = "clarify"
+
     def __init__(
         self,
         store: Store,
@@ -117,7 +122,7 @@ class ClarifyService:
     async def close(self) -> None:
         await self._answers.close()
 
-    def tools(self) -> list[ToolSpec[Any]]:
+    def specs(self) -> list[ToolSpec[Any]]:
         return [
             ToolSpec(
                 name="clarify",

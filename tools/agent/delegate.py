@@ -28,6 +28,7 @@ from gateway.sdk import (
     ToolCatalog,
     ToolContext,
     ToolError,
+    ToolFamily,
     ToolScope,
     ToolSpec,
     TurnTimeout,
@@ -88,25 +89,40 @@ class ChildReport:
         return not self.status.startswith(("failed", "timed out"))
 
 
-def subagent_tools(
-    *,
-    llm: LLMClient,
-    catalog: ToolCatalog,
-    settings: Settings,
-    approvals: ApprovalGate | None,
-) -> list[ToolSpec[Any]]:
-    delegation = settings.delegation
-    seconds = settings.agent.subagent_max_seconds
-    limits = settings.agent.model_copy(
-        update={
-            "max_iterations": settings.agent.subagent_max_iterations,
-            "max_turn_seconds": seconds,
-            "max_tokens_per_turn": delegation.max_tokens_per_task,
-        }
-    )
-    agent = Agent(llm, limits, approvals=approvals)
+class DelegateTools(ToolFamily):
+    """The delegate tool. Children run on `llm` (given none, on a client of its own, closed
+    with the family) and ask `approvals` for destructive calls (none: nobody is asked)."""
 
-    async def run_child(sub: SubTask, ctx: ToolContext, label: str) -> ChildReport:
+    name = "delegate"
+
+    def __init__(
+        self,
+        *,
+        llm: LLMClient | None,
+        catalog: ToolCatalog,
+        settings: Settings,
+        approvals: ApprovalGate | None,
+    ) -> None:
+        self.own_llm = llm is None
+        self.llm = LLMClient(settings.llm) if llm is None else llm
+        self.catalog = catalog
+        self.settings = settings
+        self.delegation = delegation = settings.delegation
+        self.seconds = seconds = settings.agent.subagent_max_seconds
+        limits = settings.agent.model_copy(
+            update={
+                "max_iterations": settings.agent.subagent_max_iterations,
+                "max_turn_seconds": seconds,
+                "max_tokens_per_turn": delegation.max_tokens_per_task,
+            }
+        )
+        self.agent = Agent(self.llm, limits, approvals=approvals)
+
+    async def close(self) -> None:
+        if self.own_llm:
+            await self.llm.aclose()
+
+    async def run_child(self, sub: SubTask, ctx: ToolContext, label: str) -> ChildReport:
         depth = _depth(ctx) + 1
         if ctx.scope is not None:  # the turn's profile and models
             scope = dataclasses.replace(ctx.scope, is_subagent=True)
@@ -114,11 +130,11 @@ def subagent_tools(
             scope = ToolScope(
                 platform=ctx.chat.platform,
                 chat_id=ctx.chat.chat_id,
-                provider=settings.llm.provider_name,
-                model=settings.llm.model,
+                provider=self.settings.llm.provider_name,
+                model=self.settings.llm.model,
                 is_subagent=True,
             )
-        never = _NEVER if depth < delegation.max_depth else (*_NEVER, DELEGATE)
+        never = _NEVER if depth < self.delegation.max_depth else (*_NEVER, DELEGATE)
         brief = sub.task.strip()
         if sub.context.strip():
             brief += f"\n\nContext:\n{sub.context.strip()}"
@@ -126,17 +142,17 @@ def subagent_tools(
             ctx, is_subagent=True, depth=depth, task_label=label, scope=scope
         )
         try:
-            async with asyncio.timeout(seconds + _GRACE):
-                result = await agent.run(
+            async with asyncio.timeout(self.seconds + _GRACE):
+                result = await self.agent.run(
                     SUBAGENT_PROMPT,
                     [{"role": "user", "content": brief}],
-                    catalog.toolbox(scope, exclude=never),
+                    self.catalog.toolbox(scope, exclude=never),
                     child,
-                    catalog=catalog,
+                    catalog=self.catalog,
                     llm=ctx.llm,
                 )
         except (TimeoutError, TurnTimeout):
-            return ChildReport(f"timed out after {seconds:g} s")
+            return ChildReport(f"timed out after {self.seconds:g} s")
         except LLMError as exc:
             return ChildReport(f"failed: {exc.user_message}")
         except Exception as exc:  # a child's crash must not take its siblings down
@@ -145,16 +161,17 @@ def subagent_tools(
         status = f"stopped at its {result.limit_hit} limit" if result.limit_hit else "done"
         return ChildReport(status, result.text, result.iterations, result.tool_calls)
 
-    async def delegate(args: DelegateArgs, ctx: ToolContext) -> str:
-        if _depth(ctx) >= delegation.max_depth:
+    async def delegate(self, args: DelegateArgs, ctx: ToolContext) -> str:
+        if _depth(ctx) >= self.delegation.max_depth:
             raise ToolError("a sub-agent at this depth cannot delegate; do the task yourself.")
         batch = args.batch()
-        if len(batch) > delegation.max_parallel:
+        if len(batch) > self.delegation.max_parallel:
             raise ToolError(
-                f"at most {delegation.max_parallel} tasks at once; send the rest in another call."
+                f"at most {self.delegation.max_parallel} tasks at once; send the rest in "
+                "another call."
             )
         if len(batch) == 1:
-            report = await run_child(batch[0], ctx, "sub-task")
+            report = await self.run_child(batch[0], ctx, "sub-task")
             if not report.ok:
                 raise ToolError(f"the sub-agent {report.status}.")
             note = "" if report.status == "done" else f" ({report.status})"
@@ -164,7 +181,7 @@ def subagent_tools(
             )
         labels = [f"sub-task {i}/{len(batch)} ({_short(s.task)})" for i, s in enumerate(batch, 1)]
         reports = await asyncio.gather(
-            *(run_child(sub, ctx, label) for sub, label in zip(batch, labels, strict=True))
+            *(self.run_child(sub, ctx, label) for sub, label in zip(batch, labels, strict=True))
         )
         done = sum(r.ok for r in reports)
         parts = [f"Sub-agent reports: {done} of {len(batch)} tasks finished."]
@@ -176,21 +193,22 @@ def subagent_tools(
             )
         return "\n".join(parts)
 
-    return [
-        ToolSpec(
-            name=DELEGATE,
-            description=(
-                "Hand self-contained work to sub-agents with fresh contexts; each returns a "
-                f"report. Up to {delegation.max_parallel} tasks run at once. For research or "
-                "multi-step work whose details you need not keep."
-            ),
-            args=DelegateArgs,
-            handler=delegate,
-            group=GROUP,
-            # The children have their own wall-time limit; allow a little for the reports.
-            timeout=seconds + _GRACE + 5,
-        )
-    ]
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name=DELEGATE,
+                description=(
+                    "Hand self-contained work to sub-agents with fresh contexts; each returns a "
+                    f"report. Up to {self.delegation.max_parallel} tasks run at once. For research "
+                    "or multi-step work whose details you need not keep."
+                ),
+                args=DelegateArgs,
+                handler=self.delegate,
+                group=GROUP,
+                # The children have their own wall-time limit; allow a little for the reports.
+                timeout=self.seconds + _GRACE + 5,
+            )
+        ]
 
 
 def _depth(ctx: ToolContext) -> int:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gateway.sdk import SessionKey, Store, ToolContext, ToolSpec, keys
+from gateway.sdk import SessionKey, Store, ToolContext, ToolFamily, ToolSpec, keys
 from tools.args import ToolArgs
 
 GROUP = "session"
@@ -55,27 +55,35 @@ def render(items: list[TodoItem]) -> str:
     return "\n".join(lines)
 
 
-def todo_tools(store: Store) -> list[ToolSpec[Any]]:
-    async def todo(args: TodoArgs, ctx: ToolContext) -> str:
+class TodoTools(ToolFamily):
+    """The todo tool; each session's list lives in `store`."""
+
+    name = "todo"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def todo(self, args: TodoArgs, ctx: ToolContext) -> str:
         if args.items is None:
-            return render(await load_todos(store, ctx.session))
+            return render(await load_todos(self.store, ctx.session))
         key = todo_key(ctx.session)
         if not args.items:
-            await store.delete(key)
+            await self.store.delete(key)
             return "The task list is cleared."
-        await store.set_json(key, [item.model_dump() for item in args.items], ttl=TTL_SECONDS)
+        await self.store.set_json(key, [item.model_dump() for item in args.items], ttl=TTL_SECONDS)
         return render(args.items)
 
-    return [
-        ToolSpec(
-            name="todo",
-            description=(
-                "Your task list for multi-step work in this conversation. Write the whole list "
-                "with each task's status (pending, in_progress, done) as you go; omit items to "
-                "read it."
-            ),
-            args=TodoArgs,
-            handler=todo,
-            group=GROUP,
-        )
-    ]
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="todo",
+                description=(
+                    "Your task list for multi-step work in this conversation. Write the whole list "
+                    "with each task's status (pending, in_progress, done) as you go; omit items to "
+                    "read it."
+                ),
+                args=TodoArgs,
+                handler=self.todo,
+                group=GROUP,
+            )
+        ]

@@ -21,6 +21,7 @@ from gateway.sdk import (
     SessionStore,
     ToolContext,
     ToolError,
+    ToolFamily,
     ToolSpec,
 )
 from gateway.sdk.media import fetch, find_attachment, safe_name, sniff
@@ -64,29 +65,36 @@ class AttachmentFetcher:
             raise ToolError(f"the attachment could not be fetched: {exc}") from None
 
 
-def attachment_tools(
-    workspace_for: WorkspaceFor, fetcher: AttachmentFetcher
-) -> list[ToolSpec[Any]]:
-    async def save(args: SaveAttachmentArgs, ctx: ToolContext) -> str:
-        attachment = await fetcher.find(args.file_id, ctx)
-        data = await fetcher.fetch(attachment, ctx)
+class AttachmentTools(ToolFamily):
+    """save_attachment: files people sent in the conversation, copied into its workspace."""
+
+    name = "attachments"
+
+    def __init__(self, workspace_for: WorkspaceFor, fetcher: AttachmentFetcher) -> None:
+        self.workspace_for = workspace_for
+        self.fetcher = fetcher
+
+    async def save_attachment(self, args: SaveAttachmentArgs, ctx: ToolContext) -> str:
+        attachment = await self.fetcher.find(args.file_id, ctx)
+        data = await self.fetcher.fetch(attachment, ctx)
         mime = sniff(data)
         name = safe_name(attachment.name, mime, fallback="attachment")
-        rel, _ = workspace_for(ctx).write_bytes(_inside_folder(args.path or name), data)
+        rel, _ = self.workspace_for(ctx).write_bytes(_inside_folder(args.path or name), data)
         return f"saved {rel} ({mime}, {len(data):,} bytes)"
 
-    return [
-        ToolSpec(
-            name="save_attachment",
-            description=(
-                "Save a file the person sent (see the [attachment: ...] notes) into the "
-                "workspace, to read or process it with the other tools."
-            ),
-            args=SaveAttachmentArgs,
-            handler=save,
-            group=GROUP,
-        )
-    ]
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="save_attachment",
+                description=(
+                    "Save a file the person sent (see the [attachment: ...] notes) into the "
+                    "workspace, to read or process it with the other tools."
+                ),
+                args=SaveAttachmentArgs,
+                handler=self.save_attachment,
+                group=GROUP,
+            )
+        ]
 
 
 def _inside_folder(path: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolSpec, inline_code
+from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolFamily, ToolSpec, inline_code
 from tools.args import ToolArgs
 from tools.files.attachments import received_file
 from tools.files.workspace import OpenFile, Workspace, WorkspaceFor
@@ -38,15 +38,30 @@ class EditFileArgs(ToolArgs):
     replace_all: bool = Field(default=False, description="Replace every occurrence.")
 
 
-def file_tools(
-    workspace_for: WorkspaceFor, *, max_chars: int = 16000, confirm_overwrite: bool = False
-) -> list[ToolSpec[Any]]:
-    async def overwrite_approval(args: WriteFileArgs, ctx: ToolContext) -> ApprovalNeed | None:
+class FileTools(ToolFamily):
+    """read_file, write_file and edit_file on the workspace of the chat a call runs in."""
+
+    name = "files"
+
+    def __init__(
+        self,
+        workspace_for: WorkspaceFor,
+        *,
+        max_chars: int = 16000,
+        confirm_overwrite: bool = False,
+    ) -> None:
+        self.workspace_for = workspace_for
+        self.max_chars = max_chars
+        self.confirm_overwrite = confirm_overwrite
+
+    async def overwrite_approval(
+        self, args: WriteFileArgs, ctx: ToolContext
+    ) -> ApprovalNeed | None:
         # Opt-in (tools.confirm_overwrite): replacing a file someone relies on is destructive.
-        if not confirm_overwrite:
+        if not self.confirm_overwrite:
             return None
         try:
-            rel, info = workspace_for(ctx).stat(args.path)
+            rel, info = self.workspace_for(ctx).stat(args.path)
         except ToolError:
             return None  # missing (a create), or refused: the handler says why
         if not stat.S_ISREG(info.st_mode):
@@ -59,16 +74,16 @@ def file_tools(
             cwd=".",
         )
 
-    def sent_by_someone(args: ReadFileArgs, ctx: ToolContext) -> bool:
+    def sent_by_someone(self, args: ReadFileArgs, ctx: ToolContext) -> bool:
         """A file people sent (saved under attachments/) is outside content."""
-        workspace = workspace_for(ctx)
+        workspace = self.workspace_for(ctx)
         try:
             return received_file(workspace.relative(workspace.resolve(args.path)))
         except ToolError:
             return False
 
-    async def read_file(args: ReadFileArgs, ctx: ToolContext) -> str:
-        workspace = workspace_for(ctx)
+    async def read_file(self, args: ReadFileArgs, ctx: ToolContext) -> str:
+        workspace = self.workspace_for(ctx)
         _refuse_directory(workspace, args.path)
         with workspace.open_file(args.path, "read") as file:
             size = file.size
@@ -80,24 +95,24 @@ def file_tools(
         if not chunk:
             return f"{args.path} has {len(lines)} lines; nothing at offset {args.offset}."
         body = "\n".join(f"{args.offset + i:>6}\t{line}" for i, line in enumerate(chunk))
-        if len(body) > max_chars:
-            body = body[:max_chars] + "\n[... cut: line too long; read fewer lines]"
+        if len(body) > self.max_chars:
+            body = body[: self.max_chars] + "\n[... cut: line too long; read fewer lines]"
         shown_to = args.offset - 1 + len(chunk)
         more = ""
         if shown_to < len(lines) or size > MAX_READ_BYTES:
             more = f"\n[lines {args.offset}-{shown_to} of {len(lines)}; use offset={shown_to + 1}]"
         return body + more
 
-    async def write_file(args: WriteFileArgs, ctx: ToolContext) -> str:
-        rel, created = workspace_for(ctx).write_bytes(args.path, args.content.encode("utf-8"))
+    async def write_file(self, args: WriteFileArgs, ctx: ToolContext) -> str:
+        rel, created = self.workspace_for(ctx).write_bytes(args.path, args.content.encode("utf-8"))
         verb = "created" if created else "overwrote"
         return f"{verb} {rel} ({len(args.content.encode()):,} bytes)"
 
-    async def edit_file(args: EditFileArgs, ctx: ToolContext) -> str:
+    async def edit_file(self, args: EditFileArgs, ctx: ToolContext) -> str:
         old, new = args.old_text, args.new_text
         if not old:
             raise ToolError("old_text is empty; to create or overwrite a file use write_file.")
-        workspace = workspace_for(ctx)
+        workspace = self.workspace_for(ctx)
         _refuse_directory(workspace, args.path)
         # One open for the read and the write, so the file edited is the file read.
         with workspace.open_file(args.path, "edit") as file:
@@ -121,43 +136,46 @@ def file_tools(
             return f"edited {rel}: replaced 1 occurrence at line {first_line}."
         return f"edited {rel}: replaced {count} occurrences (lines {_match_lines(text, old)})."
 
-    return [
-        ToolSpec(
-            name="read_file",
-            description=(
-                "Read a text file from the workspace. Returns numbered lines; for long files "
-                "read in pages with offset and limit."
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="read_file",
+                description=(
+                    "Read a text file from the workspace. Returns numbered lines; for long files "
+                    "read in pages with offset and limit."
+                ),
+                args=ReadFileArgs,
+                handler=self.read_file,
+                group=GROUP,
+                untrusted_output=self.sent_by_someone,
+                progress=lambda args: f"Reading {inline_code(args.path)}",
             ),
-            args=ReadFileArgs,
-            handler=read_file,
-            group=GROUP,
-            untrusted_output=sent_by_someone,
-            progress=lambda args: f"Reading {inline_code(args.path)}",
-        ),
-        ToolSpec(
-            name="write_file",
-            description="Create or overwrite a text file in the workspace with the given content.",
-            args=WriteFileArgs,
-            handler=write_file,
-            group=GROUP,
-            approval=overwrite_approval,
-            side_effects=True,
-            progress=lambda args: f"Writing {inline_code(args.path)}",
-        ),
-        ToolSpec(
-            name="edit_file",
-            description=(
-                "Change a file by replacing exact text. old_text must match the file exactly "
-                "(copy it from read_file, without the line numbers) and be unique unless "
-                "replace_all is set."
+            ToolSpec(
+                name="write_file",
+                description=(
+                    "Create or overwrite a text file in the workspace with the given content."
+                ),
+                args=WriteFileArgs,
+                handler=self.write_file,
+                group=GROUP,
+                approval=self.overwrite_approval,
+                side_effects=True,
+                progress=lambda args: f"Writing {inline_code(args.path)}",
             ),
-            args=EditFileArgs,
-            handler=edit_file,
-            group=GROUP,
-            side_effects=True,
-            progress=lambda args: f"Editing {inline_code(args.path)}",
-        ),
-    ]
+            ToolSpec(
+                name="edit_file",
+                description=(
+                    "Change a file by replacing exact text. old_text must match the file exactly "
+                    "(copy it from read_file, without the line numbers) and be unique unless "
+                    "replace_all is set."
+                ),
+                args=EditFileArgs,
+                handler=self.edit_file,
+                group=GROUP,
+                side_effects=True,
+                progress=lambda args: f"Editing {inline_code(args.path)}",
+            ),
+        ]
 
 
 def _refuse_directory(workspace: Workspace, given: str) -> None:

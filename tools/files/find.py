@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.sdk import ToolContext, ToolError, ToolSpec
+from gateway.sdk import ToolContext, ToolError, ToolFamily, ToolSpec
 from tools.args import ToolArgs
 from tools.files.workspace import OpenFile, WalkEntry, Workspace, WorkspaceFor
 
@@ -47,9 +47,16 @@ class SearchArgs(ToolArgs):
     max_results: int = Field(default=100, ge=1, le=500)
 
 
-def find_tools(workspace_for: WorkspaceFor) -> list[ToolSpec[Any]]:
-    async def glob_files(args: GlobArgs, ctx: ToolContext) -> str:
-        workspace = workspace_for(ctx)
+class FindTools(ToolFamily):
+    """glob and search over the workspace of the chat a call runs in."""
+
+    name = "find"
+
+    def __init__(self, workspace_for: WorkspaceFor) -> None:
+        self.workspace_for = workspace_for
+
+    async def glob_files(self, args: GlobArgs, ctx: ToolContext) -> str:
+        workspace = self.workspace_for(ctx)
         base = _directory(workspace, args.path)
         matcher = glob_regex(args.pattern)
         found, truncated = await asyncio.to_thread(
@@ -62,8 +69,8 @@ def find_tools(workspace_for: WorkspaceFor) -> list[ToolSpec[Any]]:
             listing += f"\n[first {len(found)} shown; narrow the pattern or the path]"
         return listing
 
-    async def search(args: SearchArgs, ctx: ToolContext) -> str:
-        workspace = workspace_for(ctx)
+    async def search(self, args: SearchArgs, ctx: ToolContext) -> str:
+        workspace = self.workspace_for(ctx)
         base, info = workspace.stat(args.path)
         flags = re.IGNORECASE if args.ignore_case else 0
         try:
@@ -86,28 +93,29 @@ def find_tools(workspace_for: WorkspaceFor) -> list[ToolSpec[Any]]:
             out += f"\n[first {len(grep.lines)} matches shown; narrow the pattern, path or glob]"
         return out
 
-    return [
-        ToolSpec(
-            name="glob",
-            description=(
-                "List workspace files whose path matches a glob pattern. A pattern without '/' "
-                "matches file names at any depth."
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="glob",
+                description=(
+                    "List workspace files whose path matches a glob pattern. A pattern without '/' "
+                    "matches file names at any depth."
+                ),
+                args=GlobArgs,
+                handler=self.glob_files,
+                group=GROUP,
             ),
-            args=GlobArgs,
-            handler=glob_files,
-            group=GROUP,
-        ),
-        ToolSpec(
-            name="search",
-            description=(
-                "Search file contents in the workspace (like grep). Returns path:line: text "
-                "for each matching line."
+            ToolSpec(
+                name="search",
+                description=(
+                    "Search file contents in the workspace (like grep). Returns path:line: text "
+                    "for each matching line."
+                ),
+                args=SearchArgs,
+                handler=self.search,
+                group=GROUP,
             ),
-            args=SearchArgs,
-            handler=search,
-            group=GROUP,
-        ),
-    ]
+        ]
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:

@@ -12,6 +12,7 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.sdk import (
     Button,
@@ -23,6 +24,8 @@ from gateway.sdk import (
     Outbound,
     PressReply,
     Store,
+    ToolFamily,
+    ToolSpec,
     keys,
 )
 from tools.files.workspaces import Usage, Workspaces
@@ -39,10 +42,17 @@ class WipeChoice(CallbackData, prefix="wipe"):
     choice: str  # "yes" or "no"
 
 
-class WorkspaceWipeOffer:
+class WorkspaceWipeOffer(ToolFamily):
+    """A family without tools: the /forget hook, its buttons and the console's ChatFiles."""
+
+    name = "workspace_wipe"
+
     def __init__(self, workspaces: Workspaces, store: Store) -> None:
         self._workspaces = workspaces
         self._store = store
+
+    def specs(self) -> list[ToolSpec[Any]]:
+        return []
 
     def register(self, extensions: Extensions) -> None:
         extensions.add_forget_hook(self.offer)

@@ -1,53 +1,73 @@
-"""Hooking the MCP servers into the tool registry and the gateway's start and stop."""
+"""The MCP family: the configured servers as a tool source, started and stopped with the
+gateway; and the helpers `chatgate tools` and `doctor` use to start them and report."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from gateway.sdk import ConfigError, Extensions, Inbound, Settings, Submission
+from gateway.sdk import (
+    ConfigError,
+    Extensions,
+    Inbound,
+    Settings,
+    Submission,
+    ToolFamily,
+    ToolSource,
+    ToolSpec,
+)
 from tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from gateway.sdk import CheckResult
     from tools.mcp.manager import MCPManager
 
-Hook = Callable[[], Awaitable[None]]
 Submit = Callable[[Inbound], Awaitable[Submission]]
 
 
-def install_mcp_tools(
-    registry: ToolRegistry,
-    settings: Settings,
-    *,
-    starters: list[Hook],
-    closers: list[Hook],
-    extensions: Extensions,
-    submit: Submit | None = None,
-) -> MCPManager | None:
-    """Add the configured MCP servers as a tool source; `starters` gets the call that connects
-    them in the background, `closers` the one that stops them. With `submit`, the prompts
-    named in `prompt_commands` become chat commands. None when no server is configured."""
-    if not settings.mcp.servers:
-        return None
-    try:
-        from tools.mcp.manager import MCPManager
-    except ImportError as exc:
-        raise ConfigError(
-            [
-                f"mcp.servers: the MCP SDK is not installed ({exc.name}); "
-                "install it with: pip install 'chatgate[mcp]'"
-            ]
-        ) from None
-    manager = MCPManager(settings.mcp, max_output_chars=settings.tools.max_output_chars)
-    registry.add_source(manager)
-    starters.append(manager.start)
-    closers.append(manager.stop)
-    if submit is not None:
-        from tools.mcp.prompts import add_prompt_commands
+class MCPTools(ToolFamily):
+    """The configured MCP servers as one tool source, connecting in the background from
+    `start` on and stopped at `close`. With `submit`, the prompts named in `prompt_commands`
+    become chat commands. Raises ConfigError when servers are configured and the MCP SDK is
+    not installed."""
 
-        add_prompt_commands(extensions, manager, submit)
-    return manager
+    name = "mcp"
+
+    def __init__(self, settings: Settings, *, submit: Submit | None = None) -> None:
+        self.manager: MCPManager | None = None
+        self.submit = submit
+        if not settings.mcp.servers:
+            return
+        try:
+            from tools.mcp.manager import MCPManager
+        except ImportError as exc:
+            raise ConfigError(
+                [
+                    f"mcp.servers: the MCP SDK is not installed ({exc.name}); "
+                    "install it with: pip install 'chatgate[mcp]'"
+                ]
+            ) from None
+        self.manager = MCPManager(settings.mcp, max_output_chars=settings.tools.max_output_chars)
+
+    def specs(self) -> list[ToolSpec[Any]]:
+        return []  # the servers' tools come and go: `sources`
+
+    def sources(self) -> list[ToolSource]:
+        return [] if self.manager is None else [self.manager]
+
+    def register(self, extensions: Extensions) -> None:
+        if self.manager is not None and self.submit is not None:
+            from tools.mcp.prompts import add_prompt_commands
+
+            add_prompt_commands(extensions, self.manager, self.submit)
+
+    async def start(self) -> None:
+        if self.manager is not None:
+            await self.manager.start()
+
+    async def close(self) -> None:
+        if self.manager is not None:
+            await self.manager.stop()
 
 
 def mcp_manager(registry: ToolRegistry) -> MCPManager | None:
@@ -66,12 +86,6 @@ async def start_servers(registry: ToolRegistry) -> list[str]:
     await manager.start(retry=False)
     await manager.wait_settled()
     return [f"MCP server {s.name}: {s.state}, {s.reason}" for s in manager.statuses() if s.reason]
-
-
-async def stop_servers(registry: ToolRegistry) -> None:
-    manager = mcp_manager(registry) if registry.sources else None
-    if manager is not None:
-        await manager.stop()
 
 
 async def doctor_checks(settings: Settings) -> list[CheckResult]:

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class MCPManager:
-    """Implements `tools.registry.ToolSource`."""
+    """Implements `gateway.sdk.ToolSource`."""
 
     def __init__(
         self, settings: MCPSettings, *, max_output_chars: int, mode: Mode = "auto"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from gateway.sdk import (
     Settings,
     ToolContext,
     ToolError,
+    ToolFamily,
     ToolSpec,
     config_path,
     secret_values,
@@ -44,7 +45,7 @@ from gateway.sdk.media import (
 from tools.args import ToolArgs
 from tools.files.attachments import AttachmentFetcher
 from tools.files.workspace import WorkspaceFor
-from tools.media.vision import vision_client, vision_tool
+from tools.media.vision import VisionTool, vision_client
 
 GROUP = "media"
 _STORE_FILES = ("chatgate.db", "chatgate.db-wal", "chatgate.db-shm")
@@ -134,132 +135,174 @@ def _identities(paths: Iterable[Path]) -> Iterable[tuple[int, int]]:
         yield info.st_dev, info.st_ino
 
 
-def send_file_tool(workspace_for: WorkspaceFor, sender: FileSender) -> ToolSpec[Any]:
-    async def send_file(args: SendFileArgs, ctx: ToolContext) -> str:
-        sender.check_size(0, args.path, ctx)
-        with workspace_for(ctx).open_file(args.path, "read") as file:
+class SendFileTool:
+    """send_file: a workspace file into the conversation."""
+
+    def __init__(self, workspace_for: WorkspaceFor, sender: FileSender) -> None:
+        self.workspace_for = workspace_for
+        self.sender = sender
+
+    async def send_file(self, args: SendFileArgs, ctx: ToolContext) -> str:
+        self.sender.check_size(0, args.path, ctx)
+        with self.workspace_for(ctx).open_file(args.path, "read") as file:
             info = os.fstat(file.fd)
-            if (info.st_dev, info.st_ino) in sender.protected():
+            if (info.st_dev, info.st_ino) in self.sender.protected():
                 raise ToolError(f"{args.path!r} belongs to the gateway itself; it is not sent.")
-            limit = sender.check_size(file.size, file.rel, ctx)
+            limit = self.sender.check_size(file.size, file.rel, ctx)
             data = file.read(limit + 1)  # one byte more shows a file that grew meanwhile
             rel = file.rel
-        sender.check(data, rel, ctx)
+        self.sender.check(data, rel, ctx)
         mime = sniff(data)
         kind = kind_of(mime)
         name = safe_name(rel, mime)
-        await sender.send(
+        await self.sender.send(
             ctx, OutboundFile(kind=kind, name=name, mime_type=mime, data=data), args.caption
         )
         return f"sent {rel} ({mime}, {len(data):,} bytes) as {_AS.get(kind, 'a document')}"
 
-    return ToolSpec(
-        name="send_file",
-        description=(
-            "Send a file from the workspace to the person in this chat (images as photos, "
-            "audio as audio, anything else as a document), with an optional caption."
-        ),
-        args=SendFileArgs,
-        handler=send_file,
-        group=GROUP,
-        side_effects=True,  # after outside content, posting a workspace file asks first
-    )
+    def spec(self) -> ToolSpec[Any]:
+        return ToolSpec(
+            name="send_file",
+            description=(
+                "Send a file from the workspace to the person in this chat (images as photos, "
+                "audio as audio, anything else as a document), with an optional caption."
+            ),
+            args=SendFileArgs,
+            handler=self.send_file,
+            group=GROUP,
+            side_effects=True,  # after outside content, posting a workspace file asks first
+        )
 
 
-def image_generate_tool(
-    workspace_for: WorkspaceFor, sender: FileSender, images: ImageGenerator
-) -> ToolSpec[Any]:
-    async def image_generate(args: ImageGenerateArgs, ctx: ToolContext) -> str:
+class ImageGenerateTool:
+    """image_generate: an image from a description, saved in the workspace and sent."""
+
+    def __init__(
+        self, workspace_for: WorkspaceFor, sender: FileSender, images: ImageGenerator
+    ) -> None:
+        self.workspace_for = workspace_for
+        self.sender = sender
+        self.images = images
+
+    async def image_generate(self, args: ImageGenerateArgs, ctx: ToolContext) -> str:
         try:
-            data, mime = await images.generate(args.prompt)
+            data, mime = await self.images.generate(args.prompt)
         except MediaServiceError as exc:
             raise ToolError(str(exc)) from None
         name = safe_name(_slug(args.prompt), mime, fallback="image")
         path = args.path or f"images/{time.strftime('%Y%m%d-%H%M%S')}-{name}"
-        rel, _ = workspace_for(ctx).write_bytes(path, data)
+        rel, _ = self.workspace_for(ctx).write_bytes(path, data)
         saved = f"saved {rel} ({mime}, {len(data):,} bytes)"
-        if sender.limit(ctx) <= 0:
+        if self.sender.limit(ctx) <= 0:
             return f"{saved}; files cannot be sent on {ctx.chat.platform}."
-        sender.check(data, rel, ctx)
+        self.sender.check(data, rel, ctx)
         image = OutboundFile(kind=AttachmentKind.IMAGE, name=name, mime_type=mime, data=data)
-        await sender.send(ctx, image, args.caption)
+        await self.sender.send(ctx, image, args.caption)
         return f"{saved} and sent it to the chat."
 
-    return ToolSpec(
-        name="image_generate",
-        description=(
-            "Create an image from a description, save it in the workspace and send it to the chat."
-        ),
-        args=ImageGenerateArgs,
-        handler=image_generate,
-        group=GROUP,
-        side_effects=True,
-        timeout=180.0,
-    )
+    def spec(self) -> ToolSpec[Any]:
+        return ToolSpec(
+            name="image_generate",
+            description=(
+                "Create an image from a description, save it in the workspace and send it to the "
+                "chat."
+            ),
+            args=ImageGenerateArgs,
+            handler=self.image_generate,
+            group=GROUP,
+            side_effects=True,
+            timeout=180.0,
+        )
 
 
-def speech_tool(sender: FileSender, speaker: Speaker) -> ToolSpec[Any]:
-    async def text_to_speech(args: SpeechArgs, ctx: ToolContext) -> str:
+class SpeechTool:
+    """text_to_speech: a voice message from the speech service."""
+
+    def __init__(self, sender: FileSender, speaker: Speaker) -> None:
+        self.sender = sender
+        self.speaker = speaker
+
+    async def text_to_speech(self, args: SpeechArgs, ctx: ToolContext) -> str:
         if not args.text.strip():
             raise ToolError("the text is empty; give the sentences to speak.")
         try:
-            speech = await speaker.speak(args.text, args.voice)
+            speech = await self.speaker.speak(args.text, args.voice)
         except MediaServiceError as exc:
             raise ToolError(str(exc)) from None
-        sender.check(speech.data, "the voice message", ctx)
+        self.sender.check(speech.data, "the voice message", ctx)
         voice = OutboundFile(
             kind=AttachmentKind.VOICE,
             name="voice" + (extension_for(speech.mime) or ".ogg"),
             mime_type=speech.mime,
             data=speech.data,
         )
-        await sender.send(ctx, voice, "")
+        await self.sender.send(ctx, voice, "")
         return f"sent a voice message ({speech.mime}, {len(speech.data):,} bytes)."
 
-    return ToolSpec(
-        name="text_to_speech",
-        description="Say something to the person as a voice message.",
-        args=SpeechArgs,
-        handler=text_to_speech,
-        group=GROUP,
-    )
+    def spec(self) -> ToolSpec[Any]:
+        return ToolSpec(
+            name="text_to_speech",
+            description="Say something to the person as a voice message.",
+            args=SpeechArgs,
+            handler=self.text_to_speech,
+            group=GROUP,
+        )
 
 
 def _slug(text: str) -> str:
     return _SLUG.sub("-", text.lower()).strip("-")[:40] or "image"
 
 
-def media_tools(
-    settings: Settings,
-    outbox: Outbox,
-    workspace_for: WorkspaceFor,
-    fetcher: AttachmentFetcher,
-    closers: list[Callable[[], Awaitable[None]]],
-) -> list[ToolSpec[Any]]:
+class MediaTools(ToolFamily):
     """send_file always; image_generate, text_to_speech and vision_analyze only when their
     endpoint or model is configured (images.base_url, tts.base_url, llm.vision_model)."""
-    sender = FileSender(settings, outbox, lambda: secret_values(settings))
-    tools = [send_file_tool(workspace_for, sender)]
-    where = endpoint(
-        settings.images, settings.llm, what="image", setting="images", default_to_llm=False
-    )
-    if where is not None:
-        images = ImageGenerator(
-            MediaClient(where), model=settings.images.model, size=settings.images.size
+
+    name = "media"
+
+    def __init__(
+        self,
+        settings: Settings,
+        outbox: Outbox,
+        workspace_for: WorkspaceFor,
+        fetcher: AttachmentFetcher,
+    ) -> None:
+        sender = FileSender(settings, outbox, lambda: secret_values(settings))
+        self.send_file_tool = SendFileTool(workspace_for, sender)
+        self.image_tool: ImageGenerateTool | None = None
+        self.speech_tool: SpeechTool | None = None
+        self.vision_tool: VisionTool | None = None
+        where = endpoint(
+            settings.images, settings.llm, what="image", setting="images", default_to_llm=False
         )
-        closers.append(images.aclose)
-        tools.append(image_generate_tool(workspace_for, sender, images))
-    where = endpoint(
-        settings.tts, settings.llm, what="text-to-speech", setting="tts", default_to_llm=False
-    )
-    if where is not None:
-        speaker = Speaker(MediaClient(where), model=settings.tts.model, voice=settings.tts.voice)
-        closers.append(speaker.aclose)
-        tools.append(speech_tool(sender, speaker))
-    if settings.llm.vision_model:
-        client = vision_client(settings)
-        closers.append(client.aclose)
-        tools.append(
-            vision_tool(workspace_for, fetcher, client, max_px=settings.media.max_image_px)
+        if where is not None:
+            images = ImageGenerator(
+                MediaClient(where), model=settings.images.model, size=settings.images.size
+            )
+            self.image_tool = ImageGenerateTool(workspace_for, sender, images)
+        where = endpoint(
+            settings.tts, settings.llm, what="text-to-speech", setting="tts", default_to_llm=False
         )
-    return tools
+        if where is not None:
+            speaker = Speaker(
+                MediaClient(where), model=settings.tts.model, voice=settings.tts.voice
+            )
+            self.speech_tool = SpeechTool(sender, speaker)
+        if settings.llm.vision_model:
+            self.vision_tool = VisionTool(
+                workspace_for,
+                fetcher,
+                vision_client(settings),
+                max_px=settings.media.max_image_px,
+            )
+
+    def specs(self) -> list[ToolSpec[Any]]:
+        offered = [self.send_file_tool, self.image_tool, self.speech_tool, self.vision_tool]
+        return [tool.spec() for tool in offered if tool is not None]
+
+    async def close(self) -> None:
+        if self.image_tool is not None:
+            await self.image_tool.images.aclose()
+        if self.speech_tool is not None:
+            await self.speech_tool.speaker.aclose()
+        if self.vision_tool is not None:
+            await self.vision_tool.client.aclose()

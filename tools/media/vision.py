@@ -45,46 +45,56 @@ def vision_client(settings: Settings) -> LLMClient:
     )
 
 
-def vision_tool(
-    workspace_for: WorkspaceFor,
-    fetcher: AttachmentFetcher,
-    client: LLMClient,
-    *,
-    max_px: int,
-) -> ToolSpec[Any]:
-    async def vision_analyze(args: VisionArgs, ctx: ToolContext) -> str:
+class VisionTool:
+    """vision_analyze on one vision model client; MediaTools offers it when one is set."""
+
+    def __init__(
+        self,
+        workspace_for: WorkspaceFor,
+        fetcher: AttachmentFetcher,
+        client: LLMClient,
+        *,
+        max_px: int,
+    ) -> None:
+        self.workspace_for = workspace_for
+        self.fetcher = fetcher
+        self.client = client
+        self.max_px = max_px
+
+    async def vision_analyze(self, args: VisionArgs, ctx: ToolContext) -> str:
         if bool(args.file_id) == bool(args.path):
             raise ToolError("give either file_id (an image the person sent) or path, not both.")
         if args.file_id:
-            attachment = await fetcher.find(args.file_id, ctx)
-            data = await fetcher.fetch(attachment, ctx)
+            attachment = await self.fetcher.find(args.file_id, ctx)
+            data = await self.fetcher.fetch(attachment, ctx)
         else:
-            with workspace_for(ctx).open_file(args.path, "read") as file:
-                if file.size > fetcher.max_bytes:
+            with self.workspace_for(ctx).open_file(args.path, "read") as file:
+                if file.size > self.fetcher.max_bytes:
                     raise ToolError(
                         f"{file.rel} has {file.size:,} bytes; images up to "
-                        f"{fetcher.max_bytes:,} are looked at."
+                        f"{self.fetcher.max_bytes:,} are looked at."
                     )
-                data = file.read(fetcher.max_bytes)
+                data = file.read(self.fetcher.max_bytes)
         try:
-            image = await asyncio.to_thread(prepare_image, data, max_px)
+            image = await asyncio.to_thread(prepare_image, data, self.max_px)
         except ImageError as exc:
             raise ToolError(f"the image cannot be looked at: {exc}.") from None
         content = [text_part(args.question), image_part(image.data_url())]
         try:
-            completion = await client.complete([{"role": "user", "content": content}])
+            completion = await self.client.complete([{"role": "user", "content": content}])
         except LLMError as exc:
             raise ToolError(f"the vision model failed: {exc.detail}") from None
         return completion.content or "(the vision model gave no answer)"
 
-    return ToolSpec(
-        name="vision_analyze",
-        description=(
-            "Ask a vision model about an image (one the person sent, by file_id, or an "
-            "image file in the workspace) and get its answer as text."
-        ),
-        args=VisionArgs,
-        handler=vision_analyze,
-        group=GROUP,
-        untrusted_output=True,  # text in an image is outside content like a web page's
-    )
+    def spec(self) -> ToolSpec[Any]:
+        return ToolSpec(
+            name="vision_analyze",
+            description=(
+                "Ask a vision model about an image (one the person sent, by file_id, or an "
+                "image file in the workspace) and get its answer as text."
+            ),
+            args=VisionArgs,
+            handler=self.vision_analyze,
+            group=GROUP,
+            untrusted_output=True,  # text in an image is outside content like a web page's
+        )

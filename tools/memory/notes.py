@@ -6,7 +6,15 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from gateway.sdk import MemoryBook, MemoryEditError, MemoryScope, ToolContext, ToolError, ToolSpec
+from gateway.sdk import (
+    MemoryBook,
+    MemoryEditError,
+    MemoryScope,
+    ToolContext,
+    ToolError,
+    ToolFamily,
+    ToolSpec,
+)
 from tools.args import ToolArgs
 
 GROUP = "memory"
@@ -32,36 +40,44 @@ class MemoryArgs(ToolArgs):
         return self
 
 
-def memory_tools(memory: MemoryBook) -> list[ToolSpec[Any]]:
-    async def handle(args: MemoryArgs, ctx: ToolContext) -> str:
+class MemoryTools(ToolFamily):
+    """The memory tool on the gateway's memory book (`book`)."""
+
+    name = "memory"
+
+    def __init__(self, memory: MemoryBook) -> None:
+        self.book = memory
+
+    async def memory(self, args: MemoryArgs, ctx: ToolContext) -> str:
         scope, chat, user = args.target, ctx.chat, ctx.user
         try:
             if args.action == "add":
-                notes = await memory.add(scope, chat, user, args.text)
+                notes = await self.book.add(scope, chat, user, args.text)
             elif args.action == "replace":
-                notes = await memory.replace(scope, chat, user, args.old_text, args.text)
+                notes = await self.book.replace(scope, chat, user, args.old_text, args.text)
             elif args.action == "remove":
-                notes = await memory.remove(scope, chat, user, args.old_text)
+                notes = await self.book.remove(scope, chat, user, args.old_text)
             else:
-                notes = await memory.entries(scope, chat, user)
+                notes = await self.book.entries(scope, chat, user)
         except MemoryEditError as exc:
             raise ToolError(str(exc)) from None
         used = sum(len(n) for n in notes)
         listing = "\n".join(f"- {n}" for n in notes) or "(none)"
-        return f"{scope.value} memory ({used}/{memory.budget(scope)} chars):\n{listing}"
+        return f"{scope.value} memory ({used}/{self.book.budget(scope)} chars):\n{listing}"
 
-    return [
-        ToolSpec(
-            name="memory",
-            description=(
-                "Keep durable notes across conversations: preferences, names, decisions. "
-                "Notes are shown to you at the start of each new conversation. "
-                "Actions: add, replace (old_text -> text), remove (old_text), list."
-            ),
-            args=MemoryArgs,
-            handler=handle,
-            group=GROUP,
-            # Notes are read into every later conversation: outside content must not write them.
-            side_effects=True,
-        )
-    ]
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="memory",
+                description=(
+                    "Keep durable notes across conversations: preferences, names, decisions. "
+                    "Notes are shown to you at the start of each new conversation. "
+                    "Actions: add, replace (old_text -> text), remove (old_text), list."
+                ),
+                args=MemoryArgs,
+                handler=self.memory,
+                group=GROUP,
+                # Notes are read into every later conversation: outside content must not write them.
+                side_effects=True,
+            )
+        ]

@@ -19,6 +19,7 @@ from gateway.sdk import (
     StoreUnavailable,
     ToolContext,
     ToolError,
+    ToolFamily,
     ToolSpec,
     query_terms,
 )
@@ -44,23 +45,31 @@ class SessionSearchArgs(ToolArgs):
     summarize: bool = Field(default=False, description="Also summarise the matches.")
 
 
-def session_search_tools(
-    store: Store, admins: Sequence[str], llm: LLMClient | None
-) -> list[ToolSpec[Any]]:
-    admin_set = frozenset(admins)
+class SessionSearchTools(ToolFamily):
+    """session_search over the store's search index; `llm` writes the summaries asked for
+    (none: the matches come without one)."""
 
-    async def handle(args: SessionSearchArgs, ctx: ToolContext) -> str:
+    name = "session_search"
+
+    def __init__(self, store: Store, admins: Sequence[str], llm: LLMClient | None) -> None:
+        self.store = store
+        self.admin_set = frozenset(admins)
+        self.llm = llm
+
+    async def session_search(self, args: SessionSearchArgs, ctx: ToolContext) -> str:
         try:
             words = query_terms(args.query)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
-        if args.scope == "all" and ctx.user.address not in admin_set:
+        if args.scope == "all" and ctx.user.address not in self.admin_set:
             raise ToolError("only an admin may search every chat; search this chat (scope chat).")
         chat = None if args.scope == "all" else ctx.session.chat_scope
         # A person's own session in a shared chat (isolation "user") sees only their own turns.
         session = str(ctx.session) if ctx.session.user_id and chat is not None else None
         try:
-            docs = await store.search.search(words, chat=chat, session=session, limit=args.limit)
+            docs = await self.store.search.search(
+                words, chat=chat, session=session, limit=args.limit
+            )
         except StoreUnavailable as exc:
             raise ToolError(f"the search index is unavailable right now ({exc}).") from None
         if not docs:
@@ -68,23 +77,24 @@ def session_search_tools(
             return f"Nothing in {where} contains all of: {', '.join(words)}."
         listing = render_hits(docs, words, show_chat=chat is None)
         head = f"{len(docs)} past turn(s) match {args.query!r}, newest first:\n"
-        if not args.summarize or llm is None:
+        if not args.summarize or self.llm is None:
             return head + listing
-        return f"{await _summary(llm, args.query, listing)}\n\n{head}{listing}"
+        return f"{await _summary(self.llm, args.query, listing)}\n\n{head}{listing}"
 
-    return [
-        ToolSpec(
-            name="session_search",
-            description=(
-                "Search this chat's earlier conversations (also ones ended with /new): dated "
-                "snippets, optionally summarised. Use it when the person refers to something "
-                "not in this conversation."
-            ),
-            args=SessionSearchArgs,
-            handler=handle,
-            group=GROUP,
-        )
-    ]
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="session_search",
+                description=(
+                    "Search this chat's earlier conversations (also ones ended with /new): dated "
+                    "snippets, optionally summarised. Use it when the person refers to something "
+                    "not in this conversation."
+                ),
+                args=SessionSearchArgs,
+                handler=self.session_search,
+                group=GROUP,
+            )
+        ]
 
 
 def render_hits(docs: Sequence[SearchDoc], words: Sequence[str], *, show_chat: bool) -> str:

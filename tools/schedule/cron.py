@@ -16,6 +16,7 @@ from gateway.sdk import (
     Scheduler,
     ToolContext,
     ToolError,
+    ToolFamily,
     ToolSpec,
     describe_job,
     local_time,
@@ -59,17 +60,22 @@ class JobIdArgs(ToolArgs):
     job_id: str = Field(description="The job id, as list_jobs shows it.")
 
 
-def cron_tools(scheduler: Scheduler | None) -> list[ToolSpec[Any]]:
+class CronTools(ToolFamily):
     """The cron tools; without a scheduler (offline listings) they explain they cannot run."""
 
-    def need() -> Scheduler:
-        if scheduler is None:
-            raise ToolError("scheduling is not available in this process")
-        return scheduler
+    name = "cron"
 
-    async def schedule_job(args: ScheduleJobArgs, ctx: ToolContext) -> str:
+    def __init__(self, scheduler: Scheduler | None) -> None:
+        self.scheduler = scheduler
+
+    def need(self) -> Scheduler:
+        if self.scheduler is None:
+            raise ToolError("scheduling is not available in this process")
+        return self.scheduler
+
+    async def schedule_job(self, args: ScheduleJobArgs, ctx: ToolContext) -> str:
         try:
-            spec = await need().create(
+            spec = await self.need().create(
                 kind=JobKind(args.kind),
                 text=args.text,
                 when=args.when,
@@ -84,8 +90,8 @@ def cron_tools(scheduler: Scheduler | None) -> list[ToolSpec[Any]]:
             f"{local_time(spec.first_run, spec.schedule.tz)}. It is delivered to this chat."
         )
 
-    async def list_jobs(args: ListJobsArgs, ctx: ToolContext) -> str:
-        sched = need()
+    async def list_jobs(self, args: ListJobsArgs, ctx: ToolContext) -> str:
+        sched = self.need()
         if args.all_chats and not sched.is_admin(ctx.user):
             raise ToolError("only admins can list other chats' jobs; call without all_chats")
         found = await sched.jobs(None if args.all_chats else ctx.chat)
@@ -94,66 +100,67 @@ def cron_tools(scheduler: Scheduler | None) -> list[ToolSpec[Any]]:
         lines = [describe_job(spec, state, with_chat=args.all_chats) for spec, state in found]
         return f"{len(lines)} job(s):\n" + "\n".join(lines)
 
-    async def remove_job(args: JobIdArgs, ctx: ToolContext) -> str:
-        spec = await _act(need().remove, args, ctx)
+    async def remove_job(self, args: JobIdArgs, ctx: ToolContext) -> str:
+        spec = await _act(self.need().remove, args, ctx)
         return f"Removed job {spec.id} ({spec.preview})."
 
-    async def pause_job(args: JobIdArgs, ctx: ToolContext) -> str:
-        spec = await _act(need().pause, args, ctx)
+    async def pause_job(self, args: JobIdArgs, ctx: ToolContext) -> str:
+        spec = await _act(self.need().pause, args, ctx)
         return f"Paused job {spec.id}; runs that fall due while paused are skipped."
 
-    async def resume_job(args: JobIdArgs, ctx: ToolContext) -> str:
-        sched = need()
+    async def resume_job(self, args: JobIdArgs, ctx: ToolContext) -> str:
+        sched = self.need()
         spec = await _act(sched.resume, args, ctx)
         due = await sched.next_run_of(spec)
         when = local_time(due, spec.schedule.tz) if due else "not scheduled"
         return f"Resumed job {spec.id}; next run {when}."
 
-    return [
-        ToolSpec(
-            name="schedule_job",
-            description=(
-                "Schedule a reminder (kind 'message') or a prompt you will run later (kind "
-                "'agent') for this chat: once, after a delay, at an interval or on a cron "
-                "schedule. The answer is delivered to this chat (and thread)."
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="schedule_job",
+                description=(
+                    "Schedule a reminder (kind 'message') or a prompt you will run later (kind "
+                    "'agent') for this chat: once, after a delay, at an interval or on a cron "
+                    "schedule. The answer is delivered to this chat (and thread)."
+                ),
+                args=ScheduleJobArgs,
+                handler=self.schedule_job,
+                group=GROUP,
+                side_effects=True,
             ),
-            args=ScheduleJobArgs,
-            handler=schedule_job,
-            group=GROUP,
-            side_effects=True,
-        ),
-        ToolSpec(
-            name="list_jobs",
-            description="List this chat's scheduled jobs with their ids and next run times.",
-            args=ListJobsArgs,
-            handler=list_jobs,
-            group=GROUP,
-        ),
-        ToolSpec(
-            name="remove_job",
-            description="Remove a scheduled job of this chat by id.",
-            args=JobIdArgs,
-            handler=remove_job,
-            group=GROUP,
-            side_effects=True,
-        ),
-        ToolSpec(
-            name="pause_job",
-            description="Pause a scheduled job of this chat by id (it keeps its schedule).",
-            args=JobIdArgs,
-            handler=pause_job,
-            group=GROUP,
-            side_effects=True,
-        ),
-        ToolSpec(
-            name="resume_job",
-            description="Resume a paused job of this chat by id.",
-            args=JobIdArgs,
-            handler=resume_job,
-            group=GROUP,
-            side_effects=True,
-        ),
-    ]
+            ToolSpec(
+                name="list_jobs",
+                description="List this chat's scheduled jobs with their ids and next run times.",
+                args=ListJobsArgs,
+                handler=self.list_jobs,
+                group=GROUP,
+            ),
+            ToolSpec(
+                name="remove_job",
+                description="Remove a scheduled job of this chat by id.",
+                args=JobIdArgs,
+                handler=self.remove_job,
+                group=GROUP,
+                side_effects=True,
+            ),
+            ToolSpec(
+                name="pause_job",
+                description="Pause a scheduled job of this chat by id (it keeps its schedule).",
+                args=JobIdArgs,
+                handler=self.pause_job,
+                group=GROUP,
+                side_effects=True,
+            ),
+            ToolSpec(
+                name="resume_job",
+                description="Resume a paused job of this chat by id.",
+                args=JobIdArgs,
+                handler=self.resume_job,
+                group=GROUP,
+                side_effects=True,
+            ),
+        ]
 
 
 async def _act(

@@ -79,57 +79,68 @@ class _Calls:
         return f"[tool calls ({len(parts)}): {', '.join(parts)}]"
 
 
-def code_tools(
-    workspace_for: WorkspaceFor,
-    settings: Settings,
-    backend: TerminalBackend | None,
-    *,
-    catalog: ToolCatalog,
-    approvals: ApprovalGate | None,
-    secrets: Callable[[], Iterable[str]] | None = None,
-) -> list[ToolSpec[Any]]:
-    if backend is None:
-        return []
-    term = settings.tools.terminal
-    limit = term.code_timeout
-    ask = term.code_approval == "always" or (term.code_approval == "auto" and not backend.isolated)
+class ExecuteCode:
+    """The execute_code tool on one terminal backend (TerminalTools offers it when there is
+    one); a script's tool calls go to the tools `catalog` allows in the chat."""
 
-    def allowed(ctx: ToolContext) -> dict[str, ToolSpec[Any]]:
+    def __init__(
+        self,
+        workspace_for: WorkspaceFor,
+        settings: Settings,
+        backend: TerminalBackend,
+        *,
+        catalog: ToolCatalog,
+        approvals: ApprovalGate | None,
+        secrets: Callable[[], Iterable[str]] | None = None,
+    ) -> None:
+        self.workspace_for = workspace_for
+        self.settings = settings
+        self.backend = backend
+        self.catalog = catalog
+        self.approvals = approvals
+        self.secrets = secrets
+        self.term = term = settings.tools.terminal
+        self.limit = term.code_timeout
+        self.ask = term.code_approval == "always" or (
+            term.code_approval == "auto" and not backend.isolated
+        )
+
+    def allowed(self, ctx: ToolContext) -> dict[str, ToolSpec[Any]]:
         scope = ToolScope(
             platform=ctx.chat.platform,
             chat_id=ctx.chat.chat_id,
-            provider=settings.llm.provider_name,
-            model=settings.llm.model,
+            provider=self.settings.llm.provider_name,
+            model=self.settings.llm.model,
             is_subagent=ctx.is_subagent,
         )
-        return {t.name: t for t in catalog.for_scope(scope) if t.name not in _NEVER}
+        return {t.name: t for t in self.catalog.for_scope(scope) if t.name not in _NEVER}
 
-    def need(args: CodeArgs, reason: str) -> ApprovalNeed:
+    def need(self, args: CodeArgs, reason: str) -> ApprovalNeed:
         # The shape is the script itself: "for this session" covers this script, no other.
         return ApprovalNeed(
-            summary=args.code, reason=reason, shape=exact(args.code), where=backend.describe()
+            summary=args.code, reason=reason, shape=exact(args.code), where=self.backend.describe()
         )
 
-    async def approval(args: CodeArgs, ctx: ToolContext) -> ApprovalNeed | None:
-        return need(args, "runs a Python script that is not sandboxed") if ask else None
+    async def approval(self, args: CodeArgs, ctx: ToolContext) -> ApprovalNeed | None:
+        return self.need(args, "runs a Python script that is not sandboxed") if self.ask else None
 
-    async def side_effects(args: CodeArgs, ctx: ToolContext) -> ApprovalNeed | None:
-        return need(args, "")  # a script can do anything: after outside content, it asks
+    async def side_effects(self, args: CodeArgs, ctx: ToolContext) -> ApprovalNeed | None:
+        return self.need(args, "")  # a script can do anything: after outside content, it asks
 
-    async def call_tool(request: dict[str, Any], ctx: ToolContext, calls: _Calls) -> str:
+    async def call_tool(self, request: dict[str, Any], ctx: ToolContext, calls: _Calls) -> str:
         name = str(request.get("tool", ""))
-        if len(calls.made) >= term.code_max_tool_calls:
+        if len(calls.made) >= self.term.code_max_tool_calls:
             calls.made.append((name, False))
             return _answer(
                 request,
                 False,
-                f"the limit of {term.code_max_tool_calls} tool calls per script is reached",
+                f"the limit of {self.term.code_max_tool_calls} tool calls per script is reached",
             )
-        tools = allowed(ctx)
+        tools = self.allowed(ctx)
         spec = tools.get(name)
         if spec is None:
             calls.made.append((name, False))
-            if catalog.get(name) is not None:
+            if self.catalog.get(name) is not None:
                 why = f"the tool '{name}' is not allowed here"
             else:
                 why = f"there is no tool named '{name}'. Available: {', '.join(sorted(tools))}"
@@ -144,8 +155,8 @@ def code_tools(
                 spec,
                 args,
                 ctx,
-                approvals=approvals,
-                timeout=spec.timeout or settings.agent.tool_timeout,
+                approvals=self.approvals,
+                timeout=spec.timeout or self.settings.agent.tool_timeout,
             )
         finally:
             calls.seconds += loop.time() - calls.since
@@ -155,7 +166,7 @@ def code_tools(
         return _answer(request, ok, result if ok else result.removeprefix("error: "))
 
     async def serve(
-        running: Running, token: bytes, ctx: ToolContext, buffer: OutputBuffer, calls: _Calls
+        self, running: Running, token: bytes, ctx: ToolContext, buffer: OutputBuffer, calls: _Calls
     ) -> None:
         """Read the script's stderr: marked lines are tool calls, the rest is output."""
         assert running.stderr is not None and running.stdin is not None
@@ -170,27 +181,29 @@ def code_tools(
                 request = {}
             if not isinstance(request, dict):
                 request = {}
-            answer = await call_tool(request, ctx, calls)
+            answer = await self.call_tool(request, ctx, calls)
             try:
                 running.stdin.write(answer.encode() + b"\n")
                 await running.stdin.drain()
             except (ConnectionError, RuntimeError):
                 return  # the script is gone
 
-    async def execute_code(args: CodeArgs, ctx: ToolContext) -> str:
+    async def execute_code(self, args: CodeArgs, ctx: ToolContext) -> str:
         if len(args.code) > MAX_SCRIPT_CHARS:
             raise ToolError(
                 f"the script is {len(args.code):,} characters; the limit is "
                 f"{MAX_SCRIPT_CHARS:,}. Write it to a file and run it with the shell instead."
             )
-        workspace = workspace_for(ctx)
-        timeout = min(args.timeout or limit, limit)
+        workspace = self.workspace_for(ctx)
+        timeout = min(args.timeout or self.limit, self.limit)
         token = secrets_module.token_hex(16)
-        env = safe_env(secrets() if secrets else (), passthrough=term.env_passthrough)
+        env = safe_env(
+            self.secrets() if self.secrets else (), passthrough=self.term.env_passthrough
+        )
         env["CHATGATE_RPC_TOKEN"] = token
         env["PYTHONUNBUFFERED"] = "1"
-        running = await backend.spawn(
-            [term.python, "-I", "-c", BOOT, args.code],
+        running = await self.backend.spawn(
+            [self.term.python, "-I", "-c", BOOT, args.code],
             workspace=workspace.root,
             cwd=workspace.root,
             env=env,
@@ -198,11 +211,11 @@ def code_tools(
             stdin=True,
             split_stderr=True,
         )
-        buffer = OutputBuffer(settings.tools.max_output_chars)
+        buffer = OutputBuffer(self.settings.tools.max_output_chars)
         calls = _Calls()
         readers = [
             asyncio.create_task(pump(running.stdout, buffer)),
-            asyncio.create_task(serve(running, token.encode(), ctx, buffer, calls)),
+            asyncio.create_task(self.serve(running, token.encode(), ctx, buffer, calls)),
         ]
         timed_out = False
         try:
@@ -219,31 +232,32 @@ def code_tools(
         log.info(
             "execute_code ran session=%s backend=%s exit=%s timed_out=%s calls=%d",
             ctx.session,
-            backend.name,
+            self.backend.name,
             result.exit_code,
             timed_out,
             len(calls.made),
         )
         return f"{result.render(timeout)}\n{calls.render()}"
 
-    return [
-        ToolSpec(
-            name="execute_code",
-            description=DESCRIPTION,
-            args=CodeArgs,
-            handler=execute_code,
-            group=GROUP,
-            approval=approval,
-            side_effects=side_effects,
-            # Calls inside the script (and their approvals) do not count against its own
-            # limit; the agent's limit must leave room for one approval wait at least.
-            timeout=limit
-            + settings.approvals.timeout_seconds
-            + settings.agent.tool_timeout
-            + KILL_GRACE
-            + 15,
-        )
-    ]
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="execute_code",
+                description=DESCRIPTION,
+                args=CodeArgs,
+                handler=self.execute_code,
+                group=GROUP,
+                approval=self.approval,
+                side_effects=self.side_effects,
+                # Calls inside the script (and their approvals) do not count against its own
+                # limit; the agent's limit must leave room for one approval wait at least.
+                timeout=self.limit
+                + self.settings.approvals.timeout_seconds
+                + self.settings.agent.tool_timeout
+                + KILL_GRACE
+                + 15,
+            )
+        ]
 
 
 async def _finished(running: Running, timeout: float, calls: _Calls) -> bool:  # noqa: ASYNC109

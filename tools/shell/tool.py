@@ -34,11 +34,11 @@ from tools.skills.library import bundled_skills_dir
 __all__ = [
     "ShellArgs",
     "ShellPolicy",
+    "ShellTool",
     "Verdict",
     "classify",
     "gateway_paths",
     "safe_env",
-    "shell_tools",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,46 +71,51 @@ class ShellArgs(ToolArgs):
     )
 
 
-def shell_tools(
-    workspace_for: WorkspaceFor,
-    settings: ToolsSettings,
-    backend: TerminalBackend | None,
-    *,
-    secrets: Callable[[], Iterable[str]] | None = None,
-    protected: Iterable[tuple[str, str, bool]] = (),
-    workspace_root: Path | None = None,
-) -> list[ToolSpec[Any]]:
-    """The shell tool on `backend`; none when there is no backend (the sandbox cannot run
-    here and unsandboxed commands are not allowed). `protected`: the gateway's own places
-    (see `gateway_paths`) commands may not write, delete or (the secret ones) read without
-    asking; `workspace_root`: where every chat's workspace lives."""
-    if backend is None:
-        return []
-    policy = ShellPolicy.compile(
-        allow=settings.shell_extra_allow,
-        ask=settings.shell_extra_ask,
-        block=settings.shell_extra_block,
-        protected_paths=protected,
-        workspace=str(workspace_root) if workspace_root else "",
-    )
-    limit = settings.shell_timeout
-    passthrough = settings.terminal.env_passthrough
+class ShellTool:
+    """The shell tool on one terminal backend (TerminalTools offers it when there is one)."""
 
-    def where(args: ShellArgs, workspace: Workspace) -> Path:
+    def __init__(
+        self,
+        workspace_for: WorkspaceFor,
+        settings: ToolsSettings,
+        backend: TerminalBackend,
+        *,
+        secrets: Callable[[], Iterable[str]] | None = None,
+        protected: Iterable[tuple[str, str, bool]] = (),
+        workspace_root: Path | None = None,
+    ) -> None:
+        """`protected`: the gateway's own places (see `gateway_paths`) commands may not write,
+        delete or (the secret ones) read without asking; `workspace_root`: where every chat's
+        workspace lives."""
+        self.workspace_for = workspace_for
+        self.settings = settings
+        self.backend = backend
+        self.secrets = secrets
+        self.policy = ShellPolicy.compile(
+            allow=settings.shell_extra_allow,
+            ask=settings.shell_extra_ask,
+            block=settings.shell_extra_block,
+            protected_paths=protected,
+            workspace=str(workspace_root) if workspace_root else "",
+        )
+        self.limit = settings.shell_timeout
+        self.passthrough = settings.terminal.env_passthrough
+
+    def where(self, args: ShellArgs, workspace: Workspace) -> Path:
         path = workspace.resolve(args.cwd) if args.cwd else workspace.root
         if not path.is_dir():
             raise ToolError(f"cwd {args.cwd!r} is not a directory in the workspace.")
         return path
 
-    def judge(args: ShellArgs, cwd: Path) -> Verdict:
+    def judge(self, args: ShellArgs, cwd: Path) -> Verdict:
         if "\x00" in args.command:
             raise ToolError("the command contains a NUL byte; remove it.")
-        return classify(args.command, policy=policy, cwd=str(cwd))
+        return classify(args.command, policy=self.policy, cwd=str(cwd))
 
-    async def approval(args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
-        workspace = workspace_for(ctx)
-        cwd = where(args, workspace)
-        verdict = judge(args, cwd)
+    async def approval(self, args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
+        workspace = self.workspace_for(ctx)
+        cwd = self.where(args, workspace)
+        verdict = self.judge(args, cwd)
         if verdict.action != "ask":
             return None  # allow runs; block is refused by the handler without asking anyone
         return ApprovalNeed(
@@ -118,16 +123,16 @@ def shell_tools(
             reason=verdict.reason,
             shape=verdict.shape,
             cwd=workspace.relative(cwd),
-            where=backend.describe(),
+            where=self.backend.describe(),
         )
 
-    async def side_effects(args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
+    async def side_effects(self, args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
         """After outside content entered the turn: every command but a read-only one asks."""
         if read_only(args.command):
             return None
-        workspace = workspace_for(ctx)
-        cwd = where(args, workspace)
-        verdict = judge(args, cwd)
+        workspace = self.workspace_for(ctx)
+        cwd = self.where(args, workspace)
+        verdict = self.judge(args, cwd)
         if verdict.action == "block":
             return None  # refused by the handler; nobody is asked
         return ApprovalNeed(
@@ -135,55 +140,56 @@ def shell_tools(
             reason="",
             shape=verdict.shape or exact(args.command),
             cwd=workspace.relative(cwd),
-            where=backend.describe(),
+            where=self.backend.describe(),
         )
 
-    async def shell(args: ShellArgs, ctx: ToolContext) -> str:
-        workspace = workspace_for(ctx)
-        cwd = where(args, workspace)
+    async def shell(self, args: ShellArgs, ctx: ToolContext) -> str:
+        workspace = self.workspace_for(ctx)
+        cwd = self.where(args, workspace)
         # Checked again here: the handler must never rely on the approval step alone.
-        verdict = judge(args, cwd)
+        verdict = self.judge(args, cwd)
         if verdict.action == "block":
             log.warning("shell blocked session=%s reason=%r", ctx.session, verdict.reason)
             raise ToolError(
                 f"refused: {verdict.reason}. This command is blocked and cannot be approved; "
                 "find a safer way or ask the user to run it themselves."
             )
-        timeout = min(args.timeout or limit, limit)
-        env = safe_env(secrets() if secrets else (), passthrough=passthrough)
+        timeout = min(args.timeout or self.limit, self.limit)
+        env = safe_env(self.secrets() if self.secrets else (), passthrough=self.passthrough)
         result = await run_command(
-            backend,
+            self.backend,
             args.command,
             workspace=workspace.root,
             cwd=cwd,
             env=env,
             timeout=timeout,
-            max_chars=settings.max_output_chars,
+            max_chars=self.settings.max_output_chars,
         )
         log.info(
             "shell ran session=%s backend=%s verdict=%s exit=%s timed_out=%s",
             ctx.session,
-            backend.name,
+            self.backend.name,
             verdict.action,
             result.exit_code,
             result.timed_out,
         )
         return result.render(timeout)
 
-    net = "" if settings.terminal.network else ", no network"
-    return [
-        ToolSpec(
-            name="shell",
-            description=DESCRIPTION + _WHERE.get(backend.name, "").format(net=net),
-            args=ShellArgs,
-            handler=shell,
-            group=GROUP,
-            approval=approval,
-            side_effects=side_effects,
-            # Our own timeout and stop must fire before the agent gives up on the call.
-            timeout=limit + KILL_GRACE + DRAIN_SECONDS + 15,
-        )
-    ]
+    def specs(self) -> list[ToolSpec[Any]]:
+        net = "" if self.settings.terminal.network else ", no network"
+        return [
+            ToolSpec(
+                name="shell",
+                description=DESCRIPTION + _WHERE.get(self.backend.name, "").format(net=net),
+                args=ShellArgs,
+                handler=self.shell,
+                group=GROUP,
+                approval=self.approval,
+                side_effects=self.side_effects,
+                # Our own timeout and stop must fire before the agent gives up on the call.
+                timeout=self.limit + KILL_GRACE + DRAIN_SECONDS + 15,
+            )
+        ]
 
 
 def gateway_paths(settings: Settings) -> list[tuple[str, str, bool]]:

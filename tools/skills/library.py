@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gateway.sdk import ChatRef, ToolContext, ToolError, ToolSpec, UserRef
+from gateway.sdk import ChatRef, Extensions, ToolContext, ToolError, ToolFamily, ToolSpec, UserRef
 from tools.args import ToolArgs
 
 log = logging.getLogger(__name__)
@@ -164,16 +164,28 @@ class SkillArgs(ToolArgs):
     path: str = Field(default="", description="For read_file: a file listed by view.")
 
 
-def skill_tools(
-    library: SkillLibrary, sync: Callable[[], Awaitable[bool]] | None = None
-) -> list[ToolSpec[Any]]:
-    async def handle(args: SkillArgs, ctx: ToolContext) -> str:
-        skill = library.get(args.name)
-        if skill is None and sync is not None and await sync():
-            library.reload()  # written since this turn started, perhaps on another replica
-            skill = library.get(args.name)
+class SkillTools(ToolFamily):
+    """The skill tool and the skills index in every prompt. `sync` brings the mirror of the
+    shared skills up to date (True: it changed); None: the library's folders are all there is."""
+
+    name = "skills"
+
+    def __init__(
+        self, library: SkillLibrary, sync: Callable[[], Awaitable[bool]] | None = None
+    ) -> None:
+        self.library = library
+        self.sync = sync
+
+    def register(self, extensions: Extensions) -> None:
+        extensions.add_prompt_section(live_index(self.library, self.sync or _unchanged))
+
+    async def load_skill(self, args: SkillArgs, ctx: ToolContext) -> str:
+        skill = self.library.get(args.name)
+        if skill is None and self.sync is not None and await self.sync():
+            self.library.reload()  # written since this turn started, perhaps on another replica
+            skill = self.library.get(args.name)
         if skill is None:
-            known = ", ".join(s.name for s in library.all()) or "none"
+            known = ", ".join(s.name for s in self.library.all()) or "none"
             raise ToolError(f"there is no skill named {args.name!r}. Skills: {known}.")
         if args.action == "view":
             files = skill.files()
@@ -181,18 +193,23 @@ def skill_tools(
             return skill.instructions().strip() + (listing if files else "")
         return _read_skill_file(skill, args.path)
 
-    return [
-        ToolSpec(
-            name="skill",
-            description=(
-                "Load a skill's full instructions (action view), or a file that belongs to it "
-                "(action read_file). The skills available are listed in your instructions."
-            ),
-            args=SkillArgs,
-            handler=handle,
-            group=GROUP,
-        )
-    ]
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="skill",
+                description=(
+                    "Load a skill's full instructions (action view), or a file that belongs to it "
+                    "(action read_file). The skills available are listed in your instructions."
+                ),
+                args=SkillArgs,
+                handler=self.load_skill,
+                group=GROUP,
+            )
+        ]
+
+
+async def _unchanged() -> bool:
+    return False
 
 
 def _read_skill_file(skill: Skill, path: str) -> str:

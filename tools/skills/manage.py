@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolSpec
+from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolFamily, ToolSpec
 from tools.args import ToolArgs
 from tools.skills.library import GROUP, SHARED, SKILL_FILE, SkillLibrary
 from tools.skills.store import SkillInvalid, SkillStore, check_path, digest_of, validate
@@ -48,32 +48,44 @@ class Change:
     summary: str
 
 
-def skill_manage_tools(
-    skills: SkillStore,
-    library: SkillLibrary,
-    *,
-    approval: bool,
-    admins: Sequence[str],
-) -> list[ToolSpec[Any]]:
-    async def plan(args: SkillManageArgs) -> Change:
+class SkillManageTools(ToolFamily):
+    """skill_manage on the shared skills in `skills` (the store); `library` tells which names
+    are bundled or local and so read-only. With `approval`, each change waits for an admin."""
+
+    name = "skill_manage"
+
+    def __init__(
+        self,
+        skills: SkillStore,
+        library: SkillLibrary,
+        *,
+        approval: bool,
+        admins: Sequence[str],
+    ) -> None:
+        self.skills = skills
+        self.library = library
+        self.approval = approval
+        self.admins = admins
+
+    async def plan(self, args: SkillManageArgs) -> Change:
         name = args.name.strip()
-        known = library.get(name)
+        known = self.library.get(name)
         if known is not None and known.source != SHARED:
             raise ToolError(
                 f"{name} is a {known.source} skill and read-only; create a new skill with "
                 "another name instead."
             )
-        found = await skills.files(name)
+        found = await self.skills.files(name)
         try:
-            return _change(args, name, found[1] if found else None, skills)
+            return _change(args, name, found[1] if found else None, self.skills)
         except SkillInvalid as exc:
             raise ToolError(str(exc)) from None
 
-    async def needs_approval(args: SkillManageArgs, ctx: ToolContext) -> ApprovalNeed | None:
-        change = await plan(args)  # an invalid change is refused before anyone is asked
-        if not approval:
+    async def needs_approval(self, args: SkillManageArgs, ctx: ToolContext) -> ApprovalNeed | None:
+        change = await self.plan(args)  # an invalid change is refused before anyone is asked
+        if not self.approval:
             return None
-        if not admins:
+        if not self.admins:
             raise ToolError(
                 "skill changes need an admin's approval and no admin is configured "
                 "(access.admins); tell the person, or an operator can set "
@@ -87,36 +99,37 @@ def skill_manage_tools(
             admins_only=True,
         )
 
-    async def handle(args: SkillManageArgs, ctx: ToolContext) -> str:
-        change = await plan(args)
+    async def skill_manage(self, args: SkillManageArgs, ctx: ToolContext) -> str:
+        change = await self.plan(args)
         if change.files is None:
-            await skills.delete(change.name)
+            await self.skills.delete(change.name)
             verb = "Deleted"
         else:
             author = f"{ctx.user.address} ({ctx.user.label})"
             try:
-                await skills.put(change.name, change.files, author=author)
+                await self.skills.put(change.name, change.files, author=author)
             except SkillInvalid as exc:
                 raise ToolError(str(exc)) from None
             verb = "Saved"
-        if await skills.sync():
-            library.reload()
+        if await self.skills.sync():
+            self.library.reload()
         return f"{verb} skill {change.name}. It is in the skills index from the next turn on."
 
-    return [
-        ToolSpec(
-            name="skill_manage",
-            description=(
-                "Write reusable skills: after solving a task with an approach worth repeating, "
-                "save it as a skill (create), improve one (update, patch), add a supporting "
-                "file (write_file) or delete one. Only skills written this way can be changed."
-            ),
-            args=SkillManageArgs,
-            handler=handle,
-            group=GROUP,
-            approval=needs_approval,
-        )
-    ]
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="skill_manage",
+                description=(
+                    "Write reusable skills: after solving a task with an approach worth repeating, "
+                    "save it as a skill (create), improve one (update, patch), add a supporting "
+                    "file (write_file) or delete one. Only skills written this way can be changed."
+                ),
+                args=SkillManageArgs,
+                handler=self.skill_manage,
+                group=GROUP,
+                approval=self.needs_approval,
+            )
+        ]
 
 
 def _change(

@@ -19,7 +19,7 @@ from urllib.robotparser import RobotFileParser
 
 from pydantic import Field
 
-from gateway.sdk import ToolContext, ToolError, ToolSpec, untrusted
+from gateway.sdk import ToolContext, ToolError, ToolFamily, ToolSpec, untrusted
 from tools.args import ToolArgs
 from tools.web.fetch import (
     GROUP,
@@ -266,17 +266,27 @@ def _cut(text: str, limit: int) -> str:
     return text[:limit].rstrip() + "\n[... cut; use web_fetch with an offset for the rest]"
 
 
-def web_extract_tools(
-    fetcher: WebFetcher, *, max_chars: int = 16000, fetch_timeout: float = 20.0
-) -> list[ToolSpec[Any]]:
-    async def web_extract(args: WebExtractArgs, ctx: ToolContext) -> str:
+class WebExtractTools(ToolFamily):
+    """web_extract and web_crawl through `fetcher` (its guard and limits); offered only when
+    trafilatura is installed (`extract_available`)."""
+
+    name = "web_extract"
+
+    def __init__(
+        self, fetcher: WebFetcher, *, max_chars: int = 16000, fetch_timeout: float = 20.0
+    ) -> None:
+        self.fetcher = fetcher
+        self.max_chars = max_chars
+        self.fetch_timeout = fetch_timeout
+
+    async def web_extract(self, args: WebExtractArgs, ctx: ToolContext) -> str:
         urls = list(dict.fromkeys(u.strip() for u in args.urls if u.strip()))
         if not urls:
             raise ToolError("give at least one URL.")
         outcomes = await asyncio.gather(
-            *(extract_page(fetcher, url) for url in urls), return_exceptions=True
+            *(extract_page(self.fetcher, url) for url in urls), return_exceptions=True
         )
-        share = max(max_chars // len(urls), 500)
+        share = max(self.max_chars // len(urls), 500)
         parts = []
         for url, outcome in zip(urls, outcomes, strict=True):
             if isinstance(outcome, ToolError):
@@ -289,8 +299,10 @@ def web_extract_tools(
                 parts.append(f"## {heading}\nURL: {outcome.url}\n\n{body}")
         return "\n\n".join(parts)
 
-    async def web_crawl(args: WebCrawlArgs, ctx: ToolContext) -> str:
-        result = await crawl(fetcher, args.url, max_pages=args.max_pages, same_site=args.same_site)
+    async def web_crawl(self, args: WebCrawlArgs, ctx: ToolContext) -> str:
+        result = await crawl(
+            self.fetcher, args.url, max_pages=args.max_pages, same_site=args.same_site
+        )
         head = [f"Crawled {len(result.pages)} page(s) from {args.url} (robots.txt honoured)."]
         if result.disallowed:
             head.append(
@@ -301,7 +313,7 @@ def web_extract_tools(
             head.append(f"{len(result.failed)} page(s) failed: " + "; ".join(result.failed[:5]))
         if result.stopped_early:
             head.append(f"Stopped: {result.stopped_early}.")
-        share = max(max_chars // max(len(result.pages), 1), 300)
+        share = max(self.max_chars // max(len(result.pages), 1), 300)
         parts = [" ".join(head)]
         for page in result.pages:
             parts.append(
@@ -309,31 +321,35 @@ def web_extract_tools(
             )
         return "\n\n".join(parts)
 
-    return [
-        ToolSpec(
-            name="web_extract",
-            description=(
-                f"The main content (article text, not menus or ads) of 1 to {MAX_URLS} web "
-                "pages as Markdown, fetched at once."
+    def specs(self) -> list[ToolSpec[Any]]:
+        if not extract_available():
+            return []
+        return [
+            ToolSpec(
+                name="web_extract",
+                description=(
+                    f"The main content (article text, not menus or ads) of 1 to {MAX_URLS} web "
+                    "pages as Markdown, fetched at once."
+                ),
+                args=WebExtractArgs,
+                handler=self.web_extract,
+                group=GROUP,
+                untrusted_output=True,
+                side_effects=untrusted.unseen_urls_check("web_extract", lambda a: a.urls),
+                timeout=self.fetch_timeout + 10,
             ),
-            args=WebExtractArgs,
-            handler=web_extract,
-            group=GROUP,
-            untrusted_output=True,
-            side_effects=untrusted.unseen_urls_check("web_extract", lambda a: a.urls),
-            timeout=fetch_timeout + 10,
-        ),
-        ToolSpec(
-            name="web_crawl",
-            description=(
-                "Read a website breadth-first from a start page, following its links (robots.txt "
-                "honoured); returns each page's title and main content."
+            ToolSpec(
+                name="web_crawl",
+                description=(
+                    "Read a website breadth-first from a start page, following its links "
+                    "(robots.txt "
+                    "honoured); returns each page's title and main content."
+                ),
+                args=WebCrawlArgs,
+                handler=self.web_crawl,
+                group=GROUP,
+                untrusted_output=True,
+                side_effects=untrusted.unseen_urls_check("web_crawl", lambda a: [a.url]),
+                timeout=CRAWL_SECONDS + self.fetch_timeout + 10,
             ),
-            args=WebCrawlArgs,
-            handler=web_crawl,
-            group=GROUP,
-            untrusted_output=True,
-            side_effects=untrusted.unseen_urls_check("web_crawl", lambda a: [a.url]),
-            timeout=CRAWL_SECONDS + fetch_timeout + 10,
-        ),
-    ]
+        ]

@@ -20,7 +20,7 @@ import html2text
 import httpx
 from pydantic import Field
 
-from gateway.sdk import ToolContext, ToolError, ToolSpec, inline_code, untrusted
+from gateway.sdk import ToolContext, ToolError, ToolFamily, ToolSpec, inline_code, untrusted
 from tools.args import ToolArgs
 from tools.web.netguard import Address, AddressGuard
 
@@ -262,9 +262,17 @@ def _pretty_json(text: str) -> str:
         return text
 
 
-def web_tools(fetcher: WebFetcher, *, max_chars: int = 16000) -> list[ToolSpec[Any]]:
-    async def web_fetch(args: WebFetchArgs, ctx: ToolContext) -> str:
-        page = await fetcher.fetch(args.url)
+class WebFetchTools(ToolFamily):
+    """web_fetch: a public page as Markdown, through the SSRF guard of `fetcher`."""
+
+    name = "web_fetch"
+
+    def __init__(self, fetcher: WebFetcher, *, max_chars: int = 16000) -> None:
+        self.fetcher = fetcher
+        self.max_chars = max_chars
+
+    async def web_fetch(self, args: WebFetchArgs, ctx: ToolContext) -> str:
+        page = await self.fetcher.fetch(args.url)
         head = [f"URL: {page.url}"] + ([f"Title: {page.title}"] if page.title else [])
         if page.cut_at_bytes is not None:
             head.append(f"[page cut at {page.cut_at_bytes:,} bytes]")
@@ -272,25 +280,26 @@ def web_tools(fetcher: WebFetcher, *, max_chars: int = 16000) -> list[ToolSpec[A
         if args.offset >= total and total:
             head.append(f"[the page has {total:,} characters; offset is past the end]")
             return "\n".join(head)
-        end = min(args.offset + max_chars, total)
+        end = min(args.offset + self.max_chars, total)
         body = page.text[args.offset : end] or "(the page has no text)"
         if args.offset or end < total:
             more = f"; call again with offset={end} for more" if end < total else ""
             head.append(f"[characters {args.offset:,}-{end:,} of {total:,}{more}]")
         return "\n".join(head) + "\n\n" + body
 
-    return [
-        ToolSpec(
-            name="web_fetch",
-            description=(
-                "Fetch a public web page, plain text or JSON by URL and return it as Markdown. "
-                "Long pages come in parts: continue with offset."
-            ),
-            args=WebFetchArgs,
-            handler=web_fetch,
-            group=GROUP,
-            untrusted_output=True,
-            side_effects=untrusted.unseen_urls_check("web_fetch", lambda a: [a.url]),
-            progress=lambda args: f"Fetching {inline_code(args.url)}",
-        )
-    ]
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="web_fetch",
+                description=(
+                    "Fetch a public web page, plain text or JSON by URL and return it as Markdown. "
+                    "Long pages come in parts: continue with offset."
+                ),
+                args=WebFetchArgs,
+                handler=self.web_fetch,
+                group=GROUP,
+                untrusted_output=True,
+                side_effects=untrusted.unseen_urls_check("web_fetch", lambda a: [a.url]),
+                progress=lambda args: f"Fetching {inline_code(args.url)}",
+            )
+        ]

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import httpx
 from pydantic import Field
 
-from gateway.sdk import ToolContext, ToolError, ToolSpec, ToolsSettings, inline_code
+from gateway.sdk import ToolContext, ToolError, ToolFamily, ToolSpec, ToolsSettings, inline_code
 from tools.args import ToolArgs
 
 GROUP = "web"
@@ -182,22 +182,31 @@ def format_results(query: str, results: Sequence[SearchResult]) -> str:
     return "\n".join(lines)
 
 
-def web_search_tools(provider: SearchProvider | None) -> list[ToolSpec[Any]]:
-    async def web_search(args: WebSearchArgs, ctx: ToolContext) -> str:
-        if provider is None:
-            raise ToolError(NOT_CONFIGURED)
-        return format_results(args.query, await provider.search(args.query, args.count))
+class WebSearchTools(ToolFamily):
+    """web_search on the configured provider; without one it tells the model it cannot search."""
 
-    return [
-        ToolSpec(
-            name="web_search",
-            description=(
-                "Search the web. Returns titles, URLs and snippets; read a result with web_fetch."
-            ),
-            args=WebSearchArgs,
-            handler=web_search,
-            group=GROUP,
-            untrusted_output=True,
-            progress=lambda args: f"Searching the web for {inline_code(args.query)}",
-        )
-    ]
+    name = "web_search"
+
+    def __init__(self, provider: SearchProvider | None) -> None:
+        self.provider = provider
+
+    async def web_search(self, args: WebSearchArgs, ctx: ToolContext) -> str:
+        if self.provider is None:
+            raise ToolError(NOT_CONFIGURED)
+        return format_results(args.query, await self.provider.search(args.query, args.count))
+
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [
+            ToolSpec(
+                name="web_search",
+                description=(
+                    "Search the web. Returns titles, URLs and snippets; read a result with "
+                    "web_fetch."
+                ),
+                args=WebSearchArgs,
+                handler=self.web_search,
+                group=GROUP,
+                untrusted_output=True,
+                progress=lambda args: f"Searching the web for {inline_code(args.query)}",
+            )
+        ]

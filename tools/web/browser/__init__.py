@@ -1,49 +1,61 @@
 """Browser tools: Chromium through Playwright, one context per chat session, every request
-through the SSRF guard. `install_browser_tools` is the one call the tool set makes."""
+through the SSRF guard. `BrowserTools` is the family the tool set installs."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from gateway.sdk import CheckResult, Settings, ToolSpec
+from gateway.sdk import CheckResult, Settings, ToolFamily, ToolSpec
 from tools.files.workspace import WorkspaceFor
 from tools.web.browser.chromium import Chromium, ChromiumMissing, describe, find_chromium
 from tools.web.browser.manager import BrowserManager
 from tools.web.netguard import AddressGuard
 
+if TYPE_CHECKING:
+    from tools.web.browser.tools import BrowserActions
+
 __all__ = [
     "BrowserManager",
+    "BrowserTools",
     "Chromium",
     "ChromiumMissing",
-    "browser_tool_specs",
     "describe",
     "doctor_check",
     "find_chromium",
 ]
 
 
-def browser_tool_specs(
-    settings: Settings,
-    guard: AddressGuard,
-    workspace_for: WorkspaceFor,
-    closers: list[Callable[[], Awaitable[None]]],
-) -> list[ToolSpec[Any]]:
-    """The browser tools, with the hook that closes Chromium on shutdown added to `closers`;
-    none when the browser is disabled or Chromium or Playwright is not installed."""
-    if not settings.browser.enabled:
-        return []
-    try:
-        chromium = find_chromium(settings.browser)
-    except ChromiumMissing:
-        return []
-    from tools.web.browser.tools import browser_tools
+class BrowserTools(ToolFamily):
+    """The browser tools; none when the browser is disabled or Chromium or Playwright is not
+    installed (`chatgate doctor` says which). Chromium starts on first use and is closed here."""
 
-    manager = BrowserManager(settings.browser, chromium, guard, workspace_for)
-    closers.append(manager.close)
-    return browser_tools(manager)
+    name = "browser"
+
+    def __init__(
+        self, settings: Settings, guard: AddressGuard, workspace_for: WorkspaceFor
+    ) -> None:
+        self.actions: BrowserActions | None = None
+        if not settings.browser.enabled:
+            return
+        try:
+            chromium = find_chromium(settings.browser)
+        except ChromiumMissing:
+            return
+        from tools.web.browser.tools import BrowserActions
+
+        self.actions = BrowserActions(
+            BrowserManager(settings.browser, chromium, guard, workspace_for)
+        )
+
+    def specs(self) -> list[ToolSpec[Any]]:
+        return [] if self.actions is None else self.actions.specs()
+
+    async def close(self) -> None:
+        if self.actions is not None:
+            await self.actions.manager.close()
 
 
 def doctor_check(settings: Settings) -> Callable[[httpx.AsyncClient], Awaitable[CheckResult]]:

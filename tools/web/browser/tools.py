@@ -66,20 +66,27 @@ class NoArgs(ToolArgs):
     pass
 
 
-def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
-    settings = manager.settings
+class BrowserActions:
+    """The browser tools' handlers on one manager (BrowserTools offers them when Chromium is
+    installed and the browser is enabled)."""
 
-    async def navigate(args: NavigateArgs, ctx: ToolContext) -> str:
+    def __init__(self, manager: BrowserManager) -> None:
+        self.manager = manager
+        self.settings = manager.settings
+
+    async def navigate(self, args: NavigateArgs, ctx: ToolContext) -> str:
         url = _http_url(args.url)
         parts = urlsplit(url)
         # Refuse before the browser sends anything; the proxy checks every later request too.
-        await manager.guard.vet(parts.hostname or "", parts.port or _default_port(parts.scheme))
-        async with manager.use(ctx) as session:
+        await self.manager.guard.vet(
+            parts.hostname or "", parts.port or _default_port(parts.scheme)
+        )
+        async with self.manager.use(ctx) as session:
             try:
                 with _browser_errors(session):
                     response = await session.page.goto(url, wait_until="load")
             except ToolError:
-                await _settle(session, settings.action_timeout)  # Chromium's error page
+                await _settle(session, self.settings.action_timeout)  # Chromium's error page
                 raise
             await _settle(session, 0)
             lead = []
@@ -87,38 +94,40 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
                 lead.append("The guard refused to load this page (see the notes).")
             elif response is not None and response.status >= 400:
                 lead.append(f"The server answered HTTP {response.status} {response.status_text}.")
-            return await _report(session, settings.max_snapshot_chars, lead)
+            return await _report(session, self.settings.max_snapshot_chars, lead)
 
-    async def snapshot(args: SnapshotArgs, ctx: ToolContext) -> str:
-        async with manager.use(ctx, create=False) as session:
-            return await _report(session, settings.max_snapshot_chars, [], offset=args.offset)
+    async def snapshot(self, args: SnapshotArgs, ctx: ToolContext) -> str:
+        async with self.manager.use(ctx, create=False) as session:
+            return await _report(session, self.settings.max_snapshot_chars, [], offset=args.offset)
 
-    async def click_approval(args: RefArgs, ctx: ToolContext) -> ApprovalNeed | None:
-        return await _approval(manager, "browser_click", args.ref, ctx, submitting=False)
+    async def click_approval(self, args: RefArgs, ctx: ToolContext) -> ApprovalNeed | None:
+        return await _approval(self.manager, "browser_click", args.ref, ctx, submitting=False)
 
-    async def click(args: RefArgs, ctx: ToolContext) -> str:
-        async with manager.use(ctx, create=False) as session:
+    async def click(self, args: RefArgs, ctx: ToolContext) -> str:
+        async with self.manager.use(ctx, create=False) as session:
             element = await _element(session, args.ref)
             info = await _describe(element)
             # A confirm() that follows an approved (or unguarded) action is part of it.
             session.accept_dialogs = (
-                not settings.approve_actions or consequence(info, submitting=False) is not None
+                not self.settings.approve_actions or consequence(info, submitting=False) is not None
             )
             try:
                 with _browser_errors():
                     await element.click()
-                await _settle(session, settings.action_timeout)
+                await _settle(session, self.settings.action_timeout)
             finally:
                 session.accept_dialogs = False
-            return await _report(session, settings.max_snapshot_chars, [f"Clicked {_label(info)}."])
+            return await _report(
+                session, self.settings.max_snapshot_chars, [f"Clicked {_label(info)}."]
+            )
 
-    async def type_approval(args: TypeArgs, ctx: ToolContext) -> ApprovalNeed | None:
+    async def type_approval(self, args: TypeArgs, ctx: ToolContext) -> ApprovalNeed | None:
         if not args.submit:
             return None
-        return await _approval(manager, "browser_type", args.ref, ctx, submitting=True)
+        return await _approval(self.manager, "browser_type", args.ref, ctx, submitting=True)
 
-    async def type_text(args: TypeArgs, ctx: ToolContext) -> str:
-        async with manager.use(ctx, create=False) as session:
+    async def type_text(self, args: TypeArgs, ctx: ToolContext) -> str:
+        async with self.manager.use(ctx, create=False) as session:
             element = await _element(session, args.ref)
             info = await _describe(element)
             if info.is_password and not from_the_person(args.text, ctx.user_text):
@@ -135,19 +144,20 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             )
             if args.submit:
                 session.accept_dialogs = (
-                    not settings.approve_actions or consequence(info, submitting=True) is not None
+                    not self.settings.approve_actions
+                    or consequence(info, submitting=True) is not None
                 )
                 try:
                     with _browser_errors():
                         await element.press("Enter")
-                    await _settle(session, settings.action_timeout)
+                    await _settle(session, self.settings.action_timeout)
                 finally:
                     session.accept_dialogs = False
                 typed += " Pressed Enter."
-            return await _report(session, settings.max_snapshot_chars, [typed])
+            return await _report(session, self.settings.max_snapshot_chars, [typed])
 
-    async def select(args: SelectArgs, ctx: ToolContext) -> str:
-        async with manager.use(ctx, create=False) as session:
+    async def select(self, args: SelectArgs, ctx: ToolContext) -> str:
+        async with self.manager.use(ctx, create=False) as session:
             element = await _element(session, args.ref)
             options: list[dict[str, str]] = await element.evaluate(
                 "(el) => el.tagName === 'SELECT' ? [...el.options].map("
@@ -165,12 +175,12 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
                 raise ToolError(f"no option {args.value!r} in that list; it has: {names}.")
             with _browser_errors():
                 await element.select_option(value=chosen["value"])
-            await _settle(session, settings.action_timeout)
+            await _settle(session, self.settings.action_timeout)
             lead = [f"Selected {chosen['text']!r}."]
-            return await _report(session, settings.max_snapshot_chars, lead)
+            return await _report(session, self.settings.max_snapshot_chars, lead)
 
-    async def scroll(args: ScrollArgs, ctx: ToolContext) -> str:
-        async with manager.use(ctx, create=False) as session:
+    async def scroll(self, args: ScrollArgs, ctx: ToolContext) -> str:
+        async with self.manager.use(ctx, create=False) as session:
             sign = 1 if args.direction == "down" else -1
             with _browser_errors():
                 top, height, total = await session.page.evaluate(
@@ -180,10 +190,10 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
                 )
             await _settle(session, 0)
             lead = [f"Scrolled {args.direction}: showing {top:,}-{top + height:,} of {total:,} px."]
-            return await _report(session, settings.max_snapshot_chars, lead)
+            return await _report(session, self.settings.max_snapshot_chars, lead)
 
-    async def back(args: NoArgs, ctx: ToolContext) -> str:
-        async with manager.use(ctx, create=False) as session:
+    async def back(self, args: NoArgs, ctx: ToolContext) -> str:
+        async with self.manager.use(ctx, create=False) as session:
             before = session.page.url
             with _browser_errors():
                 await session.page.go_back(wait_until="load")
@@ -192,10 +202,10 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             if session.page.url == before:
                 raise ToolError("there is no earlier page in this tab.")
             await _settle(session, 0)
-            return await _report(session, settings.max_snapshot_chars, ["Went back."])
+            return await _report(session, self.settings.max_snapshot_chars, ["Went back."])
 
-    async def screenshot(args: ScreenshotArgs, ctx: ToolContext) -> str:
-        async with manager.use(ctx, create=False) as session:
+    async def screenshot(self, args: ScreenshotArgs, ctx: ToolContext) -> str:
+        async with self.manager.use(ctx, create=False) as session:
             with _browser_errors():
                 data = await session.page.screenshot(full_page=args.full_page)
             stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -203,79 +213,81 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             rel, _ = await asyncio.to_thread(session.workspace.write_bytes, name, data)
             return f"Saved a screenshot of {session.page.url} to {rel} ({len(data):,} bytes)."
 
-    async def close(args: NoArgs, ctx: ToolContext) -> str:
-        if await manager.close_session(str(ctx.session)):
+    async def close_browser(self, args: NoArgs, ctx: ToolContext) -> str:
+        if await self.manager.close_session(str(ctx.session)):
             return "Closed the browser for this chat (its cookies and pages are gone)."
         return "No browser was open for this chat."
 
-    def spec(name: str, description: str, args: Any, handler: Any, **kw: Any) -> ToolSpec[Any]:
-        # Pages are outside content: every tool that answers with one is marked.
-        kw.setdefault("untrusted_output", True)
-        return ToolSpec(name, description, args, handler, GROUP, **kw)
+    def specs(self) -> list[ToolSpec[Any]]:
+        def spec(name: str, description: str, args: Any, handler: Any, **kw: Any) -> ToolSpec[Any]:
+            # Pages are outside content: every tool that answers with one is marked.
+            kw.setdefault("untrusted_output", True)
+            return ToolSpec(name, description, args, handler, GROUP, **kw)
 
-    slow = settings.navigation_timeout + SETTLE_SECONDS + 5
-    return [
-        spec(
-            "browser_navigate",
-            "Open a web page in a real browser (runs JavaScript, keeps cookies for this chat) "
-            "and return an outline of it in which each element you can use has a [ref=N].",
-            NavigateArgs,
-            navigate,
-            timeout=slow,
-            side_effects=untrusted.unseen_urls_check("browser_navigate", lambda a: [a.url]),
-        ),
-        spec(
-            "browser_snapshot",
-            "The outline of the current browser page with fresh [ref=N] numbers.",
-            SnapshotArgs,
-            snapshot,
-        ),
-        spec(
-            "browser_click",
-            "Click the element [ref=N] from the latest snapshot (link, button, checkbox...).",
-            RefArgs,
-            click,
-            approval=click_approval,
-            timeout=slow,
-            side_effects=True,
-        ),
-        spec(
-            "browser_type",
-            "Type text into the field [ref=N], replacing its content; submit=true presses Enter.",
-            TypeArgs,
-            type_text,
-            approval=type_approval,
-            timeout=slow,
-            side_effects=True,
-        ),
-        spec(
-            "browser_select",
-            "Choose an option of the drop-down list [ref=N] by its text or value.",
-            SelectArgs,
-            select,
-            side_effects=True,
-        ),
-        spec(
-            "browser_scroll",
-            "Scroll the page up or down (loads content that appears on scrolling).",
-            ScrollArgs,
-            scroll,
-        ),
-        spec("browser_back", "Go back to the previous page.", NoArgs, back, timeout=slow),
-        spec(
-            "browser_screenshot",
-            "Save a PNG screenshot of the current page in the workspace; returns its path.",
-            ScreenshotArgs,
-            screenshot,
-        ),
-        spec(
-            "browser_close",
-            "Close this chat's browser (pages, cookies and logins are dropped).",
-            NoArgs,
-            close,
-            untrusted_output=False,
-        ),
-    ]
+        slow = self.settings.navigation_timeout + SETTLE_SECONDS + 5
+        return [
+            spec(
+                "browser_navigate",
+                "Open a web page in a real browser (runs JavaScript, keeps cookies for this chat) "
+                "and return an outline of it in which each element you can use has a [ref=N].",
+                NavigateArgs,
+                self.navigate,
+                timeout=slow,
+                side_effects=untrusted.unseen_urls_check("browser_navigate", lambda a: [a.url]),
+            ),
+            spec(
+                "browser_snapshot",
+                "The outline of the current browser page with fresh [ref=N] numbers.",
+                SnapshotArgs,
+                self.snapshot,
+            ),
+            spec(
+                "browser_click",
+                "Click the element [ref=N] from the latest snapshot (link, button, checkbox...).",
+                RefArgs,
+                self.click,
+                approval=self.click_approval,
+                timeout=slow,
+                side_effects=True,
+            ),
+            spec(
+                "browser_type",
+                "Type text into the field [ref=N], replacing its content; submit=true presses "
+                "Enter.",
+                TypeArgs,
+                self.type_text,
+                approval=self.type_approval,
+                timeout=slow,
+                side_effects=True,
+            ),
+            spec(
+                "browser_select",
+                "Choose an option of the drop-down list [ref=N] by its text or value.",
+                SelectArgs,
+                self.select,
+                side_effects=True,
+            ),
+            spec(
+                "browser_scroll",
+                "Scroll the page up or down (loads content that appears on scrolling).",
+                ScrollArgs,
+                self.scroll,
+            ),
+            spec("browser_back", "Go back to the previous page.", NoArgs, self.back, timeout=slow),
+            spec(
+                "browser_screenshot",
+                "Save a PNG screenshot of the current page in the workspace; returns its path.",
+                ScreenshotArgs,
+                self.screenshot,
+            ),
+            spec(
+                "browser_close",
+                "Close this chat's browser (pages, cookies and logins are dropped).",
+                NoArgs,
+                self.close_browser,
+                untrusted_output=False,
+            ),
+        ]
 
 
 async def _approval(
