@@ -2,7 +2,8 @@
 call the session's other tools, so a multi-step job costs one model round trip.
 
 Each call from the script takes the agent's own path (gateway.agent.execute_tool): only tools
-the policy allows in this chat, argument validation, approval when the tool asks for it.
+the policy allows in the turn's scope (chat, agent profile, provider, model), argument
+validation, approval when the tool asks for it.
 Limits: wall time (time spent inside tool calls not counted), output size, number of calls.
 """
 
@@ -28,10 +29,10 @@ from gateway.tooling import (
     ToolCatalog,
     ToolContext,
     ToolError,
-    ToolScope,
     ToolSpec,
 )
 from tools.args import ToolArgs
+from tools.scope import call_scope
 from tools.shell import GROUP, WorkspaceFor
 from tools.shellsafety.shape import exact
 from tools.terminal.base import (
@@ -95,13 +96,8 @@ def code_tools(
     ask = term.code_approval == "always" or (term.code_approval == "auto" and not backend.isolated)
 
     def allowed(ctx: ToolContext) -> dict[str, ToolSpec[Any]]:
-        scope = ToolScope(
-            platform=ctx.chat.platform,
-            chat_id=ctx.chat.chat_id,
-            provider=settings.llm.provider_name,
-            model=settings.llm.model,
-            is_subagent=ctx.is_subagent,
-        )
+        # The turn's own scope: a script gets no tool its agent profile denies the agent.
+        scope = call_scope(ctx, settings)
         return {t.name: t for t in catalog.for_scope(scope) if t.name not in _NEVER}
 
     def need(args: CodeArgs, reason: str) -> ApprovalNeed:

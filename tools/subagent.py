@@ -23,9 +23,10 @@ from gateway.agent import Agent, TurnTimeout
 from gateway.config import Settings
 from gateway.llm.client import LLMClient
 from gateway.llm.errors import LLMError
-from gateway.tooling import ApprovalGate, ToolCatalog, ToolContext, ToolError, ToolScope, ToolSpec
+from gateway.tooling import ApprovalGate, ToolCatalog, ToolContext, ToolError, ToolSpec
 from gateway.untrusted import PROMPT as UNTRUSTED_PROMPT
 from tools.args import ToolArgs
+from tools.scope import call_scope
 
 log = logging.getLogger(__name__)
 
@@ -100,16 +101,7 @@ def subagent_tools(
 
     async def run_child(sub: SubTask, ctx: ToolContext, label: str) -> ChildReport:
         depth = _depth(ctx) + 1
-        if ctx.scope is not None:  # the turn's profile and models
-            scope = dataclasses.replace(ctx.scope, is_subagent=True)
-        else:
-            scope = ToolScope(
-                platform=ctx.chat.platform,
-                chat_id=ctx.chat.chat_id,
-                provider=settings.llm.provider_name,
-                model=settings.llm.model,
-                is_subagent=True,
-            )
+        scope = call_scope(ctx, settings, subagent=True)  # the turn's profile and models
         never = _NEVER if depth < delegation.max_depth else (*_NEVER, DELEGATE)
         brief = sub.task.strip()
         if sub.context.strip():
