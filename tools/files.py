@@ -10,8 +10,8 @@ from pydantic import Field
 
 from gateway.streaming.progress import inline_code
 from gateway.tooling import ApprovalNeed, ToolContext, ToolError, ToolSpec
+from gateway.untrusted import outside_file
 from tools.args import ToolArgs
-from tools.attachments import received_file
 from tools.workspace import OpenFile, Workspace, WorkspaceFor
 
 GROUP = "fs"
@@ -61,10 +61,11 @@ def file_tools(
         )
 
     def sent_by_someone(args: ReadFileArgs, ctx: ToolContext) -> bool:
-        """A file people sent (saved under attachments/) is outside content."""
+        """A file people sent (attachments/) or the browser downloaded (downloads/) is outside
+        content, whatever path (a symlink...) leads to it."""
         workspace = workspace_for(ctx)
         try:
-            return received_file(workspace.relative(workspace.resolve(args.path)))
+            return outside_file(workspace.relative(workspace.resolve(args.path)))
         except ToolError:
             return False
 

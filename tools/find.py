@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from gateway.tooling import ToolContext, ToolError, ToolSpec
+from gateway.untrusted import note_outside, outside_file
 from tools.args import ToolArgs
 from tools.workspace import OpenFile, WalkEntry, Workspace, WorkspaceFor
 
@@ -79,6 +80,9 @@ def find_tools(workspace_for: WorkspaceFor) -> list[ToolSpec[Any]]:
             await asyncio.to_thread(grep.tree, workspace, args.path)
         else:
             await asyncio.to_thread(grep.file, workspace, args.path)
+        if grep.outside:
+            # Lines of a file someone sent (or a download) reach the model: outside content.
+            note_outside(ctx, f"search {', '.join(sorted(grep.outside)[:3])}")
         if not grep.lines:
             return f"no matches for {args.pattern!r} under {base}."
         out = "\n".join(grep.lines)
@@ -208,6 +212,7 @@ class _Grep:
         self.regex, self.only, self.cap = regex, only, cap
         self.lines: list[str] = []
         self.truncated = False
+        self.outside: set[str] = set()  # files people sent or downloads with matches shown
 
     def tree(self, workspace: Workspace, path: str) -> None:
         walk = _Walk(workspace, path)
@@ -217,9 +222,10 @@ class _Grep:
             try:
                 with workspace.open_entry(item) as file:
                     data = _small_text(file)
+                    real = file.rel  # a symlink's target
             except (ToolError, OSError):
                 continue
-            if data is not None and not self._add(item.rel, data):
+            if data is not None and not self._add(item.rel, data, real):
                 return
         self.truncated = walk.cut
 
@@ -230,10 +236,11 @@ class _Grep:
             data = _small_text(file)
             rel = file.rel
         if data is not None:
-            self._add(rel, data)
+            self._add(rel, data, rel)
 
-    def _add(self, rel: str, data: bytes) -> bool:
-        """Add the file's matches; False once the cap is passed."""
+    def _add(self, rel: str, data: bytes, real: str) -> bool:
+        """Add the file's matches (`real`: its path with symlinks resolved); False once the
+        cap is passed."""
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if self.regex.search(line[:MAX_MATCH_LINE_CHARS]):
                 if len(self.lines) == self.cap:
@@ -241,6 +248,8 @@ class _Grep:
                     return False
                 shown = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " […]"
                 self.lines.append(f"{rel}:{number}: {shown}")
+                if outside_file(real):
+                    self.outside.add(real)
         return True
 
 

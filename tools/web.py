@@ -292,6 +292,7 @@ def web_tools(fetcher: WebFetcher, *, max_chars: int = 16000) -> list[ToolSpec[A
             handler=web_fetch,
             group=GROUP,
             untrusted_output=True,
+            page_links=True,
             side_effects=unseen_urls_check("web_fetch", lambda a: [a.url]),
             progress=lambda args: f"Fetching {inline_code(args.url)}",
         )

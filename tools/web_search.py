@@ -200,6 +200,7 @@ def web_search_tools(provider: SearchProvider | None) -> list[ToolSpec[Any]]:
             handler=web_search,
             group=GROUP,
             untrusted_output=True,
+            page_links=True,
             progress=lambda args: f"Searching the web for {inline_code(args.query)}",
         )
     ]

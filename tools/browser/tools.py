@@ -210,8 +210,10 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
         return "No browser was open for this chat."
 
     def spec(name: str, description: str, args: Any, handler: Any, **kw: Any) -> ToolSpec[Any]:
-        # Pages are outside content: every tool that answers with one is marked.
+        # Pages are outside content: every tool that answers with one is marked. Links on a
+        # page count as given, except after typing (a field would echo what the model typed).
         kw.setdefault("untrusted_output", True)
+        kw.setdefault("page_links", name not in ("browser_type", "browser_select"))
         return ToolSpec(name, description, args, handler, GROUP, **kw)
 
     slow = settings.navigation_timeout + SETTLE_SECONDS + 5
@@ -275,6 +277,7 @@ def browser_tools(manager: BrowserManager) -> list[ToolSpec[Any]]:
             NoArgs,
             close,
             untrusted_output=False,
+            page_links=False,
         ),
     ]
 
