@@ -134,6 +134,8 @@ class Workspace:
             info = os.fstat(fd)
             _check_single_file(path, info)
             yield OpenFile(fd, "/".join(rel) or ".", info.st_size, created)
+        except OSError as exc:  # reading or writing it: a full disk, an I/O error
+            raise ToolError(_os_error(path, exc)) from None
         finally:
             os.close(fd)
 
@@ -324,4 +326,6 @@ def _os_error(path: str, exc: OSError) -> str:
         return _MESSAGES["loop"].format(path=path)
     if exc.errno == errno.EACCES or exc.errno == errno.EPERM:
         return f"{path!r} cannot be opened: permission denied."
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{path!r} was not written: the disk or the workspace's quota is full."
     return f"{path!r} cannot be opened: {exc.strerror or exc}."
