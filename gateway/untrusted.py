@@ -12,8 +12,9 @@ address the model composed, or had a tool echo back, may carry data out). Calls 
 made before the content arrived are not affected.
 
 Files people sent (attachments/) and browser downloads (downloads/) are outside content
-whichever tool reads them: a call whose arguments name those folders counts as coming after
-outside content, so running a downloaded script asks like any other action after a page.
+whichever tool reads them: a call whose path, command or script names those folders counts
+as coming after outside content, so running a downloaded script asks like any other action
+after a page.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ _NAMES_FOLDER = re.compile(rf"(?<![\w.-])(?:{_FOLDER_ALTERNATIVES})(?=$|[/\s'\"`
 # A glob component that may expand to one of them ("down*", "att?chments"); a bare "*" is
 # not counted (it would mark every `ls *`).
 _GLOB_WORD = re.compile(r"(?<![\w.-])([\w.-]*[*?\[][\w.*?\[\]!-]*)")
+# Arguments that say what a call reads or runs (a file's content to write, a message to send
+# name no file that is read).
+_READING_FIELDS = frozenset(
+    {"path", "paths", "file", "files", "cwd", "glob", "command", "code", "script", "source"}
+)
 _TAG_IN_TEXT = re.compile(r"<\s*/?\s*untrusted-data", re.IGNORECASE)
 _SEEN_MAX = 4_000_000  # characters of the turn's text kept for the URL check
 _SHOWN_VALUE = 300  # characters of each argument shown in a generic approval prompt
@@ -77,7 +83,8 @@ def before_call(spec: ToolSpec[Any], args: BaseModel, ctx: ToolContext) -> int:
     if trust is None:
         return 0
     before = len(trust.sources)
-    if names_outside_files(args.model_dump(mode="json")):
+    values = args.model_dump(mode="json")
+    if names_outside_files([v for k, v in values.items() if k in _READING_FIELDS]):
         _add_source(trust, source_label(spec.name, args))
     return before
 

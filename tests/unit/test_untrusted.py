@@ -167,6 +167,16 @@ def test_which_texts_name_the_folders_of_outside_files(text: str, names: bool) -
     assert untrusted.names_outside_files({"command": text, "n": [1, {"x": None}]}) is names
 
 
+async def test_only_arguments_that_read_or_run_count() -> None:
+    """A note that mentions attachments/ reads nothing; a path that names it does."""
+    person = Person()
+    ctx = untrusted.begin(CTX, ask=True)
+    assert await call(NOTE, ctx, person, text="see attachments/cv.txt") == (
+        "saved see attachments/cv.txt"
+    )
+    assert ctx.trust is not None and not ctx.trust.tainted and person.asked == []
+
+
 async def test_a_call_naming_a_file_someone_sent_is_weighed_after_it() -> None:
     """The shell's `cat attachments/cv.txt` reads without asking but is marked, and a call
     that would run a download asks although nothing outside was read before it."""
