@@ -52,6 +52,8 @@ def deep_update() -> str:
     return '{"update_id": 5, "message": ' + "[" * 100_000 + "]" * 100_000 + "}"
 
 
+SENDER = '{"id": 5, "is_bot": false, "first_name": "E"}'
+
 NOT_UPDATES: list[str | bytes] = [
     b"\xff\xfe not UTF-8",
     "[]",
@@ -67,12 +69,12 @@ NOT_UPDATES: list[str | bytes] = [
     DEEP,
     deep_update(),
     '{"update_id": 5, "message": {"message_id": 1, "date": 0, "text": ["a", "list"],'
-    ' "chat": {"id": 5, "type": "private"}, "from": {"id": 5, "is_bot": false, "first_name": "E"}}}',
+    f' "chat": {{"id": 5, "type": "private"}}, "from": {SENDER}}}}}',
     '{"update_id": 5, "message": {"message_id": 1, "date": 0, "text": "hi", "from": 5,'
     ' "chat": {"id": 5, "type": "private"}}}',
     '{"update_id": 5, "message": {"message_id": 1, "date": 0, "text": "/start",'
     ' "entities": [{"type": "bot_command", "offset": "0", "length": 6}],'
-    ' "chat": {"id": 5, "type": "private"}, "from": {"id": 5, "is_bot": false, "first_name": "E"}}}',
+    f' "chat": {{"id": 5, "type": "private"}}, "from": {SENDER}}}}}',
     '{"update_id": 5, "callback_query": {"id": "1", "data": ["x"], "chat_instance": "c",'
     ' "from": {"id": 5, "is_bot": false, "first_name": "E"}}}',
 ]
