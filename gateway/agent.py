@@ -340,7 +340,7 @@ async def run_tool(
         log.warning("bad tool arguments session=%s tool=%s", ctx.session, name)
         return f"error: invalid arguments for {name}: {describe_invalid(exc)}", "invalid"
     # Before the approval check: a call naming files people sent is weighed after them.
-    sources_before = untrusted.before_call(spec, args, ctx)
+    arrivals_before = untrusted.before_call(spec, args, ctx)
     try:
         need = await spec.approval(args, ctx) if spec.approval is not None else None
         if need is not None and ctx.task_label:
@@ -362,7 +362,7 @@ async def run_tool(
         return f"error: {name} was not run: its approval check failed. Tell the user.", "error"
     limit = timeout() if callable(timeout) else timeout
     output, outcome = await _run_handler(spec, args, ctx, limit)
-    return untrusted.received(spec, args, ctx, output, sources_before=sources_before), outcome
+    return untrusted.received(spec, args, ctx, output, arrivals_before=arrivals_before), outcome
 
 
 async def _run_handler(

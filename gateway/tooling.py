@@ -64,6 +64,7 @@ class TurnTrust:
 
     ask: bool = True  # after outside content, calls with side effects wait for a person
     sources: list[str] = field(default_factory=list)  # "web_fetch https://example.com/" ...
+    arrivals: int = 0  # times outside content entered, a source read twice counted twice
     # Where a URL may come from without asking: the person's message and the pages fetched
     # (`ToolSpec.page_links`), never other tools' results or errors, so a link followed from
     # a page can be told from an address the model made up (or had echoed) to carry data out.

@@ -82,7 +82,7 @@ def before_call(spec: ToolSpec[Any], args: BaseModel, ctx: ToolContext) -> int:
     trust = ctx.trust
     if trust is None:
         return 0
-    before = len(trust.sources)
+    before = trust.arrivals
     values = args.model_dump(mode="json")
     if names_outside_files([v for k, v in values.items() if k in _READING_FIELDS]):
         _add_source(trust, source_label(spec.name, args))
@@ -156,12 +156,12 @@ def generic_need(tool: str, args: BaseModel) -> ApprovalNeed:
 
 
 def received(
-    spec: ToolSpec[Any], args: BaseModel, ctx: ToolContext, output: str, *, sources_before: int
+    spec: ToolSpec[Any], args: BaseModel, ctx: ToolContext, output: str, *, arrivals_before: int
 ) -> str:
     """The result as the model reads it; records outside content it brought into the turn.
 
     A result is marked as data when its tool brings outside content, and also when outside
-    content entered the turn during the call (`sources_before`, from `before_call`: a shell
+    content entered the turn during the call (`arrivals_before`, from `before_call`: a shell
     command that read a file someone sent, execute_code or a sub-agent that read a page).
     Only a page's successful result gives URLs; other results and errors never do, so an
     address cannot be made "seen" by having a tool echo it."""
@@ -178,7 +178,7 @@ def received(
             _note(trust, output)
         if outside:
             _add_source(trust, source_label(spec.name, args))
-        outside = outside or len(trust.sources) > sources_before
+        outside = outside or trust.arrivals > arrivals_before
     # An error is the tool's own sentence to the model (what to do next), not outside text;
     # a tool that quotes outside text in one wraps that part itself (MCP servers' errors).
     if outside and not error:
@@ -236,6 +236,7 @@ def unseen_urls_check(
 
 
 def _add_source(trust: TurnTrust, label: str) -> None:
+    trust.arrivals += 1
     if label not in trust.sources:
         trust.sources.append(label)
 

@@ -249,6 +249,10 @@ async def test_a_tool_that_took_in_outside_content_inside_is_marked_too() -> Non
     runner = ToolSpec("execute_code", "code", NoteArgs, script, "runtime")
     out = await call(runner, ctx, person, text="x")
     assert out.startswith('<untrusted-data source="execute_code">')
+    # Again, in a turn that has read that page already: the result carries it again.
+    again = await call(runner, ctx, person, text="y")
+    assert again.startswith('<untrusted-data source="execute_code">')
+    assert ctx.trust is not None and ctx.trust.sources == ["web_fetch https://docs.example/start"]
 
 
 async def test_an_approval_asked_anyway_names_the_outside_content() -> None:
