@@ -42,9 +42,9 @@ OUTSIDE_FOLDERS = ("attachments", "downloads")
 # start of a word or after "/", ending at "/", a quote, a separator or the end.
 _FOLDER_ALTERNATIVES = "|".join(OUTSIDE_FOLDERS)
 _NAMES_FOLDER = re.compile(rf"(?<![\w.-])(?:{_FOLDER_ALTERNATIVES})(?=$|[/\s'\"`;|&()<>])")
-# A glob component that may expand to one of them ("down*", "att?chments"); a bare "*" is
-# not counted (it would mark every `ls *`).
-_GLOB_WORD = re.compile(r"(?<![\w.-])([\w.-]*[*?\[][\w.*?\[\]!-]*)")
+# A glob component that may expand to one of them ("down*", "att?chments", the "*" of
+# "*/*"); a bare "*" at the end of a word is not counted (it would mark every `ls *`).
+_GLOB_WORD = re.compile(r"(?<![\w.-])([\w.-]*[*?\[][\w.*?\[\]!-]*)(/?)")
 # Arguments that say what a call reads or runs (a file's content to write, a message to send
 # name no file that is read).
 _READING_FIELDS = frozenset(
@@ -96,9 +96,9 @@ def names_outside_files(value: Any) -> bool:
         if _NAMES_FOLDER.search(value):
             return True
         return any(
-            fnmatch.fnmatchcase(folder, word.strip("/"))
-            for word in _GLOB_WORD.findall(value)
-            if word.strip("/*?") and "/" not in word.strip("/")
+            fnmatch.fnmatchcase(folder, word)
+            for word, descends in _GLOB_WORD.findall(value)
+            if descends or word.strip("*?")
             for folder in OUTSIDE_FOLDERS
         )
     if isinstance(value, dict):

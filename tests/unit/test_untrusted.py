@@ -188,7 +188,10 @@ async def test_a_page_that_failed_gives_no_urls() -> None:
         ("ls my_downloads", False),
         ("pip download requests", False),
         ("git add *.py", False),
+        ("cat */*", True),
+        ("head -n 3 ./*/cv.txt", True),
         ("ls *", False),  # a bare * is not counted (documented gap)
+        ("grep -r secret .", False),  # nor a recursive read (documented gap)
     ],
 )
 def test_which_texts_name_the_folders_of_outside_files(text: str, names: bool) -> None:
