@@ -393,4 +393,23 @@ async def test_malformed_requests_are_400_and_reach_nothing(api: Api) -> None:
             error = response.json()["error"]
             assert error["type"] == "invalid_request_error"
             assert error["message"].startswith("The body is not valid JSON")
+        for shape in MALFORMED_COMPLETIONS:
+            response = await client.post(
+                f"{api.url}/v1/chat/completions",
+                json={"model": "chatgate", **shape},
+                headers={"Authorization": f"Bearer {API_KEY}"},
+            )
+            assert response.status_code == 400, (shape, response.text)
+            assert response.json()["error"]["type"] == "invalid_request_error"
     assert api.llm.requests == []
+
+
+MALFORMED_COMPLETIONS: list[dict[str, Any]] = [
+    {"messages": "hi"},
+    {"messages": [5]},
+    {"messages": [{"role": "user", "content": 5}]},
+    {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": 5}]}]},
+    {"messages": [{"role": "user", "content": [5]}]},
+    {"messages": [{"role": 5, "content": "hi"}]},
+    {"messages": [{"role": "user", "content": "hi"}], "stream_options": [1]},
+]
