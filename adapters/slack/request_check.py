@@ -78,6 +78,11 @@ def shape_problem(body: Any) -> str:
             return "event without a type"
         if event["type"] in _MESSAGE_EVENTS and not _strings(event, "channel", "ts"):
             return f"{event['type']} event without a channel and ts"
+        files = event.get("files")
+        if files is not None and not (
+            isinstance(files, list) and all(isinstance(f, dict) for f in files)
+        ):
+            return "event whose files are not a list of objects"
     if "command" in body and not _strings(body, "channel_id", "user_id"):
         return "slash command without a channel_id and user_id"
     kind = body.get("type")

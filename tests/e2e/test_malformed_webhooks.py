@@ -188,6 +188,7 @@ SLACK_MALFORMED = {
     "event-without-type": json.dumps(event_callback({"channel": "C1", "ts": "1.2"})),
     "mention-without-channel": json.dumps(event_callback({"type": "app_mention", "ts": "1.2"})),
     "authorizations-not-a-list": json.dumps({**event_callback(mention("x")), "authorizations": 5}),
+    "files-not-a-list": json.dumps(event_callback({**mention("x"), "files": "f"})),
     "nested-100000-deep": DEEP,
     "event-nested-deep": json.dumps(event_callback({}))[:-1] + ', "deep": ' + DEEP + "}",
 }
