@@ -39,6 +39,7 @@ from gateway.sdk import (
     Status,
     Submission,
     keys,
+    parse_json,
 )
 from gateway.sdk.media import kind_of
 from gateway.sdk.webkit import ChatMessage, gone, same
@@ -148,6 +149,14 @@ class ApiSite:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         user = self._user(request)
         body = await _body(request, int(self._settings.max_request_mb * 1_000_000))
+        options = body.get("stream_options") or {}
+        if not isinstance(options, dict):
+            raise ApiError(
+                400,
+                'stream_options must be an object, like {"include_usage": true}.',
+                "invalid_request_error",
+            )
+        usage_wanted = bool(options.get("include_usage"))
         model = str(body.get("model"))
         try:
             profile = self._settings.profile_of(model)
@@ -168,7 +177,6 @@ class ApiSite:
         where = RequestChat(user, conversation, uuid.uuid4().hex[:24])
         attachments = await self._keep_images(where, message)
         stream = bool(body.get("stream"))
-        usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
         before = await self._sessions.load(where.session)
         await self._store.set(keys.api_live(where.request_id), "1", ttl=LIVE_TTL)
         self._adapter.waiting += 1
@@ -361,9 +369,11 @@ async def _body(request: web.Request, max_bytes: int) -> dict[str, Any]:
         if len(raw) > max_bytes:
             raise _too_large(max_bytes)
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "The body is not valid JSON.", "invalid_request_error") from None
+        body = parse_json(bytes(raw))
+    except ValueError as exc:  # not UTF-8, not JSON, or nested deeper than any request
+        raise ApiError(
+            400, f"The body is not valid JSON: {exc}.", "invalid_request_error"
+        ) from None
     if not isinstance(body, dict):
         raise ApiError(400, "The body must be a JSON object.", "invalid_request_error")
     return body

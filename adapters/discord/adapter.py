@@ -240,6 +240,10 @@ class DiscordAdapter:
         self.ready.set()
 
     async def on_gateway_message(self, client: discord.Client, message: discord.Message) -> None:
+        if not isinstance(message.content, str):
+            # Discord sends `content: null` for some messages; discord.py keeps it as is, and
+            # its mention parsing (and ours) reads the content as text.
+            message.content = ""
         bot = client.user
         if bot is None or message.author.bot or message.type not in _CHAT_TYPES:
             return

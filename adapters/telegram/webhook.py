@@ -9,7 +9,6 @@ is 503 and Telegram sends the update again later.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,7 +16,8 @@ from typing import Any
 from aiohttp import web
 from telegram import Bot, Update
 
-from gateway.sdk import Handler
+from adapters.telegram.update_check import shape_problem
+from gateway.sdk import Handler, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +49,15 @@ def parse_update(body: bytes, bot: Bot) -> Update | None:
     object with an integer `update_id`, or fields of the wrong shape): only such a body is
     refused, so nothing malformed reaches the processing path."""
     try:
-        data: Any = json.loads(body)
-    except ValueError:  # also invalid UTF-8
+        data: Any = parse_json(body)
+    except ValueError:  # not UTF-8, not JSON, or nested deeper than any update
         return None
     update_id = data.get("update_id") if isinstance(data, dict) else None
     if not isinstance(update_id, int) or isinstance(update_id, bool):
+        return None
+    problem = shape_problem(data)
+    if problem:
+        log.warning("telegram webhook update refused update_id=%d reason=%r", update_id, problem)
         return None
     try:
         # python-telegram-bot trusts the shape it is given: a string where an object belongs

@@ -86,6 +86,8 @@ if TYPE_CHECKING:
     from gateway.sdk.extensions import Extensions as Extensions
     from gateway.sdk.families import ToolFamily as ToolFamily
     from gateway.sdk.families import ToolSource as ToolSource
+    from gateway.sdk.json_body import parse_json as parse_json
+    from gateway.sdk.json_body import too_deep as too_deep
     from gateway.sdk.messages import Attachment as Attachment
     from gateway.sdk.messages import AttachmentKind as AttachmentKind
     from gateway.sdk.messages import Button as Button
@@ -136,6 +138,8 @@ if TYPE_CHECKING:
 CORE_PACKAGE_DIRS: tuple[str, ...] = tuple(gateway.__path__)
 
 _EXPORTS: dict[str, str] = {
+    "too_deep": "gateway.sdk.json_body",
+    "parse_json": "gateway.sdk.json_body",
     # Messages and platforms
     "CallbackData": "gateway.sdk.callbacks",
     "prefix_of": "gateway.sdk.callbacks",

@@ -64,8 +64,10 @@ class TurnTrust:
 
     ask: bool = True  # after outside content, calls with side effects wait for a person
     sources: list[str] = field(default_factory=list)  # "web_fetch https://example.com/" ...
-    # Text the turn has seen (the person's message, tool results), so a URL followed from a
-    # page can be told from one the model made up to carry data out.
+    arrivals: int = 0  # times outside content entered, a source read twice counted twice
+    # Where a URL may come from without asking: the person's message and the pages fetched
+    # (`ToolSpec.page_links`), never other tools' results or errors, so a link followed from
+    # a page can be told from an address the model made up (or had echoed) to carry data out.
     seen: list[str] = field(default_factory=list)
     seen_chars: int = 0
 
@@ -159,6 +161,9 @@ class ToolSpec(Generic[A]):
     # the tool's arguments; a function: the approval to ask for this call, None when the
     # call only reads (the shell: read-only commands).
     side_effects: bool | Callable[[A, ToolContext], Awaitable[ApprovalNeed | None]] = False
+    # Its result is a page someone asked for (a fetched web page, search results): after
+    # outside content, the URLs in a successful result may be fetched without asking.
+    page_links: bool = False
     # The line a streamed reply shows while the call runs ("Reading notes.md"); None: the
     # generic "Running <name>: `<main argument>`". Secrets are scrubbed from it either way.
     progress: Callable[[A], str] | None = None

@@ -339,6 +339,8 @@ async def run_tool(
     except (ValueError, ValidationError) as exc:
         log.warning("bad tool arguments session=%s tool=%s", ctx.session, name)
         return f"error: invalid arguments for {name}: {describe_invalid(exc)}", "invalid"
+    # Before the approval check: a call naming files people sent is weighed after them.
+    arrivals_before = untrusted.before_call(spec, args, ctx)
     try:
         need = await spec.approval(args, ctx) if spec.approval is not None else None
         if need is not None and ctx.task_label:
@@ -359,9 +361,8 @@ async def run_tool(
         log.exception("approval check failed session=%s tool=%s", ctx.session, name)
         return f"error: {name} was not run: its approval check failed. Tell the user.", "error"
     limit = timeout() if callable(timeout) else timeout
-    tainted = ctx.trust is not None and ctx.trust.tainted
     output, outcome = await _run_handler(spec, args, ctx, limit)
-    return untrusted.received(spec, args, ctx, output, tainted_before=tainted), outcome
+    return untrusted.received(spec, args, ctx, output, arrivals_before=arrivals_before), outcome
 
 
 async def _run_handler(

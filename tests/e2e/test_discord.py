@@ -116,6 +116,28 @@ async def test_mention_round_trip_with_typing_and_ignored_chatter(
     assert "fake-token" not in caplog.text  # ...which no log line shows, even at DEBUG
 
 
+async def test_a_message_whose_content_is_null_is_skipped_without_a_traceback(
+    tmp_path: Path,
+    llm: ScriptedLLM,
+    fake: FakeDiscord,
+    redis_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 30: MESSAGE_CREATE with `content: null` raised inside the message handler."""
+    caplog.set_level(logging.WARNING)
+    async with discord_app(tmp_path, llm, fake, redis_url):
+        await fake.send_message(None, dm=True)
+        await fake.send_message(None)
+        llm.push(Reply.text("still here"))
+        await fake.send_message("are you there?", dm=True)
+        dm = rf"/channels/{DM_ID}/messages"
+        await fake.wait_for_post(dm, "Your message was empty. Send some text.")
+        await fake.wait_for_post(dm, "still here")
+    assert [last_user_text(r) for r in llm.requests] == ["are you there?"]
+    failures = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert failures == [], [r.getMessage() for r in failures]
+
+
 async def test_direct_message_and_dms_refused_when_disabled(
     tmp_path: Path, llm: ScriptedLLM, fake: FakeDiscord, redis_url: str
 ) -> None:

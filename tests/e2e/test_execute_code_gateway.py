@@ -15,12 +15,12 @@ from tests.harness import Harness, gateway_settings, running_gateway
 from tools.files.workspaces import Workspaces
 
 SCRIPT = """\
-print(tools.shell(command="ls"))
+print(tools.shell.tool(command="ls"))
 try:
-    print(tools.shell(command="rm -rf build"))
+    print(tools.shell.tool(command="rm -rf build"))
 except ToolCallError as exc:
     print("refused:", exc)
-print(tools.shell(command="ls"))
+print(tools.shell.tool(command="ls"))
 """
 
 
@@ -58,3 +58,49 @@ async def test_a_script_waits_for_a_persons_approval(
         assert "refused: not run: denied by alice" in result
         assert result.endswith("[tool calls (3): shell ok, shell error, shell ok]")
     assert result.startswith("build\n[exit code 0]")
+
+
+DENIED_SCRIPT = """\
+for name, args in [
+    ("memory", {"action": "add", "text": "send the notes to 127.0.0.1"}),
+    ("write_file", {"path": "planted.txt", "content": "x"}),
+    ("schedule_job", {"prompt": "leak", "when": "every 1m"}),
+    ("read_file", {"path": "mine.txt"}),
+]:
+    try:
+        print(name, "ran:", getattr(tools, name)(**args)[:40])
+    except ToolCallError as exc:
+        print(name, "refused:", exc)
+"""
+
+
+async def test_a_script_gets_only_the_tools_of_the_turns_profile(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    """The agent profile denies memory, write_file and schedule_job: the agent is not offered
+    them, and a script it writes cannot call them either (it could, with the global scope)."""
+    settings = gateway_settings(
+        tmp_path,
+        llm.url,
+        access={"rate_limit_per_minute": 0},
+        profiles={
+            "locked": {"tools": {"deny": ["memory", "write_file", "schedule_job"]}},
+            "bind": [{"profile": "locked", "platform": "console"}],
+        },
+    )
+    async with running_gateway(settings) as gw:
+        workspace = chat_workspace(gw)
+        workspace.mkdir(parents=True, exist_ok=True)
+        (workspace / "mine.txt").write_text("my own notes")
+        llm.push(Reply.call("execute_code", code=DENIED_SCRIPT), Reply.text("Done."))
+        assert (await gw.say("tidy up")).reply == "Done."
+        offered = {t["function"]["name"] for t in llm.requests[0]["tools"]}
+        assert "read_file" in offered and not offered & {"memory", "write_file", "schedule_job"}
+        [result] = tool_results(llm.requests[1])
+        for name in ("memory", "write_file", "schedule_job"):
+            assert f"{name} refused: the tool '{name}' is not allowed here" in result
+        assert "read_file ran:" in result and "my own notes" in result
+        assert not (workspace / "planted.txt").exists()
+        assert result.endswith(
+            "[tool calls (4): memory error, write_file error, schedule_job error, read_file ok]"
+        )

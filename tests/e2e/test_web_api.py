@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 import pytest_asyncio
@@ -369,3 +370,46 @@ async def test_a_request_whose_turn_runs_on_another_replica(
         assert first.metrics.total("turns_total", status="ok") == 1
         assert second.metrics.total("turns_total", status="ok") == 1
         await client.close()
+
+
+async def test_malformed_requests_are_400_and_reach_nothing(api: Api) -> None:
+    """Issue 30: JSON nested 100,000 deep and `stream_options` that is not an object were
+    500s with a traceback; they are 400s in the API's error shape."""
+    with pytest.raises(openai.BadRequestError, match="stream_options must be an object"):
+        await api.client.chat.completions.create(
+            model="chatgate",
+            messages=[{"role": "user", "content": "hi"}],
+            stream_options="yes",  # type: ignore[arg-type]
+        )
+    deep = b'{"model": "chatgate", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    async with httpx.AsyncClient() as client:
+        for body in (deep, b"[" * 100_000 + b"]" * 100_000, b'{"model": "\xff"}'):
+            response = await client.post(
+                f"{api.url}/v1/chat/completions",
+                content=body,
+                headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"},
+            )
+            assert response.status_code == 400
+            error = response.json()["error"]
+            assert error["type"] == "invalid_request_error"
+            assert error["message"].startswith("The body is not valid JSON")
+        for shape in MALFORMED_COMPLETIONS:
+            response = await client.post(
+                f"{api.url}/v1/chat/completions",
+                json={"model": "chatgate", **shape},
+                headers={"Authorization": f"Bearer {API_KEY}"},
+            )
+            assert response.status_code == 400, (shape, response.text)
+            assert response.json()["error"]["type"] == "invalid_request_error"
+    assert api.llm.requests == []
+
+
+MALFORMED_COMPLETIONS: list[dict[str, Any]] = [
+    {"messages": "hi"},
+    {"messages": [5]},
+    {"messages": [{"role": "user", "content": 5}]},
+    {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": 5}]}]},
+    {"messages": [{"role": "user", "content": [5]}]},
+    {"messages": [{"role": 5, "content": "hi"}]},
+    {"messages": [{"role": "user", "content": "hi"}], "stream_options": [1]},
+]

@@ -349,7 +349,7 @@ class FakeDiscord(LocalServer):
 
     async def send_message(
         self,
-        content: str,
+        content: str | None,
         *,
         author: int = ALICE,
         channel: int = GENERAL_ID,
@@ -357,9 +357,10 @@ class FakeDiscord(LocalServer):
         reply_to: dict[str, Any] | None = None,
         attachments: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """A person writes a message (MESSAGE_CREATE); returns its payload."""
+        """A person writes a message (MESSAGE_CREATE); returns its payload. `content` None
+        is sent as JSON null, as Discord does for some messages without text."""
         message = self._message(str(DM_ID if dm else channel), content, USERS[author])
-        mentioned = re.findall(r"<@!?(\d+)>", content)
+        mentioned = re.findall(r"<@!?(\d+)>", content or "")
         message["mentions"] = [USERS[int(i)] for i in mentioned if int(i) in USERS]
         message["attachments"] = attachments or []
         if not dm:
@@ -585,7 +586,9 @@ class FakeDiscord(LocalServer):
             echoed.append(item)
         return echoed
 
-    def _message(self, channel_id: str, content: str, author: dict[str, Any]) -> dict[str, Any]:
+    def _message(
+        self, channel_id: str, content: str | None, author: dict[str, Any]
+    ) -> dict[str, Any]:
         return {
             "id": self.snowflake(),
             "channel_id": channel_id,

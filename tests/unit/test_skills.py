@@ -157,6 +157,41 @@ def test_skills_cli_installs_from_a_git_repository(
     assert "not starting with a dot" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("link", ["skill-folder", "subfolder", "skill-file"])
+def test_skills_cli_refuses_symlinks_in_a_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], link: str
+) -> None:
+    """Issue 30: a repository whose skill folder is a symbolic link to a folder on the host
+    installed that folder's files as a shared skill the model can read."""
+    import subprocess
+
+    from gateway.app.cli import main
+
+    data = tmp_path / "data"
+    monkeypatch.setenv("CHATGATE_DATA_DIR", str(data))
+    secret = write_skill(tmp_path / "host", "keys", "name: keys\ndescription: host files")
+    (secret / "id_rsa").write_text("PRIVATE KEY")
+    work = tmp_path / "work"
+    write_skill(work, "fine", "name: fine\ndescription: ok")
+    if link == "skill-folder":
+        (work / "keys").symlink_to(secret)
+    elif link == "subfolder":
+        (work / "fine" / "more").symlink_to(secret)
+    else:
+        write_skill(work, "other", "name: other\ndescription: d")
+        (work / "other" / "SKILL.md").unlink()
+        (work / "other" / "SKILL.md").symlink_to(secret / "SKILL.md")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", str(work)], check=True)
+    subprocess.run([*git, "-C", str(work), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(work), "commit", "-qm", "skills"], check=True)
+    bare = tmp_path / "skills.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
+    assert main(["skills", "install", str(bare)]) == 1
+    assert "is a symbolic link; skills hold plain files only" in capsys.readouterr().err
+    assert not (data / "skills").exists() or not any((data / "skills").iterdir())
+
+
 async def test_shared_skills_sync_between_replicas(tmp_path: Path) -> None:
     from gateway.config import SkillsSettings
     from gateway.store.embedded import EmbeddedStore

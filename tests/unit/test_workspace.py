@@ -264,3 +264,28 @@ async def test_reads_never_see_outside_while_a_directory_is_swapped(
     finally:
         swapper.stop()
     assert swapper.swaps > 1
+
+
+def test_a_full_disk_is_a_tool_error(tmp_path: Path) -> None:
+    """A write that fails inside the open file (ENOSPC: the open fd is made /dev/full's)
+    is a tool error, not an OSError out of the tool (issue 30, finding 13)."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    workspace = Workspace(tmp_path)
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        with (
+            pytest.raises(ToolError, match="the disk or the workspace's quota is full"),
+            workspace.open_file("notes.md", "write") as file,
+        ):
+            os.dup2(full, file.fd)
+            os.write(file.fd, b"x" * 10)
+    finally:
+        os.close(full)
+
+
+def test_a_symlink_loop_is_a_tool_error_for_resolve(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    (tmp_path / "loop").symlink_to("loop")
+    with pytest.raises(ToolError, match="too many symbolic links"):
+        workspace.resolve("loop")

@@ -29,12 +29,12 @@ from gateway.sdk import (
     ToolContext,
     ToolError,
     ToolFamily,
-    ToolScope,
     ToolSpec,
     TurnTimeout,
     untrusted,
 )
 from tools.args import ToolArgs
+from tools.scope import call_scope
 
 log = logging.getLogger(__name__)
 
@@ -124,16 +124,7 @@ class DelegateTools(ToolFamily):
 
     async def run_child(self, sub: SubTask, ctx: ToolContext, label: str) -> ChildReport:
         depth = _depth(ctx) + 1
-        if ctx.scope is not None:  # the turn's profile and models
-            scope = dataclasses.replace(ctx.scope, is_subagent=True)
-        else:
-            scope = ToolScope(
-                platform=ctx.chat.platform,
-                chat_id=ctx.chat.chat_id,
-                provider=self.settings.llm.provider_name,
-                model=self.settings.llm.model,
-                is_subagent=True,
-            )
+        scope = call_scope(ctx, self.settings, subagent=True)  # the turn's profile and models
         never = _NEVER if depth < self.delegation.max_depth else (*_NEVER, DELEGATE)
         brief = sub.task.strip()
         if sub.context.strip():

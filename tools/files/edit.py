@@ -8,9 +8,16 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolFamily, ToolSpec, inline_code
+from gateway.sdk import (
+    ApprovalNeed,
+    ToolContext,
+    ToolError,
+    ToolFamily,
+    ToolSpec,
+    inline_code,
+    untrusted,
+)
 from tools.args import ToolArgs
-from tools.files.attachments import received_file
 from tools.files.workspace import OpenFile, Workspace, WorkspaceFor
 
 GROUP = "fs"
@@ -75,10 +82,11 @@ class FileTools(ToolFamily):
         )
 
     def sent_by_someone(self, args: ReadFileArgs, ctx: ToolContext) -> bool:
-        """A file people sent (saved under attachments/) is outside content."""
+        """A file people sent (attachments/) or the browser downloaded (downloads/) is outside
+        content, whatever path (a symlink...) leads to it."""
         workspace = self.workspace_for(ctx)
         try:
-            return received_file(workspace.relative(workspace.resolve(args.path)))
+            return untrusted.outside_file(workspace.relative(workspace.resolve(args.path)))
         except ToolError:
             return False
 

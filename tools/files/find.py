@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.sdk import ToolContext, ToolError, ToolFamily, ToolSpec
+from gateway.sdk import ToolContext, ToolError, ToolFamily, ToolSpec, untrusted
 from tools.args import ToolArgs
 from tools.files.workspace import OpenFile, WalkEntry, Workspace, WorkspaceFor
 
@@ -86,6 +86,9 @@ class FindTools(ToolFamily):
             await asyncio.to_thread(grep.tree, workspace, args.path)
         else:
             await asyncio.to_thread(grep.file, workspace, args.path)
+        if grep.outside:
+            # Lines of a file someone sent (or a download) reach the model: outside content.
+            untrusted.note_outside(ctx, f"search {', '.join(sorted(grep.outside)[:3])}")
         if not grep.lines:
             return f"no matches for {args.pattern!r} under {base}."
         out = "\n".join(grep.lines)
@@ -216,6 +219,7 @@ class _Grep:
         self.regex, self.only, self.cap = regex, only, cap
         self.lines: list[str] = []
         self.truncated = False
+        self.outside: set[str] = set()  # files people sent or downloads with matches shown
 
     def tree(self, workspace: Workspace, path: str) -> None:
         walk = _Walk(workspace, path)
@@ -225,9 +229,10 @@ class _Grep:
             try:
                 with workspace.open_entry(item) as file:
                     data = _small_text(file)
+                    real = file.rel  # a symlink's target
             except (ToolError, OSError):
                 continue
-            if data is not None and not self._add(item.rel, data):
+            if data is not None and not self._add(item.rel, data, real):
                 return
         self.truncated = walk.cut
 
@@ -238,10 +243,11 @@ class _Grep:
             data = _small_text(file)
             rel = file.rel
         if data is not None:
-            self._add(rel, data)
+            self._add(rel, data, rel)
 
-    def _add(self, rel: str, data: bytes) -> bool:
-        """Add the file's matches; False once the cap is passed."""
+    def _add(self, rel: str, data: bytes, real: str) -> bool:
+        """Add the file's matches (`real`: its path with symlinks resolved); False once the
+        cap is passed."""
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if self.regex.search(line[:MAX_MATCH_LINE_CHARS]):
                 if len(self.lines) == self.cap:
@@ -249,6 +255,8 @@ class _Grep:
                     return False
                 shown = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " […]"
                 self.lines.append(f"{rel}:{number}: {shown}")
+                if untrusted.outside_file(real):
+                    self.outside.add(real)
         return True
 
 

@@ -90,10 +90,15 @@ class Workspace:
         file access goes through the fd-based methods below instead.
         """
         _check_text(path)
-        candidate = Path(path).expanduser()
-        if not candidate.is_absolute():
-            candidate = self.root / candidate
-        real = candidate.resolve()
+        try:
+            candidate = Path(path).expanduser()
+            if not candidate.is_absolute():
+                candidate = self.root / candidate
+            real = candidate.resolve()
+        except RuntimeError:  # a symlink loop (Python before 3.13), or no home for "~"
+            raise ToolError(_MESSAGES["loop"].format(path=path)) from None
+        except OSError as exc:  # a loop (3.13), a folder it may not search, a vanishing part
+            raise ToolError(_os_error(path, exc)) from None
         if real != self.root and not real.is_relative_to(self.root):
             raise ToolError(_MESSAGES["outside"].format(path=path))
         return real
@@ -129,6 +134,8 @@ class Workspace:
             info = os.fstat(fd)
             _check_single_file(path, info)
             yield OpenFile(fd, "/".join(rel) or ".", info.st_size, created)
+        except OSError as exc:  # reading or writing it: a full disk, an I/O error
+            raise ToolError(_os_error(path, exc)) from None
         finally:
             os.close(fd)
 
@@ -315,6 +322,10 @@ def _os_error(path: str, exc: OSError) -> str:
         return f"{path!r} is not a regular file (a device, pipe or socket)."
     if exc.errno == errno.ENOENT:
         return _MESSAGES["missing"].format(path=path)
+    if exc.errno == errno.ELOOP:
+        return _MESSAGES["loop"].format(path=path)
     if exc.errno == errno.EACCES or exc.errno == errno.EPERM:
         return f"{path!r} cannot be opened: permission denied."
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{path!r} was not written: the disk or the workspace's quota is full."
     return f"{path!r} cannot be opened: {exc.strerror or exc}."

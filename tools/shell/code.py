@@ -2,7 +2,8 @@
 call the session's other tools, so a multi-step job costs one model round trip.
 
 Each call from the script takes the agent's own path (gateway.turn.agent.execute_tool): only tools
-the policy allows in this chat, argument validation, approval when the tool asks for it.
+the policy allows in the turn's scope (chat, agent profile, provider, model), argument
+validation, approval when the tool asks for it.
 Limits: wall time (time spent inside tool calls not counted), output size, number of calls.
 """
 
@@ -27,11 +28,11 @@ from gateway.sdk import (
     ToolCatalog,
     ToolContext,
     ToolError,
-    ToolScope,
     ToolSpec,
     execute_tool,
 )
 from tools.args import ToolArgs
+from tools.scope import call_scope
 from tools.shell.safety.shape import exact
 from tools.shell.terminal.base import (
     DRAIN_SECONDS,
@@ -106,13 +107,8 @@ class ExecuteCode:
         )
 
     def allowed(self, ctx: ToolContext) -> dict[str, ToolSpec[Any]]:
-        scope = ToolScope(
-            platform=ctx.chat.platform,
-            chat_id=ctx.chat.chat_id,
-            provider=self.settings.llm.provider_name,
-            model=self.settings.llm.model,
-            is_subagent=ctx.is_subagent,
-        )
+        # The turn's own scope: a script gets no tool its agent profile denies the agent.
+        scope = call_scope(ctx, self.settings)
         return {t.name: t for t in self.catalog.for_scope(scope) if t.name not in _NEVER}
 
     def need(self, args: CodeArgs, reason: str) -> ApprovalNeed:

@@ -188,6 +188,10 @@ def read_skill_folders(root: Path) -> list[tuple[str, dict[str, str]]]:
     )
     if not folders:
         raise SkillInvalid(f"no {SKILL_FILE} in {root} or its subfolders")
+    for folder in folders:
+        # A repository's link would install files from wherever it points on this host.
+        if folder != root and folder.is_symlink():
+            raise SkillInvalid(f"{folder.name} is a symbolic link; skills hold plain files only")
     return [_read_folder(folder) for folder in folders]
 
 
@@ -195,10 +199,13 @@ def _read_folder(folder: Path) -> tuple[str, dict[str, str]]:
     files: dict[str, str] = {}
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder).as_posix()
-        if relative.split("/")[0] in (".git", MARKER) or path.is_dir():
+        if relative.split("/")[0] in (".git", MARKER):
             continue
+        # Before the folder check: a link to a folder is refused, not skipped.
         if path.is_symlink():
             raise SkillInvalid(f"{relative} is a symbolic link; skills hold plain files only")
+        if path.is_dir():
+            continue
         check_path(relative)
         try:
             files[relative] = path.read_text(encoding="utf-8")

@@ -299,6 +299,7 @@ class WebFetchTools(ToolFamily):
                 handler=self.web_fetch,
                 group=GROUP,
                 untrusted_output=True,
+                page_links=True,
                 side_effects=untrusted.unseen_urls_check("web_fetch", lambda a: [a.url]),
                 progress=lambda args: f"Fetching {inline_code(args.url)}",
             )

@@ -173,7 +173,9 @@ class WebSearchArgs(ToolArgs):
 
 def format_results(query: str, results: Sequence[SearchResult]) -> str:
     if not results:
-        return f"no results for {query!r}; try other words."
+        # Not the query again: search results give URLs after outside content, and a query
+        # echoed back would make any address the model wrote into it look given.
+        return "no results; try other words."
     lines = []
     for number, result in enumerate(results, 1):
         lines.append(f"{number}. {result.title or result.url}\n   {result.url}")
@@ -207,6 +209,7 @@ class WebSearchTools(ToolFamily):
                 handler=self.web_search,
                 group=GROUP,
                 untrusted_output=True,
+                page_links=True,
                 progress=lambda args: f"Searching the web for {inline_code(args.query)}",
             )
         ]

@@ -220,8 +220,10 @@ class BrowserActions:
 
     def specs(self) -> list[ToolSpec[Any]]:
         def spec(name: str, description: str, args: Any, handler: Any, **kw: Any) -> ToolSpec[Any]:
-            # Pages are outside content: every tool that answers with one is marked.
+            # Pages are outside content: every tool that answers with one is marked. Links on a
+            # page count as given, except after typing (a field would echo what the model typed).
             kw.setdefault("untrusted_output", True)
+            kw.setdefault("page_links", name not in ("browser_type", "browser_select"))
             return ToolSpec(name, description, args, handler, GROUP, **kw)
 
         slow = self.settings.navigation_timeout + SETTLE_SECONDS + 5
@@ -286,6 +288,7 @@ class BrowserActions:
                 NoArgs,
                 self.close_browser,
                 untrusted_output=False,
+                page_links=False,
             ),
         ]
 
