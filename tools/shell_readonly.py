@@ -7,10 +7,9 @@ Anything else, including git (a repository's config can run commands), is not re
 
 from __future__ import annotations
 
-from typing import Any
+import shlex
 
-from tools.shellsafety.nodes import descendants
-from tools.shellsafety.parse import ParseFailure, parse
+from tools.shellsafety.syntax import Node, ParseFailure, descendants, parse
 
 # Programs that read files or print facts and never write, send or run anything else, apart
 # from the options refused below.
@@ -91,7 +90,7 @@ _WRITING_OPTIONS = {
     "date": ("-s", "--set"),
     "file": ("-C", "--compile"),
 }
-_PARENT_KINDS = frozenset({"pipeline", "pipe", "list", "operator", "command"})
+_PARENT_KINDS = frozenset({"pipeline", "list", "operator", "command"})
 _QUIET = "/dev/null"
 
 
@@ -108,16 +107,28 @@ def read_only(command: str) -> bool:
                 return False
             if kind == "redirect" and not _harmless_redirect(node):
                 return False
-            if kind == "word" and any(part.kind != "tilde" for part in node.parts):
+            if kind == "word" and node.parts:
                 return False  # $VAR, $(...), <(...): only known when it runs
-            if kind not in _PARENT_KINDS and kind not in ("redirect", "word", "tilde"):
+            if kind not in _PARENT_KINDS and kind not in ("redirect", "word"):
                 return False  # assignments, loops, functions, here-documents ...
     return bool(trees)
 
 
-def _command_reads(node: Any) -> bool:
-    words = [part.word for part in node.parts if part.kind == "word"]
-    if not words or "/" in words[0] or words[0] not in READ_ONLY:
+def _unquoted(text: str) -> str:
+    """The word without its quotes; "" for anything but plain quoting ($'..', globs of
+    quotes that do not close), which no check below accepts."""
+    if "$" in text:
+        return ""
+    try:
+        split = shlex.split(text)
+    except ValueError:
+        return ""
+    return split[0] if len(split) == 1 else ""
+
+
+def _command_reads(node: Node) -> bool:
+    words = [_unquoted(part.text) for part in node.parts if part.kind == "word"]
+    if not words or "" in words[:1] or "/" in words[0] or words[0] not in READ_ONLY:
         return False
     name, args = words[0], words[1:]
     refused = _WRITING_OPTIONS.get(name, ())
@@ -132,14 +143,16 @@ def _command_reads(node: Any) -> bool:
     return not (name == "uniq" and len([a for a in args if not a.startswith("-")]) > 1)
 
 
-def _harmless_redirect(node: Any) -> bool:
-    kind = node.type
-    target = node.output
-    if kind == "<<<":
+def _harmless_redirect(node: Node) -> bool:
+    op = node.text
+    target = _unquoted(node.target.text) if node.target is not None else None
+    if node.heredoc is not None:
+        return False
+    if op == "<<<":
         return True
-    if kind == "<":
+    if op == "<":
         # bash opens a network connection for these names itself.
-        return not str(getattr(target, "word", "")).startswith(("/dev/tcp/", "/dev/udp/"))
-    if kind == ">&" and isinstance(target, int):
+        return target is not None and not target.startswith(("/dev/tcp/", "/dev/udp/"))
+    if op in (">&", "<&") and target is None:
         return True  # 2>&1
-    return kind in (">", ">>", "&>", ">&") and getattr(target, "word", None) == _QUIET
+    return op in (">", ">>", "&>", ">&") and target == _QUIET

@@ -39,7 +39,7 @@ from tools.shellsafety.paths import Scope
 from tools.shellsafety.policy import ShellPolicy
 from tools.shellsafety.shape import exact
 
-__all__ = ["ShellPolicy", "Verdict", "classify"]
+__all__ = ["ShellPolicy", "Verdict", "classify", "judge"]
 
 _DEFAULT_POLICY = ShellPolicy()
 
@@ -52,9 +52,15 @@ def classify(command: str, *, policy: ShellPolicy | None = None, cwd: str | None
     """
     policy = policy or _DEFAULT_POLICY
     try:
-        return summarize(Analyzer(policy, Scope(cwd)).run(str(command)))
+        return judge(str(command), policy=policy, cwd=cwd)
     except Exception as exc:  # fail closed: an internal error must not let a command through
         return _salvage(str(command), policy, exc)
+
+
+def judge(command: str, *, policy: ShellPolicy, cwd: str | None = None) -> Verdict:
+    """The verdict for `command` without the safety net of `classify`: an exception here is
+    a bug (the fuzz tests call this to find them)."""
+    return summarize(Analyzer(policy, Scope(cwd)).run(command))
 
 
 def summarize(findings: list[Finding]) -> Verdict:

@@ -1,4 +1,4 @@
-"""Turn bashlex word nodes into the argv words bash would pass, as far as that is knowable:
+"""Turn parsed word nodes into the argv words bash would pass, as far as that is knowable:
 quotes, escapes, $'..', $IFS, braces and known variables, re-read from the source text."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import posixpath
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tools.shellsafety.model import Word
+from tools.shellsafety.syntax import Node, descendants
 
 MAX_BRACE_WORDS = 64
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -42,7 +42,7 @@ _SHELL_PARAMS = {"0": "bash", "SHELL": "/bin/bash", "BASH": "/bin/bash"}
 # Piece kinds: how a run of characters was quoted, which decides brace expansion and splitting.
 LIT, QUOTED, SPLIT, QEXP = "lit", "quoted", "split", "qexp"
 
-Substitute = Callable[[Any], "str | None"]
+Substitute = Callable[[Node], "str | None"]
 
 
 @dataclass
@@ -160,23 +160,15 @@ def _trim(base: str, how: str, pat: str) -> str:
     return base[: (min(hits) if how == "%%" else max(hits))]
 
 
-def command_names(node: Any) -> frozenset[str]:
+def command_names(node: Node) -> frozenset[str]:
     """Crude names of every command under a node, for "is curl upstream?" questions."""
     names: set[str] = set()
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if getattr(current, "kind", None) == "command":
+    for current in descendants(node):
+        if current.kind == "command":
             for part in current.parts:
                 if part.kind == "word":
-                    names.add(posixpath.basename(re.sub(r"[\"'\\]", "", part.word)))
+                    names.add(posixpath.basename(re.sub(r"[\"'\\]", "", part.text)))
                     break
-        for attr in ("parts", "list", "command"):
-            child = getattr(current, attr, None)
-            if isinstance(child, list):
-                stack.extend(child)
-            elif child is not None and hasattr(child, "kind"):
-                stack.append(child)
     return frozenset(names)
 
 
@@ -188,7 +180,7 @@ class WordExpander:
         self._env = env
         self._substitute = substitute
 
-    def words(self, node: Any) -> list[Word]:
+    def words(self, node: Node) -> list[Word]:
         """The argv words a word node becomes (braces expanded, unquoted results split)."""
         pieces = self._lex(node)
         chars = [(ch, idx) for idx, piece in enumerate(pieces) for ch in piece.text]
@@ -198,35 +190,28 @@ class WordExpander:
             results.extend(_split(variant, pieces, separators))
         return [self._with_raw(w, node) for w in results]
 
-    def single(self, node: Any) -> Word:
+    def single(self, node: Node) -> Word:
         """The word as one string (assignment values, redirect targets)."""
         pieces = self._lex(node)
         chars = [(ch, idx) for idx, piece in enumerate(pieces) for ch in piece.text]
         return self._with_raw(_to_word(chars, pieces), node)
 
-    def _with_raw(self, word: Word, node: Any) -> Word:
+    def _with_raw(self, word: Word, node: Node) -> Word:
         if not word.computed:
             return word
         start, end = node.pos
         return dataclasses.replace(word, raw=self._source[start:end])
 
-    def _lex(self, node: Any) -> list[_Piece]:
-        # bashlex's own `word` attribute mangles some quoting ("r"'m', $'\x72m'), so the
-        # raw source text is lexed again here.
+    def _lex(self, node: Node) -> list[_Piece]:
+        # The parser's pieces do not say how bash joins and unquotes them ("r"'m', $'\x72m'),
+        # so the raw source text is lexed again here, with the expansions it found.
         start, end = node.pos
         raw = self._source[start:end]
-        # $'..' and $".." come back as a nameless parameter; the lexer reads those itself.
-        parts = {
-            p.pos[0] - start: p
-            for p in getattr(node, "parts", []) or []
-            if p.pos[0] >= start and (p.kind != "parameter" or getattr(p, "value", ""))
-        }
+        parts = {p.pos[0] - start: p for p in node.parts if p.pos[0] >= start}
         return _Lexer(raw, parts, start, self).run()
 
-    def expansion(self, part: Any, raw: str, quoted: bool) -> _Piece:
+    def expansion(self, part: Node, raw: str, quoted: bool) -> _Piece:
         kind = QEXP if quoted else SPLIT
-        if part.kind == "tilde":
-            return _Piece(raw, QUOTED)
         if part.kind in ("commandsubstitution", "processsubstitution"):
             names = command_names(part)
             if part.kind == "processsubstitution":
@@ -235,8 +220,8 @@ class WordExpander:
             if value is None:
                 return _Piece(raw, kind, dynamic=True, computed=True, names=names)
             return _Piece(value.rstrip("\n"), kind, computed=True, names=names)
-        if part.kind == "parameter" and not raw.startswith(("$((", "$[")):
-            value = getattr(part, "value", "")
+        if part.kind == "parameter":
+            value = part.text
             if value == "@":
                 kind = SPLIT  # "$@" is one word per argument, quoted or not
             text, exact = resolve_parameter(value, self._env)
@@ -246,9 +231,9 @@ class WordExpander:
 
 
 class _Lexer:
-    """Walks the raw text of one word, honouring quotes; expansions come from bashlex parts."""
+    """Walks the raw text of one word, honouring quotes; expansions come from the parser."""
 
-    def __init__(self, raw: str, parts: dict[int, Any], offset: int, owner: WordExpander) -> None:
+    def __init__(self, raw: str, parts: dict[int, Node], offset: int, owner: WordExpander) -> None:
         self.raw, self.parts, self.offset, self.owner = raw, parts, offset, owner
         self.pieces: list[_Piece] = []
         self.i = 0
