@@ -31,6 +31,7 @@ class ApprovalRequest:
     where: str = ""  # where the command runs ("in the sandbox"); empty in older records
     untrusted: str = ""  # outside content that entered the turn before this call, if any
     admins_only: bool = False  # only an admin may decide (ApprovalNeed.admins_only)
+    standing: bool = True  # may be approved for the session or always (ApprovalNeed.standing)
 
     @property
     def chat_ref(self) -> ChatRef:
@@ -86,6 +87,11 @@ def prompt_text(request: ApprovalRequest, *, always: bool) -> str:
     standing = "for the session or always" if always else "for the session"
     exactly = f"`{request.shape}`" if request.shape != request.command else "this exact call"
     covers = f"\nApproving {standing} covers only {exactly} for {request.requester_ref.label}."
+    if not request.standing:
+        covers = (
+            "\nThis can only be approved once: what it touches is only known when it runs, "
+            "so it asks each time."
+        )
     return (
         f"**Approval needed** ({request.tool})\n"
         f"```\n{request.command}\n```\n"

@@ -98,7 +98,9 @@ def shell_tools(
     def judge(args: ShellArgs, cwd: Path) -> Verdict:
         if "\x00" in args.command:
             raise ToolError("the command contains a NUL byte; remove it.")
-        return classify(args.command, policy=policy, cwd=str(cwd))
+        # The workspace is on this machine's disk (the sandbox and containers mount it), so
+        # a symbolic link among the targets is resolved into the shape.
+        return classify(args.command, policy=policy, cwd=str(cwd), resolve_links=True)
 
     async def approval(args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
         workspace = workspace_for(ctx)
@@ -112,6 +114,7 @@ def shell_tools(
             shape=verdict.shape,
             cwd=workspace.relative(cwd),
             where=backend.describe(),
+            standing=verdict.standing,
         )
 
     async def side_effects(args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
@@ -129,6 +132,7 @@ def shell_tools(
             shape=verdict.shape or exact(args.command),
             cwd=workspace.relative(cwd),
             where=backend.describe(),
+            standing=verdict.standing,
         )
 
     async def shell(args: ShellArgs, ctx: ToolContext) -> str:

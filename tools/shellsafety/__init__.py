@@ -44,23 +44,33 @@ __all__ = ["ShellPolicy", "Verdict", "classify", "judge"]
 _DEFAULT_POLICY = ShellPolicy()
 
 
-def classify(command: str, *, policy: ShellPolicy | None = None, cwd: str | None = None) -> Verdict:
+def classify(
+    command: str,
+    *,
+    policy: ShellPolicy | None = None,
+    cwd: str | None = None,
+    resolve_links: bool = False,
+) -> Verdict:
     """The verdict for `command`; never raises.
 
     `cwd` (absolute) is where the command will start, so that `rm -rf ../..` can be
     resolved; without it relative paths are judged relative to an unknown directory.
+    `resolve_links`: the paths are on this machine's disk as they will be when the command
+    runs, so a symbolic link in a target is resolved and named in the shape.
     """
     policy = policy or _DEFAULT_POLICY
     try:
-        return judge(str(command), policy=policy, cwd=cwd)
+        return judge(str(command), policy=policy, cwd=cwd, resolve_links=resolve_links)
     except Exception as exc:  # fail closed: an internal error must not let a command through
         return _salvage(str(command), policy, exc)
 
 
-def judge(command: str, *, policy: ShellPolicy, cwd: str | None = None) -> Verdict:
+def judge(
+    command: str, *, policy: ShellPolicy, cwd: str | None = None, resolve_links: bool = False
+) -> Verdict:
     """The verdict for `command` without the safety net of `classify`: an exception here is
     a bug (the fuzz tests call this to find them)."""
-    return summarize(Analyzer(policy, Scope(cwd)).run(command))
+    return summarize(Analyzer(policy, Scope(cwd, links=resolve_links)).run(command))
 
 
 def summarize(findings: list[Finding]) -> Verdict:
@@ -73,9 +83,9 @@ def summarize(findings: list[Finding]) -> Verdict:
     others = len(dict.fromkeys(f.reason for f in worst)) - 1
     reason = first.reason + (f" (and {others} more)" if others else "")
     if first.action == "block":
-        return Verdict("block", reason, exact(first.shape))
+        return Verdict("block", reason, exact(first.shape), standing=False)
     shape = " ; ".join(sorted(dict.fromkeys(f.shape for f in worst if f.shape)))
-    return Verdict("ask", reason, exact(shape))
+    return Verdict("ask", reason, exact(shape), standing=all(f.pinned for f in risky))
 
 
 def _salvage(command: str, policy: ShellPolicy, exc: Exception) -> Verdict:
@@ -89,4 +99,4 @@ def _salvage(command: str, policy: ShellPolicy, exc: Exception) -> Verdict:
             return verdict
     except Exception:  # the crude pass failed too; asking is all that is left
         pass
-    return Verdict("ask", reason, command)
+    return Verdict("ask", reason, command, standing=False)

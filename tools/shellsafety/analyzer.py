@@ -16,6 +16,7 @@ from tools.shellsafety.names import DECODERS, DOWNLOADERS
 from tools.shellsafety.nodes import descendants
 from tools.shellsafety.parse import ParseFailure, fallback_commands, is_blank, parse
 from tools.shellsafety.paths import Scope
+from tools.shellsafety.pinning import context_change
 from tools.shellsafety.policy import ShellPolicy
 from tools.shellsafety.rules_code import judge_code
 from tools.shellsafety.rules_env import hook_hits
@@ -44,6 +45,7 @@ class Analyzer(Walker):
         files: WrittenFiles | None = None,
         prefix: tuple[str, ...] = (),
         root: str | None = None,
+        unpinned: bool = False,
     ) -> None:
         self.policy, self.depth, self.chain = policy, depth, chain
         self._files = files or WrittenFiles()
@@ -58,6 +60,9 @@ class Analyzer(Walker):
         # Shapes of the wrappers this text runs under (sudo, ssh host): part of every shape.
         self.prefix = prefix
         self._root = root  # the whole command as given, the shape of anything run-time
+        # Something in the text may change the directory or what a name runs: no shape
+        # found here names what will really run (see pinning.py).
+        self._unpinned = unpinned
 
     def run(self, text: str) -> list[Finding]:
         if self._root is None:
@@ -66,7 +71,13 @@ class Analyzer(Walker):
             return self.findings
         if self.depth > MAX_DEPTH:
             self.add(
-                Hit("ask", "shell code nested too deeply to check", exact(text), downgradable=False)
+                Hit(
+                    "ask",
+                    "shell code nested too deeply to check",
+                    exact(text),
+                    downgradable=False,
+                    pinned=False,
+                )
             )
             return self.findings
         try:
@@ -78,6 +89,7 @@ class Analyzer(Walker):
                     f"the command could not be parsed ({exc})",
                     exact(text),
                     downgradable=False,
+                    pinned=False,
                 )
             )
             for cmd in fallback_commands(text):
@@ -89,6 +101,12 @@ class Analyzer(Walker):
             for node in descendants(tree):
                 if node.kind == "command":
                     self._note_cd(node)
+        env = {k: v[0] for k, v in self._values.items() if v}
+        self._unpinned = self._unpinned or bool(context_change(trees, self._expander(env)))
+        if self._scope.others or self._unpinned:
+            self._values.pop("PWD", None)  # where it is by then is not known here
+        elif self._scope.start:
+            self._values["PWD"] = [self._scope.start]
         for tree in trees:
             self._node(tree, Stdin())
         return self.findings
@@ -148,6 +166,7 @@ class Analyzer(Walker):
                     f"the command name is only known at run time "
                     f"({shown([cmd.words[0].text], 60)})",
                     downgradable=False,
+                    pinned=False,
                 )
             )
             if cmd.words[0].has_glob and not self._globbing:
@@ -276,6 +295,7 @@ class Analyzer(Walker):
             files=self._files,
             prefix=self.prefix if prefix is None else prefix,
             root=self._root,
+            unpinned=self._unpinned,
         )
 
     def add(self, hit: Hit, cmd: Command | None = None) -> None:
@@ -297,7 +317,13 @@ class Analyzer(Walker):
             feed = cmd.stdin.upstream if cmd.stdin.piped else ()
             shape = " ".join([*prefix, " | ".join([*feed, shape_of(cmd, self._scope)])])
         reason = " ".join(hit.reason.split())
-        self.findings.append(Finding(hit.action, reason[:300], shape.strip()))
+        pinned = (
+            hit.pinned
+            and not self._unpinned
+            and self._scope.known
+            and not (cmd is not None and cmd.dynamic)
+        )
+        self.findings.append(Finding(hit.action, reason[:300], shape.strip(), pinned))
 
 
 def _wrapper_shape(cmd: Command, inner: Unwrapped, scope: Scope) -> str:
