@@ -369,12 +369,8 @@ class ApprovalService:
             label="Approve for session", data=ApprovalChoice(request.id, "session").pack()
         )
         deny = Button(label="Deny", data=ApprovalChoice(request.id, "deny").pack(), style="danger")
-        days = self._settings.always_expires_days
         always = Button(
-            label=f"Always allow in this chat ({_days(days)})"
-            if days
-            else "Always allow in this chat",
-            data=ApprovalChoice(request.id, "always").pack(),
+            label="Always allow in this chat", data=ApprovalChoice(request.id, "always").pack()
         )
         offers_always = self._offers_always and request.standing
         if not request.standing:
@@ -386,7 +382,11 @@ class ApprovalService:
             ref = await self._outbox.send(
                 Outbound(
                     chat=chat,
-                    text=prompt_text(request, always=offers_always),
+                    text=prompt_text(
+                        request,
+                        always=offers_always,
+                        always_days=self._settings.always_expires_days,
+                    ),
                     buttons=buttons,
                     markdown=True,
                 )
@@ -451,10 +451,6 @@ class ApprovalService:
         if not self._store.shared:
             return False  # single process: whoever made it is not running any more
         return await self._store.get(keys.alive(request.owner)) is not None
-
-
-def _days(days: float) -> str:
-    return "1 day" if days == 1 else f"{days:g} days"
 
 
 @dataclass(frozen=True)
