@@ -1,95 +1,21 @@
 """Which shell commands only read: after outside content entered a turn, every other command
 waits for a person (gateway/untrusted.py). Deliberately short and strict: plain pipelines and
 lists of a few well-known programs, literal words (no `$VAR`, no `$(...)`), no assignments,
-no loops or functions, output redirected nowhere but /dev/null, and none of the options with
-which those programs write files or run other programs (`find -delete`, `sort -o`, `rg --pre`).
+no loops or functions, output redirected nowhere but /dev/null, and only options each program
+is known to have and that neither write files nor run programs (`find -delete`, `sort -o`,
+`sort --compress=sh`, `rg --pre` are refused; tools/shell_options.py parses them as GNU does).
 Anything else, including git (a repository's config can run commands), is not read-only."""
 
 from __future__ import annotations
 
 import shlex
 
+from tools import shell_options as _options
 from tools.shellsafety.syntax import Node, ParseFailure, descendants, parse
 
-# Programs that read files or print facts and never write, send or run anything else, apart
-# from the options refused below.
-READ_ONLY = frozenset(
-    {
-        "basename",
-        "cat",
-        "cksum",
-        "cmp",
-        "column",
-        "comm",
-        "cut",
-        "date",
-        "df",
-        "diff",
-        "dirname",
-        "du",
-        "echo",
-        "egrep",
-        "expand",
-        "false",
-        "fgrep",
-        "file",
-        "find",
-        "fold",
-        "grep",
-        "head",
-        "id",
-        "jq",
-        "ls",
-        "md5sum",
-        "nl",
-        "od",
-        "paste",
-        "printf",
-        "pwd",
-        "readlink",
-        "realpath",
-        "rev",
-        "rg",
-        "seq",
-        "sha1sum",
-        "sha256sum",
-        "sha512sum",
-        "sort",
-        "stat",
-        "strings",
-        "tac",
-        "tail",
-        "test",
-        "tr",
-        "tree",
-        "true",
-        "uname",
-        "unexpand",
-        "uniq",
-        "wc",
-        "whoami",
-        "[",
-    }
-)
-# Options with which a program above writes a file, changes something or runs a program.
-_WRITING_OPTIONS = {
-    "find": (
-        "-delete",
-        "-exec",
-        "-execdir",
-        "-ok",
-        "-okdir",
-        "-fprint",
-        "-fprint0",
-        "-fprintf",
-        "-fls",
-    ),
-    "sort": ("-o", "--output", "--compress-program"),
-    "rg": ("--pre",),
-    "tree": ("-o",),
-    "date": ("-s", "--set"),
-    "file": ("-C", "--compile"),
-}
+# Programs that read files or print facts and never write, send or run anything else, with
+# the options they have (tools/shell_options.py); their options that write or run refuse.
+READ_ONLY = _options.READ_ONLY | _options.FREE
 _PARENT_KINDS = frozenset({"pipeline", "list", "operator", "command"})
 _QUIET = "/dev/null"
 
@@ -114,33 +40,48 @@ def read_only(command: str) -> bool:
     return bool(trees)
 
 
-def _unquoted(text: str) -> str:
-    """The word without its quotes; "" for anything but plain quoting ($'..', globs of
-    quotes that do not close), which no check below accepts."""
+def _unquoted(text: str) -> str | None:
+    """The word without its quotes; None for anything but plain quoting ($'..', quotes that
+    do not close), which is not judged here."""
     if "$" in text:
-        return ""
+        return None
     try:
         split = shlex.split(text)
     except ValueError:
-        return ""
-    return split[0] if len(split) == 1 else ""
+        return None
+    return split[0] if len(split) == 1 else None
+
+
+def _expands(text: str) -> bool:
+    """An unquoted glob or brace: bash may turn it into other words, file names included
+    (a downloaded file named `-ofoo` makes `sort *` write foo)."""
+    quote = ""
+    escaped = False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "*?[{":
+            return True
+    return False
 
 
 def _command_reads(node: Node) -> bool:
-    words = [_unquoted(part.text) for part in node.parts if part.kind == "word"]
-    if not words or "" in words[:1] or "/" in words[0] or words[0] not in READ_ONLY:
+    raw = [part.text for part in node.parts if part.kind == "word"]
+    words = [_unquoted(text) for text in raw]
+    if not words or None in words:
         return False
-    name, args = words[0], words[1:]
-    refused = _WRITING_OPTIONS.get(name, ())
-    for arg in args:
-        if any(arg == opt or arg.startswith(opt + "=") for opt in refused):
-            return False
-        if name == "sort" and arg.startswith("-") and not arg.startswith("--") and "o" in arg:
-            return False  # -o inside a cluster (-uo out.txt)
-        if name == "date" and arg.startswith("-") and not arg.startswith("--") and "s" in arg:
-            return False
-    # `uniq in out` writes its second operand.
-    return not (name == "uniq" and len([a for a in args if not a.startswith("-")]) > 1)
+    name = words[0]
+    if not name or "/" in name or name not in READ_ONLY:
+        return False
+    if name in _options.OPTION_SENSITIVE and any(_expands(text) for text in raw[1:]):
+        return False
+    return _options.reads_only(name, [w for w in words[1:] if w is not None])
 
 
 def _harmless_redirect(node: Node) -> bool:
