@@ -235,6 +235,8 @@ def write_risk(place: Place) -> tuple[str, str] | None:
     if path in ("/proc/sysrq-trigger", "/proc/sys/kernel/sysrq"):
         return "block", f"writes to {path}, which can crash or reboot the machine"
     name = posixpath.basename(path)
+    if "/.git/hooks/" in f"/{path}" or re.search(r"(^|/)\.git/config$", path):
+        return "ask", f"writes {path}, which makes git run commands later"
     if name in RC_FILES or path.startswith("/etc/profile"):
         return "ask", f"writes to the shell start-up file {path}"
     for sensitive in SENSITIVE_HOME:

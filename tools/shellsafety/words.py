@@ -365,7 +365,10 @@ def _split(chars: _Chars, pieces: list[_Piece], separators: str) -> list[Word]:
     """Field splitting: IFS characters from unquoted expansions separate words."""
     fields: list[_Chars] = [[]]
     for ch, idx in chars:
-        if ch in separators and pieces[idx].kind == SPLIT:
+        piece = pieces[idx]
+        # An unknown value is kept whole: the spaces of `$(pgrep -f x)` as written say
+        # nothing about how its output splits (it stays one run-time word, a `*`).
+        if ch in separators and piece.kind == SPLIT and not (piece.dynamic and not piece.guess):
             fields.append([])
         else:
             fields[-1].append((ch, idx))
