@@ -44,6 +44,9 @@ CONTEXT_VARIABLES = frozenset(
     }
 )
 
+# Commands whose arguments may assign variables (export PATH=..., env HOME=... cmd).
+_SETTERS = frozenset({"export", "declare", "typeset", "local", "readonly", "env"})
+
 
 def context_change(trees: list[Node], expander: WordExpander) -> str:
     """Why the commands of `trees` may not run where and as they read ("" if nothing)."""
@@ -55,12 +58,16 @@ def context_change(trees: list[Node], expander: WordExpander) -> str:
                 return f"it sets {_variable(node.text)}"
             if node.kind != "command":
                 continue
-            words = [expander.single(p).text for p in node.parts if p.kind == "word"]
-            if words and words[0] in CONTEXT_COMMANDS:
-                return f"it runs {words[0]}"
+            words = [p for p in node.parts if p.kind == "word"]
+            name = expander.single(words[0]).text if words else ""
+            if name in CONTEXT_COMMANDS:
+                return f"it runs {name}"
+            if name not in _SETTERS:
+                continue
             for word in words[1:]:
-                if _variable(word) in CONTEXT_VARIABLES and "=" in word:
-                    return f"it sets {_variable(word)}"
+                text = expander.single(word).text if "=" in word.text else ""
+                if "=" in text and _variable(text) in CONTEXT_VARIABLES:
+                    return f"it sets {_variable(text)}"
     return ""
 
 

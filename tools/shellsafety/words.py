@@ -3,6 +3,7 @@ quotes, escapes, $'..', $IFS, braces and known variables, re-read from the sourc
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import fnmatch
 import itertools
@@ -15,6 +16,8 @@ from tools.shellsafety.model import Word
 from tools.shellsafety.syntax import Node, descendants
 
 MAX_BRACE_WORDS = 64
+_PLAIN = re.compile(r"[^\\'\"$`<>]+")
+_PLAIN_QUOTED = re.compile(r"[^\\\"$`]+")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARAM = re.compile(
     r"(?P<bang>!?)(?P<name>[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(?P<sub>\[[^\]]*\])?(?P<op>.*)",
@@ -237,9 +240,23 @@ class _Lexer:
         self.raw, self.parts, self.offset, self.owner = raw, parts, offset, owner
         self.pieces: list[_Piece] = []
         self.i = 0
+        self._starts = sorted(parts)
+
+    def _plain_end(self, plain: re.Pattern[str]) -> int:
+        """Where the run of characters with no special meaning from here ends (at the
+        latest where the parser found an expansion)."""
+        m = plain.match(self.raw, self.i)
+        end = m.end() if m else self.i + 1
+        at = bisect.bisect_right(self._starts, self.i)
+        return min(end, self._starts[at]) if at < len(self._starts) else end
 
     def emit(self, text: str, kind: str) -> None:
-        if text:
+        if not text:
+            return
+        last = self.pieces[-1] if self.pieces else None
+        if last is not None and last.kind == kind and last == _Piece(last.text, kind):
+            last.text += text  # one piece per run of plain characters, not per character
+        else:
             self.pieces.append(_Piece(text, kind))
 
     def run(self) -> list[_Piece]:
@@ -267,8 +284,9 @@ class _Lexer:
                 self.i += 1 if ch == '"' else 2
                 self._double_quoted()
             else:
-                self.emit(ch, LIT)
-                self.i += 1
+                end = self._plain_end(_PLAIN)
+                self.emit(raw[self.i : end], LIT)
+                self.i = end
         return self.pieces
 
     def _double_quoted(self) -> None:
@@ -282,8 +300,9 @@ class _Lexer:
                     self.emit(raw[self.i + 1], QUOTED)
                 self.i += 2
             else:
-                self.emit(ch, QUOTED)
-                self.i += 1
+                end = self._plain_end(_PLAIN_QUOTED)
+                self.emit(raw[self.i : end], QUOTED)
+                self.i = end
         self.i += 1
         self.pieces.append(_Piece("", QUOTED))  # so that "" still makes an (empty) word
 
