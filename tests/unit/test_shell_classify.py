@@ -464,6 +464,19 @@ _SHELLISH = st.sampled_from(
         "é",
         "😀",
         "\\\n",
+        "<<-'X'\n",
+        "\n\tX\n",
+        "$(cat <<E\nrm\nE\n)",
+        "a=(1 $(x))",
+        "case $x in a|b) ls;; esac",
+        "function f { ls; }",
+        "[[ $(id) == x ]]",
+        "${a[@]}",
+        "${x/a/b}",
+        "&>",
+        ">|",
+        "3<&-",
+        "$'\\x2d-out=x'",
     ]
 )
 _QUICK = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
