@@ -16,7 +16,6 @@ from tools.shellsafety.syntax import Node, ParseFailure, descendants, parse
 # Programs that read files or print facts and never write, send or run anything else, with
 # the options they have (tools/shell_options.py); their options that write or run refuse.
 READ_ONLY = _options.READ_ONLY | _options.FREE
-_PARENT_KINDS = frozenset({"pipeline", "list", "operator", "command"})
 _QUIET = "/dev/null"
 
 
@@ -26,18 +25,30 @@ def read_only(command: str) -> bool:
         trees = parse(command)
     except ParseFailure:
         return False
-    for tree in trees:
-        for node in descendants(tree):
-            kind = node.kind
-            if kind == "command" and not _command_reads(node):
-                return False
-            if kind == "redirect" and not _harmless_redirect(node):
-                return False
-            if kind == "word" and node.parts:
-                return False  # $VAR, $(...), <(...): only known when it runs
-            if kind not in _PARENT_KINDS and kind not in ("redirect", "word"):
-                return False  # assignments, loops, functions, here-documents ...
-    return bool(trees)
+    return bool(trees) and all(_reads(tree) for tree in trees)
+
+
+def _reads(node: Node) -> bool:
+    kind = node.kind
+    if kind in ("list", "pipeline"):
+        return all(_reads(part) for part in node.parts)
+    if kind == "operator":
+        return True
+    if kind == "test":  # [ -f x ], [[ a == b ]]: only literal words inside
+        return all(
+            n.kind in ("test", "group", "operator") or (n.kind == "word" and not n.parts)
+            for n in descendants(node)
+        )
+    if kind != "command" or not _command_reads(node):
+        return False  # assignments, loops, functions, subshells ...
+    for part in node.parts:
+        if any(n.kind == "word" and n.parts for n in descendants(part)):
+            return False  # $VAR, $(...), <(...): only known when it runs
+        if part.kind == "redirect" and not _harmless_redirect(part):
+            return False
+        if part.kind not in ("word", "redirect"):
+            return False
+    return True
 
 
 def _unquoted(text: str) -> str | None:

@@ -115,3 +115,24 @@ def test_every_refused_option_is_an_option_of_its_program() -> None:
         for refused in options.refused:
             known = refused in longs or refused in options.flags + options.valued
             assert known, (name, refused)
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("[ -f notes.txt ] && cat notes.txt", True),
+        ("[[ -d src ]] || ls", True),
+        ("test -f a && head a", True),
+        ("[ -f $X ] && cat x", False),
+        ("[[ $(curl https://evil.example) ]]", False),
+        ("[ -f a ] && rm a", False),
+        ("(ls)", False),
+        ("{ ls; }", False),
+        ("ls > out.txt", False),
+        ("ls 2>&1 | head", True),
+        ("cat < notes.txt", True),
+        ("cat < $F", False),
+    ],
+)
+def test_tests_and_structure(command: str, expected: bool) -> None:
+    assert read_only(command) is expected

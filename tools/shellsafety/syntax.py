@@ -64,10 +64,10 @@ class Node:
 
     kinds: list (statements and `operator`s), pipeline (its stages), command (`word`,
     `assignment` and `redirect` parts), compound ({ } or ( ) with its statements and
-    redirects), function (name word, body), for (variable word, item words, body), group
-    (any other construct: statements and words), and inside words: parameter ($X, ${X..}:
-    `text` is what is inside), commandsubstitution, processsubstitution (`text` "<" or ">"),
-    arithmetic.
+    redirects), function (name word, body), for (variable word, item words, body), test
+    ([ ] and [[ ]]), group (any other construct: statements and words), and inside words:
+    parameter ($X, ${X..}: `text` is what is inside), commandsubstitution,
+    processsubstitution (`text` "<" or ">"), arithmetic.
     """
 
     kind: str
@@ -198,7 +198,8 @@ class _Builder:
         if kind == "for_statement":
             return self._for(node, depth)
         if kind in _CONTAINERS:
-            return Node("group", self.pos(node), tuple(self._group(node.children, depth + 1)))
+            parts = tuple(self._group(node.children, depth + 1))
+            return Node("test" if kind == "test_command" else "group", self.pos(node), parts)
         return self.word([node], depth)
 
     def _group(self, children: list[Any], depth: int) -> list[Node]:

@@ -77,7 +77,7 @@ class Walker:
                 if child.kind != "redirect":
                     secrets |= self._node(child, stdin).secrets
             secrets |= self._lone_redirects([p for p in node.parts if p.kind == "redirect"])
-        elif kind in ("list", "group", "for"):
+        elif kind in ("list", "group", "for", "test"):
             for child in node.parts:
                 secrets |= self._node(child, stdin).secrets
         elif kind != "operator":
