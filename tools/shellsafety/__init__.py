@@ -26,6 +26,12 @@ built to name exactly what was shown, never a family of commands:
 - when anything depends on a value only known at run time ($VAR from outside, $(cmd),
   input items of xargs) or the text could not be parsed: the whole command text itself.
 
+A verdict is `standing` only when its shape pins what will really run: not when a target
+is only known at run time, nor when something in the text may change the directory or
+what a name runs (eval, source, builtin/command cd, trap, alias, functions, PATH=;
+pinning.py). Such a command is approved once at a time. With `resolve_links`, a target
+path through a symbolic link is shown with where it leads (`/ws/out/ (-> /etc)`).
+
 Several risky commands in one call give their shapes sorted and joined with " ; "; a shape
 longer than 400 characters is cut and ends in a SHA-256 fingerprint of the whole.
 """
