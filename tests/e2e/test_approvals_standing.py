@@ -148,6 +148,10 @@ async def test_always_allow_in_this_chat_listed_revoked_and_limited_to_admins(
     assert toast.startswith("Only an admin can allow this always")
     assert (workspace(gw.settings, str(GROUP)) / "build").exists()
     assert await press(tg, prompt, "Always allow in this chat", user=ADMIN) == "Approved."
+    # The approved command finishes before /new starts a new session.
+    await tg.wait_for(
+        lambda: not (workspace(gw.settings, str(GROUP)) / "build").exists(), within=15
+    )
     # A new session of the chat: "always" stays, for Bob's exact command only.
     assert "new conversation" in (await say(tg, "/new@gw_bot", user=ADMIN)).lower()
     (workspace(gw.settings, str(GROUP)) / "build").mkdir()
