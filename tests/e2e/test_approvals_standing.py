@@ -210,6 +210,12 @@ async def test_approve_for_session_does_not_cover_what_may_run_elsewhere(
         assert prompt is not None, f"{command!r} ran under the approval of 'rm -rf build'"
         assert set(buttons(prompt)) == {"Approve once", "Deny"}, command
         assert "can only be approved once" in prompt.text
+        # A press for the session made up from the once button's data is refused too.
+        answered = len(tg.calls_of("answerCallbackQuery"))
+        forged = buttons(prompt)["Approve once"].replace(":once", ":session")
+        tg.push_press(forged, on=prompt.result, user_id=ALICE, first_name="Alice")
+        toast = (await tg.wait_calls("answerCallbackQuery", answered + 1))[-1].params["text"]
+        assert toast.startswith("This can only be approved once"), toast
         await press(tg, prompt, "Deny")
     assert (ws / "sub" / "build").exists()
 
