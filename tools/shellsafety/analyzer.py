@@ -43,12 +43,16 @@ class Analyzer(Walker):
         chain: tuple[str, ...] = (),
         values: Mapping[str, list[str]] | None = None,
         files: WrittenFiles | None = None,
+        moving: list[bool] | None = None,
         prefix: tuple[str, ...] = (),
         root: str | None = None,
         unpinned: bool = False,
     ) -> None:
         self.policy, self.depth, self.chain = policy, depth, chain
         self._files = files or WrittenFiles()
+        # Set when any command of the whole line depends on run-time values or an unknown
+        # directory, allowed or not (shared with nested analyzers; see `moves`).
+        self._moving = moving if moving is not None else [False]
         self.findings: list[Finding] = []
         self._scope = scope
         self._values: dict[str, list[str]] = {k: list(v) for k, v in (values or {}).items()}
@@ -135,6 +139,8 @@ class Analyzer(Walker):
                 Hit("block", f"matches the shell_extra_block pattern {pattern!r}"), cmd, prefix
             )
             return frozenset()
+        if cmd.dynamic or self._unpinned or not self._scope.known:
+            self._moving[0] = True
         hits = self._builtin(cmd)
         if pattern := self.policy.match("ask", chain):
             hits.append(
@@ -156,6 +162,12 @@ class Analyzer(Walker):
         if not inner.inner and not inner.scripts:
             self._unknown_program(cmd, chain, prefix)
         return read
+
+    @property
+    def moves(self) -> bool:
+        """Some command of the line depends on values or a directory only known when it
+        runs, so even an allowed line's text does not pin what it does."""
+        return self._moving[0]
 
     def _builtin(self, cmd: Command) -> list[Hit]:
         hits: list[Hit] = []
@@ -293,6 +305,7 @@ class Analyzer(Walker):
             chain=chain,
             values={**self._values, **(positional or {})},
             files=self._files,
+            moving=self._moving,
             prefix=self.prefix if prefix is None else prefix,
             root=self._root,
             unpinned=self._unpinned,
