@@ -42,10 +42,15 @@ class Grant:
     by: str  # address of who granted it
     by_label: str
     at: float
+    until: float = 0.0  # an "always" grant ends then (0: until revoked)
 
     @property
     def scope_text(self) -> str:
-        return "for this session" if self.scope == "session" else "always in this chat"
+        if self.scope == "session":
+            return "for this session"
+        if self.until:
+            return f"always in this chat until {_when(self.until)}"
+        return "always in this chat"
 
     def covers(self, owner: str, tool: str, shape: str) -> bool:
         return (self.owner, self.tool, self.shape) == (owner, tool, shape)
@@ -95,6 +100,7 @@ class GrantBook:
         command: str,
         by: str,
         by_label: str,
+        until: float = 0.0,
     ) -> Grant:
         grant = Grant(
             id=secrets.token_hex(4),
@@ -108,6 +114,7 @@ class GrantBook:
             by=by,
             by_label=by_label,
             at=time.time(),
+            until=until,
         )
         name = location(scope, place)
         field = grant_field(owner, tool, shape)
@@ -144,6 +151,8 @@ class GrantBook:
             return None
         if grant.scope == "session" and time.time() - grant.at > SESSION_TTL:
             return None  # replayed after its time: void
+        if grant.until and time.time() > grant.until:
+            return None  # an "always" grant past its expiry
         return grant
 
 
@@ -182,12 +191,16 @@ class PermissionsCommand:
         return f"Revoked {grant.id}: {grant.tool} `{grant.command}` now asks again."
 
 
+def _when(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def _listing(grants: list[Grant]) -> str:
     if not grants:
         return "No standing approvals here: everything that needs approval asks each time."
     lines = ["Standing approvals here (revoke one with /permissions revoke ID):"]
     for g in grants:
-        when = datetime.fromtimestamp(g.at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        when = _when(g.at)
         exactly = f" (exactly: `{g.shape}`)" if g.shape != g.command else ""
         lines.append(
             f"• {g.id}: {g.tool} `{g.command}`{exactly} for {g.owner_label}, {g.scope_text}; "

@@ -31,6 +31,7 @@ class ApprovalRequest:
     where: str = ""  # where the command runs ("in the sandbox"); empty in older records
     untrusted: str = ""  # outside content that entered the turn before this call, if any
     admins_only: bool = False  # only an admin may decide (ApprovalNeed.admins_only)
+    standing: bool = True  # may be approved for the session or always (ApprovalNeed.standing)
 
     @property
     def chat_ref(self) -> ChatRef:
@@ -72,7 +73,8 @@ class Decision:
         return self.choice in ("once", "session", "always")
 
 
-def prompt_text(request: ApprovalRequest, *, always: bool) -> str:
+def prompt_text(request: ApprovalRequest, *, always: bool, always_days: float = 0) -> str:
+    """The prompt; `always_days`: how long an "always" approval lasts (0: until revoked)."""
     expires = datetime.fromtimestamp(request.expires, UTC).strftime("%H:%M:%S UTC")
     minutes = max(round((request.expires - request.created) / 60), 1)
     where = f"\nIn: `{request.cwd}`" if request.cwd else ""
@@ -86,6 +88,14 @@ def prompt_text(request: ApprovalRequest, *, always: bool) -> str:
     standing = "for the session or always" if always else "for the session"
     exactly = f"`{request.shape}`" if request.shape != request.command else "this exact call"
     covers = f"\nApproving {standing} covers only {exactly} for {request.requester_ref.label}."
+    if always:
+        days = "1 day" if always_days == 1 else f"{always_days:g} days"
+        covers += f" Always lasts {days}." if always_days else " Always lasts until revoked."
+    if not request.standing:
+        covers = (
+            "\nThis can only be approved once: what it touches is only known when it runs, "
+            "so it asks each time."
+        )
     return (
         f"**Approval needed** ({request.tool})\n"
         f"```\n{request.command}\n```\n"

@@ -112,8 +112,10 @@ class ApprovalService:
     async def decide(self, need: ApprovalNeed, tool: str, ctx: ToolContext) -> ApprovalOutcome:
         shape = need.shape or need.summary
         session = ctx.session
-        grant = await self._grants.find(
-            str(session), session.chat_scope, ctx.user.address, tool, shape
+        grant = (
+            await self._grants.find(str(session), session.chat_scope, ctx.user.address, tool, shape)
+            if need.standing
+            else None  # what it touches is only known when it runs: no grant covers it
         )
         if grant is not None:
             log.info("approval covered session=%s tool=%s grant=%s", session, tool, grant.id)
@@ -135,6 +137,7 @@ class ApprovalService:
             where=need.where,
             untrusted=need.untrusted,
             admins_only=need.admins_only,
+            standing=need.standing,
         )
         await self._save(request)
         await self._store.hset(PENDING, request.id, str(request.expires))
@@ -244,6 +247,8 @@ class ApprovalService:
         self, request: ApprovalRequest, user: UserRef, choice: Choice, reason: str
     ) -> _DecideResult:
         """Write the one decision (a later one is refused) and close the request."""
+        if choice in ("session", "always") and not request.standing:
+            return _DecideResult(error="This can only be approved once; it asks each time.")
         decision = Decision(choice, user.label, user.address, reason.strip())
         if not await self._answers.answer(request.id, decision.to_json()):
             current = await self._answers.current(request.id)
@@ -277,6 +282,8 @@ class ApprovalService:
         session = request.session
         place = session if scope == "session" else SessionKey.parse(session).chat_scope
         requester = request.requester_ref
+        days = self._settings.always_expires_days
+        until = time.time() + days * 86400 if scope == "chat" and days else 0.0
         grant = await self._grants.add(
             scope,
             place,
@@ -287,6 +294,7 @@ class ApprovalService:
             command=request.command,
             by=decision.by_address,
             by_label=decision.by,
+            until=until,
         )
         log.info(
             "approval grant id=%s scope=%s tool=%s owner=%s by=%s",
@@ -354,24 +362,31 @@ class ApprovalService:
 
     async def _show(self, request: ApprovalRequest) -> dict[str, Any] | None:
         chat = request.chat_ref
-        row = (
-            Button(
-                label="Approve once",
-                data=ApprovalChoice(request.id, "once").pack(),
-                style="primary",
-            ),
-            Button(label="Approve for session", data=ApprovalChoice(request.id, "session").pack()),
-            Button(label="Deny", data=ApprovalChoice(request.id, "deny").pack(), style="danger"),
+        once = Button(
+            label="Approve once", data=ApprovalChoice(request.id, "once").pack(), style="primary"
         )
+        session = Button(
+            label="Approve for session", data=ApprovalChoice(request.id, "session").pack()
+        )
+        deny = Button(label="Deny", data=ApprovalChoice(request.id, "deny").pack(), style="danger")
         always = Button(
             label="Always allow in this chat", data=ApprovalChoice(request.id, "always").pack()
         )
-        buttons = (row, (always,)) if self._offers_always else (row,)
+        offers_always = self._offers_always and request.standing
+        if not request.standing:
+            buttons: tuple[tuple[Button, ...], ...] = ((once, deny),)
+        else:
+            row = (once, session, deny)
+            buttons = (row, (always,)) if offers_always else (row,)
         try:
             ref = await self._outbox.send(
                 Outbound(
                     chat=chat,
-                    text=prompt_text(request, always=self._offers_always),
+                    text=prompt_text(
+                        request,
+                        always=offers_always,
+                        always_days=self._settings.always_expires_days,
+                    ),
                     buttons=buttons,
                     markdown=True,
                 )

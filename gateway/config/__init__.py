@@ -230,6 +230,8 @@ class ApprovalSettings(Section):
     # Who may press "Always allow in this chat" (a standing grant for one exact call shape):
     # admins, also the requester, or nobody (the button is not shown).
     allow_always: Literal["admins", "requester", "off"] = "admins"
+    # Days an "always" grant lasts (shown on the button and in /permissions); 0: until revoked.
+    always_expires_days: float = Field(default=30.0, ge=0, le=3650)
     # After outside content (web pages, MCP results, files people sent) enters a turn,
     # calls that change things or send data out wait for a person; "off": they do not.
     after_untrusted: Literal["ask", "off"] = "ask"

@@ -140,6 +140,9 @@ class ApprovalNeed:
     untrusted: str = ""  # outside content that entered the turn first ("web_fetch example.com")
     # Only an admin may decide, whatever access.approvers says (e.g. a skill the agent wrote).
     admins_only: bool = False
+    # False: the shape cannot pin what the call will touch (its targets are only known when
+    # it runs), so it may be approved once only, never for the session or always.
+    standing: bool = True
 
 
 @dataclass(frozen=True)

@@ -57,12 +57,14 @@ async def run(
     *,
     user: int = ALICE,
     group: bool = False,
+    cwd: str | None = None,
 ) -> Call | None:
-    """The model runs `command` for `user`; returns the approval prompt, or None when the
-    command ran without one (its reply arrived first)."""
+    """The model runs `command` for `user` (in `cwd` of the workspace); returns the approval
+    prompt, or None when the command ran without one (its reply arrived first)."""
     done = f"finished {len(llm.requests)}"
     asked = len(prompts(tg))
-    llm.push(Reply.call("shell", command=command), Reply.text(done))
+    where_to = {"cwd": cwd} if cwd else {}
+    llm.push(Reply.call("shell", command=command, **where_to), Reply.text(done))
     text = f"@gw_bot please run {command}" if group else f"please run {command}"
     where = IN_GROUP if group else {"chat_id": ALICE}
     tg.push_message(text, user_id=user, first_name=NAMES[user], **where)
@@ -141,10 +143,15 @@ async def test_always_allow_in_this_chat_listed_revoked_and_limited_to_admins(
     prompt = await run(tg, llm, "rm -rf build", user=BOB, group=True)
     assert prompt is not None
     assert "covers only <code>rm -f -r /" in prompt.text and "/build</code> for Bob." in prompt.text
+    assert "Always lasts 30 days." in prompt.text
     toast = await press(tg, prompt, "Always allow in this chat", user=BOB, reply=False)
     assert toast.startswith("Only an admin can allow this always")
     assert (workspace(gw.settings, str(GROUP)) / "build").exists()
     assert await press(tg, prompt, "Always allow in this chat", user=ADMIN) == "Approved."
+    # The approved command finishes before /new starts a new session.
+    await tg.wait_for(
+        lambda: not (workspace(gw.settings, str(GROUP)) / "build").exists(), within=15
+    )
     # A new session of the chat: "always" stays, for Bob's exact command only.
     assert "new conversation" in (await say(tg, "/new@gw_bot", user=ADMIN)).lower()
     (workspace(gw.settings, str(GROUP)) / "build").mkdir()
@@ -158,7 +165,7 @@ async def test_always_allow_in_this_chat_listed_revoked_and_limited_to_admins(
     await press(tg, prompt, "Deny", user=ADMIN)
 
     listing = await say(tg, "/permissions@gw_bot", user=BOB)
-    assert "rm -rf build" in listing and "for Bob, always in this chat" in listing
+    assert "rm -rf build" in listing and "for Bob, always in this chat until " in listing
     assert re.search(r"granted by Admin on \d{4}-\d\d-\d\d \d\d:\d\d UTC", listing)
     grant_id = re.search(r"• ([0-9a-f]{8}):", listing)
     assert grant_id is not None
@@ -170,3 +177,77 @@ async def test_always_allow_in_this_chat_listed_revoked_and_limited_to_admins(
     prompt = await run(tg, llm, "rm -rf build", user=BOB, group=True)
     assert prompt is not None
     await press(tg, prompt, "Deny", user=BOB)
+
+
+# Issue 30 finding 6: after "Approve for session" of `rm -rf build`, each of these ran with
+# no prompt. They may delete something else than what was approved, so they ask, and only
+# "Approve once" is offered.
+ELSEWHERE = [
+    "eval cd sub; rm -rf build",
+    "builtin cd sub; rm -rf build",
+    "command cd sub; rm -rf build",
+    "trap 'cd sub' DEBUG; rm -rf build",
+    "source helpers.sh; rm -rf build",
+    'rm -rf "$(cat t.txt)"',
+]
+
+
+async def test_approve_for_session_does_not_cover_what_may_run_elsewhere(
+    gw: App, tg: FakeBotAPI, llm: ScriptedLLM
+) -> None:
+    ws = workspace(gw.settings, str(ALICE))
+    (ws / "sub" / "build").mkdir(parents=True)
+    (ws / "helpers.sh").write_text("rm() { command rm -rf sub; }\n")
+    (ws / "t.txt").write_text("sub")
+    prompt = await run(tg, llm, "rm -rf build")
+    assert prompt is not None
+    assert await press(tg, prompt, "Approve for session") == "Approved."
+    (ws / "build").mkdir()
+    assert await run(tg, llm, "rm -rf build") is None  # the same command: no prompt
+    assert not (ws / "build").exists()
+    for command in ELSEWHERE:
+        prompt = await run(tg, llm, command)
+        assert prompt is not None, f"{command!r} ran under the approval of 'rm -rf build'"
+        assert set(buttons(prompt)) == {"Approve once", "Deny"}, command
+        assert "can only be approved once" in prompt.text
+        # A press for the session made up from the once button's data is refused too.
+        answered = len(tg.calls_of("answerCallbackQuery"))
+        forged = buttons(prompt)["Approve once"].replace(":once", ":session")
+        tg.push_press(forged, on=prompt.result, user_id=ALICE, first_name="Alice")
+        toast = (await tg.wait_calls("answerCallbackQuery", answered + 1))[-1].params["text"]
+        assert toast.startswith("This can only be approved once"), toast
+        await press(tg, prompt, "Deny")
+    assert (ws / "sub" / "build").exists()
+
+
+async def test_a_grant_does_not_follow_a_target_that_became_a_link(
+    gw: App, tg: FakeBotAPI, llm: ScriptedLLM
+) -> None:
+    ws = workspace(gw.settings, str(ALICE))
+    (ws / "out").mkdir()
+    (ws / "keep").mkdir()
+    (ws / "keep" / "precious.txt").write_text("keep")
+    prompt = await run(tg, llm, "rm -rf out/")
+    assert prompt is not None
+    assert await press(tg, prompt, "Approve for session") == "Approved."
+    assert not (ws / "out").exists()
+    (ws / "out").symlink_to("keep")
+    prompt = await run(tg, llm, "rm -rf out/")
+    assert prompt is not None, "rm -rf out/ followed a new link under the old approval"
+    await press(tg, prompt, "Deny")
+    assert (ws / "keep" / "precious.txt").exists()
+
+
+async def test_a_grant_for_pwd_in_one_directory_does_not_cover_another(
+    gw: App, tg: FakeBotAPI, llm: ScriptedLLM
+) -> None:
+    ws = workspace(gw.settings, str(ALICE))
+    (ws / "sub" / "build").mkdir(parents=True)
+    prompt = await run(tg, llm, "rm -rf $PWD/build")
+    assert prompt is not None and "/build</code>" in prompt.text
+    assert await press(tg, prompt, "Approve for session") == "Approved."
+    assert not (ws / "build").exists()
+    prompt = await run(tg, llm, "rm -rf $PWD/build", cwd="sub")
+    assert prompt is not None, "$PWD/build in sub/ ran under the approval for the root"
+    await press(tg, prompt, "Deny")
+    assert (ws / "sub" / "build").exists()

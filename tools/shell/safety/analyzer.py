@@ -16,6 +16,7 @@ from tools.shell.safety.names import DECODERS, DOWNLOADERS
 from tools.shell.safety.nodes import descendants
 from tools.shell.safety.parse import ParseFailure, fallback_commands, is_blank, parse
 from tools.shell.safety.paths import Scope
+from tools.shell.safety.pinning import context_change
 from tools.shell.safety.policy import ShellPolicy
 from tools.shell.safety.rules_code import judge_code
 from tools.shell.safety.rules_env import hook_hits
@@ -42,11 +43,16 @@ class Analyzer(Walker):
         chain: tuple[str, ...] = (),
         values: Mapping[str, list[str]] | None = None,
         files: WrittenFiles | None = None,
+        moving: list[bool] | None = None,
         prefix: tuple[str, ...] = (),
         root: str | None = None,
+        unpinned: bool = False,
     ) -> None:
         self.policy, self.depth, self.chain = policy, depth, chain
         self._files = files or WrittenFiles()
+        # Set when any command of the whole line depends on run-time values or an unknown
+        # directory, allowed or not (shared with nested analyzers; see `moves`).
+        self._moving = moving if moving is not None else [False]
         self.findings: list[Finding] = []
         self._scope = scope
         self._values: dict[str, list[str]] = {k: list(v) for k, v in (values or {}).items()}
@@ -58,6 +64,9 @@ class Analyzer(Walker):
         # Shapes of the wrappers this text runs under (sudo, ssh host): part of every shape.
         self.prefix = prefix
         self._root = root  # the whole command as given, the shape of anything run-time
+        # Something in the text may change the directory or what a name runs: no shape
+        # found here names what will really run (see pinning.py).
+        self._unpinned = unpinned
 
     def run(self, text: str) -> list[Finding]:
         if self._root is None:
@@ -66,7 +75,13 @@ class Analyzer(Walker):
             return self.findings
         if self.depth > MAX_DEPTH:
             self.add(
-                Hit("ask", "shell code nested too deeply to check", exact(text), downgradable=False)
+                Hit(
+                    "ask",
+                    "shell code nested too deeply to check",
+                    exact(text),
+                    downgradable=False,
+                    pinned=False,
+                )
             )
             return self.findings
         try:
@@ -78,6 +93,7 @@ class Analyzer(Walker):
                     f"the command could not be parsed ({exc})",
                     exact(text),
                     downgradable=False,
+                    pinned=False,
                 )
             )
             for cmd in fallback_commands(text):
@@ -89,6 +105,12 @@ class Analyzer(Walker):
             for node in descendants(tree):
                 if node.kind == "command":
                     self._note_cd(node)
+        env = {k: v[0] for k, v in self._values.items() if v}
+        self._unpinned = self._unpinned or bool(context_change(trees, self._expander(env)))
+        if self._scope.others or self._unpinned:
+            self._values.pop("PWD", None)  # where it is by then is not known here
+        elif self._scope.start:
+            self._values["PWD"] = [self._scope.start]
         for tree in trees:
             self._node(tree, Stdin())
         return self.findings
@@ -117,6 +139,8 @@ class Analyzer(Walker):
                 Hit("block", f"matches the shell_extra_block pattern {pattern!r}"), cmd, prefix
             )
             return frozenset()
+        if cmd.dynamic or self._unpinned or not self._scope.known:
+            self._moving[0] = True
         hits = self._builtin(cmd)
         if pattern := self.policy.match("ask", chain):
             hits.append(
@@ -139,6 +163,12 @@ class Analyzer(Walker):
             self._unknown_program(cmd, chain, prefix)
         return read
 
+    @property
+    def moves(self) -> bool:
+        """Some command of the line depends on values or a directory only known when it
+        runs, so even an allowed line's text does not pin what it does."""
+        return self._moving[0]
+
     def _builtin(self, cmd: Command) -> list[Hit]:
         hits: list[Hit] = []
         if cmd.words and (cmd.words[0].computed or cmd.words[0].has_glob):
@@ -148,6 +178,7 @@ class Analyzer(Walker):
                     f"the command name is only known at run time "
                     f"({shown([cmd.words[0].text], 60)})",
                     downgradable=False,
+                    pinned=False,
                 )
             )
             if cmd.words[0].has_glob and not self._globbing:
@@ -274,8 +305,10 @@ class Analyzer(Walker):
             chain=chain,
             values={**self._values, **(positional or {})},
             files=self._files,
+            moving=self._moving,
             prefix=self.prefix if prefix is None else prefix,
             root=self._root,
+            unpinned=self._unpinned,
         )
 
     def add(self, hit: Hit, cmd: Command | None = None) -> None:
@@ -297,7 +330,13 @@ class Analyzer(Walker):
             feed = cmd.stdin.upstream if cmd.stdin.piped else ()
             shape = " ".join([*prefix, " | ".join([*feed, shape_of(cmd, self._scope)])])
         reason = " ".join(hit.reason.split())
-        self.findings.append(Finding(hit.action, reason[:300], shape.strip()))
+        pinned = (
+            hit.pinned
+            and not self._unpinned
+            and self._scope.known
+            and not (cmd is not None and cmd.dynamic)
+        )
+        self.findings.append(Finding(hit.action, reason[:300], shape.strip(), pinned))
 
 
 def _wrapper_shape(cmd: Command, inner: Unwrapped, scope: Scope) -> str:

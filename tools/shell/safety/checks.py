@@ -10,6 +10,7 @@ from tools.shell.safety import (
     rules_env,
     rules_escape,
     rules_fs,
+    rules_reach,
     rules_sys,
 )
 from tools.shell.safety.context import Rule
@@ -25,11 +26,16 @@ for _table in (
     rules_escape.RULES,
     rules_cloud.RULES,
     rules_env.RULES,
+    rules_reach.RULES,
 ):
     for _name, _rule in _table.items():
         _BY_NAME.setdefault(_name, []).append(_rule)
 _GENERIC: list[Rule] = [*rules_fs.GENERIC, *rules_data.GENERIC, *exfil.GENERIC]
-_INTERPRETER: list[Rule] = [*rules_code.INTERPRETER_RULES, *rules_sys.INTERPRETER_RULES]
+_INTERPRETER: list[Rule] = [
+    *rules_code.INTERPRETER_RULES,
+    *rules_sys.INTERPRETER_RULES,
+    *rules_reach.INTERPRETER_RULES,
+]
 _KNOWN = frozenset({*_BY_NAME, *WRAPPER_NAMES, *SHELLS, "mkfs", "mkfs.ext4", "dd", "eval"})
 # Names that start a command worth judging when an unknown program is given them as
 # arguments (`frobnicate rm -rf /`): anything with a rule, a wrapper, a shell, an interpreter.

@@ -21,6 +21,10 @@ class Verdict:
     # pre-approve later commands of the same shape for the session, so it names the exact
     # targets (see the package docstring).
     shape: str = ""
+    # False when what it touches is only known when it runs (a target from $(cat list), a
+    # directory changed by eval or a sourced file, a redefined command): then no standing
+    # approval may cover it, and it is asked for each time.
+    standing: bool = True
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,7 @@ class Hit:
     # False for fail-closed asks (unparseable or computed code) that an allow pattern
     # must not wave through.
     downgradable: bool = True
+    pinned: bool = True  # False: its shape cannot name what will really run (see Verdict)
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class Finding:
     action: Action
     reason: str
     shape: str
+    pinned: bool = True
 
 
 @dataclass(frozen=True)

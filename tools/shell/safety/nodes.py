@@ -1,33 +1,21 @@
-"""Helpers over bashlex trees: walking every node, literal assignments, fork bombs."""
+"""Questions about parsed syntax (tools/shell/safety/syntax.py): literal assignments and
+fork bombs."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
 
 from tools.shell.safety.model import Word
+from tools.shell.safety.syntax import Node, descendants
 from tools.shell.safety.words import WordExpander, command_names
+
+__all__ = ["assignments", "descendants", "forks_itself"]
 
 _DECLARERS = frozenset({"export", "declare", "local", "readonly", "typeset"})
 
 
-def descendants(node: Any) -> Iterator[Any]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        for attr in ("parts", "list", "redirects"):
-            children = getattr(current, attr, None)
-            if isinstance(children, list):
-                stack.extend(children)
-        for attr in ("command", "output", "heredoc"):
-            child = getattr(current, attr, None)
-            if hasattr(child, "kind"):
-                stack.append(child)
-
-
-def assignments(node: Any, expander: WordExpander) -> Iterator[tuple[str, str]]:
+def assignments(node: Node, expander: WordExpander) -> Iterator[tuple[str, str]]:
     if node.kind == "assignment":
         yield from _split_assignment(expander.single(node))
     elif node.kind == "command":
@@ -40,9 +28,9 @@ def assignments(node: Any, expander: WordExpander) -> Iterator[tuple[str, str]]:
         if words:
             name = expander.single(words[0]).text
             for item in words[1:]:
-                for word in expander.words(item):
-                    if not word.dynamic:
-                        yield name, word.text
+                for value in expander.words(item):
+                    if not value.dynamic:
+                        yield name, value.text
 
 
 def _split_assignment(word: Word) -> Iterator[tuple[str, str]]:
@@ -52,19 +40,18 @@ def _split_assignment(word: Word) -> Iterator[tuple[str, str]]:
         yield name, value
 
 
-def forks_itself(body: Any, name: str) -> bool:
+def forks_itself(body: Node, name: str) -> bool:
     """A function that runs itself in a pipeline or in the background: a fork bomb."""
     for node in descendants(body):
-        if node.kind == "pipeline":
-            stages = [p for p in node.parts if p.kind not in ("pipe", "reservedword")]
-            if len(stages) > 1 and any(name in command_names(s) for s in stages):
-                return True
+        stages = node.parts if node.kind == "pipeline" else ()
+        if len(stages) > 1 and any(name in command_names(s) for s in stages):
+            return True
         if node.kind == "list":
             parts = node.parts
             for i, part in enumerate(parts):
                 if (
                     part.kind == "operator"
-                    and part.op == "&"
+                    and part.text == "&"
                     and i
                     and (name in command_names(parts[i - 1]))
                 ):

@@ -3,6 +3,7 @@ machine boots or logs people in. Paths are compared as normalised glob patterns.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from dataclasses import dataclass
@@ -119,6 +120,7 @@ class Scope:
     start: str | None = None  # absolute; None when unknown (still "the workspace")
     # cd targets seen in the script: absolute, relative to the start, or UNKNOWN
     others: tuple[str, ...] = ()
+    links: bool = False  # paths are on this machine's disk: symbolic links are resolved
 
     def locate(self, word: Word) -> list[Place]:
         raw = _tilde(word.pattern or word.text)
@@ -152,7 +154,23 @@ class Scope:
         for target in targets:
             if target not in others and target not in (self.start, "."):
                 others.append(target)
-        return Scope(self.start, tuple(others[:16]))
+        return Scope(self.start, tuple(others[:16]), self.links)
+
+    @property
+    def known(self) -> bool:
+        """Every directory a relative path may be relative to is known."""
+        return UNKNOWN not in self.others
+
+    def real(self, path: str) -> str:
+        """Where an absolute path leads through symbolic links, when it differs from the
+        path itself ("" otherwise, or when links are not resolved here)."""
+        if not self.links or not path.startswith("/") or HOME in path or _GLOB.search(path):
+            return ""
+        try:
+            real = os.path.realpath(path)
+        except (OSError, ValueError):
+            return "?"
+        return real if real != _normalise(path) else ""
 
 
 def _tilde(raw: str) -> str:
@@ -217,6 +235,8 @@ def write_risk(place: Place) -> tuple[str, str] | None:
     if path in ("/proc/sysrq-trigger", "/proc/sys/kernel/sysrq"):
         return "block", f"writes to {path}, which can crash or reboot the machine"
     name = posixpath.basename(path)
+    if "/.git/hooks/" in f"/{path}" or re.search(r"(^|/)\.git/config$", path):
+        return "ask", f"writes {path}, which makes git run commands later"
     if name in RC_FILES or path.startswith("/etc/profile"):
         return "ask", f"writes to the shell start-up file {path}"
     for sensitive in SENSITIVE_HOME:

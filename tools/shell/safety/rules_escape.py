@@ -11,9 +11,15 @@ from tools.shell.safety.context import Context, Rule, shown
 from tools.shell.safety.model import SEVERITY, Command, Hit
 
 _GIT_RUNS = re.compile(
-    r"(?i)(alias\.[\w.-]+=!|core\.(sshcommand|pager|editor|fsmonitor|hookspath|askpass)=|"
-    r"(diff|merge|filter)\.[\w.-]+\.(command|textconv|driver|clean|smudge|process)=|"
+    r"(?i)(alias\.[\w.-]+=!|core\.(sshcommand|pager|editor|fsmonitor|hookspath|askpass|"
+    r"gitproxy)=|(diff|merge|filter)\.[\w.-]+\.(command|textconv|driver|clean|smudge|process)=|"
+    r"(diff|merge)tool\.[\w.-]+\.cmd=|diff\.external=|uploadpack\.packobjectshook=|"
+    r"pager\.[\w.-]+=|init\.templatedir=|include(if\.[^=]*)?\.path=|"
     r"credential\.helper=!|sequence\.editor=|gpg\.program=|ssh\.variant=|protocol\.ext\.allow=)"
+)
+# Pagers and editors that only show or edit text (git -c core.pager=cat log).
+_HARMLESS_PROGRAM = re.compile(
+    r"(cat|less|more|true|false|vi|vim|nvim|nano|emacs)(\s+-[A-Za-z+]+)*"
 )
 # Returns the command strings a program would hand to a shell; "" stands for "something
 # runs, but what is not known" (sqlite3 .load, vim :python).
@@ -139,18 +145,37 @@ def _ssh(cmd: Command, args: list[str]) -> Iterator[str]:
             yield m.group(3) if m.group(2) else (args[i + 1] if i + 1 < len(args) else "")
 
 
+def _git_program(setting: str) -> Iterator[str]:
+    """What a `key=value` setting makes git run later, marked to be asked for unless it is a
+    plain pager or editor (core.pager=cat)."""
+    if not _GIT_RUNS.match(setting):
+        return
+    value = setting.split("=", 1)[1].lstrip("!")
+    if _HARMLESS_PROGRAM.fullmatch(value.strip()):
+        yield value
+    elif setting.lower().startswith("core.hookspath="):
+        yield f"{_ASK_MARK}hooks in {value}"
+    else:
+        yield _ASK_MARK + value
+
+
 def _git(cmd: Command, args: list[str]) -> Iterator[str]:
     for i, arg in enumerate(args):
         nxt = args[i + 1] if i + 1 < len(args) else ""
-        if arg in ("-c", "--config") and _GIT_RUNS.match(nxt):
-            yield nxt.split("=", 1)[1].lstrip("!")
-        elif arg.startswith("--config=") and _GIT_RUNS.match(arg[9:]):
-            yield arg[9:].split("=", 1)[1].lstrip("!")
-        elif arg == "config" and i + 2 < len(args):
+        if arg in ("-c", "--config"):
+            yield from _git_program(nxt)
+        elif arg.startswith("--config="):
+            yield from _git_program(arg[9:])
+        elif arg.startswith("--config-env"):
+            yield _ASK_MARK + "a program named by an environment variable"
+        elif arg == "config":
             # git config alias.x '!cmd' (or core.pager ...): runs on a later git call
-            key, value = [a for a in args[i + 1 :] if not a.startswith("-")][:2] or ["", ""]
-            if _GIT_RUNS.match(f"{key}={value}"):
-                yield value.lstrip("!")
+            words = [a for a in args[i + 1 :] if not a.startswith("-")]
+            if words[:1] in (["set"], ["add"]):
+                words = words[1:]
+            if len(words) >= 2 and not {"--get", "--get-all", "--list", "-l", "get"} & set(args):
+                yield from _git_program(f"{words[0]}={words[1]}")
+            break
         elif arg.startswith("ext::"):
             yield _ASK_MARK + arg[5:].replace("% ", " ")
     ops = _git_operands(args)

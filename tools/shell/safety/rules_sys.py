@@ -26,6 +26,27 @@ _SYSTEMCTL_ASK = frozenset(
         "hybrid-sleep",
         "default",
         "daemon-reexec",
+        "daemon-reload",
+        "set-property",
+        "set-environment",
+        "unset-environment",
+        "import-environment",
+        "edit",
+        "link",
+        "revert",
+        "reset-failed",
+        "freeze",
+        "terminate-user",
+        "terminate-session",
+        "terminate-seat",
+        "kill-user",
+        "kill-session",
+        "lock-session",
+        "lock-sessions",
+        "disable-linger",
+        "enable-linger",
+        "attach",
+        "flush-devices",
     }
 )
 
@@ -65,7 +86,7 @@ def systemctl(cmd: Command, ctx: Context) -> Iterator[Hit]:
     elif sub in _POWER_SUBCOMMANDS:
         yield Hit("block", f"{cmd.name} {sub} stops or restarts the machine")
     elif sub in _SYSTEMCTL_ASK:
-        yield Hit("ask", f"{cmd.name} {sub} {units}".strip() + " stops or disables services")
+        yield Hit("ask", f"{cmd.name} {sub} {units}".strip() + " changes services or sessions")
 
 
 def service(cmd: Command, ctx: Context) -> Iterator[Hit]:

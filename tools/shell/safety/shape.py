@@ -188,11 +188,20 @@ def _operand(word: Word, scope: Scope | None, name: str, *, named: bool = False)
         or text.startswith("-")
     ):
         return quoted(text)
-    if text.startswith(("/", "~")):
-        return text
     scope = scope or Scope()
+    if text.startswith(("/", "~")):
+        return _linked(text, scope)
     bases = [scope.start or "", *scope.others]
-    return "|".join(dict.fromkeys(f"{show_path(b)}/{text}" if b else text for b in bases))
+    return "|".join(
+        dict.fromkeys(_linked(f"{show_path(b)}/{text}", scope) if b else text for b in bases)
+    )
+
+
+def _linked(path: str, scope: Scope) -> str:
+    """A path with where it really leads when a symbolic link is on the way (`out/` that
+    became a link to /etc is not the `out/` that was approved)."""
+    real = scope.real(path)
+    return f"{path} (-> {real})" if real else path
 
 
 def _redirects(cmd: Command, scope: Scope | None) -> list[str]:

@@ -281,6 +281,16 @@ def _sudo(args: list[Word], cmd: Command) -> Unwrapped:
     return Unwrapped(inner=[tuple(rest)] if rest else [])
 
 
+def _coproc(args: list[Word], cmd: Command) -> Unwrapped:
+    """coproc cmd ..., coproc NAME { cmd ...; }: the command runs in the background."""
+    texts = [a.text for a in args[:2]]
+    if len(texts) == 2 and texts[1] == "{":
+        args = args[2:]
+    elif texts[:1] == ["{"]:
+        args = args[1:]
+    return Unwrapped(inner=[tuple(args)] if args else [])
+
+
 def _trap(args: list[Word], cmd: Command) -> Unwrapped:
     if args and args[0].text not in ("-p", "-l", "--", "-"):
         return Unwrapped(scripts=[args[0]])
@@ -349,6 +359,7 @@ _SPECIAL: dict[str, Callable[[list[Word], Command], Unwrapped]] = {
     "sg": _sg,
     "script": _script,
     "trap": _trap,
+    "coproc": _coproc,
     "alias": _alias,
     "sudo": _sudo,
     "nix-shell": _option_scripts("--run", "--command"),

@@ -8,13 +8,12 @@ import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from tools.shell.safety.model import Command, Hit, Redirect, Stdin, Word
-from tools.shell.safety.nodes import assignments, descendants, forks_itself
-from tools.shell.safety.parse import heredoc_substitutions
+from tools.shell.safety.nodes import assignments, forks_itself
 from tools.shell.safety.paths import Scope
 from tools.shell.safety.shape import exact, shape_of
+from tools.shell.safety.syntax import Node, descendants
 from tools.shell.safety.textflow import static_output
 from tools.shell.safety.words import WordExpander, command_names
 
@@ -62,7 +61,7 @@ class Walker:
 
     # -- the tree ------------------------------------------------------------------------
 
-    def _node(self, node: Any, stdin: Stdin, *, feeds: bool = False) -> Out:
+    def _node(self, node: Node, stdin: Stdin, *, feeds: bool = False) -> Out:
         """Judge everything under node; return what it hands on (`feeds`: a pipe reads it,
         so its shape is wanted)."""
         kind = node.kind
@@ -74,19 +73,20 @@ class Walker:
         if kind == "function":
             self._function(node)
         elif kind == "compound":
-            for child in node.list:
-                secrets |= self._node(child, stdin).secrets
-            secrets |= self._lone_redirects(getattr(node, "redirects", None) or [])
-        elif kind in ("list", "if", "for", "while", "until"):
+            for child in node.parts:
+                if child.kind != "redirect":
+                    secrets |= self._node(child, stdin).secrets
+            secrets |= self._lone_redirects([p for p in node.parts if p.kind == "redirect"])
+        elif kind in ("list", "group", "for", "test"):
             for child in node.parts:
                 secrets |= self._node(child, stdin).secrets
-        elif kind in ("word", "assignment", "redirect"):
+        elif kind != "operator":
             secrets |= self._inner_code(node)
         start, end = node.pos
         return Out(None, secrets, (" ".join(self._source[start:end].split()),))
 
-    def _pipeline(self, node: Any, stdin: Stdin) -> Out:
-        stages = [p for p in node.parts if p.kind not in ("pipe", "reservedword")]
+    def _pipeline(self, node: Node, stdin: Stdin) -> Out:
+        stages = node.parts
         producers = set(stdin.producers)
         secrets, lines = stdin.secrets, stdin.upstream
         current = stdin
@@ -104,14 +104,14 @@ class Walker:
             )
         return Out(None, secrets, lines)
 
-    def _command(self, node: Any, stdin: Stdin, feeds: bool = False) -> Out:
+    def _command(self, node: Node, stdin: Stdin, feeds: bool = False) -> Out:
         fed: frozenset[str] = frozenset()
         tainted: list[str] = []
         for part in node.parts:
             found = self._inner_code(part)
             fed |= found
             if found and part.kind == "assignment":
-                tainted.append(part.word.split("=", 1)[0].rstrip("+"))
+                tainted.append(part.text.split("=", 1)[0].rstrip("+"))
         fed |= self._tainted_references(node)
         word_nodes = [p for p in node.parts if p.kind == "word"]
         redirect_nodes = [p for p in node.parts if p.kind == "redirect"]
@@ -144,27 +144,26 @@ class Walker:
         self.read_secrets |= out.secrets
         return out
 
-    def _tainted_references(self, node: Any) -> frozenset[str]:
+    def _tainted_references(self, node: Node) -> frozenset[str]:
         found: frozenset[str] = frozenset()
         if not self._tainted:
             return found
         for part in descendants(node):
             if part.kind == "parameter":
-                m = _PARAM_NAME.match(getattr(part, "value", "") or "")
+                m = _PARAM_NAME.match(part.text)
                 if m and m.group(1) in self._tainted:
                     found |= self._tainted[m.group(1)]
         return found
 
-    def _lone_redirects(self, nodes: list[Any]) -> frozenset[str]:
+    def _lone_redirects(self, nodes: list[Node]) -> frozenset[str]:
         secrets: frozenset[str] = frozenset()
         for node in nodes:
             secrets |= self._inner_code(node)
         redirects, _ = self._redirects(nodes, self._expander({}), Stdin())
         return secrets | self.check(Command((), redirects), self.chain)
 
-    def _function(self, node: Any) -> None:
-        name_node = next(p for p in node.parts if p.kind == "word")
-        name = self._expander({}).single(name_node).text
+    def _function(self, node: Node) -> None:
+        name = self._expander({}).single(node.parts[0]).text
         body = node.parts[-1]
         if forks_itself(body, name):
             self.add(
@@ -176,45 +175,36 @@ class Walker:
             )
         self._node(body, Stdin())
 
-    def _inner_code(self, node: Any) -> frozenset[str]:
+    def _inner_code(self, node: Node) -> frozenset[str]:
         """Judge commands inside $(..), `..`, <(..) and unquoted here-documents of one part;
         the secrets they read, which flow into the command the part belongs to."""
-        if (
-            node.kind == "processsubstitution"
-            and self._source[node.pos[0] : node.pos[0] + 1] == ">"
-        ):
+        if node.kind == "processsubstitution" and node.text == ">":
             # >(sh): the commands inside read whatever the outer command writes there
             fed = Stdin(piped=True, producers=_WRITER, upstream=(exact(self._source),))
-            return self._node(node.command, fed).secrets
+            return self._node(node.parts[0], fed).secrets
         if node.kind in ("commandsubstitution", "processsubstitution"):
-            return self._node(node.command, Stdin()).secrets
+            return self._node(node.parts[0], Stdin()).secrets
         secrets: frozenset[str] = frozenset()
-        if node.kind == "redirect":
-            if getattr(node, "heredoc", None) is not None:
-                body, quoted = self._heredoc(node)
-                for snippet in [] if quoted else heredoc_substitutions(body):
-                    secrets |= self.nested_run(snippet)
-            elif hasattr(node.output, "kind"):
-                secrets |= self._inner_code(node.output)
-            return secrets
-        for part in getattr(node, "parts", None) or []:
+        for part in node.parts:
             secrets |= self._inner_code(part)
+        if node.target is not None:
+            secrets |= self._inner_code(node.target)
         return secrets
 
     def _redirects(
-        self, nodes: list[Any], expander: WordExpander, stdin: Stdin
+        self, nodes: list[Node], expander: WordExpander, stdin: Stdin
     ) -> tuple[tuple[Redirect, ...], Stdin]:
         out: list[Redirect] = []
         for node in nodes:
-            op = node.type
-            if op in ("<<", "<<-"):
-                body, quoted = self._heredoc(node)
-                known = quoted or not re.search(r"\$\(|`", body)
+            op = node.text
+            if node.heredoc is not None:
+                body, quoted = node.heredoc.body, node.heredoc.quoted
+                known = quoted or not any(p.kind == "commandsubstitution" for p in node.parts)
                 feed = f"<< {exact(repr(body))}"
                 stdin = Stdin(text=body if known else None, piped=True, upstream=(feed,))
                 out.append(Redirect(op, None))
                 continue
-            target = expander.single(node.output) if hasattr(node.output, "kind") else None
+            target = expander.single(node.target) if node.target is not None else None
             if op == "<<<" and target is not None:
                 stdin = Stdin(
                     text=None if target.dynamic else target.text + "\n",
@@ -230,31 +220,18 @@ class Walker:
             out.append(Redirect(op, target))
         return tuple(out), stdin
 
-    def _heredoc(self, node: Any) -> tuple[str, bool]:
-        start, end = node.heredoc.pos
-        lines = self._source[start:end].split("\n")
-        delimiter_node = node.output
-        raw = self._source[node.pos[0] : delimiter_node.pos[1] + 1]
-        delimiter = re.sub(r"[\"'\\]", "", self._source[slice(*delimiter_node.pos)]).strip()
-        if node.type == "<<-":
-            lines = [line.lstrip("\t") for line in lines]
-        if lines and lines[-1].strip() == delimiter:
-            lines = lines[:-1]
-        return "\n".join(lines) + "\n", any(q in raw.split("<<", 1)[-1] for q in "'\"\\")
-
     # -- variables and directories -------------------------------------------------------
 
     def _expander(self, env: Mapping[str, str]) -> WordExpander:
         return WordExpander(self._source, env, lambda part: self._substitute(part, env))
 
-    def _substitute(self, part: Any, env: Mapping[str, str]) -> str | None:
+    def _substitute(self, part: Node, env: Mapping[str, str]) -> str | None:
         """The output of $(...) when it is fixed: $(echo rm), $(printf '\\x72m')."""
-        node = part.command
-        stages = (
-            [p for p in node.parts if p.kind not in ("pipe", "reservedword")]
-            if (node.kind == "pipeline")
-            else [node]
-        )
+        body = part.parts[0]
+        if len(body.parts) != 1:
+            return None
+        node = body.parts[0]
+        stages = node.parts if node.kind == "pipeline" else (node,)
         text: str | None = None
         for i, stage in enumerate(stages):
             if stage.kind != "command":
@@ -270,19 +247,19 @@ class Walker:
                 return None
         return text
 
-    def _variants(self, node: Any) -> list[dict[str, str]]:
+    def _variants(self, node: Node) -> list[dict[str, str]]:
         referenced = {
             m.group(1)
             for p in descendants(node)
             if p.kind == "parameter"
-            if (m := _PARAM_NAME.match(getattr(p, "value", "") or ""))
+            if (m := _PARAM_NAME.match(p.text))
         }
         # IFS changes how every unquoted expansion splits, referenced or not
         names = sorted((referenced | {"IFS"}) & self._values.keys())
         choices = [[(n, v) for v in self._values[n][:MAX_VARIANTS]] for n in names]
         return [dict(c) for c in itertools.islice(itertools.product(*choices), MAX_VARIANTS)]
 
-    def _collect_values(self, trees: list[Any]) -> None:
+    def _collect_values(self, trees: list[Node]) -> None:
         """Literal values assigned anywhere (X=rm; export Y=/; for Z in a b), flow-insensitively."""
         for _ in range(2):  # a second pass resolves values built from other variables
             env = {k: v[0] for k, v in self._values.items() if v}
@@ -294,7 +271,7 @@ class Walker:
                         if value not in known and len(known) < MAX_VARIANTS:
                             known.append(value)
 
-    def _note_cd(self, node: Any) -> None:
+    def _note_cd(self, node: Node) -> None:
         expander = self._expander({k: v[0] for k, v in self._values.items() if v})
         words = [w for p in node.parts if p.kind == "word" for w in expander.words(p)]
         if words and words[0].text in ("cd", "pushd", "chdir"):

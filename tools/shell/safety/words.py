@@ -1,8 +1,9 @@
-"""Turn bashlex word nodes into the argv words bash would pass, as far as that is knowable:
+"""Turn parsed word nodes into the argv words bash would pass, as far as that is knowable:
 quotes, escapes, $'..', $IFS, braces and known variables, re-read from the source text."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import fnmatch
 import itertools
@@ -10,11 +11,13 @@ import posixpath
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tools.shell.safety.model import Word
+from tools.shell.safety.syntax import Node, descendants
 
 MAX_BRACE_WORDS = 64
+_PLAIN = re.compile(r"[^\\'\"$`<>]+")
+_PLAIN_QUOTED = re.compile(r"[^\\\"$`]+")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARAM = re.compile(
     r"(?P<bang>!?)(?P<name>[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(?P<sub>\[[^\]]*\])?(?P<op>.*)",
@@ -42,7 +45,7 @@ _SHELL_PARAMS = {"0": "bash", "SHELL": "/bin/bash", "BASH": "/bin/bash"}
 # Piece kinds: how a run of characters was quoted, which decides brace expansion and splitting.
 LIT, QUOTED, SPLIT, QEXP = "lit", "quoted", "split", "qexp"
 
-Substitute = Callable[[Any], "str | None"]
+Substitute = Callable[[Node], "str | None"]
 
 
 @dataclass
@@ -160,23 +163,15 @@ def _trim(base: str, how: str, pat: str) -> str:
     return base[: (min(hits) if how == "%%" else max(hits))]
 
 
-def command_names(node: Any) -> frozenset[str]:
+def command_names(node: Node) -> frozenset[str]:
     """Crude names of every command under a node, for "is curl upstream?" questions."""
     names: set[str] = set()
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if getattr(current, "kind", None) == "command":
+    for current in descendants(node):
+        if current.kind == "command":
             for part in current.parts:
                 if part.kind == "word":
-                    names.add(posixpath.basename(re.sub(r"[\"'\\]", "", part.word)))
+                    names.add(posixpath.basename(re.sub(r"[\"'\\]", "", part.text)))
                     break
-        for attr in ("parts", "list", "command"):
-            child = getattr(current, attr, None)
-            if isinstance(child, list):
-                stack.extend(child)
-            elif child is not None and hasattr(child, "kind"):
-                stack.append(child)
     return frozenset(names)
 
 
@@ -188,7 +183,7 @@ class WordExpander:
         self._env = env
         self._substitute = substitute
 
-    def words(self, node: Any) -> list[Word]:
+    def words(self, node: Node) -> list[Word]:
         """The argv words a word node becomes (braces expanded, unquoted results split)."""
         pieces = self._lex(node)
         chars = [(ch, idx) for idx, piece in enumerate(pieces) for ch in piece.text]
@@ -198,35 +193,28 @@ class WordExpander:
             results.extend(_split(variant, pieces, separators))
         return [self._with_raw(w, node) for w in results]
 
-    def single(self, node: Any) -> Word:
+    def single(self, node: Node) -> Word:
         """The word as one string (assignment values, redirect targets)."""
         pieces = self._lex(node)
         chars = [(ch, idx) for idx, piece in enumerate(pieces) for ch in piece.text]
         return self._with_raw(_to_word(chars, pieces), node)
 
-    def _with_raw(self, word: Word, node: Any) -> Word:
+    def _with_raw(self, word: Word, node: Node) -> Word:
         if not word.computed:
             return word
         start, end = node.pos
         return dataclasses.replace(word, raw=self._source[start:end])
 
-    def _lex(self, node: Any) -> list[_Piece]:
-        # bashlex's own `word` attribute mangles some quoting ("r"'m', $'\x72m'), so the
-        # raw source text is lexed again here.
+    def _lex(self, node: Node) -> list[_Piece]:
+        # The parser's pieces do not say how bash joins and unquotes them ("r"'m', $'\x72m'),
+        # so the raw source text is lexed again here, with the expansions it found.
         start, end = node.pos
         raw = self._source[start:end]
-        # $'..' and $".." come back as a nameless parameter; the lexer reads those itself.
-        parts = {
-            p.pos[0] - start: p
-            for p in getattr(node, "parts", []) or []
-            if p.pos[0] >= start and (p.kind != "parameter" or getattr(p, "value", ""))
-        }
+        parts = {p.pos[0] - start: p for p in node.parts if p.pos[0] >= start}
         return _Lexer(raw, parts, start, self).run()
 
-    def expansion(self, part: Any, raw: str, quoted: bool) -> _Piece:
+    def expansion(self, part: Node, raw: str, quoted: bool) -> _Piece:
         kind = QEXP if quoted else SPLIT
-        if part.kind == "tilde":
-            return _Piece(raw, QUOTED)
         if part.kind in ("commandsubstitution", "processsubstitution"):
             names = command_names(part)
             if part.kind == "processsubstitution":
@@ -235,8 +223,8 @@ class WordExpander:
             if value is None:
                 return _Piece(raw, kind, dynamic=True, computed=True, names=names)
             return _Piece(value.rstrip("\n"), kind, computed=True, names=names)
-        if part.kind == "parameter" and not raw.startswith(("$((", "$[")):
-            value = getattr(part, "value", "")
+        if part.kind == "parameter":
+            value = part.text
             if value == "@":
                 kind = SPLIT  # "$@" is one word per argument, quoted or not
             text, exact = resolve_parameter(value, self._env)
@@ -246,15 +234,29 @@ class WordExpander:
 
 
 class _Lexer:
-    """Walks the raw text of one word, honouring quotes; expansions come from bashlex parts."""
+    """Walks the raw text of one word, honouring quotes; expansions come from the parser."""
 
-    def __init__(self, raw: str, parts: dict[int, Any], offset: int, owner: WordExpander) -> None:
+    def __init__(self, raw: str, parts: dict[int, Node], offset: int, owner: WordExpander) -> None:
         self.raw, self.parts, self.offset, self.owner = raw, parts, offset, owner
         self.pieces: list[_Piece] = []
         self.i = 0
+        self._starts = sorted(parts)
+
+    def _plain_end(self, plain: re.Pattern[str]) -> int:
+        """Where the run of characters with no special meaning from here ends (at the
+        latest where the parser found an expansion)."""
+        m = plain.match(self.raw, self.i)
+        end = m.end() if m else self.i + 1
+        at = bisect.bisect_right(self._starts, self.i)
+        return min(end, self._starts[at]) if at < len(self._starts) else end
 
     def emit(self, text: str, kind: str) -> None:
-        if text:
+        if not text:
+            return
+        last = self.pieces[-1] if self.pieces else None
+        if last is not None and last.kind == kind and last == _Piece(last.text, kind):
+            last.text += text  # one piece per run of plain characters, not per character
+        else:
             self.pieces.append(_Piece(text, kind))
 
     def run(self) -> list[_Piece]:
@@ -282,8 +284,9 @@ class _Lexer:
                 self.i += 1 if ch == '"' else 2
                 self._double_quoted()
             else:
-                self.emit(ch, LIT)
-                self.i += 1
+                end = self._plain_end(_PLAIN)
+                self.emit(raw[self.i : end], LIT)
+                self.i = end
         return self.pieces
 
     def _double_quoted(self) -> None:
@@ -297,8 +300,9 @@ class _Lexer:
                     self.emit(raw[self.i + 1], QUOTED)
                 self.i += 2
             else:
-                self.emit(ch, QUOTED)
-                self.i += 1
+                end = self._plain_end(_PLAIN_QUOTED)
+                self.emit(raw[self.i : end], QUOTED)
+                self.i = end
         self.i += 1
         self.pieces.append(_Piece("", QUOTED))  # so that "" still makes an (empty) word
 
@@ -380,7 +384,10 @@ def _split(chars: _Chars, pieces: list[_Piece], separators: str) -> list[Word]:
     """Field splitting: IFS characters from unquoted expansions separate words."""
     fields: list[_Chars] = [[]]
     for ch, idx in chars:
-        if ch in separators and pieces[idx].kind == SPLIT:
+        piece = pieces[idx]
+        # An unknown value is kept whole: the spaces of `$(pgrep -f x)` as written say
+        # nothing about how its output splits (it stays one run-time word, a `*`).
+        if ch in separators and piece.kind == SPLIT and not (piece.dynamic and not piece.guess):
             fields.append([])
         else:
             fields[-1].append((ch, idx))
