@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import Field
 
 from gateway.channels import DeliveryError, Outbox
-from gateway.config import Settings, config_path
+from gateway.config import Settings, config_secrets_files
 from gateway.media.services import (
     ImageGenerator,
     MediaClient,
@@ -108,9 +108,7 @@ class FileSender:
     def protected(self) -> set[tuple[int, int]]:
         """(device, inode) of the store's files and the config file, wherever they are."""
         paths: list[Path] = [self._settings.data_dir.expanduser() / n for n in _STORE_FILES]
-        found = config_path()
-        if found is not None:
-            paths.append(found)
+        paths.extend(config_secrets_files(self._settings))
         return set(_identities(paths))
 
 

@@ -153,6 +153,15 @@ async def test_doctor_reports_the_terminal_and_the_workspace(
     assert "allow_unsandboxed" in term.fix
 
 
+async def test_doctor_says_the_local_backend_shares_one_user(settings_for: SettingsFor) -> None:
+    """Issue 30 finding 11: every chat's workspace belongs to the one user commands run as."""
+    term, shared, *gaps = await terminal_checks(settings_for(backend="local"))
+    assert term.ok and term.detail.startswith("local (on the gateway host")
+    assert "runs every chat's commands as one user" in shared.detail
+    assert "every other chat's workspace" in shared.detail
+    assert gaps == []  # this kernel has Landlock with signal scoping
+
+
 @root_only
 def test_hand_over_never_reaches_outside_the_workspace(open_dir: Path, run_user: str) -> None:
     ws = open_dir / "ws"
