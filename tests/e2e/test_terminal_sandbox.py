@@ -93,6 +93,17 @@ def test_gateway_environment_secrets_are_out_of_reach(open_dir: Path) -> None:
         assert secret not in out
 
 
+def test_no_nested_user_namespaces_for_a_non_root_gateway(open_dir: Path, run_user: str) -> None:
+    """Issue 30 (low): `unshare -r` made a user namespace inside the sandbox."""
+    ws = open_dir / "ws"
+    ws.mkdir()
+    ws.chmod(0o777)
+    command = "unshare -r id -u; echo unshare=$?; unshare -U true; echo again=$?"
+    out = run_gateway_like(open_dir, "harden", "sandbox", ws, [command], user=run_user)
+    assert "unshare=1" in out and "again=1" in out, out
+    assert "\n0\n" not in f"\n{out}"  # never root in a namespace of its own
+
+
 async def serve_hello() -> tuple[asyncio.Server, int]:
     async def hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"HELLO-FROM-HOST\n")

@@ -115,6 +115,10 @@ class SandboxBackend:
             args.append("--unshare-all")
             if self._network:
                 args.append("--share-net")
+            if "--disable-userns" in self._help:
+                # No nested user namespaces (`unshare -r`): a kernel attack surface the
+                # command has no use for.
+                args += ["--unshare-user", "--disable-userns"]
         args += ["--hostname", "sandbox"]
         visible: list[Path] = []
         root = Path("/")
