@@ -10,6 +10,7 @@ import httpx
 
 from gateway.config import Settings
 from gateway.doctor import CheckResult
+from gateway.secrets import secret_values
 from gateway.tooling import ToolSpec
 from tools.browser.chromium import Chromium, ChromiumMissing, describe, find_chromium
 from tools.browser.manager import BrowserManager
@@ -43,7 +44,9 @@ def browser_tool_specs(
         return []
     from tools.browser.tools import browser_tools
 
-    manager = BrowserManager(settings.browser, chromium, guard, workspace_for)
+    manager = BrowserManager(
+        settings.browser, chromium, guard, workspace_for, secrets=secret_values(settings)
+    )
     closers.append(manager.close)
     return browser_tools(manager)
 

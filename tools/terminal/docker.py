@@ -22,10 +22,25 @@ from pathlib import Path
 from gateway.config import DockerTerminalSettings
 from gateway.tooling import ToolError
 from tools.terminal.base import BackendUnavailable, Limits, Running
+from tools.terminal.env import safe_env
 from tools.terminal.remote import RemoteProcess, new_pidfile, portable, wrapped
 
 log = logging.getLogger(__name__)
 LABEL = "chatgate.terminal"
+# What the docker CLI reads besides the allowlist: which engine, its TLS files, its config.
+_CLIENT_VARIABLES = (
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_TLS_VERIFY",
+    "DOCKER_CERT_PATH",
+    "DOCKER_API_VERSION",
+)
+
+
+def client_env() -> dict[str, str]:
+    """The docker CLI's environment: the gateway's tokens and keys stay here."""
+    return safe_env(passthrough=_CLIENT_VARIABLES)
 
 
 def engine_version(cli: str = "docker") -> str:
@@ -40,6 +55,7 @@ def engine_version(cli: str = "docker") -> str:
             text=True,
             timeout=15,
             check=False,
+            env=client_env(),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BackendUnavailable(f"the Docker engine did not answer ({exc})") from None
@@ -86,6 +102,7 @@ class DockerBackend:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env=client_env(),
         )
         out, err = await proc.communicate()
         if check and proc.returncode != 0:
@@ -180,6 +197,7 @@ class DockerBackend:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE if split_stderr else asyncio.subprocess.STDOUT,
             start_new_session=True,
+            env=client_env(),
         )
 
         async def stop_inside(command: str) -> None:
