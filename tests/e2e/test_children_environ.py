@@ -93,8 +93,13 @@ def test_commands_cannot_read_the_browsers_or_mcp_servers_environment(
         "ps eww -A",
     ]
     done = subprocess.run(
-        [python, str(package / "tests" / "e2e" / "children_gateway.py"), str(ws), str(state)]
-        + commands,
+        [
+            python,
+            str(package / "tests" / "e2e" / "children_gateway.py"),
+            str(ws),
+            str(state),
+            *commands,
+        ],
         env=env,
         cwd=open_dir,
         user=run_user or None,
