@@ -15,6 +15,7 @@ from gateway.config import MCPSettings
 from gateway.messages import ChatRef, UserRef
 from gateway.sessions import SessionKey
 from gateway.tooling import ToolContext, ToolError, ToolSpec
+from gateway.untrusted import wrap
 from tests.fakes.mcp_launch import http_server, stdio_server, wait_for
 from tools.mcp.connection import State
 from tools.mcp.manager import MCPManager
@@ -71,7 +72,9 @@ async def test_stdio_tools_results_errors_and_limits(tmp_path: Path) -> None:
         assert echo.group == "mcp:notes"
         schema = echo.schema()["function"]
         assert schema["parameters"]["required"] == ["text"]
-        assert schema["description"].startswith("Repeat the text back.")
+        # The server's words, marked as outside content (issue 30 finding 14).
+        marked = wrap("MCP server notes", "Repeat the text back.")
+        assert schema["description"] == f"{marked}\n(MCP server 'notes', tool 'echo')"
         assert await call(manager, "mcp_notes_echo", text="hi") == "echo: hi"
         assert await call(manager, "mcp_notes_add", a=2, b=40) == "42"
         # The model's arguments are checked against the server's schema before any call.

@@ -237,7 +237,11 @@ async def test_a_prompt_listed_in_settings_is_a_slash_command(
 
 async def test_streamable_http_server_from_settings(tmp_path: Path, llm: ScriptedLLM) -> None:
     async with http_server(tmp_path / "h", token="tok-abcdef") as url:
-        server = {"url": url, "headers": {"Authorization": "Bearer tok-abcdef"}}
+        server = {
+            "url": url,
+            "headers": {"Authorization": "Bearer tok-abcdef"},
+            "trust_hints": True,
+        }
         settings = gateway_settings(tmp_path, llm.url, mcp=mcp_settings(remote=server))
         async with running_gateway(settings) as gw:
             await tools_ready(gw, "mcp_remote_add")
