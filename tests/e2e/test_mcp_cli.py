@@ -40,6 +40,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
         f"args = [{str(SERVER_SCRIPT)!r}]\n"
         f"env = {{ FAKE_MCP_DIR = {str(tmp_path / 's')!r}, NOTES_TOKEN = 'tok-secret-4242' }}\n"
         'prompt_commands = ["summarize"]\n'
+        "trust_hints = true\n"
         "[mcp.servers.ghost]\n"
         f"command = {str(tmp_path / 'missing-program')!r}\n"
         "[mcp.servers.later]\n"

@@ -115,5 +115,5 @@ def _spec(conn: ServerConnection, tool: Tool, name: str, max_chars: int) -> Tool
         # not mark read-only wait for a person.
         untrusted_output=True,
         side_effects=not read_only(conn.cfg, tool),
-        extras={"mcp_server": server, "mcp_tool": tool.name},
+        extras={"mcp_server": server, "mcp_tool": tool.name, "mcp_description": about},
     )
