@@ -448,8 +448,8 @@ def _driver_env_is(env: Mapping[str, str]) -> None:
     original = getattr(transport, "get_driver_env", None)
     if original is None:
         raise ToolError(
-            "the browser cannot start: this Playwright version cannot be given a clean "
-            "environment; tell the operator to run `chatgate doctor`."
+            "the browser cannot start: this Playwright version gives its driver the gateway's "
+            "whole environment; tell the operator to install Playwright 1.49 to 1.65."
         )
     base = getattr(original, "__wrapped__", original)
 

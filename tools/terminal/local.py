@@ -36,6 +36,7 @@ class LocalBackend:
                     "data directory or config)"
                 )
             self._run_as = RunAs.lookup(user)
+        # The kernel's Landlock version (0: none); commands get a domain of their own when > 0.
         self.landlock = landlock_abi()
 
     @property
