@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import time
 from collections import OrderedDict
@@ -443,13 +444,16 @@ def _driver_env_is(env: Mapping[str, str]) -> None:
     (/proc/<pid>/environ). Its helper that makes that copy is replaced instead; without the
     helper (another Playwright) the browser does not start rather than start with secrets.
     """
-    from playwright._impl import transport
-
+    transport = None
+    for name in ("playwright._impl.transport", "playwright._impl._transport"):  # new, old
+        with contextlib.suppress(ImportError):
+            transport = importlib.import_module(name)
+            break
     original = getattr(transport, "get_driver_env", None)
     if original is None:
         raise ToolError(
             "the browser cannot start: this Playwright version gives its driver the gateway's "
-            "whole environment; tell the operator to install Playwright 1.49 to 1.65."
+            "whole environment; tell the operator to install another Playwright version."
         )
     base = getattr(original, "__wrapped__", original)
 
