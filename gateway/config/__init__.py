@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import (
     BaseModel,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     create_model,
@@ -311,6 +312,9 @@ class Settings(BaseSettings):
     skills: SkillsSettings = SkillsSettings()
     history: HistorySettings = HistorySettings()
     delegation: DelegationSettings = DelegationSettings()
+    # The TOML file these settings were read from (`--config`, CHATGATE_CONFIG or
+    # ./chatgate.toml), set by `load_settings`; see `started_config`.
+    _config_file: Path | None = PrivateAttr(default=None)
 
     @classmethod
     def settings_customise_sources(
@@ -365,6 +369,30 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     return local if local.is_file() else None
 
 
+# Where deployments keep the environment file beside the config (deploy/chatgate.service:
+# /etc/chatgate/env; deploy/compose.yaml: .env).
+ENV_FILE_NAMES = ("env", ".env", "chatgate.env")
+
+
+def started_config(settings: Settings) -> Path | None:
+    """The config file `settings` were read from, however it was given (`--config`,
+    CHATGATE_CONFIG, ./chatgate.toml), absolute; for settings built without a file, the one
+    `config_path()` finds now."""
+    path = settings._config_file or config_path()
+    return path.expanduser().resolve() if path is not None else None
+
+
+def config_secrets_files(settings: Settings) -> list[Path]:
+    """The started config file and the environment files beside it: what commands must never
+    read (they hold the tokens), whether or not they exist yet (a directory of that name, such
+    as a virtualenv called `env`, is not one)."""
+    config = started_config(settings)
+    if config is None:
+        return []
+    beside = (config.parent / name for name in ENV_FILE_NAMES)
+    return [config, *(path for path in beside if not path.is_dir())]
+
+
 def settings_model(sections: Mapping[str, type[BaseModel]] | None = None) -> type[Settings]:
     """Settings extended with the given sections (the platforms' `[telegram]` ..., which the
     core does not know); their env names follow the same form (`CHATGATE_TELEGRAM__TOKEN`)."""
@@ -417,6 +445,7 @@ def load_settings(
         _config_path.reset(token)
     if problems:
         raise ConfigError(problems)
+    settings._config_file = toml_path.expanduser().resolve() if toml_path is not None else None
     return settings
 
 

@@ -31,8 +31,13 @@ class MCPServerSettings(Section):
     timeout_seconds: float = Field(default=60.0, gt=0, le=DAY)  # one tool call
     # Start, handshake, tool list.
     startup_timeout_seconds: float = Field(default=30.0, gt=0, le=HOUR)
-    # destructive: ask unless the tool says readOnlyHint (and not destructiveHint).
+    # destructive: ask unless the tool is read-only: listed in read_only_tools, or (only with
+    # trust_hints) marked readOnlyHint and not destructiveHint by the server.
     approval: Literal["destructive", "always", "never"] = "destructive"
+    # Server tool names (shell-style wildcards) the operator vouches for as read-only.
+    read_only_tools: list[str] = []
+    # Believe the server's own readOnlyHint/destructiveHint: a hostile server can lie.
+    trust_hints: bool = False
     prompt_commands: list[str] = []  # server prompts offered as slash commands
 
     @field_validator("url")

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from gateway.config import ToolRule as ToolRule
     from gateway.config import ToolsSettings as ToolsSettings
     from gateway.config import config_path as config_path
+    from gateway.config import config_secrets_files as config_secrets_files
+    from gateway.config import started_config as started_config
     from gateway.config.urls import HttpURL as HttpURL
     from gateway.config.urls import WebSocketURL as WebSocketURL
     from gateway.intake.access import NOT_ALLOWED as NOT_ALLOWED
@@ -189,6 +191,8 @@ _EXPORTS: dict[str, str] = {
     # Settings
     "BrowserSettings": "gateway.config",
     "config_path": "gateway.config",
+    "started_config": "gateway.config",
+    "config_secrets_files": "gateway.config",
     "ConfigError": "gateway.config",
     "DAY": "gateway.config",
     "DockerTerminalSettings": "gateway.config",

@@ -6,6 +6,9 @@ user from a copy of the package.
 
     python3 terminal_gateway.py harden|plain local|sandbox WORKSPACE COMMAND...
 
+`plain` is the gateway without its protections: dumpable, and local commands not confined
+(no Landlock domain), so a test can show what they prevent.
+
 `{gw}` in a command is replaced by this process's pid.
 """
 
@@ -21,20 +24,23 @@ from tools.shell.terminal.base import Limits, TerminalBackend, run_command
 from tools.shell.terminal.env import safe_env
 
 
-def backend(kind: str) -> TerminalBackend:
+def backend(kind: str, mode: str) -> TerminalBackend:
     if kind == "sandbox":
         from tools.shell.terminal.sandbox import SandboxBackend
 
         return SandboxBackend(Limits())
     from tools.shell.terminal.local import LocalBackend
 
-    return LocalBackend(Limits())
+    local = LocalBackend(Limits())
+    if mode == "plain":
+        local.landlock = 0
+    return local
 
 
 async def main(mode: str, kind: str, workspace: Path, commands: list[str]) -> None:
     if mode == "harden" and not make_non_dumpable():
         sys.exit("could not harden")
-    terminal = backend(kind)
+    terminal = backend(kind, mode)
     for command in commands:
         result = await run_command(
             terminal,

@@ -40,6 +40,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
         f"args = [{str(SERVER_SCRIPT)!r}]\n"
         f"env = {{ FAKE_MCP_DIR = {str(tmp_path / 's')!r}, NOTES_TOKEN = 'tok-secret-4242' }}\n"
         'prompt_commands = ["summarize"]\n'
+        "trust_hints = true\n"
         "[mcp.servers.ghost]\n"
         f"command = {str(tmp_path / 'missing-program')!r}\n"
         "[mcp.servers.later]\n"
@@ -57,7 +58,7 @@ def test_mcp_list_shows_each_server_its_state_and_tools(
     out = capsys.readouterr().out
     servers, notes = out.split("\n\n")
     rows = {line.split()[0]: line.split(maxsplit=4)[1:] for line in servers.splitlines()[1:]}
-    assert rows["notes"][:3] == ["stdio", "connected", "10"]
+    assert rows["notes"][:3] == ["stdio", "connected", "11"]
     assert rows["ghost"][:3] == ["stdio", "failed", "0"]
     assert rows["ghost"][3].startswith("command not found:")
     assert rows["later"] == ["http", "stopped", "0", "disabled"]
@@ -115,7 +116,7 @@ async def test_doctor_has_a_line_per_server(
     code = await asyncio.to_thread(main, ["--config", config, "doctor"])
     out = capsys.readouterr().out
     assert code == 1, out
-    assert "pass  mcp notes: stdio, connected, 10 tools" in out
+    assert "pass  mcp notes: stdio, connected, 11 tools" in out
     assert "FAIL  mcp ghost: stdio, failed: command not found" in out
     assert "fix: check mcp.servers.ghost.command, args and env" in out
     assert "mcp later" not in out  # disabled

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gateway.approvals.untrusted import wrap
 from gateway.config import MCPSettings
 from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
@@ -71,7 +72,9 @@ async def test_stdio_tools_results_errors_and_limits(tmp_path: Path) -> None:
         assert echo.group == "mcp:notes"
         schema = echo.schema()["function"]
         assert schema["parameters"]["required"] == ["text"]
-        assert schema["description"].startswith("Repeat the text back.")
+        # The server's words, marked as outside content (issue 30 finding 14).
+        marked = wrap("MCP server notes", "Repeat the text back.")
+        assert schema["description"] == f"{marked}\n(MCP server 'notes', tool 'echo')"
         assert await call(manager, "mcp_notes_echo", text="hi") == "echo: hi"
         assert await call(manager, "mcp_notes_add", a=2, b=40) == "42"
         # The model's arguments are checked against the server's schema before any call.

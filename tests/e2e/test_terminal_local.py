@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import Settings
-from tests.fixtures_terminal import LIMITS, SECRETS, run_gateway_like
+from tests.fixtures_terminal import LIMITS, SECRETS, alive, run_gateway_like
 from tools.shell.terminal.base import BackendUnavailable, run_command
 from tools.shell.terminal.doctor import terminal_checks
 from tools.shell.terminal.env import safe_env
@@ -153,6 +153,15 @@ async def test_doctor_reports_the_terminal_and_the_workspace(
     assert "allow_unsandboxed" in term.fix
 
 
+async def test_doctor_says_the_local_backend_shares_one_user(settings_for: SettingsFor) -> None:
+    """Issue 30 finding 11: every chat's workspace belongs to the one user commands run as."""
+    term, shared, *gaps = await terminal_checks(settings_for(backend="local"))
+    assert term.ok and term.detail.startswith("local (on the gateway host")
+    assert "runs every chat's commands as one user" in shared.detail
+    assert "every other chat's workspace" in shared.detail
+    assert gaps == []  # this kernel has Landlock with signal scoping
+
+
 @root_only
 def test_hand_over_never_reaches_outside_the_workspace(open_dir: Path, run_user: str) -> None:
     ws = open_dir / "ws"
@@ -170,3 +179,23 @@ def test_hand_over_never_reaches_outside_the_workspace(open_dir: Path, run_user:
     assert (ws / "sub").stat().st_uid == user.uid and ws.stat().st_uid == user.uid
     assert linked.stat().st_uid == 0 and pointed.stat().st_uid == 0 and open_dir.stat().st_uid == 0
     assert (ws / "symlink").lstat().st_uid == user.uid  # the link itself, not its target
+
+
+@pytest.mark.parametrize("signal_name", ["STOP", "KILL"])
+def test_a_command_cannot_stop_its_supervisor_and_setsid_children_end_with_it(
+    open_dir: Path, run_user: str, signal_name: str
+) -> None:
+    """Issue 30 finding 10, on a non-root gateway (the commands run as its own user): a
+    stopped or killed supervisor could not end the `setsid` child, which then ran on."""
+    ws = open_dir / "ws"
+    ws.mkdir()
+    ws.chmod(0o777)
+    command = (
+        "setsid sh -c 'echo $$ > child.pid; exec sleep 300' > /dev/null 2>&1 & "
+        "until [ -s child.pid ]; do sleep 0.02; done; "
+        f"kill -{signal_name} $PPID; echo signalled=$?"
+    )
+    out = run_gateway_like(open_dir, "harden", "local", ws, [command], user=run_user)
+    child = int((ws / "child.pid").read_text())
+    assert "signalled=1" in out, out
+    assert not alive(child), out

@@ -93,6 +93,32 @@ def test_gateway_environment_secrets_are_out_of_reach(open_dir: Path) -> None:
         assert secret not in out
 
 
+NEW_USER_NAMESPACES = (
+    "unshare -r id -u; echo unshare=$?; unshare -U true; echo again=$?; "
+    'python3 -c \'import threading; t = threading.Thread(target=print, args=("threads",)); '
+    "t.start(); t.join()'"
+)
+
+
+async def test_no_nested_user_namespaces(make_sandbox: MakeSandbox, open_dir: Path) -> None:
+    """Issue 30 (low): `unshare -r` made a user namespace inside the sandbox. As root (a
+    privileged bwrap, no user namespace of its own) a seccomp filter refuses it; threads,
+    made with clone3, still start."""
+    out = (await sh(make_sandbox(), open_dir / "ws", NEW_USER_NAMESPACES)).output
+    assert "unshare=1" in out and "again=1" in out and "threads" in out, out
+    assert "\n0\n" not in f"\n{out}"  # never root in a namespace of its own
+
+
+def test_no_nested_user_namespaces_for_a_non_root_gateway(open_dir: Path, run_user: str) -> None:
+    """The same with the sandbox of a non-root gateway (bwrap's --disable-userns)."""
+    ws = open_dir / "ws"
+    ws.mkdir()
+    ws.chmod(0o777)
+    out = run_gateway_like(open_dir, "harden", "sandbox", ws, [NEW_USER_NAMESPACES], user=run_user)
+    assert "unshare=1" in out and "again=1" in out and "threads" in out, out
+    assert "\n0\n" not in f"\n{out}"  # never root in a namespace of its own
+
+
 async def serve_hello() -> tuple[asyncio.Server, int]:
     async def hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"HELLO-FROM-HOST\n")

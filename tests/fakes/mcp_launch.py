@@ -17,12 +17,14 @@ SERVER_SCRIPT = Path(__file__).with_name("mcp_server.py")
 
 
 def stdio_server(state_dir: Path, **extra: Any) -> dict[str, Any]:
-    """Settings for `mcp.servers.<name>` that run the fake server over stdio."""
+    """Settings for `mcp.servers.<name>` that run the fake server over stdio; its read-only
+    marks are trusted (`trust_hints`) unless `extra` says otherwise."""
     return {
         "command": sys.executable,
         "args": [str(SERVER_SCRIPT)],
         "env": {"FAKE_MCP_DIR": str(state_dir)},
         "startup_timeout_seconds": 20,
+        "trust_hints": True,
         **extra,
     }
 

@@ -25,7 +25,7 @@ from mcp.types import (
 )
 from pydantic import BaseModel, ValidationError
 
-from gateway.config import ConfigError, Settings, load_settings, masked
+from gateway.config import ConfigError, MCPServerSettings, Settings, load_settings, masked
 from gateway.runtime.secrets import secret_values
 from gateway.sdk.tooling import ToolContext, ToolScope, ToolSpec
 from tools.mcp.arguments import arguments_model
@@ -198,19 +198,28 @@ def tool(**hints: Any) -> Tool:
 
 
 @pytest.mark.parametrize(
-    ("policy", "hints", "asks"),
+    ("server", "hints", "asks"),
     [
-        ("destructive", {"read_only_hint": True}, False),
-        ("destructive", {}, True),  # no annotations: maybe destructive
-        ("destructive", {"read_only_hint": False}, True),
-        ("destructive", {"destructive_hint": False}, True),  # not read-only: still asks
-        ("destructive", {"read_only_hint": True, "destructive_hint": True}, True),
-        ("always", {"read_only_hint": True}, True),
-        ("never", {"destructive_hint": True}, False),
+        ({"trust_hints": True}, {"read_only_hint": True}, False),
+        ({"trust_hints": True}, {}, True),  # no annotations: maybe destructive
+        ({"trust_hints": True}, {"read_only_hint": False}, True),
+        ({"trust_hints": True}, {"destructive_hint": False}, True),  # not read-only: asks
+        ({"trust_hints": True}, {"read_only_hint": True, "destructive_hint": True}, True),
+        # Issue 30 finding 14: by default the server's own marks decide nothing.
+        ({}, {"read_only_hint": True}, True),
+        ({"read_only_tools": ["t"]}, {}, False),
+        ({"read_only_tools": ["[st]*"]}, {"destructive_hint": True}, False),
+        ({"read_only_tools": ["other"]}, {"read_only_hint": True}, True),
+        ({"approval": "always", "trust_hints": True}, {"read_only_hint": True}, True),
+        ({"approval": "always", "read_only_tools": ["t"]}, {}, True),
+        ({"approval": "never"}, {"destructive_hint": True}, False),
     ],
 )
-def test_which_calls_ask_for_approval(policy: Any, hints: dict[str, Any], asks: bool) -> None:
-    assert (approval_reason(policy, tool(**hints), "srv") is not None) is asks
+def test_which_calls_ask_for_approval(
+    server: dict[str, Any], hints: dict[str, Any], asks: bool
+) -> None:
+    cfg = MCPServerSettings(command="srv", **server)
+    assert (approval_reason(cfg, tool(**hints), "srv") is not None) is asks
 
 
 # -- settings --------------------------------------------------------------------------------

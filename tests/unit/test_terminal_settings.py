@@ -6,6 +6,7 @@ import pytest
 
 from gateway.config import ConfigError, Settings, load_settings
 from tools.shell.terminal.factory import hidden_paths
+from tools.shell.tool import gateway_paths
 
 
 def test_default_workspace_is_beside_the_data_dir_not_inside(tmp_path: Path) -> None:
@@ -65,3 +66,23 @@ def test_sandbox_hides_data_home_config_and_its_directory(
     monkeypatch.setenv("CHATGATE_CONFIG", "/etc/chatgate.toml")
     hidden = hidden_paths(settings)
     assert Path("/etc/chatgate.toml") in hidden and Path("/etc") not in hidden
+
+
+def test_the_config_given_on_the_command_line_is_hidden_and_protected(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 30 finding 3: `--config FILE` alone (no CHATGATE_CONFIG) was not known here."""
+    monkeypatch.delenv("CHATGATE_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    etc = tmp_path / "etc" / "chatgate"
+    etc.mkdir(parents=True)
+    config = etc / "chatgate.toml"
+    config.write_text(f'data_dir = "{tmp_path / "state"}"\n')
+    (etc / ".env").mkdir()  # a directory of that name is not an env file
+    settings = load_settings(str(config))
+    hidden = hidden_paths(settings)
+    assert {config, etc, etc / "env", etc / "chatgate.env"} <= set(hidden)
+    assert etc / ".env" not in hidden
+    places = {path: label for path, label, secret in gateway_paths(settings) if secret}
+    assert places[str(config)] == "the gateway's config file"
+    assert places[str(etc / "env")] == "the gateway's environment file"

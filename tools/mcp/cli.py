@@ -64,7 +64,7 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
                         s.name,
                         s.extras["mcp_tool"],
                         "asks" if s.approval else "",
-                        short(s.description),
+                        short(s.extras.get("mcp_description", s.description)),
                     )
                     for s in specs
                 ],

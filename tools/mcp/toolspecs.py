@@ -3,12 +3,13 @@ the policy group `mcp:<server>`, asking for approval as the server's `approval` 
 
 from __future__ import annotations
 
+import fnmatch
 import json
-from typing import Any, Literal
+from typing import Any
 
 from mcp.types import Tool
 
-from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolSpec, untrusted
+from gateway.sdk import ApprovalNeed, MCPServerSettings, ToolContext, ToolError, ToolSpec, untrusted
 from tools.mcp.arguments import MCPArguments, arguments_model
 from tools.mcp.connection import ServerConnection
 from tools.mcp.naming import tool_name
@@ -24,20 +25,37 @@ def group_of(server: str) -> str:
     return f"{GROUP}:{server}"
 
 
-def approval_reason(
-    policy: Literal["destructive", "always", "never"], tool: Tool, server: str
-) -> str | None:
-    """Why a call of `tool` needs a person's approval, or None when it does not."""
-    if policy == "never":
-        return None
-    if policy == "always":
-        return f"the MCP server '{server}' is set to ask before every tool call"
+def read_only(cfg: MCPServerSettings, tool: Tool) -> bool:
+    """Whether calls of `tool` change nothing: the operator listed it in `read_only_tools`,
+    or the server says so and its hints are trusted (`trust_hints`)."""
+    if any(fnmatch.fnmatchcase(tool.name, pattern) for pattern in cfg.read_only_tools):
+        return True
     hints = tool.annotations
+    return (
+        cfg.trust_hints
+        and hints is not None
+        and hints.read_only_hint is True
+        and hints.destructive_hint is not True
+    )
+
+
+def approval_reason(cfg: MCPServerSettings, tool: Tool, server: str) -> str | None:
+    """Why a call of `tool` needs a person's approval, or None when it does not."""
+    if cfg.approval == "never":
+        return None
+    if cfg.approval == "always":
+        return f"the MCP server '{server}' is set to ask before every tool call"
+    if read_only(cfg, tool):
+        return None
+    hints = tool.annotations
+    if not cfg.trust_hints:
+        return (
+            f"{tool.name} is not listed in mcp.servers.{server}.read_only_tools "
+            f"(the server's own read-only marks are not trusted)"
+        )
     if hints is not None and hints.destructive_hint is True:
         return f"'{server}' marks {tool.name} as destructive"
-    if hints is None or hints.read_only_hint is not True:
-        return f"'{server}' does not mark {tool.name} as read-only"
-    return None
+    return f"'{server}' does not mark {tool.name} as read-only"
 
 
 def server_tool_specs(conn: ServerConnection, *, max_chars: int) -> list[ToolSpec[Any]]:
@@ -49,10 +67,12 @@ def server_tool_specs(conn: ServerConnection, *, max_chars: int) -> list[ToolSpe
 
 def _spec(conn: ServerConnection, tool: Tool, name: str, max_chars: int) -> ToolSpec[Any]:
     server = conn.name
-    reason = approval_reason(conn.cfg.approval, tool, server)
+    reason = approval_reason(conn.cfg, tool, server)
     title = tool.title or (tool.annotations.title if tool.annotations else None)
     about = (tool.description or title or tool.name).strip()
-    description = f"{about}\n(MCP server '{server}', tool '{tool.name}')"
+    # The server wrote the descriptions: outside content, like what its tools return.
+    source = f"MCP server {server}"
+    description = f"{untrusted.wrap(source, about)}\n(MCP server '{server}', tool '{tool.name}')"
 
     async def handler(args: MCPArguments, ctx: ToolContext) -> str:
         output = tool_output(await conn.call_tool(tool.name, args.root), max_chars=max_chars)
@@ -84,7 +104,7 @@ def _spec(conn: ServerConnection, tool: Tool, name: str, max_chars: int) -> Tool
     return ToolSpec(
         name=name,
         description=description,
-        args=arguments_model(name, tool.input_schema),
+        args=arguments_model(name, tool.input_schema, lambda text: untrusted.wrap(source, text)),
         handler=handler,
         group=group_of(server),
         approval=approval if reason is not None else None,
@@ -92,6 +112,6 @@ def _spec(conn: ServerConnection, tool: Tool, name: str, max_chars: int) -> Tool
         # What a server answers is outside content; after it, calls of tools the server does
         # not mark read-only wait for a person.
         untrusted_output=True,
-        side_effects=not (tool.annotations and tool.annotations.read_only_hint is True),
-        extras={"mcp_server": server, "mcp_tool": tool.name},
+        side_effects=not read_only(conn.cfg, tool),
+        extras={"mcp_server": server, "mcp_tool": tool.name, "mcp_description": about},
     )

@@ -29,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
 from gateway.sdk import MCPServerSettings
+from tools.shell.terminal.env import safe_env
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +152,14 @@ async def _watched(transport: Any, on_end: Callable[[], None]) -> AsyncIterator[
         yield _WatchedReadStream(read_stream, on_end), write_stream
 
 
+def server_env(cfg: MCPServerSettings) -> dict[str, str]:
+    """A stdio server's environment: the commands' allowlist (no CHATGATE_* variable, nothing
+    holding a secret) and the server's own configured `env` over it. The SDK adds only the
+    same few names (PATH, HOME, USER ...) from this process."""
+    own = {key: value.get_secret_value() for key, value in cfg.env.items()}
+    return {**safe_env(), **own}
+
+
 @asynccontextmanager
 async def open_client(
     name: str,
@@ -171,7 +180,7 @@ async def open_client(
             params = StdioServerParameters(
                 command=cfg.command,
                 args=cfg.args,
-                env={key: value.get_secret_value() for key, value in cfg.env.items()},
+                env=server_env(cfg),
                 cwd=cfg.cwd.expanduser() if cfg.cwd else None,
             )
             transport = stdio_client(params, errlog=stderr.open())

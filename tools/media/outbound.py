@@ -28,7 +28,7 @@ from gateway.sdk import (
     ToolError,
     ToolFamily,
     ToolSpec,
-    config_path,
+    config_secrets_files,
     secret_values,
 )
 from gateway.sdk.media import (
@@ -120,9 +120,7 @@ class FileSender:
     def protected(self) -> set[tuple[int, int]]:
         """(device, inode) of the store's files and the config file, wherever they are."""
         paths: list[Path] = [self._settings.data_dir.expanduser() / n for n in _STORE_FILES]
-        found = config_path()
-        if found is not None:
-            paths.append(found)
+        paths.extend(config_secrets_files(self._settings))
         return set(_identities(paths))
 
 

@@ -20,7 +20,7 @@ from gateway.sdk import (
     ToolError,
     ToolSpec,
     ToolsSettings,
-    config_path,
+    config_secrets_files,
 )
 from tools.args import ToolArgs
 from tools.files.workspace import Workspace
@@ -210,7 +210,11 @@ def gateway_paths(settings: Settings) -> list[tuple[str, str, bool]]:
             for p in (*CORE_PACKAGE_DIRS, *tools.__path__)
         ),
     ]
-    config = config_path()  # a path given with --config alone is not known here
-    if config is not None:
-        places.append((config.expanduser().resolve(), "the gateway's config file", True))
+    # The file the gateway was started with (`--config` or CHATGATE_CONFIG), then the
+    # environment files beside it.
+    files = config_secrets_files(settings)
+    if files:
+        config, *env_files = files
+        places.append((config, "the gateway's config file", True))
+        places += [(path, "the gateway's environment file", True) for path in env_files]
     return [(str(path), label, secret) for path, label, secret in places]

@@ -21,10 +21,25 @@ from pathlib import Path
 
 from gateway.sdk import DockerTerminalSettings, ToolError
 from tools.shell.terminal.base import BackendUnavailable, Limits, Running
+from tools.shell.terminal.env import safe_env
 from tools.shell.terminal.remote import RemoteProcess, new_pidfile, portable, wrapped
 
 log = logging.getLogger(__name__)
 LABEL = "chatgate.terminal"
+# What the docker CLI reads besides the allowlist: which engine, its TLS files, its config.
+_CLIENT_VARIABLES = (
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_TLS_VERIFY",
+    "DOCKER_CERT_PATH",
+    "DOCKER_API_VERSION",
+)
+
+
+def client_env() -> dict[str, str]:
+    """The docker CLI's environment: the gateway's tokens and keys stay here."""
+    return safe_env(passthrough=_CLIENT_VARIABLES)
 
 
 def engine_version(cli: str = "docker") -> str:
@@ -39,6 +54,7 @@ def engine_version(cli: str = "docker") -> str:
             text=True,
             timeout=15,
             check=False,
+            env=client_env(),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BackendUnavailable(f"the Docker engine did not answer ({exc})") from None
@@ -85,6 +101,7 @@ class DockerBackend:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env=client_env(),
         )
         out, err = await proc.communicate()
         if check and proc.returncode != 0:
@@ -179,6 +196,7 @@ class DockerBackend:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE if split_stderr else asyncio.subprocess.STDOUT,
             start_new_session=True,
+            env=client_env(),
         )
 
         async def stop_inside(command: str) -> None:

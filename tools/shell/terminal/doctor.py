@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from gateway.sdk import CheckResult, Settings, ToolError, config_path
+from gateway.sdk import CheckResult, Settings, ToolError, started_config
 from tools.shell.terminal.base import run_command
 from tools.shell.terminal.env import safe_env
 from tools.shell.terminal.factory import build_backend
@@ -36,6 +36,8 @@ async def terminal_checks(settings: Settings) -> list[CheckResult]:
             results.append(await _probe(backend, settings))
         else:
             results.append(CheckResult("terminal", True, choice.summary))
+        if isinstance(backend, LocalBackend):
+            results.extend(_local_limits(backend))
         if isinstance(backend, LocalBackend) and backend.run_as is not None:
             results.extend(_private_to_gateway(settings, backend.run_as))
     finally:
@@ -61,6 +63,24 @@ async def _probe(backend: SSHBackend, settings: Settings) -> CheckResult:
         detail = f"{backend.describe()}: remote_dir unusable ({result.output.strip()[:200]})"
         return CheckResult("terminal", False, detail, "create tools.terminal.ssh.remote_dir")
     return CheckResult("terminal", True, f"ssh ({backend.describe()}), connected")
+
+
+def _local_limits(backend: LocalBackend) -> list[CheckResult]:
+    """What the local backend does not keep apart, said plainly: one user for every chat, and
+    (without Landlock) the gateway's other processes."""
+    who = backend.run_as.name if backend.run_as else "the gateway's own user"
+    out = [
+        CheckResult(
+            "terminal",
+            True,
+            f"the local backend runs every chat's commands as one user ({who}): one chat's "
+            "commands can read and change every other chat's workspace (the sandbox backend "
+            "keeps chats apart)",
+        )
+    ]
+    for gap in backend.confinement_gaps():
+        out.append(CheckResult("terminal", False, gap, "use the sandbox, or a newer kernel"))
+    return out
 
 
 def _layout(settings: Settings) -> list[CheckResult]:
@@ -93,9 +113,9 @@ def _private_to_gateway(settings: Settings, user: RunAs) -> list[CheckResult]:
     """A root gateway runs commands as `user`: that user must not read the data or config."""
     out = []
     paths = [settings.data_dir.expanduser().resolve()]
-    config = config_path()
+    config = started_config(settings)
     if config is not None:
-        paths.append(config.resolve())
+        paths.append(config)
     for path in paths:
         if path.exists() and _readable_by(path, user):
             out.append(

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.sdk import Settings, config_path
+from gateway.sdk import Settings, config_secrets_files, started_config
 from tools.shell.terminal.base import BackendUnavailable, Limits, TerminalBackend
 from tools.shell.terminal.docker import DockerBackend
 from tools.shell.terminal.local import LocalBackend
@@ -41,15 +41,13 @@ def limits_from(settings: Settings) -> Limits:
 
 
 def hidden_paths(settings: Settings) -> list[Path]:
-    """What a sandboxed command must never see: the data directory, config file and home."""
-    paths = [settings.data_dir, Path.home()]
-    config = config_path()
-    if config is not None:
-        config = config.expanduser().resolve()
-        paths.append(config)
-        # Its own directory (/etc/chatgate) may hold more: an env file, keys. Not /etc itself.
-        if len(config.parent.parts) > 2:
-            paths.append(config.parent)
+    """What a sandboxed command must never see: the data directory, home, and the config file
+    the gateway was started with (`--config` or CHATGATE_CONFIG) with the env file beside it."""
+    paths = [settings.data_dir, Path.home(), *config_secrets_files(settings)]
+    config = started_config(settings)
+    # Its own directory (/etc/chatgate) may hold more: keys, certificates. Not /etc itself.
+    if config is not None and len(config.parent.parts) > 2:
+        paths.append(config.parent)
     return [p.expanduser().resolve() for p in paths]
 
 

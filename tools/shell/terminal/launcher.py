@@ -4,7 +4,8 @@ ends that whole tree when the command exits or when it is told to stop (SIGTERM)
 
 Standalone: started as `python -I -S launcher.py SPEC ARGV...`, it imports only the standard
 library. SPEC is JSON: {"parent": pid, "grace": s, "cpu": s, "data": bytes, "nproc": n}, plus
-"uid" and "gid" when the command is to run as another user (the launcher itself does not).
+"uid" and "gid" when the command is to run as another user (the launcher itself does not),
+and "confine": 1 to put the command in a Landlock domain (see `confine`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,23 @@ import json
 import os
 import resource
 import signal
+import struct
 import sys
 import time
 import warnings  # noqa: F401 - os.execvp imports it late, maybe after a uid switch
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+# Landlock system calls (the same numbers on every architecture) and flags.
+SYS_LANDLOCK_CREATE_RULESET = 444
+SYS_LANDLOCK_ADD_RULE = 445
+SYS_LANDLOCK_RESTRICT_SELF = 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+LANDLOCK_ACCESS_FS_EXECUTE = 1
+LANDLOCK_SCOPE_SIGNAL = 2
+SIGNAL_SCOPE_ABI = 6  # the first Landlock version that scopes signals
 _SETTLE = 5.0  # seconds spent killing a tree that keeps forking before giving up
 
 
@@ -95,6 +107,57 @@ class Tree:
         self.kill_all()
 
 
+def landlock_abi() -> int:
+    """The kernel's Landlock version; 0 when it has none (or it is not enabled)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    return max(int(abi), 0)
+
+
+def confine() -> str:
+    """Put this process (and so the command and all it starts) in a new Landlock domain;
+    returns why not, or "".
+
+    A process in a domain cannot read the /proc/<pid>/environ, memory or open files of a
+    process outside it (the gateway, the launcher, the browser, MCP servers), even one of
+    the same user; with Landlock 6 it cannot signal them either (`kill -STOP $PPID`).
+    Files and the network are not restricted. No new privileges: set-uid programs do not
+    gain theirs.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = landlock_abi()
+    if abi <= 0:
+        return "the kernel has no Landlock"
+    if abi >= SIGNAL_SCOPE_ABI:
+        attr = struct.pack("QQQ", 0, 0, LANDLOCK_SCOPE_SIGNAL)
+    else:
+        # Older versions need some handled access: executing, allowed everywhere below.
+        attr = struct.pack("Q", LANDLOCK_ACCESS_FS_EXECUTE)
+    ruleset = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr, len(attr), 0)
+    if ruleset < 0:
+        return f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}"
+    try:
+        if abi < SIGNAL_SCOPE_ABI:
+            root = os.open("/", os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = struct.pack("=Qi", LANDLOCK_ACCESS_FS_EXECUTE, root)
+                if libc.syscall(
+                    SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, rule, 0
+                ):
+                    return f"landlock_add_rule: {os.strerror(ctypes.get_errno())}"
+            finally:
+                os.close(root)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return f"no_new_privs: {os.strerror(ctypes.get_errno())}"
+        if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            return f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}"
+    finally:
+        os.close(ruleset)
+    return ""
+
+
 def _limit(kind: int, value: int) -> None:
     _soft, hard = resource.getrlimit(kind)
     if hard != resource.RLIM_INFINITY:
@@ -120,6 +183,11 @@ def _exec(argv: list[str], spec: dict[str, int]) -> None:
         _limit(resource.RLIMIT_DATA, spec["data"])
     if spec.get("nproc"):
         _limit(resource.RLIMIT_NPROC, spec["nproc"])
+    if spec.get("confine"):
+        why = confine()
+        if why:  # asked for because the kernel has it: never run the command unconfined
+            os.write(2, f"cannot confine the command: {why}\n".encode())
+            os._exit(126)
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:

@@ -1,9 +1,12 @@
 """The local backend: commands run on the gateway's host, in the workspace, under the
 launcher (limits, no escaping children), as an unprivileged user when the gateway is root.
 
-It isolates nothing else: the command sees the whole filesystem with that user's rights and
-the network. The gateway's own secrets stay out of reach only because its environment is not
-passed on, it is non-dumpable, and (as root) the command runs as another user.
+It isolates little else: the command sees the whole filesystem with that user's rights and
+the network, and every chat's workspace belongs to that one user. The gateway's own secrets
+stay out of reach because its environment is not passed on, it is non-dumpable, (as root)
+the command runs as another user, and where the kernel has Landlock the command runs in a
+domain of its own: it cannot read the /proc of the gateway, the launcher, the browser or
+MCP servers, and (Landlock 6) cannot signal them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tools.shell.terminal.base import BackendUnavailable, Limits, Running
+from tools.shell.terminal.launcher import SIGNAL_SCOPE_ABI, landlock_abi
 from tools.shell.terminal.process import RunAs, hand_over, launch
 
 
@@ -32,10 +36,30 @@ class LocalBackend:
                     "data directory or config)"
                 )
             self._run_as = RunAs.lookup(user)
+        # The kernel's Landlock version (0: none); commands get a domain of their own when > 0.
+        self.landlock = landlock_abi()
 
     @property
     def run_as(self) -> RunAs | None:
         return self._run_as
+
+    def confinement_gaps(self) -> list[str]:
+        """What a command here can do to the gateway's other processes that it should not,
+        one plain sentence each (empty when confined; root runs commands as another user)."""
+        if self._run_as is not None:
+            return []
+        if self.landlock == 0:
+            return [
+                "the kernel has no Landlock, so a command can read the /proc/<pid>/environ of "
+                "the browser and MCP servers and stop or kill its own supervisor"
+            ]
+        if self.landlock < SIGNAL_SCOPE_ABI:
+            return [
+                f"the kernel's Landlock is version {self.landlock} (signals are scoped from "
+                f"{SIGNAL_SCOPE_ABI}, Linux 6.12), so a command can stop or kill its own "
+                "supervisor and the gateway"
+            ]
+        return []
 
     def describe(self) -> str:
         who = f" as {self._run_as.name}" if self._run_as else ""
@@ -70,4 +94,5 @@ class LocalBackend:
             run_as=self._run_as,
             stdin=stdin,
             split_stderr=split_stderr,
+            confine=self.landlock > 0,
         )

@@ -77,7 +77,10 @@ async def launch(
     stdin: bool = False,
     split_stderr: bool = False,
     pass_fds: Sequence[int] = (),
+    confine: bool = False,
 ) -> LaunchedProcess:
+    """Start `argv` under the launcher; `confine` puts it in a Landlock domain (the kernel
+    must have Landlock: see `launcher.landlock_abi`)."""
     spec = {
         "parent": os.getpid(),
         "grace": base.KILL_GRACE,
@@ -89,6 +92,8 @@ async def launch(
         # The launcher stays the gateway's user, so it can read itself and end the tree;
         # only the command becomes `run_as`.
         spec.update(uid=run_as.uid, gid=run_as.gid)
+    if confine:
+        spec["confine"] = 1
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-I",

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tools.shell.terminal.base import BackendUnavailable, Limits, Running
 from tools.shell.terminal.process import RunAs, hand_over, launch
+from tools.shell.terminal.seccomp import filter_fd, no_user_namespaces
 
 _SYSTEM_DIRS = ("usr", "etc", "opt")
 _MERGED = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -58,6 +59,10 @@ class SandboxBackend:
                 raise BackendUnavailable("setpriv is missing (apt-get install util-linux)")
             self._setpriv = setpriv
         self._help = _bwrap_help(bwrap)
+        # No nested user namespaces: bwrap's own switch where its sandbox has a user
+        # namespace (not as root), else a seccomp filter.
+        self._disable_userns = self._run_as is None and "--disable-userns" in self._help
+        self._seccomp = None if self._disable_userns else no_user_namespaces()
         self._probe()
 
     def describe(self) -> str:
@@ -86,20 +91,30 @@ class SandboxBackend:
         env.pop("TMPDIR", None)
         user = self._run_as.name if self._run_as else getpass.getuser()
         env.update(PATH=SANDBOX_PATH, HOME=SANDBOX_HOME, USER=user, LOGNAME=user)
-        return await launch(
-            self.command(argv, workspace=workspace, cwd=cwd),
-            cwd=Path("/"),
-            env=env,
-            limits=self._limits,
-            stdin=stdin,
-            split_stderr=split_stderr,
-        )
+        with filter_fd(self._seccomp) as seccomp:
+            return await launch(
+                self.command(argv, workspace=workspace, cwd=cwd, seccomp=seccomp),
+                cwd=Path("/"),
+                env=env,
+                limits=self._limits,
+                stdin=stdin,
+                split_stderr=split_stderr,
+                pass_fds=() if seccomp is None else (seccomp,),
+            )
 
     def command(
-        self, argv: Sequence[str], *, workspace: Path | None, cwd: Path | None
+        self,
+        argv: Sequence[str],
+        *,
+        workspace: Path | None,
+        cwd: Path | None,
+        seccomp: int | None = None,
     ) -> list[str]:
-        """The full bwrap command line that runs `argv` in the sandbox."""
+        """The full bwrap command line that runs `argv` in the sandbox; `seccomp`: the file
+        descriptor of the filter to load (see tools/shell/terminal/seccomp.py)."""
         args = [self._bwrap, "--die-with-parent", "--new-session"]
+        if seccomp is not None:
+            args += ["--seccomp", str(seccomp)]
         if self._run_as is not None:
             # Privileged bwrap: no user namespace, so the command can become a real other
             # user (setpriv below) whose process limit and file permissions apply.
@@ -115,6 +130,10 @@ class SandboxBackend:
             args.append("--unshare-all")
             if self._network:
                 args.append("--share-net")
+            if self._disable_userns:
+                # No nested user namespaces (`unshare -r`): a kernel attack surface the
+                # command has no use for.
+                args += ["--unshare-user", "--disable-userns"]
         args += ["--hostname", "sandbox"]
         visible: list[Path] = []
         root = Path("/")
@@ -207,14 +226,16 @@ class SandboxBackend:
         """Run `true` in a sandbox once, so a host without user namespaces (or a container
         that forbids them) is reported at startup instead of on the first command."""
         try:
-            done = subprocess.run(
-                self.command(["true"], workspace=None, cwd=None),
-                capture_output=True,
-                text=True,
-                timeout=20,
-                env={"PATH": SANDBOX_PATH},
-                check=False,
-            )
+            with filter_fd(self._seccomp) as seccomp:
+                done = subprocess.run(
+                    self.command(["true"], workspace=None, cwd=None, seccomp=seccomp),
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                    env={"PATH": SANDBOX_PATH},
+                    check=False,
+                    pass_fds=() if seccomp is None else (seccomp,),
+                )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise BackendUnavailable(f"bwrap could not start ({exc})") from None
         if done.returncode != 0:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from gateway.sdk import CheckResult, Settings, ToolFamily, ToolSpec
+from gateway.sdk import CheckResult, Settings, ToolFamily, ToolSpec, secret_values
 from tools.files.workspace import WorkspaceFor
 from tools.web.browser.chromium import Chromium, ChromiumMissing, describe, find_chromium
 from tools.web.browser.manager import BrowserManager
@@ -47,7 +47,9 @@ class BrowserTools(ToolFamily):
         from tools.web.browser.tools import BrowserActions
 
         self.actions = BrowserActions(
-            BrowserManager(settings.browser, chromium, guard, workspace_for)
+            BrowserManager(
+                settings.browser, chromium, guard, workspace_for, secrets=secret_values(settings)
+            )
         )
 
     def specs(self) -> list[ToolSpec[Any]]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.sdk import BrowserSettings
+from tools.shell.terminal.env import safe_env
 
 # Debian's package, other distributions' names, Google's build.
 _ON_PATH = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -81,6 +83,19 @@ def _playwright_chromium() -> Path | None:
         return None
     candidates = sorted(root.glob("chromium-*/chrome-linux*/chrome"), reverse=True)
     return next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+# What a visible (headless = false) Chromium needs to reach the display, and where an
+# installed Chromium may live.
+_DISPLAY = ("DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "XAUTHORITY")
+_PLAYWRIGHT = ("PLAYWRIGHT_BROWSERS_PATH",)
+
+
+def browser_env(settings: BrowserSettings, secrets: Iterable[str] = ()) -> dict[str, str]:
+    """The environment of the Playwright driver and Chromium: the commands' allowlist (never a
+    CHATGATE_* variable or a configured secret), plus the display for a visible browser."""
+    extra = _PLAYWRIGHT if settings.headless else (*_PLAYWRIGHT, *_DISPLAY)
+    return safe_env(secrets, passthrough=extra)
 
 
 def launch_args(settings: BrowserSettings) -> list[str]:

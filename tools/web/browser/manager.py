@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway.sdk import BrowserSettings, ToolContext, ToolError
 from tools.files.workspace import Workspace, WorkspaceFor
-from tools.web.browser.chromium import Chromium, launch_args
+from tools.web.browser.chromium import Chromium, browser_env, launch_args
 from tools.web.browser.guardproxy import Connector, GuardProxy, open_tcp
 from tools.web.netguard import AddressGuard
 
@@ -106,8 +107,10 @@ class BrowserManager:
         *,
         connect: Connector = open_tcp,
         clock: Callable[[], float] = time.monotonic,
+        secrets: Iterable[str] = (),
     ) -> None:
         self.settings = settings
+        self._env = browser_env(settings, secrets)
         self.chromium = chromium
         self.guard = guard
         self._workspace_for = workspace_for
@@ -340,6 +343,8 @@ class BrowserManager:
 
         proxy = GuardProxy(None)
         await proxy.start()
+        _driver_env_is(self._env)
+        chromium_env: dict[str, str | float | bool] = dict(self._env)
         playwright = await async_playwright().start()
         try:
             # Every page lives in a context with its own proxy; the browser-wide one refuses
@@ -350,6 +355,7 @@ class BrowserManager:
                 args=launch_args(self.settings),
                 proxy={"server": proxy.url},
                 timeout=self.settings.navigation_timeout * 1000,
+                env=chromium_env,
             )
         except Error as exc:
             await playwright.stop()
@@ -427,3 +433,32 @@ def _unique(workspace: Workspace, folder: str, name: str) -> str:
             return f"{folder}/{candidate}"
         candidate = f"{stem}-{n}{dot}{suffix}"
     raise ToolError(f"too many downloads named {name}; clean up the {folder} folder.")
+
+
+def _driver_env_is(env: Mapping[str, str]) -> None:
+    """Make Playwright start its node driver with `env` (plus its own PW_* variables).
+
+    Playwright has no option for the driver's environment: it copies this process's, tokens
+    and keys included, where a command running as the same user could read them
+    (/proc/<pid>/environ). Its helper that makes that copy is replaced instead; without the
+    helper (another Playwright) the browser does not start rather than start with secrets.
+    """
+    transport = None
+    for name in ("playwright._impl.transport", "playwright._impl._transport"):  # new, old
+        with contextlib.suppress(ImportError):
+            transport = importlib.import_module(name)
+            break
+    original = getattr(transport, "get_driver_env", None)
+    if original is None:
+        raise ToolError(
+            "the browser cannot start: this Playwright version gives its driver the gateway's "
+            "whole environment; tell the operator to install another Playwright version."
+        )
+    base = getattr(original, "__wrapped__", original)
+
+    def clean() -> dict[str, str]:
+        own = {k: v for k, v in base().items() if k.startswith("PW_")}
+        return {**env, **own}
+
+    clean.__wrapped__ = base  # type: ignore[attr-defined]
+    setattr(transport, "get_driver_env", clean)  # noqa: B010 - not a public attribute
