@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import statistics
 import sys
 import tempfile
@@ -67,6 +68,7 @@ def serve_adapter_echo(api_url: str, token: str) -> None:
     from adapters.telegram.settings import TelegramSettings
     from gateway.channels import AdapterContext
     from gateway.extensions import Extensions
+    from gateway.integrity import EntrySigner
     from gateway.messages import Inbound, Outbound, PressReply
     from gateway.metrics import Metrics
     from gateway.store.embedded import EmbeddedStore
@@ -91,6 +93,7 @@ def serve_adapter_echo(api_url: str, token: str) -> None:
             http=None,
             commands=list,
             instance_id="bench",
+            signer=EntrySigner(secrets.token_bytes(32)),
         )
         settings = TelegramSettings(token=token, api_url=api_url, poll_timeout=1)
         adapter = TelegramAdapter(settings, ctx)

@@ -253,6 +253,7 @@ class App:
             sessions=self.sessions,
             metrics=self.metrics,
             adapters=self.adapters,
+            signer=self.signer,
             info=tool_overview(
                 self.tools,
                 self.tool_policy,
@@ -307,6 +308,7 @@ class App:
             http=self.http,
             commands=lambda: [(c.name, c.help) for c in self.extensions.commands],
             instance_id=self.instance_id,
+            signer=self.signer,
             refusal=self.access.refusal,
         )
 

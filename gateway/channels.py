@@ -15,6 +15,7 @@ from gateway.messages import ButtonPress, ChatKind, ChatRef, Inbound, Outbound, 
 if TYPE_CHECKING:
     from gateway.extensions import Extensions
     from gateway.http import HttpServer
+    from gateway.integrity import EntrySigner
     from gateway.metrics import Metrics
     from gateway.store.base import Store
 
@@ -187,6 +188,8 @@ class AdapterContext:
     # (name, description) of the chat commands, for platforms that register them.
     commands: Callable[[], list[tuple[str, str]]]
     instance_id: str
+    # Seals what decides in the store (gateway/integrity.py): the web chat's sign-ins.
+    signer: EntrySigner
     # Why this sender may not use the bot here (None: they may), by the static access rules:
     # an adapter that takes files itself (the web chat) asks before storing any.
     refusal: Callable[[Inbound], str | None] = lambda _inbound: None

@@ -48,9 +48,11 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
     chats                             hash   chat scope -> when it was last active (console)
     errors:recent                     list   recent warnings and errors of every replica (JSON)
-    web:session:{digest}              value  a signed-in browser (console or web chat; JSON)
-    web:signin:{client}:{minute}      value  sign-in attempts from one address this minute
-    web:link:{digest}                 value  a one-time web chat sign-in link -> user name
+    web:session:{digest}              value  a signed-in browser (console or web chat; sealed JSON)
+    web:signin:{area}:{client}:{minute}
+                                      value  sign-in attempts from one address this minute in
+                                             one area (`/admin`, `/chat`)
+    web:link:{digest}                 value  a one-time web chat sign-in link -> user name (sealed)
     web:messages:{chat}               hash   message id -> a web chat or API message (JSON)
     web:conversations:{user}          hash   conversation id -> title and times (JSON)
     web:file:{id}                     value  a file uploaded to or sent in the web chat (JSON)
@@ -295,8 +297,9 @@ def web_session(digest: str) -> str:
     return f"web:session:{digest}"
 
 
-def web_signin(client: str, minute: int) -> str:
-    return f"web:signin:{client}:{minute}"
+def web_signin(area: str, client: str, minute: int) -> str:
+    """`area` is the sign-in's root (`/admin`, `/chat`): each area counts on its own."""
+    return f"web:signin:{area}:{client}:{minute}"
 
 
 def web_link(digest: str) -> str:

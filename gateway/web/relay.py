@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from gateway import keys
 from gateway.access import AccessPolicy
-from gateway.approval_records import ApprovalRequest
+from gateway.approval_records import UNATTENDED, ApprovalRequest
 from gateway.approvals import ApprovalService
 from gateway.callbacks import CallbackData
 from gateway.channels import Outbox
@@ -29,7 +29,6 @@ from gateway.tasks import stop_task
 log = logging.getLogger(__name__)
 
 WATCH_EVERY = 2.0
-UNATTENDED = ("api",)  # platforms whose chats have no person to press a button
 
 
 @dataclass(frozen=True)

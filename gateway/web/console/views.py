@@ -17,6 +17,7 @@ from gateway.budgets.periods import Periods
 from gateway.channels import Adapter, ReportsState
 from gateway.config import Settings
 from gateway.history import SessionStore
+from gateway.integrity import EntrySigner
 from gateway.llm.types import Message
 from gateway.metrics import Metrics
 from gateway.scheduler import Scheduler
@@ -48,6 +49,7 @@ class ConsoleParts:
     metrics: Metrics
     adapters: list[Adapter]
     info: InfoSource
+    signer: EntrySigner  # seals the console's sessions and the sign-in links it makes
 
 
 class Views:
