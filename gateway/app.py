@@ -33,6 +33,7 @@ from gateway.config.data_dir import usable_data_dir
 from gateway.doctor import CheckResult, PlatformCheck
 from gateway.event_loop import loop_name
 from gateway.extensions import Extensions
+from gateway.grants import GrantBook
 from gateway.group_context import GroupContext
 from gateway.history import SessionStore
 from gateway.http import HttpServer
@@ -107,7 +108,11 @@ class App:
         self.extensions = Extensions()
         self.notifier = Notifier(self.outbox.send)
         self.access = AccessPolicy(settings.access, self.store, self.extensions.access_rules)
-        self.sessions = SessionStore(self.store)
+        # Seals approvals, answers and grants in the store (raises ConfigError without a key).
+        self.signer = signer_for(settings, self.metrics)
+        self.grants = GrantBook(self.store, self.signer)
+        # A session that ends (/new, /forget, retention) ends its standing approvals with it.
+        self.sessions = SessionStore(self.store, ended=self.grants.end_session)
         self.memory = MemoryBook(self.store, settings.memory)
         self.llm = LLMClient(settings.llm, transport=llm_transport)
         self.providers = ProviderPool(
@@ -121,8 +126,6 @@ class App:
             say=self.notifier.say,
             is_admin=self.access.is_admin,
         )
-        # Seals approvals, answers and grants in the store (raises ConfigError without a key).
-        self.signer = signer_for(settings, self.metrics)
         self.approvals = ApprovalService(
             store=self.store,
             outbox=self.outbox,
@@ -131,6 +134,7 @@ class App:
             instance_id=self.instance_id,
             metrics=self.metrics,
             signer=self.signer,
+            grants=self.grants,
         )
         self.approvals.register(self.extensions)
         self.agent = Agent(

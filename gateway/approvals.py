@@ -76,6 +76,7 @@ class ApprovalService:
         instance_id: str,
         signer: EntrySigner,
         metrics: Metrics | None = None,
+        grants: GrantBook | None = None,
     ) -> None:
         self._store = store
         self._metrics = metrics or Metrics()
@@ -86,7 +87,8 @@ class ApprovalService:
         self._instance = instance_id
         self._signer = signer
         self._answers = Rendezvous(store, "approvals", signer)
-        self._grants = GrantBook(store, signer)
+        # Shared with what ends sessions (/new), so this process remembers the epochs it moved.
+        self._grants = grants or GrantBook(store, signer)
         self._tasks: list[asyncio.Task[None]] = []
 
     @property

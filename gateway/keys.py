@@ -16,6 +16,8 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     approved_shapes:{session}         hash   "for this session" grants: a digest of (person, tool,
                                              shape) -> the sealed grant (gateway/grants.py)
     standing_grants:{platform}:{chat} hash   "always in this chat" grants, the same way
+    grant_epoch:{grants hash}         value  the sealed epoch of a place's grants (one of the two
+                                             hashes above): only grants made in it count
     context:{chat}                    list   recent group messages not addressed to the bot
     seen:{platform}:{event_id}        value  a platform event already taken (dedupe)
     refused:{chat}:{user_id}          value  a refusal was told to this person here this hour
@@ -124,6 +126,11 @@ def approved_shapes(key: SessionKey | str) -> str:
 def standing_grants(chat_scope: str) -> str:
     """`chat_scope` is `platform:chat_id` (SessionKey.chat_scope)."""
     return f"standing_grants:{chat_scope}"
+
+
+def grant_epoch(grants: str) -> str:
+    """`grants` is the hash of a place's grants (approved_shapes or standing_grants)."""
+    return f"grant_epoch:{grants}"
 
 
 def context(chat_address: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gateway import keys
 from gateway.app import App
 from gateway.config import Settings
 from gateway.messages import ChatKind, ChatRef
@@ -170,3 +171,65 @@ async def test_always_allow_in_this_chat_listed_revoked_and_limited_to_admins(
     prompt = await run(tg, llm, "rm -rf build", user=BOB, group=True)
     assert prompt is not None
     await press(tg, prompt, "Deny", user=BOB)
+
+
+async def test_ended_grants_written_back_stay_ended(
+    gw: App, tg: FakeBotAPI, llm: ScriptedLLM
+) -> None:
+    """Issue 30 finding 7: a grant ended by /new or `/permissions revoke` and written back into
+    the store (the same sealed bytes, as `redis-cli HSET` writes them) worked again. Now it
+    asks, also when the place's earlier epoch record is put back with it, or the record is
+    removed."""
+    store = gw.store
+    [session] = await gw.sessions.sessions_of(f"telegram:{ALICE}") or [f"telegram:{ALICE}"]
+    session_grants = keys.approved_shapes(session)
+    epoch = keys.grant_epoch(session_grants)
+    prompt = await run(tg, llm, "rm -rf build")
+    assert prompt is not None
+    assert await press(tg, prompt, "Approve for session") == "Approved."
+    copied = await store.hgetall(session_grants)
+    copied_epoch = await store.get(epoch)
+    assert copied
+    assert "new conversation" in (await say(tg, "/new", user=ALICE, group=False)).lower()
+    mine = workspace(gw.settings, str(ALICE))
+    for also in ("nothing", "the earlier epoch", "no epoch"):
+        for field, value in copied.items():
+            await store.hset(session_grants, field, value)
+        if also == "the earlier epoch":
+            assert copied_epoch is not None
+            await store.set(epoch, copied_epoch)
+        elif also == "no epoch":
+            await store.delete(epoch)
+        (mine / "build").mkdir(exist_ok=True)
+        prompt = await run(tg, llm, "rm -rf build")
+        assert prompt is not None, f"the ended grant counted again (written back with {also})"
+        await press(tg, prompt, "Deny")
+        assert (mine / "build").exists()
+
+    # "Always allow in this chat", revoked with /permissions, then written back.
+    prompt = await run(tg, llm, "rm -rf build", user=BOB, group=True)
+    assert prompt is not None
+    assert await press(tg, prompt, "Always allow in this chat", user=ADMIN) == "Approved."
+    prompt = await run(tg, llm, "rm -f keep.txt", user=BOB, group=True)
+    assert prompt is not None
+    assert await press(tg, prompt, "Always allow in this chat", user=ADMIN) == "Approved."
+    chat_grants = keys.standing_grants(f"telegram:{GROUP}")
+    copied = await store.hgetall(chat_grants)
+    listing = await say(tg, "/permissions@gw_bot", user=BOB)
+    grant_id = re.search(r"• ([0-9a-f]{8}): shell <code>rm -rf build</code>", listing)
+    assert grant_id is not None, listing
+    revoked = await say(tg, f"/permissions@gw_bot revoke {grant_id[1]}", user=BOB)
+    assert revoked.startswith(f"Revoked {grant_id[1]}")
+    [(field, value)] = [(f, v) for f, v in copied.items() if "rm -rf build" in v]
+    await store.hset(chat_grants, field, value)
+    group = workspace(gw.settings, str(GROUP))
+    (group / "build").mkdir(exist_ok=True)
+    prompt = await run(tg, llm, "rm -rf build", user=BOB, group=True)
+    assert prompt is not None, "the revoked grant counted again"
+    await press(tg, prompt, "Deny", user=BOB)
+    assert (group / "build").exists()
+    # The grant that was not revoked still stands.
+    (group / "keep.txt").write_text("keep")
+    assert await run(tg, llm, "rm -f keep.txt", user=BOB, group=True) is None
+    assert not (group / "keep.txt").exists()
+    assert gw.metrics.counter("approvals_tampered_total", kind="grant epoch") == 1
