@@ -197,6 +197,7 @@ async def test_a_forged_sign_in_link_and_damaged_sessions_sign_nobody_in(
                     {"v": "admin", "mac": secrets.token_hex(32)}
                 ),
                 keys.web_session(digest(damaged)): "\x00not json at all",
+                keys.web_file("damaged-file"): '{"owner": "alice", "data": "%%%"}',
             },
         )
         async with aiohttp.ClientSession(base_url(app)) as http:
@@ -208,6 +209,12 @@ async def test_a_forged_sign_in_link_and_damaged_sessions_sign_nobody_in(
             for area, cookie in (("/admin", "chatgate_admin"), ("/chat", "chatgate_chat")):
                 shown = await http.get(area, headers={"Cookie": f"{cookie}={damaged}"})
                 assert shown.status == 200 and shown.url.path == f"{area}/login"
+            # A damaged file record is a file that is gone, not an error page.
+            alice, _ = await auth.BrowserSessions(app.store, 1, app.signer).create("chat", "alice")
+            fetched = await http.get(
+                "/chat/files/damaged-file", headers={"Cookie": f"chatgate_chat={alice}"}
+            )
+            assert fetched.status == 404
             # A link the gateway made still signs its person in.
             code = await auth.SignInLinks(app.store, 1, app.signer).create("erin")
             opened = await http.get(f"/chat/link/{code}", allow_redirects=False)
