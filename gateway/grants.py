@@ -171,7 +171,10 @@ class GrantBook:
     async def end(self, scope: Scope, place: str) -> None:
         """End every grant of a place (/new ends a session's)."""
         name = location(scope, place)
-        await self._advance(name)
+        # Without a valid epoch no grant there counts already: nothing to move on (most
+        # sessions never had a grant, and retention ends many).
+        if await self._epoch(name) is not None:
+            await self._advance(name)
         await self._store.delete(name)
 
     async def end_session(self, session: str) -> None:

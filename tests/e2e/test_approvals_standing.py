@@ -24,6 +24,7 @@ from tools.workspaces import Workspaces
 
 ALICE, BOB, ADMIN, CAROL = 42, 7, 1, 9
 NAMES = {ALICE: "Alice", BOB: "Bob", ADMIN: "Admin", CAROL: "Carol"}
+RAN = "(no output)\n[exit code 0]"
 IN_GROUP: dict[str, Any] = {"chat_id": GROUP, "chat_type": "supergroup"}
 
 
@@ -230,6 +231,11 @@ async def test_ended_grants_written_back_stay_ended(
     assert (group / "build").exists()
     # The grant that was not revoked still stands.
     (group / "keep.txt").write_text("keep")
-    assert await run(tg, llm, "rm -f keep.txt", user=BOB, group=True) is None
-    assert not (group / "keep.txt").exists()
+    asked = len(prompts(tg))
+    llm.push(Reply.call("shell", command="rm -f keep.txt"), Reply.text("Removed."))
+    tg.push_message("@gw_bot please run rm -f keep.txt", user_id=BOB, first_name="Bob", **IN_GROUP)
+    # The reply may come as an edit of the "Running shell" notice: wait for the model to
+    # see the command's result instead.
+    await tg.wait_for(lambda: tool_results(llm.requests[-1]) == [RAN], within=30)
+    assert len(prompts(tg)) == asked and not (group / "keep.txt").exists()
     assert gw.metrics.counter("approvals_tampered_total", kind="grant epoch") == 1
