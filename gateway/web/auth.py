@@ -90,15 +90,21 @@ class SignInLimiter:
 
     async def allow(self, client: str) -> bool:
         minute, into = divmod(time.time(), 60)
-        count = await self._store.incr(keys.web_signin(self._area, client, int(minute)), ttl=120)
+        key = keys.web_signin(self._area, client, int(minute))
+        if _count(await self._store.get(key)) is None:
+            await self._store.delete(key)  # not a count the gateway wrote: counting starts over
+        count = await self._store.incr(key, ttl=120)
         if count > self._limit:
             return False
         before = await self._store.get(keys.web_signin(self._area, client, int(minute) - 1))
-        try:
-            earlier = int(before or 0)
-        except ValueError:
-            earlier = self._limit  # not a count the gateway wrote: no allowance from it
-        return count + earlier * (1 - into / 60) <= self._limit
+        return count + (_count(before) or 0) * (1 - into / 60) <= self._limit
+
+
+def _count(raw: str | None) -> int | None:
+    """A stored count (0 when there is none), or None when the entry is not a number."""
+    if raw is None:
+        return 0
+    return int(raw) if raw.isascii() and raw.isdigit() else None
 
 
 @dataclass

@@ -220,3 +220,12 @@ async def test_a_sign_in_link_written_into_the_store_by_anything_else_is_refused
     assert metrics.counter("approvals_tampered_total", kind=LINK_SEAL) == len(forged)
     real = await links.create("erin")
     assert await links.redeem(real) == "erin"
+
+
+async def test_a_count_that_is_not_a_number_does_not_break_sign_in(store: Store) -> None:
+    limiter = SignInLimiter(store, per_minute=3, area="/chat")
+    minute = int(time.time() // 60)
+    for at in (minute - 1, minute, minute + 1):  # whichever minute the attempt lands in
+        await store.set(keys.web_signin("/chat", "10.0.0.9", at), "not a number")
+    # Entries the gateway did not write count as none: the full allowance, then the limit.
+    assert [await limiter.allow("10.0.0.9") for _ in range(4)] == [True, True, True, False]
