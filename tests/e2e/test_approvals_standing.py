@@ -48,6 +48,11 @@ def workspace(settings: Settings, chat_id: str) -> Path:
     )
 
 
+def replies(tg: FakeBotAPI) -> list[str]:
+    """The texts sent, and those edited in: a reply may replace the "Running shell" line."""
+    return [*tg.texts(), *(str(c.params.get("text")) for c in tg.calls_of("editMessageText"))]
+
+
 def prompts(tg: FakeBotAPI) -> list[Call]:
     return [c for c in tg.sent() if "Approval needed" in c.text]
 
@@ -68,7 +73,7 @@ async def run(
     text = f"@gw_bot please run {command}" if group else f"please run {command}"
     where = IN_GROUP if group else {"chat_id": ALICE}
     tg.push_message(text, user_id=user, first_name=NAMES[user], **where)
-    await tg.wait_for(lambda: len(prompts(tg)) > asked or done in tg.texts(), within=15)
+    await tg.wait_for(lambda: len(prompts(tg)) > asked or done in replies(tg), within=15)
     if len(prompts(tg)) > asked:
         prompt = prompts(tg)[-1]
         assert command in prompt.text and "Runs in the sandbox." in prompt.text
@@ -147,6 +152,9 @@ async def test_always_allow_in_this_chat_listed_revoked_and_limited_to_admins(
     assert toast.startswith("Only an admin can allow this always")
     assert (workspace(gw.settings, str(GROUP)) / "build").exists()
     assert await press(tg, prompt, "Always allow in this chat", user=ADMIN) == "Approved."
+    # The turn ends first (the press returns at its first message, which may be the "Running
+    # shell" line): /new would stop it.
+    await tg.wait_for(lambda: "finished 0" in replies(tg), within=15)
     # A new session of the chat: "always" stays, for Bob's exact command only.
     assert "new conversation" in (await say(tg, "/new@gw_bot", user=ADMIN)).lower()
     (workspace(gw.settings, str(GROUP)) / "build").mkdir()
@@ -188,6 +196,7 @@ async def test_ended_grants_written_back_stay_ended(
     prompt = await run(tg, llm, "rm -rf build")
     assert prompt is not None
     assert await press(tg, prompt, "Approve for session") == "Approved."
+    await tg.wait_for(lambda: tool_results(llm.requests[-1]) == [RAN], within=15)
     copied = await store.hgetall(session_grants)
     copied_epoch = await store.get(epoch)
     assert copied
@@ -211,9 +220,11 @@ async def test_ended_grants_written_back_stay_ended(
     prompt = await run(tg, llm, "rm -rf build", user=BOB, group=True)
     assert prompt is not None
     assert await press(tg, prompt, "Always allow in this chat", user=ADMIN) == "Approved."
+    await tg.wait_for(lambda: tool_results(llm.requests[-1]) == [RAN], within=15)
     prompt = await run(tg, llm, "rm -f keep.txt", user=BOB, group=True)
     assert prompt is not None
     assert await press(tg, prompt, "Always allow in this chat", user=ADMIN) == "Approved."
+    await tg.wait_for(lambda: tool_results(llm.requests[-1]) == [RAN], within=15)
     chat_grants = keys.standing_grants(f"telegram:{GROUP}")
     copied = await store.hgetall(chat_grants)
     listing = await say(tg, "/permissions@gw_bot", user=BOB)
