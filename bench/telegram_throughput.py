@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import statistics
 import sys
 import tempfile
@@ -65,6 +66,7 @@ def serve_adapter_echo(api_url: str, token: str) -> None:
     with no router, store or LLM in between. Isolates the adapter's cost from the core's."""
     from adapters.telegram import TelegramAdapter
     from adapters.telegram.settings import TelegramSettings
+    from gateway.approvals.seals import EntrySigner
     from gateway.runtime.metrics import Metrics
     from gateway.sdk.channels import AdapterContext
     from gateway.sdk.extensions import Extensions
@@ -91,6 +93,7 @@ def serve_adapter_echo(api_url: str, token: str) -> None:
             http=None,
             commands=list,
             instance_id="bench",
+            signer=EntrySigner(secrets.token_bytes(32)),
         )
         settings = TelegramSettings(token=token, api_url=api_url, poll_timeout=1)
         adapter = TelegramAdapter(settings, ctx)

@@ -60,10 +60,11 @@ class WebChatSite:
             heading="chatgate",
             owner=auth.Credentials(settings).chat_user,
             store=ctx.store,
+            signer=ctx.signer,
             settings=settings,
             templates=self._templates,
         )
-        self._links = auth.SignInLinks(ctx.store, settings.link_hours)
+        self._links = auth.SignInLinks(ctx.store, settings.link_hours, ctx.signer)
         self._max_upload = int(settings.max_upload_mb * 1_000_000)
 
     def add_routes(self, http: Any) -> None:

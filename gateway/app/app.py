@@ -28,6 +28,7 @@ from gateway.app.tool_wiring import (
     install_policy,
     register_families,
 )
+from gateway.approvals.grants import GrantBook
 from gateway.approvals.seals import signer_for
 from gateway.approvals.service import ApprovalService
 from gateway.config import Settings
@@ -112,7 +113,11 @@ class App:
         self.extensions = Extensions()
         self.notifier = Notifier(self.outbox.send)
         self.access = AccessPolicy(settings.access, self.store, self.extensions.access_rules)
-        self.sessions = SessionStore(self.store)
+        # Seals approvals, answers and grants in the store (raises ConfigError without a key).
+        self.signer = signer_for(settings, self.metrics)
+        self.grants = GrantBook(self.store, self.signer)
+        # A session that ends (/new, /forget, retention) ends its standing approvals with it.
+        self.sessions = SessionStore(self.store, ended=self.grants.end_session)
         self.memory = MemoryBook(self.store, settings.memory)
         self.llm = LLMClient(settings.llm, transport=llm_transport)
         self.providers = ProviderPool(
@@ -126,8 +131,6 @@ class App:
             say=self.notifier.say,
             is_admin=self.access.is_admin,
         )
-        # Seals approvals, answers and grants in the store (raises ConfigError without a key).
-        self.signer = signer_for(settings, self.metrics)
         self.approvals = ApprovalService(
             store=self.store,
             outbox=self.outbox,
@@ -136,6 +139,7 @@ class App:
             instance_id=self.instance_id,
             metrics=self.metrics,
             signer=self.signer,
+            grants=self.grants,
         )
         self.approvals.register(self.extensions)
         self.agent = Agent(
@@ -260,6 +264,7 @@ class App:
             sessions=self.sessions,
             metrics=self.metrics,
             adapters=self.adapters,
+            signer=self.signer,
             info=tool_overview(
                 self.tools,
                 self.tool_policy,
@@ -314,6 +319,7 @@ class App:
             http=self.http,
             commands=lambda: [(c.name, c.help) for c in self.extensions.commands],
             instance_id=self.instance_id,
+            signer=self.signer,
             refusal=self.access.refusal,
         )
 

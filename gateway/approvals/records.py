@@ -11,6 +11,10 @@ from gateway.sdk.callbacks import CallbackData
 from gateway.sdk.messages import ChatRef, SentRef, UserRef
 
 Choice = Literal["once", "session", "always", "deny", "expired"]
+# Platforms whose chats have no person to press a button: the one who sent the request there
+# (an API key) is a program as often as a person, so its requests are decided by operators
+# (the console, or the prompt gateway/web/relay.py sends to the admins), never from there.
+UNATTENDED = ("api",)
 
 
 @dataclass
@@ -101,9 +105,14 @@ def prompt_text(request: ApprovalRequest, *, always: bool, always_days: float = 
         f"```\n{request.command}\n```\n"
         f"Why: {request.reason}{where}{runs}{warning}\n"
         f"Asked by {request.requester_ref.label}; expires at {expires} (in {minutes} min)."
-        f"{covers}\n"
-        f"Or reply `/approve {request.id}` or `/deny {request.id} [reason]`."
+        f"{covers}\n{_replies(request)}"
     )
+
+
+def _replies(request: ApprovalRequest) -> str:
+    if request.chat_ref.platform in UNATTENDED:
+        return f"Or reply `/deny {request.id} [reason]` to withdraw it."
+    return f"Or reply `/approve {request.id}` or `/deny {request.id} [reason]`."
 
 
 def decided_text(request: ApprovalRequest, decision: Decision) -> str:

@@ -1,7 +1,8 @@
-"""Seals on the store entries that decide what runs: approval requests, answers and standing
-grants carry an HMAC under a key only the gateway process holds, so a command that can write
+"""Seals on the store entries that decide what runs and who decides: approval requests,
+answers, standing grants and their epochs, and the web pages' browser sessions and sign-in
+links carry an HMAC under a key only the gateway process holds, so a command that can write
 the store cannot forge, alter or move one. An entry that does not verify is ignored, logged
-once as tampering and counted (`chatgate_approvals_tampered_total`).
+once as tampering and counted (`chatgate_approvals_tampered_total`, by kind).
 
 The key is `approvals.secret` when set (the same on every replica), else a random key in
 `{data_dir}/approvals.key` (mode 0600) made on first start. Commands never see either: the

@@ -27,6 +27,7 @@ from typing import Any
 
 from gateway.approvals.grants import Grant, GrantBook, PermissionsCommand, Scope
 from gateway.approvals.records import (
+    UNATTENDED,
     ApprovalChoice,
     ApprovalRequest,
     Choice,
@@ -56,6 +57,10 @@ AUDIT = keys.APPROVALS_AUDIT
 _PRESSABLE = ("once", "session", "always", "deny")
 _REQUEST = "approval request"
 _HEARTBEAT_TTL = 15.0
+UNATTENDED_REFUSAL = (
+    "A request made through the API is approved by an operator (the console at /admin, or "
+    "the prompt sent to the admins), not from the API; /deny still withdraws it."
+)
 
 
 class ApprovalService:
@@ -71,6 +76,7 @@ class ApprovalService:
         instance_id: str,
         signer: EntrySigner,
         metrics: Metrics | None = None,
+        grants: GrantBook | None = None,
     ) -> None:
         self._store = store
         self._metrics = metrics or Metrics()
@@ -81,7 +87,8 @@ class ApprovalService:
         self._instance = instance_id
         self._signer = signer
         self._answers = Rendezvous(store, "approvals", signer)
-        self._grants = GrantBook(store, signer)
+        # Shared with what ends sessions (/new), so this process remembers the epochs it moved.
+        self._grants = grants or GrantBook(store, signer)
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -228,6 +235,9 @@ class ApprovalService:
             return _DecideResult(error="This approval request is unknown or has expired.")
         if chat.platform != request.chat_ref.platform or chat.chat_id != request.chat_ref.chat_id:
             return _DecideResult(error="This approval request belongs to another chat.")
+        if request.chat_ref.platform in UNATTENDED and choice != "deny":
+            log.info("approval refused id=%s user=%s: from the API", request.id, user.address)
+            return _DecideResult(error=UNATTENDED_REFUSAL)
         existing = await self._answers.current(request.id)
         if existing is not None:
             return _DecideResult(

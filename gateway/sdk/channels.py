@@ -21,6 +21,7 @@ from gateway.sdk.messages import (
 )
 
 if TYPE_CHECKING:
+    from gateway.approvals.seals import EntrySigner
     from gateway.runtime.http import HttpServer
     from gateway.runtime.metrics import Metrics
     from gateway.sdk.extensions import Extensions
@@ -195,6 +196,8 @@ class AdapterContext:
     # (name, description) of the chat commands, for platforms that register them.
     commands: Callable[[], list[tuple[str, str]]]
     instance_id: str
+    # Seals what decides in the store (gateway/approvals/seals.py): the web chat's sign-ins.
+    signer: EntrySigner
     # Why this sender may not use the bot here (None: they may), by the static access rules:
     # an adapter that takes files itself (the web chat) asks before storing any.
     refusal: Callable[[Inbound], str | None] = lambda _inbound: None

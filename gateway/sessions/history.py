@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,8 +55,11 @@ class SessionRecord:
 class SessionStore:
     """Loads and saves session records; keeps an index of sessions per chat for /forget."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, ended: Callable[[str], Awaitable[None]] | None = None) -> None:
         self._store = store
+        # Called with a session's key when it ends: its "for this session" approvals end too
+        # (GrantBook.end_session), for good, even if a copy is written back later.
+        self._ended = ended
 
     @staticmethod
     def store_key(key: SessionKey) -> str:
@@ -104,6 +108,8 @@ class SessionStore:
         """End a conversation (/new): its turns stay searchable (session_search)."""
         # Approvals granted "for this session" end with the session.
         await self._store.delete(self._key(key), keys.approved_shapes(key))
+        if self._ended is not None:
+            await self._ended(str(key))
         await self._store.hdel(self._index(key.chat_scope), str(key))
 
     async def clear_chat(self, chat_scope: str) -> int:
@@ -115,6 +121,9 @@ class SessionStore:
             await self._store.delete(
                 *(keys.session(k) for k in names), *(keys.approved_shapes(k) for k in names)
             )
+            if self._ended is not None:
+                for name in names:
+                    await self._ended(name)
         await self._store.delete(index)
         await self._store.hdel(keys.CHATS, chat_scope)
         await self._store.search.forget_chat(chat_scope)

@@ -16,6 +16,8 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     approved_shapes:{session}         hash   "for this session" grants: a digest of (person, tool,
                                              shape) -> the sealed grant (approvals/grants.py)
     standing_grants:{platform}:{chat} hash   "always in this chat" grants, the same way
+    grant_epoch:{grants hash}         value  the sealed epoch of a place's grants (one of the two
+                                             hashes above): only grants made in it count
     context:{chat}                    list   recent group messages not addressed to the bot
     seen:{platform}:{event_id}        value  a platform event already taken (dedupe)
     refused:{chat}:{user_id}          value  a refusal was told to this person here this hour
@@ -48,9 +50,11 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
     chats                             hash   chat scope -> when it was last active (console)
     errors:recent                     list   recent warnings and errors of every replica (JSON)
-    web:session:{digest}              value  a signed-in browser (console or web chat; JSON)
-    web:signin:{client}:{minute}      value  sign-in attempts from one address this minute
-    web:link:{digest}                 value  a one-time web chat sign-in link -> user name
+    web:session:{digest}              value  a signed-in browser (console or web chat; sealed JSON)
+    web:signin:{area}:{client}:{minute}
+                                      value  sign-in attempts from one address this minute in
+                                             one area (`/admin`, `/chat`)
+    web:link:{digest}                 value  a one-time web chat sign-in link -> user name (sealed)
     web:messages:{chat}               hash   message id -> a web chat or API message (JSON)
     web:conversations:{user}          hash   conversation id -> title and times (JSON)
     web:file:{id}                     value  a file uploaded to or sent in the web chat (JSON)
@@ -122,6 +126,11 @@ def approved_shapes(key: SessionKey | str) -> str:
 def standing_grants(chat_scope: str) -> str:
     """`chat_scope` is `platform:chat_id` (SessionKey.chat_scope)."""
     return f"standing_grants:{chat_scope}"
+
+
+def grant_epoch(grants: str) -> str:
+    """`grants` is the hash of a place's grants (approved_shapes or standing_grants)."""
+    return f"grant_epoch:{grants}"
 
 
 def context(chat_address: str) -> str:
@@ -295,8 +304,9 @@ def web_session(digest: str) -> str:
     return f"web:session:{digest}"
 
 
-def web_signin(client: str, minute: int) -> str:
-    return f"web:signin:{client}:{minute}"
+def web_signin(area: str, client: str, minute: int) -> str:
+    """`area` is the sign-in's root (`/admin`, `/chat`): each area counts on its own."""
+    return f"web:signin:{area}:{client}:{minute}"
 
 
 def web_link(digest: str) -> str:

@@ -3,8 +3,10 @@
 Tokens are compared in constant time (their SHA-256 digests, so not even the length leaks).
 A signed-in browser holds only a random session id in an HttpOnly, SameSite=Strict cookie;
 the store keeps the session under the id's digest with its expiry, so any replica accepts
-it and a store dump reveals no cookie. Every change a page makes carries the session's CSRF
-token (a hidden form field or the `X-CSRF-Token` header).
+it and a store dump reveals no cookie. Sessions and sign-in links are sealed
+(gateway/approvals/seals.py): one that a command wrote into the store itself signs nobody in.
+Every change a page makes carries the session's CSRF token (a hidden form field or the
+`X-CSRF-Token` header).
 """
 
 from __future__ import annotations
@@ -12,20 +14,22 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import json
 import secrets
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from aiohttp import web
 
+from gateway.approvals.seals import EntrySigner
 from gateway.store import keys
 from gateway.store.base import Store
 from gateway.web.settings import ADMIN, WebSettings
 
 Kind = Literal["operator", "chat"]
+SESSION_SEAL = "browser session"
+LINK_SEAL = "sign-in link"
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "X-CSRF-Token"
 # A form shown before sign-in carries this cookie's value too (double submit), so another
@@ -71,25 +75,36 @@ def _match(token: str, candidates: Iterable[tuple[str, str]]) -> str | None:
 
 
 class SignInLimiter:
-    """Sign-in attempts per client address over a sliding minute, counted in the store (all
-    replicas).
+    """Sign-in attempts per client address over a sliding minute in one area (the console,
+    the web chat), counted in the store (all replicas).
 
     Counts are kept per clock minute; the previous minute's count weighs in for the part of
     it still inside the last 60 seconds, so a burst across a minute boundary is not given a
     fresh allowance (a fixed window would allow twice the limit there).
     """
 
-    def __init__(self, store: Store, per_minute: int) -> None:
+    def __init__(self, store: Store, per_minute: int, area: str) -> None:
         self._store = store
         self._limit = per_minute
+        self._area = area  # each area its own allowance: chat sign-ins never lock out the console
 
     async def allow(self, client: str) -> bool:
         minute, into = divmod(time.time(), 60)
-        count = await self._store.incr(keys.web_signin(client, int(minute)), ttl=120)
+        key = keys.web_signin(self._area, client, int(minute))
+        if _count(await self._store.get(key)) is None:
+            await self._store.delete(key)  # not a count the gateway wrote: counting starts over
+        count = await self._store.incr(key, ttl=120)
         if count > self._limit:
             return False
-        before = await self._store.get(keys.web_signin(client, int(minute) - 1))
-        return count + int(before or 0) * (1 - into / 60) <= self._limit
+        before = await self._store.get(keys.web_signin(self._area, client, int(minute) - 1))
+        return count + (_count(before) or 0) * (1 - into / 60) <= self._limit
+
+
+def _count(raw: str | None) -> int | None:
+    """A stored count (0 when there is none), or None when the entry is not a number."""
+    if raw is None:
+        return 0
+    return int(raw) if raw.isascii() and raw.isdigit() else None
 
 
 @dataclass
@@ -100,11 +115,29 @@ class BrowserSession:
     expires: float
     flash: str = ""  # one message for the next page (the outcome of a form)
 
+    @classmethod
+    def of(cls, value: Any) -> BrowserSession | None:
+        """The session a sealed value holds, or None when it is not one (the wrong shape)."""
+        if not isinstance(value, dict) or set(value) != _SESSION_FIELDS:
+            return None
+        kind, name, csrf, expires, flash = (value[f] for f in _SESSION_ORDER)
+        texts = all(isinstance(t, str) for t in (name, csrf, flash))
+        if kind not in ("operator", "chat") or not texts or not isinstance(expires, int | float):
+            return None
+        return cls(kind, name, csrf, float(expires), flash)
+
+
+_SESSION_ORDER = ("kind", "name", "csrf", "expires", "flash")
+_SESSION_FIELDS = set(_SESSION_ORDER)
+
 
 class BrowserSessions:
-    def __init__(self, store: Store, hours: float) -> None:
+    """Signed-in browsers, sealed in the store under their cookie's digest."""
+
+    def __init__(self, store: Store, hours: float, signer: EntrySigner) -> None:
         self._store = store
         self._seconds = hours * 3600
+        self._signer = signer
 
     @property
     def seconds(self) -> int:
@@ -118,12 +151,19 @@ class BrowserSessions:
         return cookie, session
 
     async def get(self, cookie: str | None, kind: Kind) -> BrowserSession | None:
+        """The signed-in session of this cookie. An entry the gateway did not seal there
+        (written by anything else, damaged, not JSON) signs nobody in: it is logged and
+        counted as tampering (gateway/approvals/seals.py) and the browser is asked to sign in."""
         if not cookie or len(cookie) > 100:
             return None
-        raw = await self._store.get(keys.web_session(digest(cookie)))
-        if raw is None:
+        key = keys.web_session(digest(cookie))
+        value = self._signer.open(SESSION_SEAL, key, await self._store.get(key))
+        if value is None:
             return None
-        session = BrowserSession(**json.loads(raw))
+        session = BrowserSession.of(value)
+        if session is None:
+            self._signer.report(SESSION_SEAL, key)
+            return None
         if session.kind != kind or session.expires <= time.time():
             return None
         return session
@@ -145,8 +185,9 @@ class BrowserSessions:
     async def _save(self, cookie: str, session: BrowserSession) -> None:
         ttl = session.expires - time.time()
         if ttl > 0:
+            key = keys.web_session(digest(cookie))
             await self._store.set(
-                keys.web_session(digest(cookie)), json.dumps(asdict(session)), ttl=ttl
+                key, self._signer.seal(SESSION_SEAL, key, asdict(session)), ttl=ttl
             )
 
 
@@ -214,15 +255,19 @@ def presign_ok(request: web.Request, form: dict[str, str]) -> bool:
 
 
 class SignInLinks:
-    """One-time web chat sign-in links an operator hands out: `/chat/link/<code>`."""
+    """One-time web chat sign-in links an operator hands out: `/chat/link/<code>`. The store
+    keeps the code's digest with the user, sealed: a link written there by anything but the
+    gateway signs nobody in."""
 
-    def __init__(self, store: Store, hours: float) -> None:
+    def __init__(self, store: Store, hours: float, signer: EntrySigner) -> None:
         self._store = store
         self._seconds = hours * 3600
+        self._signer = signer
 
     async def create(self, user: str) -> str:
         code = secrets.token_urlsafe(24)
-        await self._store.set(keys.web_link(digest(code)), user, ttl=self._seconds)
+        key = keys.web_link(digest(code))
+        await self._store.set(key, self._signer.seal(LINK_SEAL, key, user), ttl=self._seconds)
         return code
 
     async def redeem(self, code: str) -> str | None:
@@ -230,7 +275,12 @@ class SignInLinks:
         if not code or len(code) > 100:
             return None
         key = keys.web_link(digest(code))
-        user = await self._store.get(key)
-        if user is None or not await self._store.delete(key):
+        user = self._signer.open(LINK_SEAL, key, await self._store.get(key))
+        if user is None:
+            return None
+        if not isinstance(user, str) or not user:
+            self._signer.report(LINK_SEAL, key)
+            return None
+        if not await self._store.delete(key):
             return None
         return user

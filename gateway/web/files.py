@@ -5,7 +5,9 @@ back."""
 from __future__ import annotations
 
 import base64
+import binascii
 import json
+import logging
 import secrets
 from dataclasses import dataclass
 
@@ -13,6 +15,8 @@ from gateway.sdk.channels import AttachmentTooLarge, AttachmentUnavailable
 from gateway.store import keys
 from gateway.store.base import Store
 from gateway.web.transcript import KEEP_DAYS, FileRef
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -43,12 +47,21 @@ class WebFiles:
         raw = await self._store.get(keys.web_file(file_id))
         if raw is None:
             return None
-        record = json.loads(raw)
-        data = base64.b64decode(record["data"])
-        ref = FileRef(
-            id=file_id, name=record["name"], mime_type=record["mime_type"], size=len(data)
-        )
-        return StoredFile(ref, record["owner"], data)
+        try:
+            record = json.loads(raw)
+            data = base64.b64decode(record["data"], validate=True)
+            ref = FileRef(
+                id=file_id, name=record["name"], mime_type=record["mime_type"], size=len(data)
+            )
+            owner = record["owner"]
+        except (ValueError, TypeError, KeyError, binascii.Error):
+            # Not a record this gateway wrote (damaged, or written by something else): as if
+            # the file were gone, never an error page.
+            log.warning("unreadable web file record ignored id=%s", file_id)
+            return None
+        if not isinstance(owner, str):
+            return None
+        return StoredFile(ref, owner, data)
 
     async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
         """The bytes for a turn (the adapters' `FileSource.download`)."""

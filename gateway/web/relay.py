@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gateway.approvals.records import ApprovalRequest
+from gateway.approvals.records import UNATTENDED, ApprovalRequest
 from gateway.approvals.service import ApprovalService
 from gateway.intake.access import AccessPolicy
 from gateway.runtime.tasks import stop_task
@@ -29,7 +29,6 @@ from gateway.store.base import Store, StoreUnavailable
 log = logging.getLogger(__name__)
 
 WATCH_EVERY = 2.0
-UNATTENDED = ("api",)  # platforms whose chats have no person to press a button
 
 
 @dataclass(frozen=True)

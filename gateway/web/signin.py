@@ -1,5 +1,6 @@
 """The sign-in of one area of the web pages (the console at /admin, the chat at /chat): its page
-with one password field, the rate-limited form, and the session cookie it sets."""
+with one password field, the form (rate-limited per address in this area alone), and the
+session cookie it sets."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from gateway.approvals.seals import EntrySigner
 from gateway.store.base import Store
 from gateway.web import auth
 from gateway.web.auth import BrowserSession, Kind
@@ -29,6 +31,7 @@ class SignIn:
         heading: str,
         owner: Callable[[str], str | None],
         store: Store,
+        signer: EntrySigner,
         settings: WebSettings,
         templates: Templates,
     ) -> None:
@@ -39,8 +42,8 @@ class SignIn:
         self._owner = owner  # who a token signs in, or None
         self._secure = settings.secure_cookies
         self._templates = templates
-        self.sessions = auth.BrowserSessions(store, settings.session_hours)
-        self.limiter = auth.SignInLimiter(store, settings.signin_attempts_per_minute)
+        self.sessions = auth.BrowserSessions(store, settings.session_hours, signer)
+        self.limiter = auth.SignInLimiter(store, settings.signin_attempts_per_minute, root)
         self._proxies = settings.proxy_networks
 
     def client(self, request: web.Request) -> str:

@@ -15,6 +15,7 @@ import pytest
 from gateway.app.app import App
 from gateway.config import Settings
 from gateway.sdk.messages import ChatKind, ChatRef
+from gateway.store import keys
 from tests.e2e.test_approvals_telegram import buttons
 from tests.e2e.test_telegram import GROUP, telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, tool_results
@@ -23,6 +24,7 @@ from tools.files.workspaces import Workspaces
 
 ALICE, BOB, ADMIN, CAROL = 42, 7, 1, 9
 NAMES = {ALICE: "Alice", BOB: "Bob", ADMIN: "Admin", CAROL: "Carol"}
+RAN = "(no output)\n[exit code 0]"
 IN_GROUP: dict[str, Any] = {"chat_id": GROUP, "chat_type": "supergroup"}
 
 
@@ -44,6 +46,11 @@ def workspace(settings: Settings, chat_id: str) -> Path:
     return settings.workspace.joinpath(
         *Workspaces(settings.workspace, settings.tools.workspace_scope).folder(chat)
     )
+
+
+def replies(tg: FakeBotAPI) -> list[str]:
+    """The texts sent, and those edited in: a reply may replace the "Running shell" line."""
+    return [*tg.texts(), *(str(c.params.get("text")) for c in tg.calls_of("editMessageText"))]
 
 
 def prompts(tg: FakeBotAPI) -> list[Call]:
@@ -68,7 +75,7 @@ async def run(
     text = f"@gw_bot please run {command}" if group else f"please run {command}"
     where = IN_GROUP if group else {"chat_id": ALICE}
     tg.push_message(text, user_id=user, first_name=NAMES[user], **where)
-    await tg.wait_for(lambda: len(prompts(tg)) > asked or done in tg.texts(), within=15)
+    await tg.wait_for(lambda: len(prompts(tg)) > asked or done in replies(tg), within=15)
     if len(prompts(tg)) > asked:
         prompt = prompts(tg)[-1]
         assert command in prompt.text and "Runs in the sandbox." in prompt.text
@@ -152,6 +159,9 @@ async def test_always_allow_in_this_chat_listed_revoked_and_limited_to_admins(
     await tg.wait_for(
         lambda: not (workspace(gw.settings, str(GROUP)) / "build").exists(), within=15
     )
+    # The turn ends first (the press returns at its first message, which may be the "Running
+    # shell" line): /new would stop it.
+    await tg.wait_for(lambda: "finished 0" in replies(tg), within=15)
     # A new session of the chat: "always" stays, for Bob's exact command only.
     assert "new conversation" in (await say(tg, "/new@gw_bot", user=ADMIN)).lower()
     (workspace(gw.settings, str(GROUP)) / "build").mkdir()
@@ -251,3 +261,73 @@ async def test_a_grant_for_pwd_in_one_directory_does_not_cover_another(
     assert prompt is not None, "$PWD/build in sub/ ran under the approval for the root"
     await press(tg, prompt, "Deny")
     assert (ws / "sub" / "build").exists()
+
+
+async def test_ended_grants_written_back_stay_ended(
+    gw: App, tg: FakeBotAPI, llm: ScriptedLLM
+) -> None:
+    """Issue 30 finding 7: a grant ended by /new or `/permissions revoke` and written back into
+    the store (the same sealed bytes, as `redis-cli HSET` writes them) worked again. Now it
+    asks, also when the place's earlier epoch record is put back with it, or the record is
+    removed."""
+    store = gw.store
+    [session] = await gw.sessions.sessions_of(f"telegram:{ALICE}") or [f"telegram:{ALICE}"]
+    session_grants = keys.approved_shapes(session)
+    epoch = keys.grant_epoch(session_grants)
+    prompt = await run(tg, llm, "rm -rf build")
+    assert prompt is not None
+    assert await press(tg, prompt, "Approve for session") == "Approved."
+    await tg.wait_for(lambda: tool_results(llm.requests[-1]) == [RAN], within=15)
+    copied = await store.hgetall(session_grants)
+    copied_epoch = await store.get(epoch)
+    assert copied
+    assert "new conversation" in (await say(tg, "/new", user=ALICE, group=False)).lower()
+    mine = workspace(gw.settings, str(ALICE))
+    for also in ("nothing", "the earlier epoch", "no epoch"):
+        for field, value in copied.items():
+            await store.hset(session_grants, field, value)
+        if also == "the earlier epoch":
+            assert copied_epoch is not None
+            await store.set(epoch, copied_epoch)
+        elif also == "no epoch":
+            await store.delete(epoch)
+        (mine / "build").mkdir(exist_ok=True)
+        prompt = await run(tg, llm, "rm -rf build")
+        assert prompt is not None, f"the ended grant counted again (written back with {also})"
+        await press(tg, prompt, "Deny")
+        assert (mine / "build").exists()
+
+    # "Always allow in this chat", revoked with /permissions, then written back.
+    prompt = await run(tg, llm, "rm -rf build", user=BOB, group=True)
+    assert prompt is not None
+    assert await press(tg, prompt, "Always allow in this chat", user=ADMIN) == "Approved."
+    await tg.wait_for(lambda: tool_results(llm.requests[-1]) == [RAN], within=15)
+    prompt = await run(tg, llm, "rm -f keep.txt", user=BOB, group=True)
+    assert prompt is not None
+    assert await press(tg, prompt, "Always allow in this chat", user=ADMIN) == "Approved."
+    await tg.wait_for(lambda: tool_results(llm.requests[-1]) == [RAN], within=15)
+    chat_grants = keys.standing_grants(f"telegram:{GROUP}")
+    copied = await store.hgetall(chat_grants)
+    listing = await say(tg, "/permissions@gw_bot", user=BOB)
+    grant_id = re.search(r"• ([0-9a-f]{8}): shell <code>rm -rf build</code>", listing)
+    assert grant_id is not None, listing
+    revoked = await say(tg, f"/permissions@gw_bot revoke {grant_id[1]}", user=BOB)
+    assert revoked.startswith(f"Revoked {grant_id[1]}")
+    [(field, value)] = [(f, v) for f, v in copied.items() if "rm -rf build" in v]
+    await store.hset(chat_grants, field, value)
+    group = workspace(gw.settings, str(GROUP))
+    (group / "build").mkdir(exist_ok=True)
+    prompt = await run(tg, llm, "rm -rf build", user=BOB, group=True)
+    assert prompt is not None, "the revoked grant counted again"
+    await press(tg, prompt, "Deny", user=BOB)
+    assert (group / "build").exists()
+    # The grant that was not revoked still stands.
+    (group / "keep.txt").write_text("keep")
+    asked = len(prompts(tg))
+    llm.push(Reply.call("shell", command="rm -f keep.txt"), Reply.text("Removed."))
+    tg.push_message("@gw_bot please run rm -f keep.txt", user_id=BOB, first_name="Bob", **IN_GROUP)
+    # The reply may come as an edit of the "Running shell" notice: wait for the model to
+    # see the command's result instead.
+    await tg.wait_for(lambda: tool_results(llm.requests[-1]) == [RAN], within=30)
+    assert len(prompts(tg)) == asked and not (group / "keep.txt").exists()
+    assert gw.metrics.counter("approvals_tampered_total", kind="grant epoch") == 1

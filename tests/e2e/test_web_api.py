@@ -266,6 +266,42 @@ async def test_an_approval_pending_then_its_outcome_with_the_next_reply(api: Api
     assert text.endswith("echo: and?")
 
 
+async def test_the_key_holder_cannot_approve_their_own_request(api: Api) -> None:
+    """Issue 30 finding 12: the API's requests are decided by operators; `/approve ID` sent
+    with the requester's own key is refused (and denying stays theirs)."""
+    app = api.app
+    build = build_dir(app, api_chat())
+    api.llm.push(Reply.call("shell", command="rm -rf build"), Reply.text("Left it."))
+    asked = await api.client.chat.completions.create(
+        model="chatgate", messages=[{"role": "user", "content": "remove build"}], user="self"
+    )
+    assert "Approval needed" in (asked.choices[0].message.content or "")
+    request_id = await pending_id(app)
+    for conversation in ("self", "elsewhere"):  # the same key, any conversation
+        approved = await api.client.chat.completions.create(
+            model="chatgate",
+            messages=[{"role": "user", "content": f"/approve {request_id}"}],
+            user=conversation,
+        )
+        text = approved.choices[0].message.content or ""
+        assert "approved by an operator" in text, text
+    assert await app.approvals._answers.current(request_id) is None
+    assert [r.id for r in await app.approvals.pending_requests()] == [request_id]
+    assert build.exists()
+    denied = await api.client.chat.completions.create(
+        model="chatgate",
+        messages=[{"role": "user", "content": f"/deny {request_id} not now"}],
+        user="self",
+    )
+    assert "Denied." in (denied.choices[0].message.content or "")
+    for _ in range(250):
+        if not await app.store.pending("api:bob:tself"):
+            break
+        await asyncio.sleep(0.02)
+    assert build.exists()
+    assert tool_results(api.llm.requests[-1]) == ["error: not run: denied by bob: not now"]
+
+
 async def test_a_question_answered_by_the_next_request(api: Api) -> None:
     api.llm.push(
         Reply.call("clarify", question="Which colour?", choices=["red", "blue"]),

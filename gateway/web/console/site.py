@@ -103,11 +103,12 @@ class AdminConsole:
             heading="chatgate operator console",
             owner=auth.Credentials(web_settings).operator,
             store=parts.store,
+            signer=parts.signer,
             settings=web_settings,
             templates=self._templates,
         )
         self._sessions = self._signin.sessions
-        self._links = auth.SignInLinks(parts.store, web_settings.link_hours)
+        self._links = auth.SignInLinks(parts.store, web_settings.link_hours, parts.signer)
         self._errors = RecentErrors(parts.store, parts.instance_id, secret_values(parts.settings))
         self._health = LLMHealth(parts.settings.llm)
         self._views = Views(parts, self._errors, self._health)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from gateway.approvals.seals import EntrySigner
 from gateway.approvals.service import AUDIT, ApprovalService
 from gateway.budgets.ledger import DIMENSIONS, Spend, UsageLedger
 from gateway.budgets.periods import Periods
@@ -48,6 +49,7 @@ class ConsoleParts:
     metrics: Metrics
     adapters: list[Adapter]
     info: InfoSource
+    signer: EntrySigner  # seals the console's sessions and the sign-in links it makes
 
 
 class Views:
