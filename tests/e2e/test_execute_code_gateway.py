@@ -15,12 +15,12 @@ from tests.harness import Harness, gateway_settings, running_gateway
 from tools.files.workspaces import Workspaces
 
 SCRIPT = """\
-print(tools.shell.tool(command="ls"))
+print(tools.shell(command="ls"))
 try:
-    print(tools.shell.tool(command="rm -rf build"))
+    print(tools.shell(command="rm -rf build"))
 except ToolCallError as exc:
     print("refused:", exc)
-print(tools.shell.tool(command="ls"))
+print(tools.shell(command="ls"))
 """
 
 
