@@ -7,11 +7,19 @@ from gateway.config.data_dir import usable_data_dir
 from gateway.store.base import Store, StoreUnavailable
 from gateway.store.embedded import EmbeddedStore, StoreLocked
 
-__all__ = ["Store", "StoreLocked", "StoreUnavailable", "open_store"]
+__all__ = ["Store", "StoreLocked", "StoreUnavailable", "open_store", "store_for"]
 
 
 def open_store(settings: Settings) -> Store:
     """The configured store: Redis connects lazily; the embedded store opens and locks now."""
+    if settings.redis.url:
+        return store_for(settings)
+    return EmbeddedStore(usable_data_dir(settings))
+
+
+def store_for(settings: Settings) -> Store:
+    """The configured store, not opened yet: nothing is locked or connected until
+    `await store.open()` (the embedded store) or the first command (Redis)."""
     if settings.redis.url:
         # Imported only here: redis-py takes ~0.2 s to import, which every CLI command and
         # every start on the embedded store would pay for nothing.
@@ -22,4 +30,4 @@ def open_store(settings: Settings) -> Store:
             key_prefix=settings.redis.key_prefix,
             max_connections=settings.redis.max_connections,
         )
-    return EmbeddedStore(usable_data_dir(settings))
+    return EmbeddedStore(usable_data_dir(settings), open_now=False)
