@@ -61,6 +61,7 @@ async def chatgate_checked(
         *args,
         env=env,
         cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,  # `chat` ends at once, as on Ctrl-D
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -179,6 +180,13 @@ async def test_a_finished_ask_leaves_nothing_open(tmp_path: Path, llm: ScriptedL
     assert "ResourceWarning" not in err and "Unclosed" not in err, err
     assert held == []
     assert len(llm.requests) == 1
+
+
+async def test_a_chat_ended_by_ctrl_d_leaves_nothing_open(tmp_path: Path, llm: ScriptedLLM) -> None:
+    code, err, held = await chatgate_checked(_repo_env(tmp_path, llm.url), "chat", cwd=tmp_path)
+    assert code == 0, err
+    assert "ResourceWarning" not in err and "Unclosed" not in err, err
+    assert held == []
 
 
 async def test_doctor_leaves_nothing_open(tmp_path: Path, llm: ScriptedLLM) -> None:
