@@ -358,10 +358,12 @@ class App:
         stack.push_async_callback(self.queue.stop)
         await self._start_tools()
         for adapter in self.adapters:
-            await adapter.start()
+            # Pushed first: a start that fails halfway (after getMe, say) has opened clients
+            # that its stop closes; an adapter's stop is safe on a half-started adapter.
             stack.push_async_callback(
                 _logged(adapter.stop, f"adapter stop failed platform={adapter.platform}")
             )
+            await adapter.start()
             log.info("adapter started platform=%s", adapter.platform)
         if self.http is not None:
             await self.http.start()

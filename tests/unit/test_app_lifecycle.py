@@ -31,8 +31,15 @@ def held(data: Path) -> set[str]:
 class Refusing(RecordingAdapter):
     """A platform whose start fails, as one refusing its token does."""
 
+    def __init__(self, platform: str, events: list[str]) -> None:
+        super().__init__(platform)
+        self.events = events
+
     async def start(self) -> None:
         raise RuntimeError("the platform refused the token")
+
+    async def stop(self) -> None:  # what a half-started platform opened is closed too
+        self.events.append(f"stop {self.platform}")
 
 
 class Recorded(RecordingAdapter):
@@ -81,12 +88,12 @@ async def test_a_start_that_fails_closes_what_it_had_opened(
     events: list[str] = []
     app = App(settings)
     app.add_adapter(Recorded("first", events))
-    app.add_adapter(Refusing("refusing"))
+    app.add_adapter(Refusing("refusing", events))
     app.add_adapter(Recorded("never", events))
     before = held(tmp_path / "data")
     with pytest.raises(RuntimeError, match="refused the token"):
         await app.start()
-    assert events == ["start first", "stop first"]
+    assert events == ["start first", "stop refusing", "stop first"]
     assert held(tmp_path / "data") == before
     EmbeddedStore(settings.data_dir).abandon()  # the lock is free again
     await app.stop()  # nothing is left to stop
