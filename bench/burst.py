@@ -13,7 +13,7 @@ answered, refusals, the process's peak RSS, and the Redis memory each waiting me
 to serve every session when it serves N at once (its capacity, or the turns, whichever is
 fewer): 10,000 sessions at 256 are 40 rounds, 8.0 s with a 0.2 s model.
 
-By default the model answers inside this process (an httpx transport), so "CPU per message"
+By default the model answers inside this process (over HTTP on 127.0.0.1), so "CPU per message"
 counts the gateway and that stand-in. With --model-process the model is an HTTP server in
 its own process (tests/fakes/llm.py) reached through the gateway's real client, as a
 deployed model is: the CPU column is then the gateway's alone.
@@ -46,7 +46,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import httpx
 import redis as redis_client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +55,7 @@ from gateway.intake.admission import Status  # noqa: E402
 from gateway.runtime.collector import settle_collector  # noqa: E402
 from gateway.runtime.event_loop import event_loop_runner  # noqa: E402
 from gateway.sdk.messages import Outbound  # noqa: E402
+from tests.fakes.llm import Reply, ScriptedLLM, last_user_text  # noqa: E402
 from tests.fixtures_redis import RedisServer  # noqa: E402
 from tests.harness import gateway_settings, running_gateway  # noqa: E402
 
@@ -72,29 +72,20 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def llm_at_pace(delay: float, capacity: int) -> httpx.AsyncBaseTransport:
+@contextlib.asynccontextmanager
+async def llm_at_pace(delay: float, capacity: int) -> AsyncIterator[str]:
     """An OpenAI-compatible model in this process that answers after `delay` seconds, at most
-    `capacity` requests at a time (the rest wait their turn, as in a model server's batch)."""
+    `capacity` requests at a time (the rest wait their turn, as in a model server's batch);
+    yields its address."""
     room = asyncio.Semaphore(capacity)
 
-    class Pace(httpx.AsyncBaseTransport):
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            async with room:
-                await asyncio.sleep(delay)
-            text = json.loads(request.content)["messages"][-1]["content"]
-            message = {"role": "assistant", "content": f"echo: {text}"}
-            return httpx.Response(
-                200,
-                json={
-                    "id": "c",
-                    "object": "chat.completion",
-                    "model": "m",
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 2},
-                },
-            )
+    async def respond(request: dict[str, Any]) -> Reply:
+        async with room:
+            await asyncio.sleep(delay)
+        return Reply(content=f"echo: {last_user_text(request)}")
 
-    return Pace()
+    async with ScriptedLLM(respond, record=False) as server:
+        yield server.url
 
 
 def settings_for(
@@ -162,13 +153,17 @@ async def run(args: argparse.Namespace) -> None:
 
 
 async def run_in_process(args: argparse.Namespace, env: Services) -> None:
-    work, redis_url, info, baseline, llm_url = env
-    transport: httpx.AsyncBaseTransport | None = None
-    if not llm_url:
-        capacity = args.llm_capacity or args.turns
-        llm_url, transport = "http://llm.invalid/v1", llm_at_pace(args.llm_delay, capacity)
-    settings = settings_for(args, work, llm_url, redis_url)
-    async with running_gateway(settings, llm_transport=transport) as gw:
+    work, redis_url, llm_url = env.work, env.redis_url, env.llm_url
+    async with contextlib.AsyncExitStack() as model:
+        if not llm_url:
+            capacity = args.llm_capacity or args.turns
+            llm_url = await model.enter_async_context(llm_at_pace(args.llm_delay, capacity))
+        await run_gateway(args, env, settings_for(args, work, llm_url, redis_url))
+
+
+async def run_gateway(args: argparse.Namespace, env: Services, settings: Any) -> None:
+    info, baseline = env.info, env.baseline
+    async with running_gateway(settings) as gw:
         settle_collector()  # as `chatgate run` does once started (gateway/runtime/collector.py)
         cpu_before, redis_before = cpu_seconds(), redis_cpu_seconds(info)
         started = time.monotonic()
@@ -287,14 +282,14 @@ async def replica(args: argparse.Namespace) -> None:
     """One replica of --replicas: start, wait for "go", submit this replica's share, report
     the replies sent from here as they grow, and on "stop" its CPU, peak RSS and sessions."""
     index, count = args.replica_index, args.replicas
-    transport = None
+    model = contextlib.AsyncExitStack()
     if not args.llm_url:
         capacity = (args.llm_capacity or args.turns) // count
-        args.llm_url, transport = "http://llm.invalid/v1", llm_at_pace(args.llm_delay, capacity)
+        args.llm_url = await model.enter_async_context(llm_at_pace(args.llm_delay, capacity))
     work = Path(args.work) / f"replica{index}"
     settings = settings_for(args, work, args.llm_url, args.redis_url, args.key_prefix)
     commands = await stdin_reader()
-    async with running_gateway(settings, llm_transport=transport) as gw:
+    async with model, running_gateway(settings) as gw:
         settle_collector()
         say({"ready": True})
         assert (await commands.readline()).strip() == b"go"

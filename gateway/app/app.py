@@ -8,11 +8,12 @@ else receives them from here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx
@@ -68,7 +69,7 @@ from gateway.sessions.key import SessionKey, key_for
 from gateway.sessions.leases import SessionLeases
 from gateway.sessions.queue import SessionQueue
 from gateway.sessions.retention import RetentionSweeper
-from gateway.store import open_store
+from gateway.store import store_for
 from gateway.store.base import Store
 from gateway.turn.agent import Agent
 from gateway.turn.memory import MemoryBook
@@ -84,14 +85,15 @@ log = logging.getLogger(__name__)
 
 
 class App:
-    """The running gateway. Build with `App(settings)`, then `await start()` / `await stop()`."""
+    """The gateway. Building it opens nothing (no store, no lock, no connection); `start()`
+    opens each part and puts its stop on a stack, and `stop()` unwinds that stack. A start
+    that fails unwinds what it had opened before it raises."""
 
     def __init__(
         self,
         settings: Settings,
         *,
         store: Store | None = None,
-        llm_transport: httpx.AsyncBaseTransport | None = None,
         tracing: Tracing | None = None,
     ) -> None:
         self.settings = settings
@@ -100,15 +102,11 @@ class App:
         self.tracing = tracing or Tracing.from_settings(settings.otel)
         self.telemetry = Telemetry(self.metrics, self.tracing.tracer)
         usable_data_dir(settings)  # the approvals key and skills live there whatever the store
-        self.store = store or open_store(settings)
-        try:
-            self._wire(settings, llm_transport)
-        except BaseException:
-            if store is None:
-                self.store.abandon()  # a failed start must not keep the store locked
-            raise
+        self.store = store or store_for(settings)
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._wire(settings)
 
-    def _wire(self, settings: Settings, llm_transport: httpx.AsyncBaseTransport | None) -> None:
+    def _wire(self, settings: Settings) -> None:
         self.outbox: Outbox = MeteredOutbox(self.metrics)
         self.extensions = Extensions()
         self.notifier = Notifier(self.outbox.send)
@@ -119,10 +117,8 @@ class App:
         # A session that ends (/new, /forget, retention) ends its standing approvals with it.
         self.sessions = SessionStore(self.store, ended=self.grants.end_session)
         self.memory = MemoryBook(self.store, settings.memory)
-        self.llm = LLMClient(settings.llm, transport=llm_transport)
-        self.providers = ProviderPool(
-            settings.llm, transport=llm_transport, default_client=self.llm
-        )
+        self.llm = LLMClient(settings.llm)
+        self.providers = ProviderPool(settings.llm, default_client=self.llm)
         self.planner = build_planner(
             settings,
             store=self.store,
@@ -147,7 +143,7 @@ class App:
         )
         self.tools = ToolRegistry()
         self.media = turn_media(settings, self.outbox, self.llm.vision)
-        self.summary_llm = summary_client(settings, self.llm, llm_transport)
+        self.summary_llm = summary_client(settings, self.llm)
         self.runner = TurnRunner(
             settings=settings,
             agent=self.agent,
@@ -248,7 +244,6 @@ class App:
         self.relay.register(self.extensions)
         self.console = self._console()
         _check_api_models(settings)
-        self._started = False
 
     def _console(self) -> AdminConsole | None:
         """The operator console at /admin, when `[web]` has an operator token."""
@@ -341,12 +336,46 @@ class App:
         return [a.platform for a in self.adapters]
 
     async def start(self) -> None:
+        if self._stack is not None:
+            raise RuntimeError("the gateway is already started")
         log.info("starting instance=%s event_loop=%s", self.instance_id, loop_name())
+        async with contextlib.AsyncExitStack() as stack:
+            await self._open(stack)
+            self._stack = stack.pop_all()
+
+    async def _open(self, stack: contextlib.AsyncExitStack) -> None:
+        """Open every part, each stop pushed as its part opens: the stack unwinds in reverse."""
+        self.tracing.start()
+        stack.push_async_callback(self.tracing.shutdown)
+        await self.store.open()
+        stack.push_async_callback(self.store.close)
+        # The LLM clients connect on first use; the ledger writes the usage still in memory.
+        if self.summary_llm is not self.llm:
+            stack.push_async_callback(self.summary_llm.aclose)
+        stack.push_async_callback(self.planner.ledger.close)
+        stack.push_async_callback(self.providers.aclose)  # the main client among them
+        stack.push_async_callback(self.media.aclose)
+        # These serve the adapters and the turns, so they stop after both, though they start
+        # after the adapters (webhook routes come first; expiring an approval edits its
+        # message through an adapter): their stops go on the stack first. Each is safe to
+        # stop unstarted.
+        if self.http is not None:
+            stack.push_async_callback(self.http.stop)
+        stack.push_async_callback(self._close_tools)
+        stack.push_async_callback(self.approvals.stop)
+        stack.push_async_callback(self.retention.stop)
+        if self.console is not None:
+            stack.push_async_callback(self.console.stop)
+        stack.push_async_callback(self.relay.stop)
         await self.queue.start()
-        for family in self.tool_families:  # background work (MCP servers); never blocks
-            await family.start()
-        # Adapters register webhook routes before the server starts listening.
+        stack.push_async_callback(self.queue.stop)
+        await self._start_tools()
         for adapter in self.adapters:
+            # Pushed first: a start that fails halfway (after getMe, say) has opened clients
+            # that its stop closes; an adapter's stop is safe on a half-started adapter.
+            stack.push_async_callback(
+                _logged(adapter.stop, f"adapter stop failed platform={adapter.platform}")
+            )
             await adapter.start()
             log.info("adapter started platform=%s", adapter.platform)
         if self.http is not None:
@@ -355,41 +384,29 @@ class App:
             await self.console.start()
         if self.outbox.has("api"):
             self.relay.start()
-        # After the adapters: expiring a request left by a dead process edits its message.
         await self.approvals.start()
         await self.retention.start()
-        # Last: a job due at start is delivered through adapters that are already running.
+        # Last: a job due at start is delivered through adapters that are already running;
+        # first to stop, so runs in flight still have their adapters.
         await self.scheduler.start()
-        self._started = True
+        stack.push_async_callback(self.scheduler.stop)
+
+    async def _start_tools(self) -> None:
+        """The tool families' background work (MCP servers connecting); returns at once."""
+        for family in self.tool_families:
+            await family.start()
+
+    async def _close_tools(self) -> None:
+        """Each family closes what it opened, in reverse order; a failure is logged and the
+        rest still close."""
+        for family in reversed(self.tool_families):
+            await _logged(family.close, f"tool family close failed family={family.name}")()
 
     async def stop(self) -> None:
-        await self.scheduler.stop()  # first: runs in flight still have their adapters
-        for adapter in reversed(self.adapters):
-            try:
-                await adapter.stop()
-            except Exception:
-                log.exception("adapter stop failed platform=%s", adapter.platform)
-        await self.queue.stop()
-        await self.relay.stop()
-        if self.console is not None:
-            await self.console.stop()
-        await self.retention.stop()
-        await self.approvals.stop()
-        for family in reversed(self.tool_families):
-            try:
-                await family.close()
-            except Exception:
-                log.exception("tool family close failed family=%s", family.name)
-        if self.http is not None:
-            await self.http.stop()
-        await self.media.aclose()
-        await self.providers.aclose()
-        await self.planner.ledger.close()  # writes the usage still in memory
-        if self.summary_llm is not self.llm:
-            await self.summary_llm.aclose()
-        await self.store.close()
-        await self.tracing.shutdown()
-        self._started = False
+        """Stop what `start()` opened, in reverse order; nothing when it is not started."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
 
     async def __aenter__(self) -> App:
         await self.start()
@@ -404,6 +421,18 @@ class App:
         except Exception as exc:
             return f"store unreachable: {type(exc).__name__}"
         return None
+
+
+def _logged(stop: Callable[[], Awaitable[None]], what: str) -> Callable[[], Awaitable[None]]:
+    """`stop`, with a failure logged instead of raised: the parts after it still stop."""
+
+    async def logged() -> None:
+        try:
+            await stop()
+        except Exception:
+            log.exception(what)
+
+    return logged
 
 
 def _check_api_models(settings: Settings) -> None:

@@ -190,19 +190,17 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
     from gateway.app.app import App
     from gateway.runtime.collector import settle_collector
     from gateway.sdk.platforms import PlatformUnavailable
+    from gateway.store.base import StoreUnavailable
 
+    # Building opens nothing, so the ways out before `start` have nothing to close.
     app = App(settings)
     try:
         started = app.add_configured_adapters()
     except PlatformUnavailable as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
-        await app.store.close()
-        await app.llm.aclose()
         return EXIT_CONFIG
     if not started:
         print(no_platform_message(), file=sys.stderr)
-        await app.store.close()
-        await app.llm.aclose()
         return EXIT_CONFIG
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -210,10 +208,11 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stopping.set)
     try:
-        await app.start()
+        await app.start()  # a start that fails has closed what it opened
+    except StoreUnavailable:
+        raise  # main says it in one line, as for every command
     except Exception as exc:  # a platform refused the token, a port is taken, ...
         print(f"chatgate: could not start: {redactor.redact(str(exc))}", file=sys.stderr)
-        await app.stop()
         return EXIT_FAILED
     settle_collector()
     try:
@@ -242,13 +241,12 @@ async def _chat(settings: Settings) -> int:
 
     app = App(settings)
     console = app.add_terminal_adapter()
-    await app.start()
-    print(
-        f"chatgate: talking to {settings.llm.model} at {settings.llm.base_url}. "
-        "/help for commands, Ctrl-D to quit."
-    )
-    loop = asyncio.get_running_loop()
-    try:
+    async with app:
+        print(
+            f"chatgate: talking to {settings.llm.model} at {settings.llm.base_url}. "
+            "/help for commands, Ctrl-D to quit."
+        )
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 line = await loop.run_in_executor(None, input, "you> ")
@@ -259,8 +257,6 @@ async def _chat(settings: Settings) -> int:
                 continue
             submission = await app.admission.submit(console.inbound(line))
             await submission.done
-    finally:
-        await app.stop()
     return EXIT_OK
 
 
@@ -277,12 +273,9 @@ async def _ask(settings: Settings, text: str) -> int:
 
     app = App(settings)
     console = app.add_terminal_adapter()
-    await app.start()
-    try:
+    async with app:
         submission = await app.admission.submit(console.inbound(text))
         outcome = await submission.done
-    finally:
-        await app.stop()
     if outcome.error:
         print(f"chatgate: {outcome.error}", file=sys.stderr)
         return EXIT_FAILED

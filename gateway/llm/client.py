@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
+from yarl import URL
 
 from gateway.config import ProviderSettings
 from gateway.llm.errors import (
@@ -36,7 +36,7 @@ from gateway.llm.stream import (
     VisibleText,
     sse_lines,
 )
-from gateway.llm.transport import AiohttpTransport, header_pairs
+from gateway.llm.transport import Answer, LLMTransport, StreamingAnswer, TransportError
 from gateway.llm.types import Completion, Message, OnText
 from gateway.llm.vision import Vision
 from gateway.llm.wire import RawReply, to_completion
@@ -64,9 +64,7 @@ _SSE = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 class LLMClient:
     """Shared by every session; safe for concurrent use."""
 
-    def __init__(
-        self, settings: ProviderSettings, *, transport: httpx.AsyncBaseTransport | None = None
-    ) -> None:
+    def __init__(self, settings: ProviderSettings) -> None:
         self._settings = settings
         api_key = settings.api_key.get_secret_value()
         extra = {name: value.get_secret_value() for name, value in settings.extra_headers.items()}
@@ -75,38 +73,24 @@ class LLMClient:
             headers["Authorization"] = f"Bearer {api_key}"
         # Header values may be credentials too (x-api-key and the like).
         self._redact = Redactor([api_key, *extra.values()])
-        # httpx's API over aiohttp's connection pool (see transport.py for the measurements);
-        # tests may pass their own transport.
-        wire = transport or AiohttpTransport(
-            max_connections=settings.max_connections, ssl_context=httpx.create_ssl_context()
+        self._http = LLMTransport(
+            settings.base_url,
+            headers,
+            max_connections=settings.max_connections,
+            timeout=settings.timeout,
+            connect_timeout=settings.connect_timeout,
         )
-        timeout = httpx.Timeout(settings.timeout, connect=settings.connect_timeout)
-        self._client = httpx.AsyncClient(
-            base_url=settings.base_url, headers=headers, timeout=timeout, transport=wire
-        )
-        # Completion calls, the hot path, go straight to the transport with a request
-        # built once here: AsyncClient's per-call machinery (URL merging, cookie jar, auth
-        # and redirect flows) costs ~0.25 ms of CPU a call that a fixed endpoint never needs.
-        self._wire = wire
-        self._endpoint = self._client.base_url.join(_ENDPOINT.lstrip("/"))
-        self._post_headers = httpx.Headers(self._client.headers)
-        self._post_headers.update(_JSON)
-        self._stream_headers = httpx.Headers(self._client.headers)
-        self._stream_headers.update(_SSE)  # replaces httpx's default Accept
-        self._timeouts = timeout.as_dict()
-        self._endpoint_text = str(self._endpoint)
-        self._post_header_pairs = header_pairs(self._post_headers.raw)
+        # Built once: the completion call, the hot path, sends the same headers every time.
+        self._post_headers = self._http.headers_with(_JSON)
+        self._stream_headers = self._http.headers_with(_SSE)
         # Where the server is, without any credentials that may sit in the URL.
-        self._where = str(httpx.URL(settings.base_url).copy_with(username=None, password=None))
+        self._where = str(URL(settings.base_url).with_user(None))
         self._responses = Responses(self._redact, settings.model, self._where, _ENDPOINT)
         self._text_fallback = False
         # Reused while the same schema dicts come back (ToolSpec.schema() caches them).
         self._tools_json: tuple[tuple[Any, ...], str] = ((), "")
         self._stream_usage = True  # cleared if the server refuses stream_options
         self._vision = Vision(settings)
-
-    def _http(self) -> httpx.AsyncClient:
-        return self._client
 
     @property
     def format(self) -> Literal["native", "text"]:
@@ -185,12 +169,12 @@ class LLMClient:
         """Probe the server for `chatgate doctor`: one line on success, an LLMError otherwise."""
         model = self._settings.model
         try:
-            response = await self._http().get("/models")
-        except httpx.RequestError as exc:
+            answer = await self._http.get("/models")
+        except TransportError as exc:
             raise self._responses.transport_error(exc) from exc
-        if response.status_code in (401, 403):
-            self._responses.raise_for_status(response, "/models")
-        models = model_ids(response) if response.is_success else None
+        if answer.status in (401, 403):
+            self._responses.raise_for_status(answer, "/models")
+        models = model_ids(answer) if answer.ok else None
         if models is not None and model in models:
             return f"{self._where}: reachable, {len(models)} model(s), '{model}' available"
         # No usable model list (or the model is an alias not in it): a 1-token completion decides.
@@ -200,7 +184,7 @@ class LLMClient:
         return f"{self._where}: reachable, '{model}' answers (not in its list of {len(models)})"
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._http.aclose()
 
     async def __aenter__(self) -> LLMClient:
         return self
@@ -336,32 +320,12 @@ class LLMClient:
 
     async def _post_once(self, payload: bytes) -> RawReply:
         try:
-            answer = await self._post(payload)
-        except httpx.RequestError as exc:
+            answer = await self._http.post(_ENDPOINT, payload, self._post_headers)
+        except TransportError as exc:
             raise Retry(self._responses.transport_error(exc)) from exc
-        if isinstance(answer, bytes):
-            return self._responses.reply_from(answer)
-        if not answer.is_success:
+        if not answer.ok:
             self._responses.raise_for_status(answer, _ENDPOINT)
         return self._responses.reply(answer)
-
-    async def _post(self, payload: bytes) -> bytes | httpx.Response:
-        """One completion POST, read whole: a 2xx body's bytes, or the response."""
-        if isinstance(self._wire, AiohttpTransport):
-            # ~0.1 ms of CPU a call less than building httpx's request and response.
-            return await self._wire.post(
-                self._endpoint_text, self._post_header_pairs, payload, self._timeouts
-            )
-        request = httpx.Request(
-            "POST",
-            self._endpoint,
-            headers=self._post_headers,
-            content=payload,
-            extensions={"timeout": self._timeouts},
-        )
-        response = await self._wire.handle_async_request(request)
-        await response.aread()
-        return response
 
     async def _stream_once(
         self,
@@ -370,37 +334,35 @@ class LLMClient:
         hide_calls: bool,
         finalize: _Finalize,
     ) -> Completion:
-        request = httpx.Request(
-            "POST",
-            self._endpoint,
-            headers=self._stream_headers,
-            content=payload,
-            extensions={"timeout": self._timeouts},
-        )
         try:
-            response = await self._wire.handle_async_request(request)
-        except httpx.RequestError as exc:
+            answer = await self._http.stream(_ENDPOINT, payload, self._stream_headers)
+        except TransportError as exc:
             raise Retry(self._responses.transport_error(exc)) from exc
         try:
-            if not response.is_success:
-                await self._responses.read(response, delivered=False)
-                self._responses.raise_for_status(response, _ENDPOINT)
-            if "text/event-stream" not in response.headers.get("content-type", ""):
+            if not answer.ok:
+                self._responses.raise_for_status(await self._read(answer), _ENDPOINT)
+            if "text/event-stream" not in answer.headers.get("content-type", ""):
                 # Some servers ignore stream=true and answer with one JSON document.
-                await self._responses.read(response, delivered=False)
-                completion = finalize(self._responses.reply(response))
+                completion = finalize(self._responses.reply(await self._read(answer)))
                 if listeners.reasoning is not None and completion.reasoning:
                     await listeners.reasoning(completion.reasoning)
                 if listeners.text is not None and completion.content:
                     await listeners.text(completion.content)
                 return completion
-            return await self._consume_stream(response, listeners, hide_calls, finalize)
+            return await self._consume_stream(answer, listeners, hide_calls, finalize)
         finally:
-            await response.aclose()
+            answer.release()
+
+    async def _read(self, answer: StreamingAnswer) -> Answer:
+        """The whole body of an answer that is not a stream; a break in it is retried."""
+        try:
+            return await answer.read()
+        except TransportError as exc:
+            stream_broken(self._responses.transport_error(exc), False, exc)
 
     async def _consume_stream(
         self,
-        response: httpx.Response,
+        answer: StreamingAnswer,
         listeners: _Listeners,
         hide_calls: bool,
         finalize: _Finalize,
@@ -410,7 +372,7 @@ class LLMClient:
         decoder = SSEDecoder()
         accumulator = StreamAccumulator()
         delivered = False
-        lines = sse_lines(response)
+        lines = sse_lines(answer.chunks())
 
         async def take(item: Any) -> None:
             nonlocal delivered
@@ -434,7 +396,7 @@ class LLMClient:
                 line = await anext(lines)
             except StopAsyncIteration:
                 break
-            except httpx.RequestError as exc:
+            except TransportError as exc:
                 stream_broken(self._responses.transport_error(exc), delivered, exc)
             for item in decoder.feed_line(line):
                 await take(item)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import httpx
-
 from gateway.config import DEFAULT_PROVIDER, LLMSettings, ProviderSettings
 from gateway.config.profiles import split_model_ref
 from gateway.llm.client import LLMClient
@@ -53,11 +51,9 @@ class ProviderPool:
         self,
         settings: LLMSettings,
         *,
-        transport: httpx.AsyncBaseTransport | None = None,
         default_client: LLMClient | None = None,
     ) -> None:
         self._settings = settings
-        self._transport = transport
         self._clients: dict[ModelTarget, LLMClient] = {}
         self._infos: dict[ModelTarget, ModelInfo] = {}
         if default_client is not None:
@@ -102,7 +98,7 @@ class ProviderPool:
     def client(self, target: ModelTarget) -> LLMClient:
         found = self._clients.get(target)
         if found is None:
-            found = LLMClient(self.info(target).settings, transport=self._transport)
+            found = LLMClient(self.info(target).settings)
             self._clients[target] = found
         return found
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, NoReturn
-
-import httpx
+from typing import Any, NoReturn, Protocol
 
 from gateway.llm.errors import (
     RETRYABLE_STATUSES,
@@ -20,7 +18,18 @@ from gateway.llm.errors import (
 )
 from gateway.llm.retry import retry_after_seconds
 from gateway.llm.stream import StreamErrorEvent
+from gateway.llm.transport import Answer, TransportError
 from gateway.llm.wire import RawReply, reply_from_body
+
+
+class Body(Protocol):
+    """A read answer's body, raw and as text (an Answer here, an httpx.Response in media)."""
+
+    @property
+    def content(self) -> bytes: ...
+
+    @property
+    def text(self) -> str: ...
 
 
 class Retry(Exception):
@@ -41,17 +50,13 @@ class Responses:
     where: str  # the server's address without credentials, for messages
     endpoint: str
 
-    def reply(self, response: httpx.Response) -> RawReply:
-        return self.reply_from(response.content, response.text)
-
-    def reply_from(self, content: bytes, text: str | None = None) -> RawReply:
-        """The reply in a successful answer's body (`text` is its decoded form, if known)."""
+    def reply(self, answer: Answer) -> RawReply:
+        """The reply in a successful answer's body."""
         try:
-            body = json.loads(content)
+            body = json.loads(answer.content)
         except ValueError:
-            shown = text if text is not None else content.decode("utf-8", "replace")
             raise LLMBadResponse(
-                f"response is not JSON: {self.redact(shown, limit=120)!r}"
+                f"response is not JSON: {self.redact(answer.text, limit=120)!r}"
             ) from None
         if isinstance(body, dict) and body.get("error") and not body.get("choices"):
             # OpenRouter and some proxies report upstream failures as 200 + {"error": ...}.
@@ -66,32 +71,25 @@ class Responses:
             stream_broken(error, delivered, None)
         raise error
 
-    async def read(self, response: httpx.Response, *, delivered: bool) -> None:
-        try:
-            await response.aread()
-        except httpx.RequestError as exc:
-            stream_broken(self.transport_error(exc), delivered, exc)
-
-    def raise_for_status(self, response: httpx.Response, endpoint: str) -> NoReturn:
-        retry_after = retry_after_seconds(response.headers)
+    def raise_for_status(self, answer: Answer, endpoint: str) -> NoReturn:
+        retry_after = retry_after_seconds(answer.headers)
         error = error_for_status(
-            response.status_code,
-            self.redact(server_message(response)),
+            answer.status,
+            self.redact(server_message(answer)),
             model=self.model,
             endpoint=endpoint,
             retry_after=retry_after,
         )
-        if response.status_code in RETRYABLE_STATUSES and not isinstance(error, LLMImagesRejected):
+        if answer.status in RETRYABLE_STATUSES and not isinstance(error, LLMImagesRejected):
             raise Retry(error, retry_after)
         raise error
 
-    def transport_error(self, exc: httpx.RequestError) -> LLMUnavailable:
-        timed_out = isinstance(exc, httpx.TimeoutException)
-        what = "timed out" if timed_out else "failed"
+    def transport_error(self, exc: TransportError) -> LLMUnavailable:
+        what = "timed out" if exc.timed_out else "failed"
         reason = self.redact(str(exc)) or type(exc).__name__
         return LLMUnavailable(
             f"request to {self.where} {what}: {reason}",
-            kind="timeout" if timed_out else "unreachable",
+            kind="timeout" if exc.timed_out else "unreachable",
         )
 
 
@@ -104,7 +102,7 @@ def stream_broken(error: LLMError, delivered: bool, cause: BaseException | None)
     raise Retry(error) from cause
 
 
-def server_message(response: httpx.Response) -> str:
+def server_message(response: Body) -> str:
     """The error text from the usual shapes: {"error": {"message"}}, {"error"}, {"detail"};
     not redacted."""
     try:
@@ -119,10 +117,10 @@ def server_message(response: httpx.Response) -> str:
     return found if isinstance(found, str) else json.dumps(found, ensure_ascii=False)
 
 
-def model_ids(response: httpx.Response) -> list[str] | None:
+def model_ids(answer: Answer) -> list[str] | None:
     """The model names in a /models listing, or None when it lists none we can read."""
     try:
-        data = response.json()
+        data = json.loads(answer.content)
     except ValueError:
         return None
     entries = data.get("data", data.get("models")) if isinstance(data, dict) else None

@@ -8,11 +8,9 @@ import functools
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
-
-import httpx
 
 from gateway.llm.errors import LLMBadResponse
 from gateway.llm.textcalls import CALL_MARKERS, REASONING_TAGS, STRAY_CLOSERS
@@ -25,16 +23,16 @@ DONE = object()
 """Returned by `SSEDecoder` for the `data: [DONE]` sentinel."""
 
 
-async def sse_lines(response: httpx.Response) -> AsyncIterator[str]:
-    """The lines of a streamed body, split on bytes and decoded once whole.
+async def sse_lines(chunks: AsyncIterable[bytes]) -> AsyncIterator[str]:
+    """The lines of a streamed body, given as the network delivers it, split on bytes and
+    decoded once whole.
 
-    Cheaper than httpx's `aiter_lines` (no incremental text decoder and line decoder per
-    chunk, which a reply of hundreds of token chunks pays for each), and a UTF-8 sequence
-    split between two network reads is never decoded in halves. Lines end in LF or CRLF,
-    or a lone CR (old servers).
+    No incremental text decoder and line decoder per chunk (a reply of hundreds of token
+    chunks would pay for each), and a UTF-8 sequence split between two network reads is
+    never decoded in halves. Lines end in LF or CRLF, or a lone CR (old servers).
     """
     rest = b""
-    async for chunk in response.aiter_bytes():
+    async for chunk in chunks:
         if rest:
             chunk = rest + chunk
         if b"\r" in chunk:

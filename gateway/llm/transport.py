@@ -1,103 +1,162 @@
-"""An httpx transport that sends over aiohttp's connection pool.
+"""The LLM client's HTTP, on aiohttp end to end: one connection pool per client, made on
+first use; answers read whole or as a stream of bytes; aiohttp's failures as one
+`TransportError` the client handles.
 
-The client keeps httpx's API (requests, responses, timeouts, streaming, errors);
-only the wire layer changes. Why: with hundreds of turns in flight, httpcore's pool
-spends more CPU choosing a connection than sending on it (it rescans every
-connection for every request), and its per-request overhead is about three times
-aiohttp's. Measured on the core benchmark, the LLM call went from ~3 ms to ~1 ms
-of CPU per call. aiohttp is already a dependency (the HTTP server, discord.py,
-slack_sdk).
-
-`post` is the completion call's own path: a whole POST whose successful, unencoded
-answer comes back as bytes, without httpx's request and response objects.
+Why aiohttp and not httpx for this traffic: with hundreds of turns in flight, httpcore's
+pool spends more CPU choosing a connection than sending on it, and httpx's per-request
+machinery (URL merging, cookies, auth and redirect flows, request and response objects)
+costs more than the call itself. The figures are in ARCHITECTURE.md ("HTTP clients").
 """
 
 from __future__ import annotations
 
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
 
 import aiohttp
-import httpx
+import certifi
+from multidict import CIMultiDictProxy
+from yarl import URL
 
-_SKIPPED = ("User-Agent", "Accept-Encoding", "Content-Type")  # the caller's headers say
+
+class TransportError(Exception):
+    """No answer: the connection failed or broke, or the server took longer than allowed."""
+
+    def __init__(self, message: str, *, timed_out: bool) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
-class AiohttpTransport(httpx.AsyncBaseTransport):
-    def __init__(self, *, max_connections: int, ssl_context: ssl.SSLContext) -> None:
+@dataclass(frozen=True)
+class Answer:
+    """A whole answer; `content` is decoded as its Content-Encoding says."""
+
+    status: int
+    headers: Mapping[str, str]
+    content: bytes
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
+class StreamingAnswer:
+    """An answer whose body is still arriving (a streamed completion)."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status = response.status
+        self.headers: CIMultiDictProxy[str] = response.headers
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives, in the sizes the network delivers."""
+        with _failures():
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+
+    async def read(self) -> Answer:
+        """The rest of the body, whole (an error, or a server that ignored stream=true)."""
+        with _failures():
+            content = await self._response.read()
+        return Answer(self.status, self.headers, content)
+
+    def release(self) -> None:
+        """Give the connection back (to the pool when the body was read to its end)."""
+        self._response.release()
+
+
+class LLMTransport:
+    """HTTP to one OpenAI-compatible server: `base_url` plus a path, with fixed headers."""
+
+    def __init__(
+        self,
+        base_url: str,
+        headers: Mapping[str, str],
+        *,
+        max_connections: int,
+        timeout: float,
+        connect_timeout: float,
+    ) -> None:
+        self._base = base_url.rstrip("/")
+        self._headers = list(headers.items())
         self._limit = max_connections
-        self._ssl = ssl_context
+        # No total limit: a long stream is fine while its chunks keep coming.
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=timeout, sock_connect=connect_timeout, sock_read=timeout
+        )
+        self._urls: dict[str, URL] = {}
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
-        # Created on first use: a ClientSession belongs to the running event loop.
+        # Made on first use: a ClientSession belongs to the running event loop, and a client
+        # that is built but never called opens nothing.
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(
-                limit=self._limit, limit_per_host=self._limit, ssl=self._ssl, ttl_dns_cache=300
+                limit=self._limit,
+                limit_per_host=self._limit,
+                ssl=ssl.create_default_context(cafile=certifi.where()),
+                ttl_dns_cache=300,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                auto_decompress=False,  # httpx decodes Content-Encoding itself
                 cookie_jar=aiohttp.DummyCookieJar(),
+                timeout=self._timeout,
                 trust_env=False,
             )
         return self._session
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        with _as_httpx_errors(lambda: request):
-            response = await self._client().request(
-                request.method,
-                str(request.url),
-                headers=header_pairs(request.headers.raw),
-                data=await request.aread(),
-                timeout=_timeout(request.extensions.get("timeout", {})),
-                allow_redirects=False,
-                skip_auto_headers=_SKIPPED,
-            )
-        return httpx.Response(
-            status_code=response.status,
-            headers=header_pairs(response.raw_headers),
-            stream=_ResponseStream(response, request),
-            request=request,
-        )
+    def _url(self, path: str) -> URL:
+        found = self._urls.get(path)
+        if found is None:  # parsed once per path: the completion call's URL never changes
+            found = self._urls[path] = URL(self._base + path)
+        return found
+
+    async def get(self, path: str) -> Answer:
+        with _failures():
+            async with self._client().get(
+                self._url(path), headers=self._headers, allow_redirects=False
+            ) as response:
+                return Answer(response.status, response.headers, await response.read())
 
     async def post(
-        self,
-        url: str,
-        headers: list[tuple[str, str]],
-        body: bytes,
-        timeouts: Mapping[str, float | None],
-    ) -> bytes | httpx.Response:
-        """POST `body` and read the whole answer: its bytes when it is a 2xx without a
-        Content-Encoding (a completion's usual answer), else an httpx.Response, already read
-        and decoded, for the caller's error handling. Fails with httpx's errors."""
-
-        def request() -> httpx.Request:  # built only for an error or an unusual answer
-            return httpx.Request("POST", url, headers=headers, content=body)
-
-        with _as_httpx_errors(request):
-            async with self._client().request(
-                "POST",
-                url,
-                headers=headers,
+        self, path: str, body: bytes, headers: list[tuple[str, str]] | None = None
+    ) -> Answer:
+        """POST `body` as JSON and read the whole answer."""
+        with _failures():
+            async with self._client().post(
+                self._url(path),
+                headers=headers or self._headers,
                 data=body,
-                timeout=_timeout(timeouts),
                 allow_redirects=False,
-                skip_auto_headers=_SKIPPED,
             ) as response:
-                content = await response.read()
-                encoded = "Content-Encoding" in response.headers
-                if 200 <= response.status < 300 and not encoded:
-                    return content
-                answer = httpx.Response(
-                    status_code=response.status,
-                    headers=header_pairs(response.raw_headers),
-                    stream=httpx.ByteStream(content),
-                    request=request(),
-                )
-        await answer.aread()  # decodes what Content-Encoding says
-        return answer
+                return Answer(response.status, response.headers, await response.read())
+
+    async def stream(
+        self, path: str, body: bytes, headers: list[tuple[str, str]]
+    ) -> StreamingAnswer:
+        """POST `body` and hand over the answer once its headers are in; the caller gives
+        the connection back with `release()`."""
+        with _failures():
+            response = await self._client().post(
+                self._url(path), headers=headers, data=body, allow_redirects=False
+            )
+        return StreamingAnswer(response)
+
+    def headers_with(self, extra: Mapping[str, str]) -> list[tuple[str, str]]:
+        """The fixed headers with `extra` added or replacing those of the same name."""
+        names = {name.lower() for name in extra}
+        kept = [(k, v) for k, v in self._headers if k.lower() not in names]
+        return [*kept, *extra.items()]
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -105,49 +164,14 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             self._session = None
 
 
-class _ResponseStream(httpx.AsyncByteStream):
-    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
-        self._response = response
-        self._request = request
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._response.content.iter_any():
-                yield chunk
-        except TimeoutError as exc:
-            raise httpx.ReadTimeout(str(exc) or "read timed out", request=self._request) from exc
-        except aiohttp.ClientError as exc:
-            raise httpx.RemoteProtocolError(str(exc), request=self._request) from exc
-
-    async def aclose(self) -> None:
-        self._response.release()
-
-
-def header_pairs(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
-    """Raw (bytes) header pairs as aiohttp takes them."""
-    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
-
-
-def _timeout(timeouts: Mapping[str, float | None]) -> aiohttp.ClientTimeout:
-    """httpx's timeouts (Timeout.as_dict()) as aiohttp's."""
-    return aiohttp.ClientTimeout(
-        total=None,
-        connect=timeouts.get("pool"),
-        sock_connect=timeouts.get("connect"),
-        sock_read=timeouts.get("read"),
-    )
-
-
 @contextlib.contextmanager
-def _as_httpx_errors(request: Callable[[], httpx.Request]) -> Iterator[None]:
-    """aiohttp's failures as the httpx errors the client handles."""
+def _failures() -> Iterator[None]:
+    """aiohttp's failures as TransportError, with their own words."""
     try:
         yield
     except aiohttp.ConnectionTimeoutError as exc:
-        raise httpx.ConnectTimeout(str(exc) or "connect timed out", request=request()) from exc
-    except TimeoutError as exc:  # no response (headers, or body for `post`) within the timeout
-        raise httpx.ReadTimeout(str(exc) or "read timed out", request=request()) from exc
-    except aiohttp.ClientConnectorError as exc:
-        raise httpx.ConnectError(str(exc), request=request()) from exc
+        raise TransportError(str(exc) or "connect timed out", timed_out=True) from exc
+    except TimeoutError as exc:  # no headers, or no next chunk, within the read timeout
+        raise TransportError(str(exc) or "read timed out", timed_out=True) from exc
     except aiohttp.ClientError as exc:
-        raise httpx.RemoteProtocolError(str(exc), request=request()) from exc
+        raise TransportError(str(exc) or type(exc).__name__, timed_out=False) from exc

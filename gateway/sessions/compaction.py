@@ -16,8 +16,6 @@ import logging
 import re
 from dataclasses import dataclass
 
-import httpx
-
 from gateway.config import Settings
 from gateway.llm.client import LLMClient
 from gateway.llm.errors import LLMError
@@ -182,12 +180,10 @@ class Compactor:
                 log.info("compaction fact not saved session=%s reason=%s", session, exc)
 
 
-def summary_client(
-    settings: Settings, main: LLMClient, transport: httpx.AsyncBaseTransport | None = None
-) -> LLMClient:
+def summary_client(settings: Settings, main: LLMClient) -> LLMClient:
     """The client for summaries: `main`, or one for `agent.summary_model` when that is set (the
     caller closes it when it is not `main`)."""
     model = settings.agent.summary_model
     if not model or model == settings.llm.model:
         return main
-    return LLMClient(settings.llm.model_copy(update={"model": model}), transport=transport)
+    return LLMClient(settings.llm.model_copy(update={"model": model}))

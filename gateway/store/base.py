@@ -231,6 +231,10 @@ class Store(ABC):
 
     # -- lifecycle ------------------------------------------------------------------
 
+    async def open(self) -> None:  # noqa: B027 - optional: Redis connects on first use
+        """Take hold of the backend before first use: the embedded store opens its file and
+        takes its lock here when it was built with `open_now=False`."""
+
     @abstractmethod
     async def ping(self) -> None:
         """Raise StoreUnavailable when the backend is not usable."""

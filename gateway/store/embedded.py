@@ -61,26 +61,44 @@ def _lock_directory(path: Path) -> int:
 
 
 class EmbeddedStore(Store):
-    """Store in `path / "chatgate.db"`; one process at a time (see StoreLocked)."""
+    """Store in `path / "chatgate.db"`; one process at a time (see StoreLocked).
 
-    def __init__(self, path: Path) -> None:
+    Opens the file and takes the lock when built, or, with `open_now=False`, at `open()`.
+    """
+
+    def __init__(self, path: Path, *, open_now: bool = True) -> None:
         self.path = path
+        self._listeners: dict[str, set[asyncio.Queue[str | None]]] = {}
+        self._opened = False
+        self._closed = False
+        self._next_purge = 0.0
+        if open_now:
+            self._open()
+
+    async def open(self) -> None:
+        if not self._opened and not self._closed:
+            self._open()
+
+    def _open(self) -> None:
         try:
-            path.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = _lock_directory(path)
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = _lock_directory(self.path)
         except OSError as exc:
-            raise StoreUnavailable(f"cannot open the embedded store in {path}: {exc}") from exc
+            raise StoreUnavailable(f"cannot open the embedded store in {self.path}: {exc}") from exc
         try:
-            self._db = self._connect(path / _DB_FILE)
+            self._db = self._connect(self.path / _DB_FILE)
         except BaseException:
             self._unlock()
             raise
-        self._listeners: dict[str, set[asyncio.Queue[str | None]]] = {}
-        self._closed = False
-        self._next_purge = 0.0
-        self.inbox = embedded_inbox.load_state(self)
-        self._search = EmbeddedSearch(self)
-        self._search.load()
+        try:
+            self.inbox = embedded_inbox.load_state(self)
+            self._search = EmbeddedSearch(self)
+            self._search.load()
+        except BaseException:
+            self._db.close()
+            self._unlock()
+            raise
+        self._opened = True
 
     @staticmethod
     def _connect(file: Path) -> sqlite3.Connection:
@@ -419,13 +437,16 @@ class EmbeddedStore(Store):
         self._run("SELECT 1")
 
     def abandon(self) -> None:
-        if not self._closed:
-            self._closed = True
+        if self._opened and not self._closed:
             self._db.close()
             self._unlock()
+        self._closed = True
 
     async def close(self) -> None:
         if self._closed:
+            return
+        if not self._opened:
+            self._closed = True
             return
         try:
             self._search.close()

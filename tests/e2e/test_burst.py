@@ -4,16 +4,17 @@ small Redis connection pool; every message is stored, answered once, and none re
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from gateway.intake.admission import Status
+from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.harness import eventually, gateway_settings, running_gateway
 
 pytestmark = pytest.mark.e2e
@@ -21,37 +22,30 @@ pytestmark = pytest.mark.e2e
 SESSIONS = 10_000
 
 
-def instant_answer(request: httpx.Request) -> httpx.Response:
+def instant_answer(request: dict[str, Any]) -> Reply:
     """An OpenAI-compatible server's answer: "re: " and the last message."""
-    body = json.loads(request.content)
-    text = body["messages"][-1]["content"]
-    completion = {
-        "id": "c",
-        "object": "chat.completion",
-        "model": "fake-model",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": f"re: {text}"},
-            }
-        ],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
-    }
-    return httpx.Response(200, json=completion)
+    return Reply(content=f"re: {last_user_text(request)}")
 
 
-def instant_llm() -> httpx.MockTransport:
-    """A model that answers at once, in process (no HTTP hop)."""
-    return httpx.MockTransport(instant_answer)
+def instant_llm() -> ScriptedLLM:
+    """A model that answers at once, on 127.0.0.1 in this process."""
+    return ScriptedLLM(instant_answer, record=False)
+
+
+@pytest.fixture
+async def stack() -> AsyncIterator[contextlib.AsyncExitStack]:
+    """Where a test's model server is closed after its gateways."""
+    async with contextlib.AsyncExitStack() as stack:
+        yield stack
 
 
 async def test_ten_thousand_sessions_at_once_are_all_answered(
-    tmp_path: Path, redis_url: str
+    tmp_path: Path, stack: contextlib.AsyncExitStack, redis_url: str
 ) -> None:
+    llm = await stack.enter_async_context(instant_llm())
     settings = gateway_settings(
         tmp_path,
-        "http://llm.invalid/v1",
+        llm.url,
         redis_url=redis_url,
         redis={"max_connections": 4},
         llm={"stream": False},
@@ -59,7 +53,7 @@ async def test_ten_thousand_sessions_at_once_are_all_answered(
         scheduler={"enabled": False},
     )
     started = time.monotonic()
-    async with running_gateway(settings, llm_transport=instant_llm()) as gw:
+    async with running_gateway(settings) as gw:
         submissions = await asyncio.gather(
             *(gw.submit(f"hello {n}", chat_id=f"c{n}") for n in range(SESSIONS))
         )
@@ -76,19 +70,21 @@ async def test_ten_thousand_sessions_at_once_are_all_answered(
 
 async def test_turns_that_end_with_nothing_waiting_do_not_each_ask_the_store(
     tmp_path: Path,
+    stack: contextlib.AsyncExitStack,
 ) -> None:
     """The claimer asks the store for waiting sessions when a slot frees only if a message may
     wait with no lease (stored while every slot was busy): one after another, 30 turns cost
     no claims beyond the start-up one and the 1 s poll, and a message that waited for a slot
     still starts as soon as one frees."""
+    llm = await stack.enter_async_context(instant_llm())
     settings = gateway_settings(
         tmp_path,
-        "http://llm.invalid/v1",
+        llm.url,
         llm={"stream": False},
         router={"max_concurrent_turns": 1},
         scheduler={"enabled": False},
     )
-    async with running_gateway(settings, llm_transport=instant_llm()) as gw:
+    async with running_gateway(settings) as gw:
         store = gw.app.store
         claims: list[float] = []
         claim = store.claim
@@ -116,17 +112,20 @@ async def test_turns_that_end_with_nothing_waiting_do_not_each_ask_the_store(
         assert time.monotonic() - begun < 0.5
 
 
-async def test_a_crowd_is_taken_in_a_bounded_number_at_a_time(tmp_path: Path) -> None:
+async def test_a_crowd_is_taken_in_a_bounded_number_at_a_time(
+    tmp_path: Path, stack: contextlib.AsyncExitStack
+) -> None:
     """`router.max_concurrent_intake` messages are checked and stored at once; the rest of a
     crowd waits for room before that, and every message is still stored and answered."""
+    llm = await stack.enter_async_context(instant_llm())
     settings = gateway_settings(
         tmp_path,
-        "http://llm.invalid/v1",
+        llm.url,
         llm={"stream": False},
         router={"max_concurrent_intake": 3},
         scheduler={"enabled": False},
     )
-    async with running_gateway(settings, llm_transport=instant_llm()) as gw:
+    async with running_gateway(settings) as gw:
         store = gw.app.store
         intake = store.intake
         in_flight, most = 0, 0
@@ -152,7 +151,7 @@ async def test_a_crowd_is_taken_in_a_bounded_number_at_a_time(tmp_path: Path) ->
 
 
 async def test_a_crowd_sent_to_one_process_is_shared_with_another(
-    tmp_path: Path, redis_url: str
+    tmp_path: Path, stack: contextlib.AsyncExitStack, redis_url: str
 ) -> None:
     """Waiting messages belong to the store, not to the process that took them: a second
     gateway on the same Redis, sent nothing (as a replica that is not Telegram's poller),
@@ -160,16 +159,18 @@ async def test_a_crowd_sent_to_one_process_is_shared_with_another(
     answered once. Once a claim comes back full it claims again as its slots free, not a
     batch per poll (before: 32 of 800)."""
 
-    async def slow_answer(request: httpx.Request) -> httpx.Response:
+    async def slow_answer(request: dict[str, Any]) -> Reply:
         await asyncio.sleep(0.03)  # a model that takes a while, so the crowd waits
         return instant_answer(request)
+
+    model = await stack.enter_async_context(ScriptedLLM(slow_answer, record=False))
 
     prefix = f"crowd{uuid.uuid4().hex[:8]}"  # both processes' keys, and no earlier run's
 
     def settings(name: str) -> Any:
         return gateway_settings(
             tmp_path / name,
-            "http://llm.invalid/v1",
+            model.url,
             redis_url=redis_url,
             key_prefix=prefix,
             llm={"stream": False},
@@ -178,10 +179,9 @@ async def test_a_crowd_sent_to_one_process_is_shared_with_another(
             approvals={"secret": "a-secret-both-processes-share"},
         )
 
-    model = httpx.MockTransport(slow_answer)
     async with (
-        running_gateway(settings("first"), llm_transport=model) as first,
-        running_gateway(settings("second"), llm_transport=model) as second,
+        running_gateway(settings("first")) as first,
+        running_gateway(settings("second")) as second,
     ):
         await asyncio.sleep(0.3)  # the second is idle: its start-up claim found nothing
         crowd = 800

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import httpx
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
 from gateway.config import LLMSettings
@@ -401,7 +403,7 @@ async def test_malformed_response(server: ScriptedLLM, client: LLMClient, raw: s
 
 
 async def test_gzip_encoded_answers(server: ScriptedLLM, client: LLMClient) -> None:
-    """Servers may compress what they answer (httpx's Accept-Encoding allows it): a reply
+    """Servers may compress what they answer (the client's Accept-Encoding allows it): a reply
     and an error body are both read through the encoding."""
     server.push(Reply.text("packed", gzip=True))
     assert (await client.complete(USER)).content == "packed"
@@ -602,24 +604,31 @@ async def test_check_model_not_listed_tries_a_completion() -> None:
     assert server.requests[0]["max_tokens"] == 1
 
 
-async def test_check_without_models_endpoint() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/models"):
-            return httpx.Response(404, json={"error": "not found"})
-        return httpx.Response(200, json={"choices": [{"message": {"content": "p"}}]})
+@contextlib.asynccontextmanager
+async def serving(handler: Callable[[web.Request], Awaitable[web.Response]]) -> AsyncIterator[str]:
+    """A server on 127.0.0.1 answering every path with `handler`; yields its /v1 address."""
+    app = web.Application()
+    app.router.add_route("*", "/{path:.*}", handler)
+    async with TestServer(app, host="127.0.0.1") as server:
+        yield str(server.make_url("/v1"))
 
-    settings = make_settings("http://llm.test/v1")
-    async with LLMClient(settings, transport=httpx.MockTransport(handler)) as llm_client:
+
+async def test_check_without_models_endpoint() -> None:
+    async def handler(request: web.Request) -> web.Response:
+        if request.path.endswith("/models"):
+            return web.json_response({"error": "not found"}, status=404)
+        return web.json_response({"choices": [{"message": {"content": "p"}}]})
+
+    async with serving(handler) as url, LLMClient(make_settings(url)) as llm_client:
         line = await llm_client.check()
     assert "lists no models" in line
 
 
 async def test_check_auth_error() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(401, json={"error": {"message": "bad key"}})
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"message": "bad key"}}, status=401)
 
-    settings = make_settings("http://llm.test/v1")
-    async with LLMClient(settings, transport=httpx.MockTransport(handler)) as llm_client:
+    async with serving(handler) as url, LLMClient(make_settings(url)) as llm_client:
         with pytest.raises(LLMAuthError):
             await llm_client.check()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -170,18 +169,13 @@ def test_marker_prefixes_hold_back_exactly_what_could_start_a_marker() -> None:
         assert prefixes.tail(text) == scanned(text), text
 
 
-class Chunks(httpx.AsyncByteStream):
-    def __init__(self, chunks: list[bytes]) -> None:
-        self._chunks = chunks
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._chunks:
-            yield chunk
+async def arriving(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
 
 
 async def lines_of(chunks: list[bytes]) -> list[str]:
-    response = httpx.Response(200, stream=Chunks(chunks))
-    return [line async for line in sse_lines(response)]
+    return [line async for line in sse_lines(arriving(chunks))]
 
 
 async def test_sse_lines_split_on_bytes_whatever_the_reads() -> None:
