@@ -11,6 +11,8 @@ from gateway.sdk.callbacks import CallbackData
 from gateway.sdk.messages import ChatRef, SentRef, UserRef
 
 Choice = Literal["once", "session", "always", "deny", "expired"]
+# The choices a button makes ("expired" is the gateway's own, after the wait ran out).
+PressedChoice = Literal["once", "session", "always", "deny"]
 
 
 @dataclass
@@ -50,7 +52,7 @@ class ApprovalChoice(CallbackData, prefix="ap"):
     """An approval button: which request, and which choice the button makes."""
 
     request_id: str
-    choice: str
+    choice: PressedChoice
 
 
 @dataclass(frozen=True)

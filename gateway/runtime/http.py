@@ -39,9 +39,9 @@ class HttpServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
         await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else self._port
+        # The port actually bound (port 0 asks the system for a free one).
+        addresses = self._runner.addresses
+        self.port = int(addresses[0][1]) if addresses else self._port
         log.info("http listening host=%s port=%s", self._host, self.port)
 
     async def stop(self) -> None:

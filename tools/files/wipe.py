@@ -12,6 +12,7 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass
+from typing import Literal
 
 from gateway.sdk import (
     Button,
@@ -36,7 +37,7 @@ EXPIRED = "This offer has expired; files were kept."
 @dataclass(frozen=True)
 class WipeChoice(CallbackData, prefix="wipe"):
     token: str
-    choice: str  # "yes" or "no"
+    choice: Literal["yes", "no"]
 
 
 class WorkspaceWipeOffer:
@@ -94,7 +95,7 @@ class WorkspaceWipeOffer:
         # First answer wins: whoever deletes the offer decides; a second press finds none.
         if not await self._store.delete(keys.wipe_offer(data.token)):
             return PressReply(toast=EXPIRED, alert=True)
-        if data.choice != "yes":
+        if data.choice == "no":
             return PressReply(toast="Kept.", edit_text="The workspace files were kept.")
         chat = ChatRef.model_validate(offer["chat"])
         removed = self._workspaces.wipe(chat)
