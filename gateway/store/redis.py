@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -23,6 +22,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
+from gateway.runtime.backoff import Backoff
 from gateway.store.base import Batch, Store
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
 from gateway.store.redis_base import (
@@ -48,8 +48,8 @@ _SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice 
 # `listen` reads with this timeout, far below the subscriber socket_timeout (PLATFORM-NOTES §5.3),
 # so it can notice close() and send a health-check PING on an idle channel.
 _LISTEN_POLL = 1.0
-_LISTEN_BACKOFF_BASE = 0.1
-_LISTEN_BACKOFF_CAP = 2.0
+# Between two attempts to subscribe again after an outage: 0.2 s, doubling, at most 2 s.
+_LISTEN_BACKOFF = Backoff(0.2, cap=2.0, jitter=(0.5, 1.0))
 _READS = frozenset({"get", "lease_owner"})  # batch operations that change nothing
 
 # Lease scripts compare the owner token and act in one step, so a lease that expired and went to
@@ -524,8 +524,7 @@ class RedisStore(Store):
             finally:
                 await _close_pubsub(pubsub, name if healthy else None)
             if failures and not self._closed:
-                backoff = min(_LISTEN_BACKOFF_CAP, _LISTEN_BACKOFF_BASE * 2**failures)
-                await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
+                await _LISTEN_BACKOFF.wait(failures)
 
     @property
     def search(self) -> SearchIndex:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import random
 import socket
 import ssl
 from collections import deque
@@ -33,10 +32,12 @@ from redis.asyncio import Redis
 from redis.connection import SSLConnection, UnixDomainSocketConnection, parse_url
 from redis.exceptions import NoScriptError, ResponseError
 
+from gateway.runtime.backoff import FULL_JITTER, Backoff
+
 Command = Sequence[str | int | float | bytes]
 
-_BACKOFF_BASE = 0.05
-_BACKOFF_CAP = 1.0
+# Before sending a failed call again: up to 0.1 s, doubling, at most 1 s (as redis-py's Retry).
+_BACKOFF = Backoff(0.1, cap=1.0, jitter=FULL_JITTER)
 
 
 def _pack(command: Command) -> bytes:
@@ -281,8 +282,7 @@ class RedisWire:
                 if attempt >= self._retries or self._closed:
                     raise
                 attempt += 1
-                cap = min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt)
-                await asyncio.sleep(random.uniform(0, cap))
+                await _BACKOFF.wait(attempt)
 
     async def _connect(self, slot: int) -> _Connection:
         if self._closed:
