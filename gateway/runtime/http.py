@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from gateway.runtime.metrics import Metrics
+from gateway.runtime.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger(__name__)
 
@@ -64,4 +64,5 @@ class HttpServer:
         return web.json_response({"ready": not problems, "problems": problems}, status=status)
 
     async def _metrics_page(self, request: web.Request) -> web.Response:
-        return web.Response(text=self._metrics.render(), content_type="text/plain")
+        page = self._metrics.render().encode()
+        return web.Response(body=page, headers={"Content-Type": CONTENT_TYPE})
