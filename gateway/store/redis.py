@@ -36,7 +36,7 @@ from gateway.store.redis_base import (
 )
 from gateway.store.redis_inbox import SCRIPTS as inbox_scripts
 from gateway.store.redis_inbox import RedisInbox, finish_result
-from gateway.store.redis_wire import ClientWire, Command, RedisWire, Script, Wire, is_no_script
+from gateway.store.redis_wire import Command, RedisWire, Script, Wire, is_no_script
 from gateway.store.search import SearchDoc, SearchIndex
 from gateway.store.search_redis import SCRIPTS as search_scripts
 from gateway.store.search_redis import RedisSearch
@@ -202,23 +202,21 @@ class RedisStore(Store):
         )
 
     @classmethod
-    def from_client(cls, client: Redis, *, key_prefix: str = "chatgate") -> RedisStore:
-        """Wrap a client the caller owns (tests pass fakeredis.FakeAsyncRedis).
-
-        The client must decode responses; `close()` leaves it open.
-        """
-        kwargs: dict[str, Any] = client.get_connection_kwargs()  # type: ignore[no-untyped-call]
-        if not kwargs.get("decode_responses"):
-            raise ValueError("RedisStore.from_client needs a client with decode_responses=True")
+    def over(
+        cls,
+        wire: Wire,
+        subscriber: Redis,
+        *,
+        key_prefix: str = "chatgate",
+        where: str = "redis",
+        password: str | None = None,
+    ) -> RedisStore:
+        """A store over commands and subscriptions the caller owns (the tests pass a wire
+        over fakeredis, tests/fakeredis_wire.py): `close()` leaves both open. `subscriber`
+        must decode responses; `where` and `password` are for error messages."""
         store = cls.__new__(cls)
-        where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
         store._setup(
-            ClientWire(client),
-            client,
-            key_prefix=key_prefix,
-            where=where,
-            password=kwargs.get("password"),
-            owned=False,
+            wire, subscriber, key_prefix=key_prefix, where=where, password=password, owned=False
         )
         return store
 

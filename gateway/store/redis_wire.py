@@ -28,9 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 import hiredis
-from redis.asyncio import Redis
 from redis.connection import SSLConnection, UnixDomainSocketConnection, parse_url
-from redis.exceptions import NoScriptError, ResponseError
 
 from gateway.runtime.backoff import FULL_JITTER, Backoff
 
@@ -373,7 +371,8 @@ def _keep_alive(sock: socket.socket | None) -> None:
 
 
 class Wire(Protocol):
-    """What the store's parts send commands through: a RedisWire, or a ClientWire."""
+    """What the store's parts send commands through: a RedisWire (the tests also pass one
+    over a fakeredis client, tests/fakeredis_wire.py)."""
 
     async def call(self, *command: str | int | float | bytes) -> Any: ...
 
@@ -382,48 +381,3 @@ class Wire(Protocol):
     ) -> list[Any]: ...
 
     async def close(self) -> None: ...
-
-
-class ClientWire:
-    """The same calls over a redis-py client the caller owns (tests pass fakeredis)."""
-
-    def __init__(self, client: Redis) -> None:
-        # A client of our own on the caller's pool, without redis-py's reply shaping, so
-        # replies come as Redis sends them, as from RedisWire.
-        self._raw = Redis(connection_pool=client.connection_pool)
-        self._raw.response_callbacks = {}
-
-    async def call(self, *command: str | int | float | bytes) -> Any:
-        try:
-            reply = await self._raw.execute_command(*command)  # type: ignore[no-untyped-call]
-        except ResponseError as exc:
-            raise _reply_error(exc) from None
-        return _as_sent(command, reply)
-
-    async def many(self, commands: Sequence[Command], *, transaction: bool = False) -> list[Any]:
-        async with self._raw.pipeline(transaction=transaction) as pipe:
-            for command in commands:
-                pipe.execute_command(*command)
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
-        return [
-            _reply_error(r) if isinstance(r, ResponseError) else _as_sent(c, r)
-            for c, r in zip(commands, replies, strict=True)
-        ]
-
-    async def close(self) -> None:
-        return None  # the caller's client, the caller's to close
-
-
-def _as_sent(command: Command, reply: Any) -> Any:
-    """A reply in the shape Redis sends it (RESP2): fakeredis shapes HGETALL as a dict and
-    WITHSCORES as [member, score] pairs even with redis-py's shaping off."""
-    if isinstance(reply, dict):
-        return [item for pair in reply.items() for item in pair]
-    if "WITHSCORES" in command and isinstance(reply, list):
-        return [str(item) for pair in reply for item in pair]
-    return reply
-
-
-def _reply_error(exc: ResponseError) -> ReplyError:
-    # redis-py strips the error code it turned into a class; the store looks for NOSCRIPT.
-    return ReplyError(f"NOSCRIPT {exc}" if isinstance(exc, NoScriptError) else str(exc))
