@@ -46,8 +46,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# After a network error: 0.5 s before the first retry, doubling.
-_NETWORK_BACKOFF = Backoff(0.5)
+# After a network error: 0.5 s before the first retry, doubling; a 429 waits what it asks.
+_BACKOFF = Backoff(0.5)
 _PERMANENT_BAD_REQUESTS = ("chat not found", "thread not found", "have no rights", "not enough")
 _GONE = ("message to edit not found", "message_id_invalid", "message to delete not found")
 
@@ -230,7 +230,7 @@ class TelegramSender:
                         f"Telegram rate limit: asked to wait {wait:.0f} s", permanent=False
                     ) from None
                 log.info("telegram rate limited chat=%s retry_after=%.1f", chat.address, wait)
-                await _NETWORK_BACKOFF.wait(network_failures, asked=wait)
+                await _BACKOFF.wait(network_failures, asked=wait)
             except Forbidden as exc:
                 raise self._forbidden(chat, exc) from None
             except ChatMigrated as exc:
@@ -248,7 +248,7 @@ class TelegramSender:
                     raise DeliveryError(f"Telegram unreachable: {exc.message}") from None
                 log.info("telegram network error chat=%s error=%s", chat.address, exc.message)
                 network_failures += 1
-                await _NETWORK_BACKOFF.wait(network_failures)
+                await _BACKOFF.wait(network_failures)
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _forbidden(self, chat: ChatRef, exc: Forbidden) -> DeliveryError:
