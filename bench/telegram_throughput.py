@@ -68,6 +68,7 @@ def serve_adapter_echo(api_url: str, token: str) -> None:
     from adapters.telegram.settings import TelegramSettings
     from gateway.approvals.seals import EntrySigner
     from gateway.runtime.metrics import Metrics
+    from gateway.sdk import Status, Submission, finished
     from gateway.sdk.channels import AdapterContext
     from gateway.sdk.extensions import Extensions
     from gateway.sdk.messages import Inbound, Outbound, PressReply
@@ -77,9 +78,10 @@ def serve_adapter_echo(api_url: str, token: str) -> None:
         store = EmbeddedStore(Path(tempfile.mkdtemp()))
         adapter: TelegramAdapter | None = None
 
-        async def submit(inbound: Inbound) -> None:
+        async def submit(inbound: Inbound) -> Submission:
             assert adapter is not None
             await adapter.send(Outbound(chat=inbound.chat, text=inbound.text))
+            return finished(Status.COMMAND)  # answered here, as a command would be
 
         async def press(_: object) -> PressReply:
             return PressReply(toast="")

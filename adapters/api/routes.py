@@ -195,7 +195,6 @@ class ApiSite:
                 profile=profile,
             )
             submission = await self._ctx.submit(inbound)
-            assert isinstance(submission, Submission)
             _refusal(submission)
             reply = _Reply(model, where, earlier, stream)
             if stream:

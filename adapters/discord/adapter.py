@@ -307,6 +307,7 @@ class DiscordAdapter:
             log.warning("slash command not deferred status=%s error=%r", exc.status, exc.text)
             return
         marker = self._replies.open(interaction)
+        submitted: Submission | None
         try:
             submitted = await self._ctx.submit(command_inbound(interaction, text))
         except Exception:
@@ -314,12 +315,12 @@ class DiscordAdapter:
             submitted = None
         self._spawn(self._finish_command(marker, submitted))
 
-    async def _finish_command(self, marker: str, submitted: object) -> None:
+    async def _finish_command(self, marker: str, submitted: Submission | None) -> None:
         """After the turn, make sure the command got an answer (a refusal may have been silent)."""
         status: Status | None = None
         outcome: TurnOutcome | None = None
         try:
-            if isinstance(submitted, Submission):
+            if submitted is not None:  # None: submitting failed
                 status = submitted.status
                 outcome = await submitted.done
         finally:

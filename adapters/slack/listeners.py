@@ -32,7 +32,7 @@ from adapters.slack.normalize import (
 from adapters.slack.sending import SlackSender
 from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import AnsweredThreads
-from gateway.sdk import AdapterContext, ButtonPress, ChatKind, Inbound, Outbound, Status, Submission
+from gateway.sdk import AdapterContext, ButtonPress, ChatKind, Inbound, Outbound, Status
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +138,10 @@ class SlackListeners:
 
     async def _submit(self, inbound: Inbound) -> None:
         result = await self.ctx.submit(inbound)
-        if isinstance(result, Submission) and result.status is Status.UNAVAILABLE:
+        if result.status is Status.UNAVAILABLE:
             raise NotStored(inbound.event_id)
         ts = inbound.message_id
-        if not (isinstance(result, Submission) and ts):
+        if not ts:
             return
         if result.status in (Status.STARTED, Status.QUEUED):
             chat = inbound.chat

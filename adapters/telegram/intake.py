@@ -16,7 +16,7 @@ from telegram import Update
 
 from adapters.telegram.access import TelegramAccess
 from adapters.telegram.normalize import BotIdentity, inbound_from, press_from
-from gateway.sdk import AdapterContext, ButtonPress, ChatKind, Inbound, Status, Submission
+from gateway.sdk import AdapterContext, ButtonPress, ChatKind, Inbound, Status
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class UpdateIntake:
         except Exception:
             log.exception("telegram update not taken update=%s", update.update_id)
             return False
-        return not (isinstance(result, Submission) and result.status is Status.UNAVAILABLE)
+        return result.status is not Status.UNAVAILABLE
 
     def _wanted(self, inbound: Inbound) -> bool:
         """Unaddressed group chatter goes to admission only as context, and only if allowed."""

@@ -11,17 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 
 from telegram import Bot
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from adapters.telegram.intake import UpdateIntake
+from adapters.telegram.sending import retry_after_seconds
+from gateway.sdk import SPREAD, Backoff
 
 log = logging.getLogger(__name__)
 
-_BACKOFF_START = 1.0
-_BACKOFF_MAX = 30.0
+# After a failed getUpdates: 1 s, then half as long again each time, at most 30 s.
+_BACKOFF = Backoff(1.0, cap=30.0, factor=1.5, jitter=SPREAD)
+_NOT_STORED_PAUSE = 1.0  # before fetching again updates the store could not take
 
 
 class Poller:
@@ -53,7 +55,7 @@ class Poller:
                 await self._bot.get_updates(offset=self._offset, timeout=0)
 
     async def _run(self) -> None:
-        backoff = _BACKOFF_START
+        failures = 0
         while True:
             try:
                 updates = await self._bot.get_updates(
@@ -63,7 +65,7 @@ class Poller:
                     read_timeout=self._timeout + 10,
                 )
             except RetryAfter as exc:
-                await asyncio.sleep(_seconds(exc.retry_after) + 0.5)
+                await _BACKOFF.wait(failures, asked=retry_after_seconds(exc) + 0.5)
                 continue
             except TimedOut:
                 continue
@@ -73,12 +75,13 @@ class Poller:
                 return
             except (Conflict, NetworkError, TelegramError) as exc:
                 # 409: another getUpdates consumer (a webhook, another process); or the network.
-                log.warning("telegram getUpdates failed error=%s retry_in=%.1fs", exc, backoff)
+                failures += 1
+                delay = _BACKOFF.delay(failures)
+                log.warning("telegram getUpdates failed error=%s retry_in=%.1fs", exc, delay)
                 self.problem = f"getUpdates failed: {exc}"
-                await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
-                backoff = min(backoff * 1.5, _BACKOFF_MAX)
+                await asyncio.sleep(delay)
                 continue
-            backoff = _BACKOFF_START
+            failures = 0
             self.problem = ""
             if not updates:
                 continue
@@ -90,9 +93,4 @@ class Poller:
                     "telegram updates not stored; fetching them again skipped=%d",
                     len(updates) - taken,
                 )
-                await asyncio.sleep(_BACKOFF_START)
-
-
-def _seconds(retry_after: object) -> float:
-    total = getattr(retry_after, "total_seconds", None)
-    return float(total()) if callable(total) else float(retry_after)  # type: ignore[arg-type]
+                await asyncio.sleep(_NOT_STORED_PAUSE)

@@ -8,9 +8,10 @@ carries the newer text anyway, so a 429 only tells the stream to slow down.
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import warnings
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import TypeVar
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters
@@ -24,10 +25,12 @@ from telegram.error import (
     RetryAfter,
     TelegramError,
 )
+from telegram.warnings import PTBDeprecationWarning
 
 from adapters.telegram.render import Part, render_parts
 from adapters.telegram.settings import TelegramSettings
 from gateway.sdk import (
+    Backoff,
     Button,
     ChatKind,
     ChatRef,
@@ -43,7 +46,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_NETWORK_BACKOFF = 0.5  # seconds before the first retry after a network error; doubles
+# After a network error: 0.5 s before the first retry, doubling; a 429 waits what it asks.
+_BACKOFF = Backoff(0.5)
 _PERMANENT_BAD_REQUESTS = ("chat not found", "thread not found", "have no rights", "not enough")
 _GONE = ("message to edit not found", "message_id_invalid", "message to delete not found")
 
@@ -141,7 +145,7 @@ class TelegramSender:
                     raise
                 await attempt(part.plain, False)
         except RetryAfter as exc:
-            wait = exc._retry_after.total_seconds()
+            wait = retry_after_seconds(exc)
             raise StreamThrottled(f"Telegram rate limit: wait {wait:.0f} s", wait) from None
         except Forbidden as exc:
             raise self._forbidden(chat, exc) from None
@@ -213,21 +217,20 @@ class TelegramSender:
     async def _retrying(self, chat: ChatRef, call: Callable[[], Awaitable[T]]) -> T:
         """One API call with Telegram's errors mapped: wait on 429, retry network errors."""
         retries = self._settings.send_retries
-        backoff = _NETWORK_BACKOFF
+        network_failures = 0
         for attempt in range(retries + 1):
             try:
                 return await call()
             except RetryAfter as exc:
                 if self._on_rate_limited is not None:
                     self._on_rate_limited()
-                # The public `retry_after` is deprecated (int or timedelta); this is a timedelta.
-                wait = exc._retry_after.total_seconds()
+                wait = retry_after_seconds(exc)
                 if attempt == retries or wait > self._settings.max_retry_after:
                     raise DeliveryError(
                         f"Telegram rate limit: asked to wait {wait:.0f} s", permanent=False
                     ) from None
                 log.info("telegram rate limited chat=%s retry_after=%.1f", chat.address, wait)
-                await asyncio.sleep(wait)
+                await _BACKOFF.wait(network_failures, asked=wait)
             except Forbidden as exc:
                 raise self._forbidden(chat, exc) from None
             except ChatMigrated as exc:
@@ -244,8 +247,8 @@ class TelegramSender:
                 if attempt == retries:
                     raise DeliveryError(f"Telegram unreachable: {exc.message}") from None
                 log.info("telegram network error chat=%s error=%s", chat.address, exc.message)
-                await asyncio.sleep(backoff)
-                backoff *= 2
+                network_failures += 1
+                await _BACKOFF.wait(network_failures)
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _forbidden(self, chat: ChatRef, exc: Forbidden) -> DeliveryError:
@@ -253,6 +256,15 @@ class TelegramSender:
             self._forbidden_logged.add(chat.chat_id)
             log.warning("telegram forbids sending chat=%s reason=%s", chat.address, exc.message)
         return DeliveryError(f"Telegram refused: {exc.message}", permanent=True)
+
+
+def retry_after_seconds(exc: RetryAfter) -> float:
+    """The wait Telegram asked for. PTB 22 warns on reading `retry_after` (an int today, a
+    timedelta from PTB 23 or with PTB_TIMEDELTA set); both shapes are read, without the warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        wait = exc.retry_after
+    return wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
 
 
 class _Unparsable(Exception):

@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
-from telegram._utils.defaultvalue import DefaultValue
-from telegram._utils.types import ODVInput
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
@@ -61,10 +59,12 @@ class AiohttpRequest(BaseRequest):
         url: str,
         method: str,
         request_data: RequestData | None = None,
-        read_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        write_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        connect_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        pool_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        # PTB's type for these (ODVInput) lives in its private modules: a number, None (no
+        # limit), or BaseRequest.DEFAULT_NONE (not given: this request's own default).
+        read_timeout: object = BaseRequest.DEFAULT_NONE,
+        write_timeout: object = BaseRequest.DEFAULT_NONE,
+        connect_timeout: object = BaseRequest.DEFAULT_NONE,
+        pool_timeout: object = BaseRequest.DEFAULT_NONE,
     ) -> tuple[int, bytes]:
         if self._session is None or self._session.closed:
             raise RuntimeError("AiohttpRequest is not initialized")
@@ -107,8 +107,17 @@ class AiohttpRequest(BaseRequest):
             ) from None
 
 
-def _pick(value: ODVInput[float], default: float) -> float | None:
-    return default if isinstance(value, DefaultValue) else value
+def _pick(value: object, default: float) -> float | None:
+    """The timeout a caller gave, or `default` where it gave none.
+
+    PTB marks "not given" with `BaseRequest.DEFAULT_NONE` (a DefaultValue, as are the bot's
+    configured defaults), so anything that is neither a number nor None means the default.
+    """
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return default
 
 
 def _body(request_data: RequestData | None) -> Any:

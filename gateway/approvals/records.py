@@ -16,6 +16,9 @@ Choice = Literal["once", "session", "always", "deny", "expired"]
 # (the console, or the prompt gateway/web/relay.py sends to the admins), never from there.
 UNATTENDED = ("api",)
 
+# The choices a button makes ("expired" is the gateway's own, after the wait ran out).
+PressedChoice = Literal["once", "session", "always", "deny"]
+
 
 @dataclass
 class ApprovalRequest:
@@ -55,7 +58,7 @@ class ApprovalChoice(CallbackData, prefix="ap"):
     """An approval button: which request, and which choice the button makes."""
 
     request_id: str
-    choice: str
+    choice: PressedChoice
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 
 PENDING = keys.APPROVALS_PENDING
 AUDIT = keys.APPROVALS_AUDIT
-_PRESSABLE = ("once", "session", "always", "deny")
 _REQUEST = "approval request"
 _HEARTBEAT_TTL = 15.0
 UNATTENDED_REFUSAL = (
@@ -173,9 +172,9 @@ class ApprovalService:
 
     async def handle_press(self, press: ButtonPress, data: ApprovalChoice) -> PressReply:
         choice = data.choice
-        if choice not in _PRESSABLE or (choice == "always" and not self._offers_always):
+        if choice == "always" and not self._offers_always:
             return PressReply(toast="This button is not valid.", alert=True)
-        result = await self._decide(data.request_id, press.user, press.chat, choice, "")  # type: ignore[arg-type]
+        result = await self._decide(data.request_id, press.user, press.chat, choice, "")
         if result.error:
             return PressReply(toast=result.error, alert=True)
         return PressReply(toast=result.toast, edit_text=result.edit_text)

@@ -6,7 +6,8 @@ Neither ever contains the API key: details pass through `Redactor` before an err
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+
+from gateway.runtime.secrets import SecretRedactor
 
 
 class LLMError(Exception):
@@ -221,18 +222,10 @@ def error_for_status(
     return LLMRequestError(detail, status=status)
 
 
-class Redactor:
-    """Removes secrets (API key, header values, bearer tokens) from text for errors and logs."""
-
-    _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',]+")
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        # Short values are skipped: replacing "1" everywhere would garble messages, not protect.
-        self._secrets = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
+class Redactor(SecretRedactor):
+    """Error details without secrets (API key, header values, bearer tokens), on one line of
+    at most `limit` characters, for error strings and logs."""
 
     def __call__(self, text: str, limit: int = 400) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        text = self._BEARER.sub(r"\1***", text)
-        text = " ".join(text.split())  # one line, for logs and error strings
+        text = " ".join(super().__call__(text).split())
         return text if len(text) <= limit else text[: limit - 1] + "…"

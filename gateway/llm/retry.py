@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections.abc import Mapping
 from datetime import UTC
 from email.utils import parsedate_to_datetime
+
+from gateway.runtime.backoff import FULL_JITTER, Backoff
 
 
 def backoff_delay(attempt: int, base: float, cap: float) -> float:
@@ -16,7 +17,7 @@ def backoff_delay(attempt: int, base: float, cap: float) -> float:
     Full jitter (uniform in [0, min(cap, base * 2**attempt)]) keeps many replicas that failed
     together from retrying together.
     """
-    return random.uniform(0.0, min(cap, base * 2.0 ** min(attempt, 32)))
+    return Backoff(base, cap=cap, jitter=FULL_JITTER).delay(attempt + 1)
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:

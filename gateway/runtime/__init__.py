@@ -1,2 +1,2 @@
-"""What every part runs on: the HTTP server, metrics and traces, logs, secrets, leader election,
-background tasks, the event loop and the garbage collector."""
+"""What every part runs on: the HTTP server, metrics and traces, logs, secrets, retry waits, leader
+election, background tasks, the event loop and the garbage collector."""

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from gateway.runtime.metrics import Metrics
+from gateway.runtime.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +39,9 @@ class HttpServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
         await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else self._port
+        # The port actually bound (port 0 asks the system for a free one).
+        addresses = self._runner.addresses
+        self.port = int(addresses[0][1]) if addresses else self._port
         log.info("http listening host=%s port=%s", self._host, self.port)
 
     async def stop(self) -> None:
@@ -64,4 +64,5 @@ class HttpServer:
         return web.json_response({"ready": not problems, "problems": problems}, status=status)
 
     async def _metrics_page(self, request: web.Request) -> web.Response:
-        return web.Response(text=self._metrics.render(), content_type="text/plain")
+        page = self._metrics.render().encode()
+        return web.Response(body=page, headers={"Content-Type": CONTENT_TYPE})

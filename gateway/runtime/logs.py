@@ -15,28 +15,21 @@ from collections.abc import Iterable
 from typing import Any
 
 from gateway.config import Settings
-from gateway.runtime.secrets import secret_values
+from gateway.runtime.secrets import SecretRedactor, secret_values
 
 
 class RedactingFilter(logging.Filter):
+    """Each record's message and traceback, with the secrets replaced (`SecretRedactor`)."""
+
     def __init__(self, secrets: Iterable[str]) -> None:
         super().__init__()
-        # Longest first, so a secret that contains another is replaced whole.
-        self._secrets = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
-
-    def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, "***")
-        return text
+        self.redact = SecretRedactor(secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self._secrets:
-            message = record.getMessage()
-            record.msg = self.redact(message)
-            record.args = None
-            if record.exc_info and record.exc_info[1] is not None:
-                record.exc_text = self.redact(logging.Formatter().formatException(record.exc_info))
+        record.msg = self.redact(record.getMessage())
+        record.args = None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = self.redact(logging.Formatter().formatException(record.exc_info))
         return True
 
 

@@ -1,4 +1,5 @@
-"""Find every secret in the settings, so logs can redact them and child processes never get them.
+"""Find every secret in the settings, so logs and errors can redact them and child processes
+never get them; `SecretRedactor` is the one place a text has them replaced.
 
 A secret is a `SecretStr` value, the password inside a URL (`redis://:pw@host`), or a
 string under a key whose name says it is one (`token`, `api_key`, `Authorization` ...),
@@ -7,7 +8,8 @@ as in the headers and environment given to MCP servers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, SecretStr
@@ -19,6 +21,23 @@ SECRET_WORDS = ("token", "secret", "api_key", "apikey", "password", "authorizati
 def is_secret_name(name: str) -> bool:
     lowered = name.lower()
     return any(word in lowered for word in SECRET_WORDS)
+
+
+class SecretRedactor:
+    """Replaces the given secrets, and any bearer token, with `***` (log lines, error details)."""
+
+    _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',]+")
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        # Short values are skipped: replacing "1" everywhere would garble text, not protect it.
+        # Longest first, so a secret that contains another is replaced whole.
+        self._secrets = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, "***")
+        return self._BEARER.sub(r"\1***", text)
 
 
 def secret_values(settings: object) -> list[str]:

@@ -4,12 +4,11 @@ one report to the chat, or to the admins when the chat itself is unreachable.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gateway.runtime.backoff import SPREAD, Backoff
 from gateway.sdk.channels import DeliveryError, Outbox
 from gateway.sdk.messages import ChatRef, Outbound, SentRef
 
@@ -39,8 +38,7 @@ class Courier:
     ) -> None:
         self._outbox = outbox
         self._attempts = attempts
-        self._base_delay = base_delay
-        self._max_delay = max_delay
+        self._backoff = Backoff(base_delay, cap=max_delay, jitter=SPREAD)
         self._admins = list(admins)
 
     async def send(self, out: Outbound, *, attempts: int | None = None) -> Delivery:
@@ -61,8 +59,7 @@ class Courier:
                 log.warning("delivery raised chat=%s", out.chat.address, exc_info=True)
                 error = f"{type(exc).__name__}: {exc}"
             if attempt < tries:
-                delay = min(self._max_delay, self._base_delay * 2 ** (attempt - 1))
-                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                await self._backoff.wait(attempt)
         return Delivery(None, error, tries)
 
     async def report(self, chat: ChatRef, chat_text: str, admin_text: str) -> str:

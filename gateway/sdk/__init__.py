@@ -55,6 +55,9 @@ if TYPE_CHECKING:
     from gateway.llm.errors import LLMError as LLMError
     from gateway.llm.images import image_part as image_part
     from gateway.llm.images import text_part as text_part
+    from gateway.runtime.backoff import FULL_JITTER as FULL_JITTER
+    from gateway.runtime.backoff import SPREAD as SPREAD
+    from gateway.runtime.backoff import Backoff as Backoff
     from gateway.runtime.http import Handler as Handler
     from gateway.runtime.http import HttpServer as HttpServer
     from gateway.runtime.leader import LeaderElection as LeaderElection
@@ -264,6 +267,9 @@ _EXPORTS: dict[str, str] = {
     "StreamThrottled": "gateway.streaming.protocol",
     "split_text": "gateway.streaming.textsplit",
     # Runtime
+    "Backoff": "gateway.runtime.backoff",
+    "FULL_JITTER": "gateway.runtime.backoff",
+    "SPREAD": "gateway.runtime.backoff",
     "Handler": "gateway.runtime.http",
     "HttpServer": "gateway.runtime.http",
     "LeaderElection": "gateway.runtime.leader",

@@ -22,6 +22,7 @@ from gateway.sdk.messages import (
 
 if TYPE_CHECKING:
     from gateway.approvals.seals import EntrySigner
+    from gateway.intake.admission import Submission
     from gateway.runtime.http import HttpServer
     from gateway.runtime.metrics import Metrics
     from gateway.sdk.extensions import Extensions
@@ -135,8 +136,9 @@ class FileSource(Protocol):
         ...
 
 
-# Callbacks the core hands to adapters.
-SubmitInbound = Callable[[Inbound], Awaitable[object]]
+# Callbacks the core hands to adapters. `submit` answers with what became of the message
+# (started, queued, refused, not stored...) as soon as it is stored or refused.
+SubmitInbound = Callable[[Inbound], Awaitable["Submission"]]
 HandlePress = Callable[[ButtonPress], Awaitable[PressReply]]
 
 

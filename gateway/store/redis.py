@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -23,6 +22,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
+from gateway.runtime.backoff import Backoff
 from gateway.store.base import Batch, Store
 from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
 from gateway.store.redis_base import (
@@ -36,7 +36,7 @@ from gateway.store.redis_base import (
 )
 from gateway.store.redis_inbox import SCRIPTS as inbox_scripts
 from gateway.store.redis_inbox import RedisInbox, finish_result
-from gateway.store.redis_wire import ClientWire, Command, RedisWire, Script, Wire, is_no_script
+from gateway.store.redis_wire import Command, RedisWire, Script, Wire, is_no_script
 from gateway.store.search import SearchDoc, SearchIndex
 from gateway.store.search_redis import SCRIPTS as search_scripts
 from gateway.store.search_redis import RedisSearch
@@ -49,8 +49,8 @@ _SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice 
 # out there drops the connection), so it can notice close() and send a health-check PING on an
 # idle channel.
 _LISTEN_POLL = 1.0
-_LISTEN_BACKOFF_BASE = 0.1
-_LISTEN_BACKOFF_CAP = 2.0
+# Between two attempts to subscribe again after an outage: 0.2 s, doubling, at most 2 s.
+_LISTEN_BACKOFF = Backoff(0.2, cap=2.0, jitter=(0.5, 1.0))
 _READS = frozenset({"get", "lease_owner"})  # batch operations that change nothing
 
 # Lease scripts compare the owner token and act in one step, so a lease that expired and went to
@@ -203,23 +203,21 @@ class RedisStore(Store):
         )
 
     @classmethod
-    def from_client(cls, client: Redis, *, key_prefix: str = "chatgate") -> RedisStore:
-        """Wrap a client the caller owns (tests pass fakeredis.FakeAsyncRedis).
-
-        The client must decode responses; `close()` leaves it open.
-        """
-        kwargs: dict[str, Any] = client.get_connection_kwargs()  # type: ignore[no-untyped-call]
-        if not kwargs.get("decode_responses"):
-            raise ValueError("RedisStore.from_client needs a client with decode_responses=True")
+    def over(
+        cls,
+        wire: Wire,
+        subscriber: Redis,
+        *,
+        key_prefix: str = "chatgate",
+        where: str = "redis",
+        password: str | None = None,
+    ) -> RedisStore:
+        """A store over commands and subscriptions the caller owns (the tests pass a wire
+        over fakeredis, tests/fakeredis_wire.py): `close()` leaves both open. `subscriber`
+        must decode responses; `where` and `password` are for error messages."""
         store = cls.__new__(cls)
-        where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
         store._setup(
-            ClientWire(client),
-            client,
-            key_prefix=key_prefix,
-            where=where,
-            password=kwargs.get("password"),
-            owned=False,
+            wire, subscriber, key_prefix=key_prefix, where=where, password=password, owned=False
         )
         return store
 
@@ -525,8 +523,7 @@ class RedisStore(Store):
             finally:
                 await _close_pubsub(pubsub, name if healthy else None)
             if failures and not self._closed:
-                backoff = min(_LISTEN_BACKOFF_CAP, _LISTEN_BACKOFF_BASE * 2**failures)
-                await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
+                await _LISTEN_BACKOFF.wait(failures)
 
     @property
     def search(self) -> SearchIndex:

@@ -17,7 +17,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from gateway.store.base import StoreUnavailable
 from gateway.store.redis_wire import ReplyError, Script, Wire, WireError, is_no_script
 
-# redis-py's, from the subscribers (and a ClientWire); WireError from the store's commands.
+# redis-py's, from the subscribers (and a wire over a redis-py client, as the tests use);
+# WireError from the store's commands.
 REDIS_PY_ERRORS = (RedisConnectionError, RedisTimeoutError)
 NETWORK_ERRORS = (WireError, *REDIS_PY_ERRORS)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import random
 import socket
 import ssl
 from collections import deque
@@ -29,14 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 import hiredis
-from redis.asyncio import Redis
 from redis.connection import SSLConnection, UnixDomainSocketConnection, parse_url
-from redis.exceptions import NoScriptError, ResponseError
+
+from gateway.runtime.backoff import FULL_JITTER, Backoff
 
 Command = Sequence[str | int | float | bytes]
 
-_BACKOFF_BASE = 0.05
-_BACKOFF_CAP = 1.0
+# Before sending a failed call again: up to 0.1 s, doubling, at most 1 s (as redis-py's Retry).
+_BACKOFF = Backoff(0.1, cap=1.0, jitter=FULL_JITTER)
 
 
 def _pack(command: Command) -> bytes:
@@ -281,8 +280,7 @@ class RedisWire:
                 if attempt >= self._retries or self._closed:
                     raise
                 attempt += 1
-                cap = min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt)
-                await asyncio.sleep(random.uniform(0, cap))
+                await _BACKOFF.wait(attempt)
 
     async def _connect(self, slot: int) -> _Connection:
         if self._closed:
@@ -373,7 +371,8 @@ def _keep_alive(sock: socket.socket | None) -> None:
 
 
 class Wire(Protocol):
-    """What the store's parts send commands through: a RedisWire, or a ClientWire."""
+    """What the store's parts send commands through: a RedisWire (the tests also pass one
+    over a fakeredis client, tests/fakeredis_wire.py)."""
 
     async def call(self, *command: str | int | float | bytes) -> Any: ...
 
@@ -382,48 +381,3 @@ class Wire(Protocol):
     ) -> list[Any]: ...
 
     async def close(self) -> None: ...
-
-
-class ClientWire:
-    """The same calls over a redis-py client the caller owns (tests pass fakeredis)."""
-
-    def __init__(self, client: Redis) -> None:
-        # A client of our own on the caller's pool, without redis-py's reply shaping, so
-        # replies come as Redis sends them, as from RedisWire.
-        self._raw = Redis(connection_pool=client.connection_pool)
-        self._raw.response_callbacks = {}
-
-    async def call(self, *command: str | int | float | bytes) -> Any:
-        try:
-            reply = await self._raw.execute_command(*command)  # type: ignore[no-untyped-call]
-        except ResponseError as exc:
-            raise _reply_error(exc) from None
-        return _as_sent(command, reply)
-
-    async def many(self, commands: Sequence[Command], *, transaction: bool = False) -> list[Any]:
-        async with self._raw.pipeline(transaction=transaction) as pipe:
-            for command in commands:
-                pipe.execute_command(*command)
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
-        return [
-            _reply_error(r) if isinstance(r, ResponseError) else _as_sent(c, r)
-            for c, r in zip(commands, replies, strict=True)
-        ]
-
-    async def close(self) -> None:
-        return None  # the caller's client, the caller's to close
-
-
-def _as_sent(command: Command, reply: Any) -> Any:
-    """A reply in the shape Redis sends it (RESP2): fakeredis shapes HGETALL as a dict and
-    WITHSCORES as [member, score] pairs even with redis-py's shaping off."""
-    if isinstance(reply, dict):
-        return [item for pair in reply.items() for item in pair]
-    if "WITHSCORES" in command and isinstance(reply, list):
-        return [str(item) for pair in reply for item in pair]
-    return reply
-
-
-def _reply_error(exc: ResponseError) -> ReplyError:
-    # redis-py strips the error code it turned into a class; the store looks for NOSCRIPT.
-    return ReplyError(f"NOSCRIPT {exc}" if isinstance(exc, NoScriptError) else str(exc))

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 from gateway.approvals.records import UNATTENDED, ApprovalRequest
 from gateway.approvals.service import ApprovalService
@@ -36,7 +37,7 @@ class RelayedChoice(CallbackData, prefix="apr"):
     """A button on a relayed approval prompt (only admins may press it)."""
 
     request_id: str
-    choice: str
+    choice: Literal["once", "deny"]
 
 
 class ApprovalRelay:
@@ -126,12 +127,8 @@ class ApprovalRelay:
     async def _press(self, press: ButtonPress, data: RelayedChoice) -> PressReply:
         if press.user.is_bot or not self._access.is_admin(press.user):
             return PressReply(toast="Only an admin can decide on this.", alert=True)
-        if data.choice not in ("once", "deny"):
-            return PressReply(toast="This button is not valid.", alert=True)
         decided, text = await self._approvals.decide_as_operator(
-            data.request_id,
-            press.user,
-            "once" if data.choice == "once" else "deny",
+            data.request_id, press.user, data.choice
         )
         if not decided:
             return PressReply(toast=text, alert=True)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.llm import Reply, ScriptedLLM
 from tests.harness import gateway_settings, running_gateway
@@ -91,7 +92,13 @@ async def test_health_ready_and_metrics(tmp_path: Path, llm: ScriptedLLM) -> Non
             ready = await http.get("/readyz")
             assert ready.status_code == 200 and ready.json()["ready"] is True
             metrics = (await http.get("/metrics")).text
-    assert 'chatgate_turns_total{profile="default",status="ok"} 1' in metrics
+    turns = {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(metrics)
+        for s in family.samples
+        if s.name == "chatgate_turns_total"
+    }
+    assert turns == {(("profile", "default"), ("status", "ok")): 1}
 
 
 async def test_run_with_an_unreachable_platform_fails_in_one_line(

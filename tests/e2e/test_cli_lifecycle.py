@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.store import EmbeddedStore
+from gateway.store.embedded import EmbeddedStore
 from tests.e2e.test_cli import _env
 from tests.fakes.llm import ScriptedLLM
 from tests.fakes.telegram import FakeBotAPI

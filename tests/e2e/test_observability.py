@@ -24,6 +24,7 @@ from gateway.scheduling.jobs import JobKind
 from tests.e2e.test_approvals import add_danger_tool, button, press, prompt_of
 from tests.fakes.llm import Reply, ScriptedLLM
 from tests.harness import gateway_settings, running_gateway
+from tests.unit.test_metrics import dashboard_names, exported_names
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -108,7 +109,12 @@ async def test_metrics_after_a_scripted_conversation_match_what_happened(
             page = await http.get("/metrics")
         sent = len(gw.console.sent)
 
-    assert page.headers["content-type"].startswith("text/plain")
+    assert page.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    # Every name the Grafana dashboard queries is on the page, and prometheus_client's own
+    # process and garbage-collector metrics are too.
+    names = exported_names(page.text)
+    assert dashboard_names() - names == set()
+    assert {"process_resident_memory_bytes", "python_gc_collections_total"} <= names
     m = scrape(page.text)
     assert total(m, "chatgate_messages_total", platform="console") == 3
     assert total(m, "chatgate_turns_total", profile="main", status="ok") == 2

@@ -309,6 +309,20 @@ async def test_429_retry_after_is_honoured(gw: App, tg: FakeBotAPI) -> None:
     assert second.at - first.at >= 1.0
 
 
+async def test_a_429_on_getupdates_waits_what_telegram_asked(
+    gw: App, tg: FakeBotAPI, llm: ScriptedLLM
+) -> None:
+    await eventually(lambda: adapter(gw).polling, what="the only replica polls")
+    tg.fail("getUpdates", 429, "Too Many Requests: retry after 1", retry_after=1)
+    await eventually(lambda: any(p.status == 429 for p in tg.polls), what="a 429 on getUpdates")
+    llm.push(Reply.text("Here."))
+    tg.push_message("hello")
+    await tg.wait_sent(1, within=10)  # fetched by a poll after the 429
+    polls = tg.polls
+    limited = next(n for n, call in enumerate(polls) if call.status == 429)
+    assert polls[limited + 1].at - polls[limited].at >= 1.0
+
+
 async def test_403_is_permanent_and_logged_once(
     gw: App, tg: FakeBotAPI, caplog: pytest.LogCaptureFixture
 ) -> None:

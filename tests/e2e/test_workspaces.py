@@ -77,6 +77,10 @@ async def test_forget_offers_to_delete_the_chats_files_and_only_its_sender_decid
                     data=data,
                 )
 
+            # Data that is no choice is refused before the offer is read, and the offer stays.
+            token = delete.data.split(":")[1]
+            forged = await gw.app.extensions.press(press(f"wipe:{token}:maybe", "alice"))
+            assert forged.alert and forged.toast == "This button is not valid."
             refused = await gw.app.extensions.press(press(delete.data, "mallory"))
             assert refused.alert and "Only the person" in refused.toast
             assert (folder / "draft.md").exists()

@@ -34,7 +34,7 @@ from gateway.sessions.queue import SessionQueue
 from gateway.store import keys
 from gateway.store.base import Store
 from gateway.store.embedded import EmbeddedStore
-from gateway.store.redis import RedisStore
+from tests.fakeredis_wire import store_over
 
 
 @pytest.fixture(params=["embedded", "shared"])
@@ -44,9 +44,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield local
         await local.close()
     else:
-        yield RedisStore.from_client(
-            fakeredis.FakeAsyncRedis(decode_responses=True), key_prefix="a"
-        )
+        yield store_over(fakeredis.FakeAsyncRedis(decode_responses=True), key_prefix="a")
 
 
 def msg(

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from gateway.app.app import App
-from gateway.store import EmbeddedStore, StoreLocked
+from gateway.store import StoreLocked
+from gateway.store.embedded import EmbeddedStore
 from tests.fakes.llm import ScriptedLLM
 from tests.fakes.recording_adapter import RecordingAdapter
 from tests.harness import gateway_settings

@@ -3,6 +3,7 @@ and `lint-imports` refuses a plugin that imports a core module directly."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -58,3 +59,60 @@ def test_a_plugins_deep_import_is_refused(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "Plugins import the core only through gateway.sdk BROKEN" in result.stdout
     assert "adapters.telegram.deep -> gateway.sessions.queue" in result.stdout
+
+
+# Single-underscore attributes of the standard library and of Python that are documented API.
+PUBLIC_UNDERSCORED = {"_replace", "_asdict", "_fields", "_exit", "_missing_"}
+
+
+def _own_names(tree: ast.AST) -> set[str]:
+    """Names a module defines itself: its functions, classes, and the attributes it assigns."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def _private_uses(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    own = _own_names(tree) | PUBLIC_UNDERSCORED
+    where = path.relative_to(ROOT)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [node.module]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            modules = []
+        for module in modules:
+            if any(part.startswith("_") and part != "__future__" for part in module.split(".")):
+                found.append(f"{where}:{node.lineno} imports {module}")
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and node.attr not in own
+            # A subclass reads what its base class (of this project) set.
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+        ):
+            found.append(f"{where}:{node.lineno} reads {ast.unparse(node)}")
+    return found
+
+
+def test_no_plugin_or_core_module_uses_a_librarys_private_api() -> None:
+    """No import of a private module (`telegram._utils`), and no private attribute the module
+    does not define itself (aiohttp's `site._server`, PTB's `exc._retry_after`): a library
+    may change those in any release."""
+    found = [
+        use
+        for package in ("gateway", "adapters", "tools")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for use in _private_uses(path)
+    ]
+    assert found == []

@@ -19,6 +19,7 @@ from gateway.store.embedded import EmbeddedStore
 from gateway.store.inbox import InboxEntry, IntakeRequest
 from gateway.store.redis import RedisStore
 from gateway.store.search import SearchDoc, query_terms
+from tests.fakeredis_wire import store_over
 
 S1, S2 = "telegram:1", "telegram:2"
 
@@ -26,7 +27,7 @@ S1, S2 = "telegram:1", "telegram:2"
 @pytest_asyncio.fixture
 async def fakeredis_store() -> AsyncIterator[RedisStore]:
     client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer(), decode_responses=True)
-    store = RedisStore.from_client(client, key_prefix="inbox")
+    store = store_over(client, key_prefix="inbox")
     yield store
     await store.close()
     await client.aclose()

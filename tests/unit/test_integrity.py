@@ -55,7 +55,7 @@ def test_tampering_is_logged_once_and_counted(caplog: pytest.LogCaptureFixture) 
     tampered = [r for r in caplog.records if "tampered store entry ignored" in r.message]
     assert len(tampered) == 2
     assert metrics.counter("approvals_tampered_total", kind="grant") == 2
-    assert 'chatgate_approvals_tampered_total{kind="grant"} 2' in metrics.render()
+    assert 'chatgate_approvals_tampered_total{kind="grant"} 2.0' in metrics.render()
 
 
 @settings(max_examples=300, deadline=None)

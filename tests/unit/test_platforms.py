@@ -5,6 +5,7 @@ console registered like the others."""
 from __future__ import annotations
 
 import importlib.util
+import typing
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,24 @@ def test_run_without_a_platform_names_every_way_to_add_one(
     err = capsys.readouterr().err
     for var in ("CHATGATE_TELEGRAM__TOKEN", "CHATGATE_SLACK__BOT_TOKEN", "CHATGATE_DISCORD__TOKEN"):
         assert var in err
+
+
+def test_submit_is_declared_to_answer_with_a_submission() -> None:
+    """Adapters read `.status` off what `submit` returns; the declared type says they may
+    (mypy --strict checks each adapter against it)."""
+    from gateway.intake.admission import Submission
+    from gateway.runtime.http import HttpServer
+    from gateway.runtime.metrics import Metrics
+    from gateway.sdk.extensions import Extensions
+    from gateway.store.base import Store
+
+    only_for_typing = {
+        "Submission": Submission,
+        "HttpServer": HttpServer,
+        "Metrics": Metrics,
+        "Extensions": Extensions,
+        "Store": Store,
+    }
+    hints = typing.get_type_hints(AdapterContext, localns=only_for_typing)
+    _arguments, awaited = typing.get_args(hints["submit"])
+    assert typing.get_args(awaited) == (Submission,)

@@ -6,8 +6,9 @@ import logging
 from pathlib import Path
 
 from gateway.app.app import load_settings
+from gateway.llm.errors import Redactor
 from gateway.runtime.logs import RedactingFilter
-from gateway.runtime.secrets import secret_values
+from gateway.runtime.secrets import SecretRedactor, secret_values
 
 
 def test_every_kind_of_secret_in_the_settings_is_found(tmp_path: Path) -> None:
@@ -48,3 +49,17 @@ def test_the_log_filter_redacts_what_the_finder_finds() -> None:
     )
     redactor.filter(record)
     assert record.getMessage() == "calling with ***"
+
+
+def test_logs_and_llm_errors_redact_the_same_way() -> None:
+    """One algorithm: the longer of two overlapping secrets goes whole, short values stay,
+    and a bearer token is hidden even when it is not a configured secret."""
+    secrets = ["abcdef", "abcdef-longer", "ab"]
+    text = "key abcdef-longer, then abcdef; ab stays; Authorization: Bearer eyJhbGciOi.x.y"
+    expected = "key ***, then ***; ab stays; Authorization: Bearer ***"
+    log_filter = RedactingFilter(secrets)
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "%s", (text,), None)
+    log_filter.filter(record)
+    assert record.getMessage() == expected
+    assert Redactor(secrets)(text) == expected
+    assert isinstance(Redactor(secrets), SecretRedactor)

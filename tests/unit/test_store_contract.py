@@ -18,6 +18,7 @@ from gateway.store import StoreLocked, StoreUnavailable, open_store
 from gateway.store.base import Batch, Store
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.redis import RedisStore
+from tests.fakeredis_wire import store_over
 from tests.fixtures_redis import RedisServer
 
 SHORT = 0.2  # a TTL that expires within the test
@@ -27,7 +28,7 @@ PROBE = "__probe__"
 @pytest_asyncio.fixture
 async def fakeredis_store() -> AsyncIterator[RedisStore]:
     client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer(), decode_responses=True)
-    store = RedisStore.from_client(client, key_prefix="fake")
+    store = store_over(client, key_prefix="fake")
     yield store
     await store.close()
     await client.aclose()
@@ -527,10 +528,10 @@ async def test_open_store_picks_the_backend(tmp_path: Path, redis_url: str) -> N
     await shared.close()
 
 
-async def test_from_client_needs_decoded_responses() -> None:
+async def test_the_store_over_fakeredis_needs_decoded_responses() -> None:
     client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
     with pytest.raises(ValueError, match="decode_responses"):
-        RedisStore.from_client(client)
+        store_over(client)
     await client.aclose()
 
 

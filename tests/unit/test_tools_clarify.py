@@ -229,3 +229,17 @@ async def test_the_answer_can_land_on_another_process(redis_url: str) -> None:
             await n.service.close()
         await store_a.close()
         await store_b.close()
+
+
+@pytest.mark.parametrize("index", ["-1", "x", "2", " 1"])
+async def test_a_forged_choice_index_is_refused_and_the_question_stays_open(
+    node: Node, index: str
+) -> None:
+    task = node.ask("Which colour?", ["red", "blue"])
+    (row,) = (await node.adapter.question()).buttons
+    question_id = row[0].data.split(":")[1]
+    refused = await node.press(f"cq:{question_id}:{index}")
+    assert refused.alert and not task.done()
+    # -1 would be the last choice if it were taken as a list index.
+    assert (await node.press(row[0].data)).toast == "Answered: red"
+    assert await task == "Ana answered: red"

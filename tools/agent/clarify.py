@@ -65,7 +65,7 @@ class ClarifyChoice(CallbackData, prefix="cq"):
     """A choice button under a question: which question, which choice (by index)."""
 
     question_id: str
-    index: str
+    index: int
 
 
 class Question(BaseModel):
@@ -215,11 +215,9 @@ class ClarifyService(ToolFamily):
     # -- answers ---------------------------------------------------------------------------
 
     async def on_press(self, press: ButtonPress, data: ClarifyChoice) -> PressReply:
-        if not data.index.isdigit():
-            return PressReply(toast=EXPIRED, alert=True)
         question = await self._load(data.question_id)
-        index = int(data.index)
-        if question is None or index >= len(question.choices):
+        index = data.index
+        if question is None or not 0 <= index < len(question.choices):
             return PressReply(toast=EXPIRED, alert=True)
         if not question.may_answer(press.user, press.chat):
             return PressReply(toast=f"Only {question.asker_label} can answer this.", alert=True)
@@ -259,7 +257,7 @@ class ClarifyService(ToolFamily):
 
 def _button_rows(question: Question) -> tuple[tuple[Button, ...], ...]:
     buttons = [
-        Button(label=choice, data=ClarifyChoice(question.id, str(n)).pack())
+        Button(label=choice, data=ClarifyChoice(question.id, n).pack())
         for n, choice in enumerate(question.choices)
     ]
     if len(buttons) <= 3 and all(len(c) <= 20 for c in question.choices):

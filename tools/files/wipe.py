@@ -13,6 +13,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 from typing import Any
+from typing import Literal
 
 from gateway.sdk import (
     Button,
@@ -39,7 +40,7 @@ EXPIRED = "This offer has expired; files were kept."
 @dataclass(frozen=True)
 class WipeChoice(CallbackData, prefix="wipe"):
     token: str
-    choice: str  # "yes" or "no"
+    choice: Literal["yes", "no"]
 
 
 class WorkspaceWipeOffer(ToolFamily):
@@ -104,7 +105,7 @@ class WorkspaceWipeOffer(ToolFamily):
         # First answer wins: whoever deletes the offer decides; a second press finds none.
         if not await self._store.delete(keys.wipe_offer(data.token)):
             return PressReply(toast=EXPIRED, alert=True)
-        if data.choice != "yes":
+        if data.choice == "no":
             return PressReply(toast="Kept.", edit_text="The workspace files were kept.")
         chat = ChatRef.model_validate(offer["chat"])
         removed = self._workspaces.wipe(chat)
