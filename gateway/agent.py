@@ -360,6 +360,8 @@ async def run_tool(
         return f"error: {name} was not run: its approval check failed. Tell the user.", "error"
     limit = timeout() if callable(timeout) else timeout
     tainted = ctx.trust is not None and ctx.trust.tainted
+    if ctx.fence is not None:  # a run whose session was taken over runs nothing more
+        await ctx.fence.check(f"tool {name}")
     output, outcome = await _run_handler(spec, args, ctx, limit)
     return untrusted.received(spec, args, ctx, output, tainted_before=tainted), outcome
 

@@ -39,6 +39,7 @@ from gateway.http import HttpServer
 from gateway.integrity import signer_for
 from gateway.llm.client import LLMClient
 from gateway.llm.providers import ProviderPool
+from gateway.loop_lag import LoopLag
 from gateway.media.turn import turn_media
 from gateway.memory import MemoryBook
 from gateway.messages import Inbound
@@ -166,7 +167,12 @@ class App:
         )
         context = GroupContext(self.store, size=20)
         self.leases = SessionLeases(
-            self.store, self.instance_id, settings.router.lease_ttl, self.metrics
+            self.store,
+            self.instance_id,
+            settings.router.lease_ttl,
+            self.metrics,
+            loop_lag=LoopLag(self.metrics, settings.router.loop_lag_limit),
+            stuck_after=settings.router.lease_stuck_after,
         )
         self.queue = SessionQueue(
             store=self.store,

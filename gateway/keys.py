@@ -164,6 +164,8 @@ REPLICAS = "replicas"
 SESSION_PREFIX = "session:"
 SESSION_LEASE_PREFIX = "lease:session:"
 REPLY_PREFIX = "reply:"
+FENCE_PREFIX = "fence:session:"
+DEAD_LETTERS = "deadletters"
 
 
 def pending(key: SessionKey | str) -> str:
@@ -172,6 +174,11 @@ def pending(key: SessionKey | str) -> str:
 
 def reply(turn_id: str) -> str:
     return f"{REPLY_PREFIX}{turn_id}"
+
+
+def fence(key: SessionKey | str) -> str:
+    """The session's fencing token: bumped at every take of its lease."""
+    return f"{FENCE_PREFIX}{key}"
 
 
 def noticed(lease_owner: str) -> str:

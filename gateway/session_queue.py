@@ -23,14 +23,16 @@ from dataclasses import dataclass, field
 from gateway import keys
 from gateway.admission import Admission, Notifier, Status, Submission
 from gateway.config import RouterSettings
+from gateway.dead_letters import MAX_ATTEMPTS, DeadLetter, dead_letter_write
 from gateway.faults import crash_point
+from gateway.fencing import StaleTurn
 from gateway.group_context import GroupContext
 from gateway.messages import UserRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.session_leases import SessionLeases, TurnLease
 from gateway.sessions import SessionKey
-from gateway.store.base import Store, StoreUnavailable
+from gateway.store.base import Batch, Store, StoreUnavailable
 from gateway.store.inbox import Claimed, InboxEntry, IntakeRequest, IntakeResult
 from gateway.tasks import stop_tasks
 from gateway.turns import TurnJob, TurnRunner
@@ -39,11 +41,16 @@ log = logging.getLogger(__name__)
 
 QUEUED_NOTICE = "Got it. I will answer this after the current request."
 TURN_FAILED = "Something went wrong on my side while answering; please try again."
+DEAD_LETTERED = (
+    f"I could not answer this message: it failed {MAX_ATTEMPTS} times, so I set it aside "
+    "for the operator to look at. Please try again in other words."
+)
 LIMIT_HIT = "Too many messages are waiting right now; please send this again in a few minutes."
 CLAIM_POLL = 1.0  # seconds between claims when nothing woke the claimer (expired leases)
 CLAIM_BATCH = 32  # sessions one claim may take at most
 GC_EVERY = 60.0
 STATS_EVERY = 10.0  # seconds between queue gauges (depth, oldest wait)
+LAG_PAUSE = 0.25  # seconds the claimer waits while the event loop lags
 
 
 class Slots:
@@ -184,7 +191,9 @@ class SessionQueue:
         """A lease owner token with a slot reserved for it, when a turn for this session could
         start here right away (idle here, a slot free); pass it to intake, then `unreserve`
         it unless `enqueue` started the turn."""
-        if self._stopping or key in self._running or not self._slots.take_now():
+        if self._stopping or key in self._running or self._leases.loop_lag.lagging:
+            return None  # while the loop lags, intake stores and claimers start turns later
+        if not self._slots.take_now():
             return None
         return self._leases.new_owner()
 
@@ -343,7 +352,7 @@ class SessionQueue:
 
     async def _work(self, running: _Running, claimed: Claimed) -> None:
         lease: TurnLease | None = None
-        last: tuple[str, TurnOutcome]
+        last: tuple[str, TurnOutcome] | None
         try:
             while True:
                 lease = running.lease = self._leases.turn(claimed)
@@ -357,6 +366,13 @@ class SessionQueue:
                     )
                 outcome = await self._run_turn(running, lease)
                 result = lease.result
+                if outcome is None:
+                    # The message stays for another run: a retry after a failed attempt, or
+                    # the run that took the session over (which answers whoever waits).
+                    last = None
+                    if not lease.stale:
+                        self._more_waiting()
+                    break
                 if result is None or result.next is None or self._stopping:
                     last = (claimed.entry.id, outcome)
                     break
@@ -373,14 +389,17 @@ class SessionQueue:
                 self._wake.set()
         # Only now, with the session idle here and its slot free: whoever waited may send the
         # next message at once, and it starts straight from intake.
-        self._answer(*last)
+        if last is not None:
+            self._answer(*last)
 
     def _answer(self, entry_id: str, outcome: TurnOutcome) -> None:
         waiter = self._waiters.pop(entry_id, None)
         if waiter is not None:
             _resolve(waiter.future, outcome)
 
-    async def _run_turn(self, running: _Running, lease: TurnLease) -> TurnOutcome:
+    async def _run_turn(self, running: _Running, lease: TurnLease) -> TurnOutcome | None:
+        """Run one turn; None when its message stays for another run (this one failed and
+        may be tried again, or another run took the session over)."""
         job = TurnJob.from_claimed(lease.claimed)
         running.job, running.answering = job, False
         context_lines = await self._context.take(job.inbound)
@@ -398,12 +417,40 @@ class SessionQueue:
             if current is not None and current.cancelling():
                 raise  # the worker itself is being stopped (shutdown), not just the turn
             return TurnOutcome(cancelled=True)
-        except Exception:
-            log.exception("turn failed session=%s", running.key)
-            await self._notifier.say(job.inbound, TURN_FAILED)
-            return TurnOutcome(error=TURN_FAILED)
+        except StaleTurn:
+            return None  # counted and logged where it stopped (gateway/session_leases.py)
+        except Exception as exc:
+            log.exception("turn failed session=%s attempt=%d", running.key, job.attempt)
+            self._metrics.inc("turns_failed_total")
+            if job.attempt < MAX_ATTEMPTS:
+                return None  # handed back: a claimer runs it again
+            return await self._dead_letter(lease, job, exc)
         finally:
             running.turn = None
+
+    async def _dead_letter(
+        self, lease: TurnLease, job: TurnJob, error: Exception
+    ) -> TurnOutcome | None:
+        """The message failed its last attempt: set it aside (gateway/dead_letters.py) in
+        the one step that drops it from the inbox, then tell the chat, once."""
+        letter = DeadLetter.of(lease.session, lease.claimed.entry, error, job.attempt)
+        try:
+            await lease.commit(dead_letter_write(letter, Batch()), lease.record)
+        except StaleTurn:
+            return None
+        except StoreUnavailable as exc:
+            log.error("dead letter not recorded session=%s error=%s", job.key, exc)
+            return TurnOutcome(error=TURN_FAILED)
+        self._metrics.inc("dead_letters_total")
+        log.error(
+            "message set aside as a dead letter session=%s entry=%s attempts=%d reason=%s",
+            job.key,
+            letter.id,
+            letter.attempts,
+            type(error).__name__,
+        )
+        await self._notifier.say(job.inbound, DEAD_LETTERED)
+        return TurnOutcome(error=DEAD_LETTERED)
 
     async def _claim_loop(self) -> None:
         """Take waiting sessions (and those of dead processes) whenever slots are free: as
@@ -417,6 +464,10 @@ class SessionQueue:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), CLAIM_POLL)
+            if self._leases.loop_lag.lagging:
+                # Behind already: new turns would only starve intake and the turns running.
+                await asyncio.sleep(LAG_PAUSE)
+                continue
             await self._slots.take()
             extra = self._slots.take_up_to(CLAIM_BATCH - 1)
             wanted = 1 + extra
@@ -435,10 +486,13 @@ class SessionQueue:
                 raise
             started = 0
             for found in claimed:
-                if SessionKey.parse(found.session) in self._running:
-                    # Our own session's lease had lapsed: let the worker here carry on.
-                    await self._leases.let_go(self._leases.turn(found))
-                    continue
+                stuck = self._running.get(SessionKey.parse(found.session))
+                if stuck is not None and stuck.lease is not None:
+                    # Our own run's lease lapsed: this loop stalled past lease_stuck_after, or
+                    # the store was out of reach for a whole TTL. The claim moved the fence
+                    # on, so that run stops at its next effect; this one answers instead.
+                    stuck.lease.stale = True
+                    log.warning("session taken over from a stuck run here session=%s", stuck.key)
                 if found.attempt > 1:
                     self._metrics.inc("sessions_recovered_total")
                 self._start(found)
