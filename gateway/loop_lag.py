@@ -35,16 +35,16 @@ class LoopLag:
         return max(self.lag, self.stalled_for()) > self.limit
 
     def start(self) -> None:
+        self._ran_at = time.monotonic()
         self._task = asyncio.create_task(self._measure(), name="event loop lag")
 
     async def stop(self) -> None:
         await stop_task(self._task)
 
     async def _measure(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            before = loop.time()
             await asyncio.sleep(TICK)
-            self.lag = max(loop.time() - before - TICK, 0.0)
-            self._ran_at = time.monotonic()
+            now = time.monotonic()
+            self.lag = max(now - self._ran_at - TICK, 0.0)
+            self._ran_at = now
             self._metrics.gauge("event_loop_lag_seconds", round(self.lag, 3))

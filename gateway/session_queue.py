@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from gateway import keys
 from gateway.admission import Admission, Notifier, Status, Submission
 from gateway.config import RouterSettings
-from gateway.dead_letters import MAX_ATTEMPTS, DeadLetter, dead_letter_write
+from gateway.dead_letters import MAX_ATTEMPTS, DeadLetter, DeadLetters, dead_letter_write
 from gateway.faults import crash_point
 from gateway.fencing import StaleTurn
 from gateway.group_context import GroupContext
@@ -151,6 +151,7 @@ class SessionQueue:
         self._instance = instance_id
         self._turn_timeout = turn_timeout
         self._slots = Slots(settings.max_concurrent_turns)
+        self.dead_letters = DeadLetters(store)
         self._running: dict[SessionKey, _Running] = {}
         self._waiters: dict[str, _Waiter] = {}  # entry id -> its submitter, in this process
         self._wake = asyncio.Event()
