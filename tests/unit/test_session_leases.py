@@ -4,6 +4,7 @@ blocked, a stuck one loses them, and a run whose lease was taken over is fenced 
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -40,6 +41,11 @@ def intake(owner: str) -> IntakeRequest:
     )
 
 
+def block_the_loop(seconds: float) -> None:
+    """A process whose event loop runs nothing for a while (a blocking call, a CPU burst)."""
+    time.sleep(seconds)
+
+
 def leases_for(store: Store, metrics: Metrics, *, stuck_after: float) -> SessionLeases:
     return SessionLeases(
         store,
@@ -59,7 +65,7 @@ async def test_a_blocked_event_loop_keeps_its_leases(store: Store) -> None:
         claimed = (await store.intake(intake(leases.new_owner()))).claimed
         assert claimed is not None
         lease = leases.turn(claimed)
-        time.sleep(3 * TTL)  # the loop runs nothing: no task of it could renew the lease
+        block_the_loop(3 * TTL)  # no task of the loop could renew the lease meanwhile
         assert await store.claim("b:1", 5) == []  # still held: nobody takes a live run over
         await lease.check("a test effect")  # and the run may go on
         # The stall shows as the loop's lag once the loop runs again.
@@ -79,7 +85,7 @@ async def test_a_stuck_loop_loses_its_leases_and_its_late_effects_are_fenced_off
         claimed = (await store.intake(intake(leases.new_owner()))).claimed
         assert claimed is not None
         lease = leases.turn(claimed)
-        time.sleep(3 * TTL)  # stuck well past stuck_after: the renewals stop
+        block_the_loop(3 * TTL)  # stuck well past stuck_after: the renewals stop
         (taken,) = await store.claim("b:1", 5)
         assert taken.session == S1 and taken.token > lease.token
         with pytest.raises(StaleTurn):
@@ -104,7 +110,7 @@ async def test_a_renewal_finds_a_take_over_and_the_runs_next_effect_stops(store:
         assert claimed is not None
         lease = leases.turn(claimed)
         with leases.renewals_paused():
-            time.sleep(TTL + 0.2)
+            await asyncio.sleep(TTL + 0.2)
             (taken,) = await store.claim("b:1", 5)  # another process takes the session
         assert taken.token > lease.token
         with pytest.raises(StaleTurn):
