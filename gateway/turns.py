@@ -216,6 +216,40 @@ class TurnRunner:
         history = [*record.messages, user_message]
         if plan is None:
             return await self._already_answered(job, lease, record, history)
+        try:
+            return await self._answer(
+                job,
+                lease,
+                plan,
+                record,
+                history,
+                sections,
+                context_lines,
+                on_answering,
+                span,
+                since=(started, started_at),
+            )
+        except StaleTurn:
+            await asyncio.shield(plan.settle())  # what the stale run used is spent all the same
+            raise
+
+    async def _answer(
+        self,
+        job: TurnJob,
+        lease: TurnLease,
+        plan: TurnPlan,
+        record: SessionRecord,
+        history: list[Message],
+        sections: list[str] | None,
+        context_lines: Sequence[str],
+        on_answering: Callable[[], None] | None,
+        span: SpanRecorder,
+        *,
+        since: tuple[float, float],
+    ) -> TurnOutcome:
+        """The planned turn: run the agent, deliver the reply, save the conversation."""
+        inbound, key = job.inbound, job.key
+        started, started_at = since  # monotonic, wall clock
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
         toolbox = self._catalog.toolbox(plan.scope, record.tools_loaded)
         stream = self._streams.open(

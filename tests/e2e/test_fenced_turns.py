@@ -1,0 +1,138 @@
+"""Fenced turns (issue 31): a live holder whose session lease lapses while its turn runs is
+taken over; exactly one reply goes out, and the stale run stops before its next effect.
+
+In one process on both stores (its renewals paused, as a stuck holder's would be: the
+process's own claimer takes the session over), and with two `chatgate run` replicas on one
+Redis where one is frozen with SIGSTOP mid-answer and thawed after the other answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
+from tests.fakes.telegram import FakeBotAPI
+from tests.harness import Harness, eventually, gateway_settings, running_gateway
+from tests.replicas import WEBHOOK_SECRET, base_env, post_webhook, start_replica
+
+pytestmark = pytest.mark.e2e
+
+TAKEN_OVER = "from the run that took over"
+STALE = "from the stale run"
+
+
+@pytest.fixture(params=["embedded", "redis"])
+async def gw(
+    tmp_path: Path, llm: ScriptedLLM, request: pytest.FixtureRequest
+) -> AsyncIterator[Harness]:
+    redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else ""
+    settings = gateway_settings(
+        tmp_path, llm.url, redis_url=redis_url, router={"lease_ttl": 1}, llm={"stream": False}
+    )
+    async with running_gateway(settings) as harness:
+        yield harness
+
+
+async def test_a_lapsed_live_lease_is_taken_over_and_one_reply_goes_out(
+    gw: Harness, llm: ScriptedLLM
+) -> None:
+    metrics = gw.app.metrics
+    llm.push(Reply.text(STALE, delay=3), Reply.text(TAKEN_OVER))
+    submission = await gw.submit("which run answers?")
+    await llm.wait_for_requests(1)
+    # The first run waits for its model; its lease is not renewed, as a stuck holder's is not.
+    with gw.app.leases.renewals_paused():
+        await llm.wait_for_requests(2, timeout=15)  # the claimer took the session over
+    outcome = await asyncio.wait_for(submission.done, 15)
+    assert outcome.reply == TAKEN_OVER
+    # The first run gets its model's answer, tries to claim the reply slot and stops there.
+    await eventually(lambda: metrics.total("turns_stale_stopped_total") == 1, 15, "stale stop")
+    assert gw.texts == [TAKEN_OVER]
+    record = await gw.app.sessions.load(submission.session)
+    assert [m["content"] for m in record.messages] == ["which run answers?", TAKEN_OVER]
+    assert record.turns == 1
+    assert await gw.app.store.pending(str(submission.session)) == []
+
+
+# -- two replicas on one Redis ----------------------------------------------------------------
+
+LEASE_TTL = "1.5"
+
+
+def slow_first(text: str) -> Any:
+    """Echo; the first request for `text` takes 4 s (the test freezes its replica during it)."""
+    seen: set[str] = set()
+
+    async def respond(request: dict[str, Any]) -> Reply:
+        said = last_user_text(request)
+        if said == text and said not in seen:
+            seen.add(said)
+            return Reply.text(f"echo: {said}", delay=4)
+        return Reply.text(f"echo: {said}")
+
+    return respond
+
+
+async def metric(url: str, name: str) -> float:
+    async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as response:
+        for line in (await response.text()).splitlines():
+            if line.startswith(f"chatgate_{name} "):
+                return float(line.split()[1])
+    return 0.0
+
+
+async def test_a_frozen_replica_thaws_stale_and_sends_nothing(
+    tmp_path: Path, llm: ScriptedLLM, redis_url: str
+) -> None:
+    text = "frozen mid-answer"
+    llm.responder = slow_first(text)
+    async with FakeBotAPI() as tg:
+        env = base_env(
+            CHATGATE_TELEGRAM__TOKEN=tg.token,
+            CHATGATE_TELEGRAM__API_URL=tg.url,
+            CHATGATE_TELEGRAM__MODE="webhook",
+            CHATGATE_TELEGRAM__WEBHOOK_URL="https://bot.example.org/telegram/webhook",
+            CHATGATE_TELEGRAM__WEBHOOK_SECRET=WEBHOOK_SECRET,
+            CHATGATE_REDIS__URL=redis_url,
+            CHATGATE_REDIS__KEY_PREFIX=f"fence{uuid.uuid4().hex[:8]}",
+            CHATGATE_LLM__BASE_URL=llm.url,
+            CHATGATE_LLM__MODEL="fake-model",
+            CHATGATE_LLM__STREAM="false",
+            CHATGATE_ROUTER__LEASE_TTL=LEASE_TTL,
+            CHATGATE_ROUTER__TYPING_DELAY="30",
+            CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
+            CHATGATE_SCHEDULER__ENABLED="false",
+            CHATGATE_LOG_LEVEL="INFO",
+        )
+        survivor = await start_replica("survivor", tmp_path, env)
+        frozen = await start_replica("frozen", tmp_path, env)
+        try:
+            update = {"update_id": 9101, "message": tg.message(text)}
+            assert await post_webhook(frozen, update) == 200
+            await llm.wait_for_requests(1, timeout=15)
+            os.kill(frozen.proc.pid, signal.SIGSTOP)  # alive, but running nothing at all
+            answer = f"echo: {text}"
+            await eventually(lambda: answer in tg.texts(), 30, "the survivor's answer")
+            os.kill(frozen.proc.pid, signal.SIGCONT)
+            # Thawed, it has its model's answer; its next effect finds the session taken.
+            await eventually(
+                lambda: "stale turn stopped" in frozen.log.read_text(), 20, "the stale stop"
+            )
+            assert await metric(frozen.url, "turns_stale_stopped_total") == 1
+            await asyncio.sleep(float(LEASE_TTL) + 1.5)  # time for any second answer to show
+            assert [t for t in tg.texts() if t == answer] == [answer], tg.texts()
+            assert "turn run again after its process stopped" in survivor.log.read_text()
+        finally:
+            for replica in (survivor, frozen):
+                if replica.alive:
+                    os.kill(replica.proc.pid, signal.SIGCONT)
+                await replica.stop()
