@@ -360,7 +360,8 @@ class SessionQueue:
                 if claimed.attempt > 1:
                     self._metrics.inc("turns_rerun_total")
                     log.warning(
-                        "turn run again after its process stopped session=%s entry=%s attempt=%d",
+                        "turn run again after its process stopped or its run failed "
+                        "session=%s entry=%s attempt=%d",
                         claimed.session,
                         claimed.entry.id,
                         claimed.attempt,
