@@ -166,6 +166,7 @@ SESSION_LEASE_PREFIX = "lease:session:"
 REPLY_PREFIX = "reply:"
 FENCE_PREFIX = "fence:session:"
 DEAD_LETTERS = "deadletters"
+DISCORD_RECEIVED = "discord:received"  # gateway messages received, not yet through intake
 
 
 def pending(key: SessionKey | str) -> str:

@@ -38,13 +38,16 @@ from adapters.discord.normalize import (
     user_ref,
 )
 from adapters.discord.presses import answer_press, show
+from adapters.discord.received import ReceivedJournal
 from adapters.discord.sending import MAX_LEN, DiscordSender
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.uploads import MAX_UPLOAD_BYTES, DiscordUploads
 from gateway.admission import Status, Submission
 from gateway.channels import AdapterContext, Capabilities, DeliveryError, StreamSupport
+from gateway.faults import crash_point
 from gateway.leader import LeaderElection
 from gateway.messages import ChatKind, ChatRef, Outbound, PressReply, SentRef
+from gateway.store.base import StoreUnavailable
 from gateway.turns import TurnOutcome
 
 log = logging.getLogger(__name__)
@@ -81,6 +84,7 @@ class DiscordAdapter:
         self._sender = DiscordSender(self._rest_client, self._replies)
         self._uploads = DiscordUploads(self._rest_client, self._replies, self._sender)
         self._files = DiscordFiles(self._rest_client, settings.api_url)
+        self._received = ReceivedJournal(ctx.store, ctx.submit)
         self._rest: discord.Client | None = None
         self._gateway: discord.Client | None = None
         self._trace = rate_limit_trace(
@@ -192,6 +196,14 @@ class DiscordAdapter:
         self._gateway_task = asyncio.create_task(
             self._run_gateway(client, tree), name="discord gateway"
         )
+        self._spawn(self._replay_received())
+
+    async def _replay_received(self) -> None:
+        """What a replica that held this connection before received and never stored."""
+        try:
+            await self._received.replay()
+        except StoreUnavailable as exc:  # left noted: the next replica to connect replays it
+            log.warning("discord receipts not replayed error=%s", exc)
 
     async def _run_gateway(
         self, client: discord.Client, tree: discord.app_commands.CommandTree[Any]
@@ -241,6 +253,15 @@ class DiscordAdapter:
             # Not addressed: people talking among themselves are not the bot's business.
             return
         text = clean_text(message, bot.id)
+        # Written down before anything else: Discord never sends this message again.
+        received = message_inbound(message, chat, text, mentioned=True)
+        try:
+            await self._received.note(received)
+        except StoreUnavailable as exc:
+            log.error(
+                "discord message not recorded on receipt event=%s error=%s", received.event_id, exc
+            )
+        crash_point("discord_received")
         in_thread = False
         if (
             self._settings.auto_thread
@@ -254,6 +275,7 @@ class DiscordAdapter:
                 chat, in_thread = chat_ref(thread, thread.guild.id), True
         inbound = message_inbound(message, chat, text, mentioned=True, reply=not in_thread)
         await self._ctx.submit(inbound)
+        await self._received.done(received)
 
     async def on_gateway_press(self, interaction: discord.Interaction[Any], data: str) -> None:
         press = button_press(interaction, data)
