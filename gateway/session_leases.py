@@ -33,6 +33,7 @@ from gateway.store.base import Batch, Store, StoreUnavailable
 from gateway.store.inbox import Claimed, FinishResult, HeldLease
 from gateway.store.search import SearchDoc
 from gateway.tasks import stop_task
+from gateway.turn_states import IllegalTransition, TurnLife, TurnState
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,8 @@ class TurnLease:
         self.preloaded = True  # `record` is the stored history (None: a new session)
         self.handing_over = False  # the process is stopping: leave the message for another
         self.result: FinishResult | None = None
-        self.stale = False  # another run took the session over: this one does nothing more
+        self.life = TurnLife()  # claimed: the store step that made this run took the lease
         self._stopped = False  # the stop was counted
-        self.reply_claimed = False
 
     @property
     def session(self) -> str:
@@ -64,12 +64,24 @@ class TurnLease:
     def token(self) -> int:
         return self.claimed.token
 
+    @property
+    def stale(self) -> bool:
+        """Another run took the session over: this one does nothing more."""
+        return self.life.state is TurnState.STALE
+
+    def mark_stale(self) -> None:
+        if self.life.may("stale"):
+            self.life.move("stale")
+
+    def start(self) -> None:
+        self.life.move("start")
+
     def held(self) -> HeldLease:
         return HeldLease(self.claimed.session, self.claimed.owner, self.claimed.token)
 
     def _stop(self, effect: str) -> StaleTurn:
         """Mark the run stale (counted once) and say so."""
-        self.stale = True
+        self.mark_stale()
         if not self._stopped:
             self._stopped = True
             self._leases.stopped_stale(self, effect)
@@ -89,7 +101,7 @@ class TurnLease:
         """Claim the message's reply slot before anything is sent, checking the token in the
         same step: None means send now. When an earlier run claimed it, its record comes back
         and nothing may be sent; when this run is stale, StaleTurn."""
-        if self.reply_claimed:
+        if self.life.state is TurnState.REPLIED:
             return None
         if self.stale:
             raise self._stop("reply")
@@ -104,7 +116,7 @@ class TurnLease:
             raise self._stop("reply")
         if claim.status == "taken":
             return claim.existing
-        self.reply_claimed = True
+        self.life.move("reply")
         return None
 
     async def record_reply(self, sent: SentRef, text: str) -> None:
@@ -122,8 +134,20 @@ class TurnLease:
         """Write the turn's history and search document, drop its message and keep the lease
         for the session's next message (or release it), in one round trip; nothing is written
         (StaleTurn) when another run took the session over."""
+        await self._finish("commit", writes, record, index)
+
+    async def dead_letter(self, writes: Batch) -> None:
+        """Drop the message from the inbox with `writes` (its dead-letter record) in the same
+        step, history unchanged; StaleTurn when another run took the session over."""
+        await self._finish("dead_letter", writes, self.record, None)
+
+    async def _finish(
+        self, transition: str, writes: Batch, record: str | None, index: SearchDoc | None
+    ) -> None:
         if self.stale:
-            raise self._stop("commit")
+            raise self._stop(transition)
+        if not self.life.may(transition):
+            raise IllegalTransition(f"{transition} from {self.life.state.value}")
         self.result = await self._store.finish(
             self.claimed.session,
             self.claimed.entry.id,
@@ -138,7 +162,8 @@ class TurnLease:
         if self.result.status != "next":  # nothing left to renew, whatever runs before let_go
             self._leases.stop_renewing(self)
         if self.result.status == "lost":
-            raise self._stop("commit")
+            raise self._stop(transition)
+        self.life.move(transition)
 
 
 class SessionLeases:
@@ -203,8 +228,9 @@ class SessionLeases:
             ours = self._held.get(lease.session) is lease
             if ours:
                 del self._held[lease.session]
-        if not ours or lease.result is not None or lease.stale:
+        if not ours or lease.result is not None or not lease.life.may("release"):
             return
+        lease.life.move("release")
         try:
             await self._store.finish(
                 lease.session,
@@ -264,7 +290,7 @@ class SessionLeases:
                 if lease is None or lease.held() != held:
                     continue
                 del self._held[held.session]
-            lease.stale = True  # its next effect stops it (and counts it)
+            lease.mark_stale()  # its next effect stops it (and counts it)
             self._metrics.inc("session_leases_expired_total")
             log.warning("session lease expired while held session=%s", held.session)
 

@@ -403,6 +403,7 @@ class SessionQueue:
         """Run one turn; None when its message stays for another run (this one failed and
         may be tried again, or another run took the session over)."""
         job = TurnJob.from_claimed(lease.claimed)
+        lease.start()
         running.job, running.answering = job, False
         context_lines = await self._context.take(job.inbound)
 
@@ -437,7 +438,7 @@ class SessionQueue:
         the one step that drops it from the inbox, then tell the chat, once."""
         letter = DeadLetter.of(lease.session, lease.claimed.entry, error, job.attempt)
         try:
-            await lease.commit(dead_letter_write(letter, Batch()), lease.record)
+            await lease.dead_letter(dead_letter_write(letter, Batch()))
         except StaleTurn:
             return None
         except StoreUnavailable as exc:
@@ -493,7 +494,7 @@ class SessionQueue:
                     # Our own run's lease lapsed: this loop stalled past lease_stuck_after, or
                     # the store was out of reach for a whole TTL. The claim moved the fence
                     # on, so that run stops at its next effect; this one answers instead.
-                    stuck.lease.stale = True
+                    stuck.lease.mark_stale()
                     log.warning("session taken over from a stuck run here session=%s", stuck.key)
                 if found.attempt > 1:
                     self._metrics.inc("sessions_recovered_total")

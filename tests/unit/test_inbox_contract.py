@@ -277,6 +277,7 @@ async def test_a_committed_turn_is_not_counted_as_an_expired_lease(store: Store)
     claimed = (await store.intake(req(owner="a:1"))).claimed
     assert claimed is not None
     lease = leases.turn(claimed)
+    lease.start()
     await lease.commit(history("h1"), None)
     assert lease.result is not None and lease.result.status == "released"
     # A heartbeat between the commit and let_go finds nothing of ours to renew.
