@@ -1,10 +1,12 @@
 """The session queue's claimer on its own (gateway/session_queue.py), with a real store and a
 runner that only holds the turn open and commits it: messages stored with no room for them
-are claimed as slots free, never more turns at once than the cap, each exactly once."""
+are claimed as slots free, never more turns at once than the cap, each exactly once; while
+the event loop lags, no new turn is taken."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,11 +16,13 @@ from adapters.console import ConsoleAdapter
 from gateway.admission import Notifier
 from gateway.config import RouterSettings
 from gateway.group_context import GroupContext
+from gateway.loop_lag import LoopLag
 from gateway.messages import Outbound, SentRef
 from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.session_leases import SessionLeases, TurnLease
 from gateway.session_queue import SessionQueue
+from gateway.sessions import SessionKey
 from gateway.store.base import Batch, Store
 from gateway.store.inbox import InboxEntry, IntakeRequest
 from gateway.turns import TurnJob
@@ -102,5 +106,41 @@ async def test_waiting_sessions_are_claimed_up_to_the_cap_each_once(store: Store
         assert sorted(runner.ran) == sorted(ids)  # each exactly once
         assert runner.most == 2  # never more than the cap
         assert (await store.inbox_stats())[0] == 0
+    finally:
+        await queue.stop()
+
+
+def block_the_loop(seconds: float) -> None:
+    """A process whose event loop runs nothing for a while (a CPU burst, a blocking call)."""
+    time.sleep(seconds)
+
+
+async def test_no_new_turn_is_taken_while_the_loop_lags(store: Store) -> None:
+    metrics = Metrics()
+    leases = SessionLeases(store, "a", 5.0, metrics, loop_lag=LoopLag(metrics, limit=0.3))
+    queue = SessionQueue(
+        store=store,
+        runner=HoldingRunner(),  # type: ignore[arg-type]
+        leases=leases,
+        context=GroupContext(store, size=5),
+        notifier=Notifier(nowhere),
+        settings=RouterSettings(),
+        metrics=metrics,
+        instance_id="a",
+        turn_timeout=60,
+    )
+    key = SessionKey.parse("console:chat1")
+    await queue.start()
+    try:
+        await eventually(lambda: not leases.loop_lag.lagging, 5)
+        owner = queue.reserve(key)
+        assert owner is not None  # room, and the loop keeps up: intake may start the turn
+        await queue.settle("t0", owner, None, queued=False)
+        block_the_loop(1.0)
+        assert queue.reserve(key) is None  # behind: intake stores, the turn starts later
+        await eventually(lambda: not leases.loop_lag.lagging, 5, "caught up")
+        owner = queue.reserve(key)
+        assert owner is not None
+        await queue.settle("t1", owner, None, queued=False)
     finally:
         await queue.stop()
