@@ -136,3 +136,35 @@ async def test_a_frozen_replica_thaws_stale_and_sends_nothing(
                 if replica.alive:
                     os.kill(replica.proc.pid, signal.SIGCONT)
                 await replica.stop()
+
+
+# -- a streamed reply ---------------------------------------------------------------------------
+
+
+async def test_a_stale_run_shows_nothing_of_a_streamed_reply(
+    tmp_path: Path, llm: ScriptedLLM, tg: FakeBotAPI
+) -> None:
+    """Streaming shows a reply before it is whole: the reply slot is claimed before the first
+    draft, so the run that was taken over shows no draft, edit or message at all."""
+    from tests.e2e.test_telegram import telegram_gateway
+
+    stale_words = " ".join(f"stale{n}" for n in range(20))
+    llm.push(
+        Reply(content=stale_words, chunks=10, chunk_delay=0.05, delay=3),
+        Reply.streamed(TAKEN_OVER, chunks=4, delay=0.05),
+    )
+    streaming = {"interval_ms": 150, "first_delay_ms": 0}
+    async with telegram_gateway(
+        tmp_path, llm, tg, streaming=streaming, router={"lease_ttl": 1, "typing_delay": 0}
+    ) as app:
+        tg.push_message("which run streams?")
+        await llm.wait_for_requests(1, timeout=15)
+        with app.leases.renewals_paused():
+            await llm.wait_for_requests(2, timeout=15)
+        await eventually(lambda: TAKEN_OVER in tg.texts(), 15, "the answer")
+        await eventually(
+            lambda: app.metrics.total("turns_stale_stopped_total") == 1, 15, "the stale stop"
+        )
+        shown = [c.text for c in tg.calls if c.method != "getUpdates"]
+        assert not any("stale" in text for text in shown), shown
+        assert tg.texts().count(TAKEN_OVER) == 1
