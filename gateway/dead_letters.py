@@ -10,14 +10,30 @@ was, dropping forgets it.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from gateway import keys
-from gateway.store.base import Batch, Store
+from gateway.fencing import StaleTurn
+from gateway.metrics import Metrics
+from gateway.outcome import TurnOutcome
+from gateway.store.base import Batch, Store, StoreUnavailable
 from gateway.store.inbox import InboxEntry, IntakeRequest
 
+if TYPE_CHECKING:
+    from gateway.admission import Notifier
+    from gateway.session_leases import TurnLease
+    from gateway.turns import TurnJob
+
+log = logging.getLogger(__name__)
+
 MAX_ATTEMPTS = 3
+DEAD_LETTERED = (
+    f"I could not answer this message: it failed {MAX_ATTEMPTS} times, so I set it aside "
+    "for the operator to look at. Please try again in other words."
+)
 REASON_CHARS = 300
 RETRY_LIMIT = 1_000_000  # a retried message is let in past the per-session and total caps
 
@@ -112,3 +128,29 @@ class DeadLetters:
 
     async def drop(self, letter_id: str) -> bool:
         return bool(await self._store.hdel(keys.DEAD_LETTERS, letter_id))
+
+
+async def set_aside(
+    lease: TurnLease, job: TurnJob, error: Exception, notifier: Notifier, metrics: Metrics
+) -> TurnOutcome | None:
+    """The message failed its last attempt: record it as a dead letter in the one store step
+    that drops it from the inbox, then tell the chat, once. None when another run took the
+    session over meanwhile (that run answers)."""
+    letter = DeadLetter.of(lease.session, lease.claimed.entry, error, job.attempt)
+    try:
+        await lease.dead_letter(dead_letter_write(letter, Batch()))
+    except StaleTurn:
+        return None
+    except StoreUnavailable as exc:
+        log.error("dead letter not recorded session=%s error=%s", job.key, exc)
+        return TurnOutcome(error=DEAD_LETTERED)
+    metrics.inc("dead_letters_total")
+    log.error(
+        "message set aside as a dead letter session=%s entry=%s attempts=%d reason=%s",
+        job.key,
+        letter.id,
+        letter.attempts,
+        type(error).__name__,
+    )
+    await notifier.say(job.inbound, DEAD_LETTERED)
+    return TurnOutcome(error=DEAD_LETTERED)

@@ -17,13 +17,12 @@ import contextlib
 import json
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass, field
 
 from gateway import keys
 from gateway.admission import Admission, Notifier, Status, Submission
 from gateway.config import RouterSettings
-from gateway.dead_letters import MAX_ATTEMPTS, DeadLetter, DeadLetters, dead_letter_write
+from gateway.dead_letters import MAX_ATTEMPTS, DeadLetters, set_aside
 from gateway.faults import crash_point
 from gateway.fencing import StaleTurn
 from gateway.group_context import GroupContext
@@ -32,73 +31,21 @@ from gateway.metrics import Metrics
 from gateway.outcome import TurnOutcome
 from gateway.session_leases import SessionLeases, TurnLease
 from gateway.sessions import SessionKey
-from gateway.store.base import Batch, Store, StoreUnavailable
+from gateway.store.base import Store, StoreUnavailable
 from gateway.store.inbox import Claimed, InboxEntry, IntakeRequest, IntakeResult
 from gateway.tasks import stop_tasks
+from gateway.turn_slots import Slots
 from gateway.turns import TurnJob, TurnRunner
 
 log = logging.getLogger(__name__)
 
 QUEUED_NOTICE = "Got it. I will answer this after the current request."
-TURN_FAILED = "Something went wrong on my side while answering; please try again."
-DEAD_LETTERED = (
-    f"I could not answer this message: it failed {MAX_ATTEMPTS} times, so I set it aside "
-    "for the operator to look at. Please try again in other words."
-)
 LIMIT_HIT = "Too many messages are waiting right now; please send this again in a few minutes."
 CLAIM_POLL = 1.0  # seconds between claims when nothing woke the claimer (expired leases)
 CLAIM_BATCH = 32  # sessions one claim may take at most
 GC_EVERY = 60.0
 STATS_EVERY = 10.0  # seconds between queue gauges (depth, oldest wait)
 LAG_PAUSE = 0.25  # seconds the claimer waits while the event loop lags
-
-
-class Slots:
-    """The global cap on turns running in this process; `take_now` never waits."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.free = size
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    def take_now(self) -> bool:
-        if self.free > 0 and not self._waiters:
-            self.free -= 1
-            return True
-        return False
-
-    async def take(self) -> None:
-        if self.take_now():
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.give()  # handed a slot while being cancelled: pass it on
-            else:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
-            raise
-
-    def take_up_to(self, count: int) -> int:
-        """Take up to `count` more slots without waiting; returns how many were taken."""
-        taken = min(count, self.free) if not self._waiters else 0
-        self.free -= taken
-        return taken
-
-    def give(self, count: int = 1) -> None:
-        for _ in range(count):
-            self._give_one()
-
-    def _give_one(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-        self.free += 1
 
 
 @dataclass
@@ -427,33 +374,9 @@ class SessionQueue:
             self._metrics.inc("turns_failed_total")
             if job.attempt < MAX_ATTEMPTS:
                 return None  # handed back: a claimer runs it again
-            return await self._dead_letter(lease, job, exc)
+            return await set_aside(lease, job, exc, self._notifier, self._metrics)
         finally:
             running.turn = None
-
-    async def _dead_letter(
-        self, lease: TurnLease, job: TurnJob, error: Exception
-    ) -> TurnOutcome | None:
-        """The message failed its last attempt: set it aside (gateway/dead_letters.py) in
-        the one step that drops it from the inbox, then tell the chat, once."""
-        letter = DeadLetter.of(lease.session, lease.claimed.entry, error, job.attempt)
-        try:
-            await lease.dead_letter(dead_letter_write(letter, Batch()))
-        except StaleTurn:
-            return None
-        except StoreUnavailable as exc:
-            log.error("dead letter not recorded session=%s error=%s", job.key, exc)
-            return TurnOutcome(error=TURN_FAILED)
-        self._metrics.inc("dead_letters_total")
-        log.error(
-            "message set aside as a dead letter session=%s entry=%s attempts=%d reason=%s",
-            job.key,
-            letter.id,
-            letter.attempts,
-            type(error).__name__,
-        )
-        await self._notifier.say(job.inbound, DEAD_LETTERED)
-        return TurnOutcome(error=DEAD_LETTERED)
 
     async def _claim_loop(self) -> None:
         """Take waiting sessions (and those of dead processes) whenever slots are free: as

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.dead_letters import DEAD_LETTERED
 from gateway.messages import ChatRef, UserRef
-from gateway.session_queue import DEAD_LETTERED
 from tests.fakes.llm import Reply, ScriptedLLM
 from tests.harness import Harness, eventually, gateway_settings, running_gateway
 

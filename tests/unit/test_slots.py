@@ -1,10 +1,10 @@
-"""The global cap on turns running in one process (gateway/session_queue.Slots) on its own."""
+"""The global cap on turns running in one process (gateway/turn_slots.py) on its own."""
 
 from __future__ import annotations
 
 import asyncio
 
-from gateway.session_queue import Slots
+from gateway.turn_slots import Slots
 
 
 async def test_take_now_never_waits_and_give_frees() -> None:
