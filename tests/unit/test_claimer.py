@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from adapters.console import ConsoleAdapter
-from gateway.admission import Notifier
+from gateway.admission import Admission, Notifier
 from gateway.config import RouterSettings
 from gateway.group_context import GroupContext
 from gateway.loop_lag import LoopLag
@@ -118,9 +118,11 @@ def block_the_loop(seconds: float) -> None:
 async def test_no_new_turn_is_taken_while_the_loop_lags(store: Store) -> None:
     metrics = Metrics()
     leases = SessionLeases(store, "a", 5.0, metrics, loop_lag=LoopLag(metrics, limit=0.3))
+    runner = HoldingRunner()
+    runner.release.set()  # the stored messages' turns just end
     queue = SessionQueue(
         store=store,
-        runner=HoldingRunner(),  # type: ignore[arg-type]
+        runner=runner,  # type: ignore[arg-type]
         leases=leases,
         context=GroupContext(store, size=5),
         notifier=Notifier(nowhere),
@@ -129,18 +131,20 @@ async def test_no_new_turn_is_taken_while_the_loop_lags(store: Store) -> None:
         instance_id="a",
         turn_timeout=60,
     )
+    console = ConsoleAdapter("chat1", "alice", echo=False)
     key = SessionKey.parse("console:chat1")
     await queue.start()
     try:
         await eventually(lambda: not leases.loop_lag.lagging, 5)
-        owner = queue.reserve(key)
-        assert owner is not None  # room, and the loop keeps up: intake may start the turn
-        await queue.settle("t0", owner, None, queued=False)
+        admission = Admission(console.inbound("first"), key, "t0")
+        async with queue.intake(admission, seen=None) as ticket:
+            # Room, and the loop keeps up: the lease is taken with the store step.
+            assert ticket.owner is not None and ticket.stored.claimed is not None
         block_the_loop(1.0)
-        assert queue.reserve(key) is None  # behind: intake stores, the turn starts later
-        await eventually(lambda: not leases.loop_lag.lagging, 5, "caught up")
-        owner = queue.reserve(key)
-        assert owner is not None
-        await queue.settle("t1", owner, None, queued=False)
+        admission = Admission(console.inbound("second"), key, "t1")
+        async with queue.intake(admission, seen=None) as ticket:
+            # Behind: the message is stored, its turn starts later (here or elsewhere).
+            assert ticket.owner is None and ticket.stored.status == "stored"
+            assert ticket.stored.claimed is None
     finally:
         await queue.stop()
