@@ -7,7 +7,9 @@ the oldest such sessions at once as there are free slots, in one round trip, and
 to the queue to run. With nothing known to wait it sleeps until woken or the poll (lapsed
 leases, other processes' messages), holding no slot, so new messages for idle sessions start
 straight from intake; with a backlog it queues for the next free slot first. While the event
-loop lags it claims nothing: new turns would only starve intake and the turns running.
+loop lags it takes one session per claim instead of a batch: more turns at once would only
+starve intake and the turns running, and none at all would stop the queue when the lag is
+not of this process's making (a busy machine).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ log = logging.getLogger(__name__)
 
 CLAIM_POLL = 1.0  # seconds between claims when nothing woke the claimer (expired leases)
 CLAIM_BATCH = 32  # sessions one claim may take at most
-LAG_PAUSE = 0.25  # seconds the claimer waits while the event loop lags
 
 
 class Claimer:
@@ -65,11 +66,11 @@ class Claimer:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), CLAIM_POLL)
-            if self._leases.loop_lag.lagging:
-                await asyncio.sleep(LAG_PAUSE)
-                continue
             await self._slots.take()
-            wanted = 1 + self._slots.take_up_to(CLAIM_BATCH - 1)
+            # Behind: one session per claim instead of a batch, so intake keeps its turn
+            # between claims without the queue standing still when the lag is not ours.
+            batch = 1 if self._leases.loop_lag.lagging else CLAIM_BATCH
+            wanted = 1 + self._slots.take_up_to(batch - 1)
             backlog = self._backlog
             try:
                 claimed = await self._store.claim(

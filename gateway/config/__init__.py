@@ -200,7 +200,8 @@ class RouterSettings(Section):
     # loop that has not run at all for this long counts as stuck and loses its sessions to
     # another run (whatever the stuck run does next is fenced off).
     lease_stuck_after: float = Field(default=30.0, ge=0.5, le=3600)
-    # While the event loop runs more than this far behind, this process claims no new turns.
+    # While the event loop runs more than this far behind, intake starts no turn and the
+    # claimer takes one waiting session at a time instead of a batch.
     loop_lag_limit: float = Field(default=1.0, gt=0, le=60)
     # Delay before the first typing indicator; fast answers need none.
     typing_delay: float = Field(default=0.8, ge=0, le=MINUTE)

@@ -1,7 +1,7 @@
-"""The session queue's claimer on its own (gateway/session_queue.py), with a real store and a
+"""The session queue's claimer on its own (gateway/claimer.py), with a real store and a
 runner that only holds the turn open and commits it: messages stored with no room for them
 are claimed as slots free, never more turns at once than the cap, each exactly once; while
-the event loop lags, no new turn is taken."""
+the event loop lags, no turn starts with intake."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def block_the_loop(seconds: float) -> None:
     time.sleep(seconds)
 
 
-async def test_no_new_turn_is_taken_while_the_loop_lags(store: Store) -> None:
+async def test_no_turn_starts_with_intake_while_the_loop_lags(store: Store) -> None:
     metrics = Metrics()
     leases = SessionLeases(store, "a", 5.0, metrics, loop_lag=LoopLag(metrics, limit=0.3))
     runner = HoldingRunner()
