@@ -47,6 +47,7 @@ class LeaseRenewalThread:
         self._task: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self.alive = False  # renewing; False: the caller renews on its own loop instead
 
     def start(self) -> None:
         self._main_loop = asyncio.get_running_loop()
@@ -69,7 +70,13 @@ class LeaseRenewalThread:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
-        store = self._open_store()
+        try:
+            store = self._open_store()
+        except Exception:
+            log.exception("lease renewal thread not started; renewing on the main loop")
+            self._ready.set()
+            return
+        self.alive = True
         self._ready.set()
         stuck = False
         try:
@@ -88,7 +95,10 @@ class LeaseRenewalThread:
                 await asyncio.sleep(self._ttl / 3)
         except asyncio.CancelledError:
             pass
+        except Exception:  # a bug here must not leave leases unrenewed: the loop takes over
+            log.exception("lease renewal thread failed; renewing on the main loop")
         finally:
+            self.alive = False
             if store is not self._main_store:
                 await store.close()
 

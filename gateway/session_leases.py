@@ -296,8 +296,8 @@ class SessionLeases:
 
     async def _heartbeat(self) -> None:
         # The replica's heartbeat for the console and doctor: the first at once, then every
-        # third of the TTL. Without a renewal thread (a store that offers none) it also
-        # renews the leases, on this loop.
+        # third of the TTL. Without a renewal thread (a store that offers none, or one that
+        # failed) it also renews the leases, on this loop.
         while True:
             await self._beat()
             await asyncio.sleep(self.ttl / 3)
@@ -305,7 +305,7 @@ class SessionLeases:
     async def _beat(self) -> None:
         held = self._snapshot()
         try:
-            if self._renewal is None and held:
+            if held and (self._renewal is None or not self._renewal.alive):
                 renewed = await self._store.renew_sessions(held, self.ttl)
                 self._lost([h for h, ok in zip(held, renewed, strict=True) if not ok])
             await self._store.hset(
