@@ -168,3 +168,45 @@ async def test_a_stale_run_shows_nothing_of_a_streamed_reply(
         shown = [c.text for c in tg.calls if c.method != "getUpdates"]
         assert not any("stale" in text for text in shown), shown
         assert tg.texts().count(TAKEN_OVER) == 1
+
+
+async def test_a_crash_between_claiming_the_reply_and_sending_it_is_counted(
+    tmp_path: Path, llm: ScriptedLLM, redis_url: str
+) -> None:
+    """The one case that may lose a reply: the slot was claimed, the process died before the
+    send. The run that takes over must not send it (the first may have), so it is logged and
+    counted instead, and the conversation is saved with a note."""
+    text = "killed before sending"
+    async with FakeBotAPI() as tg:
+        env = base_env(
+            CHATGATE_TELEGRAM__TOKEN=tg.token,
+            CHATGATE_TELEGRAM__API_URL=tg.url,
+            CHATGATE_TELEGRAM__MODE="webhook",
+            CHATGATE_TELEGRAM__WEBHOOK_URL="https://bot.example.org/telegram/webhook",
+            CHATGATE_TELEGRAM__WEBHOOK_SECRET=WEBHOOK_SECRET,
+            CHATGATE_REDIS__URL=redis_url,
+            CHATGATE_REDIS__KEY_PREFIX=f"fence{uuid.uuid4().hex[:8]}",
+            CHATGATE_LLM__BASE_URL=llm.url,
+            CHATGATE_LLM__MODEL="fake-model",
+            CHATGATE_LLM__STREAM="false",
+            CHATGATE_ROUTER__LEASE_TTL=LEASE_TTL,
+            CHATGATE_ROUTER__TYPING_DELAY="30",
+            CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
+            CHATGATE_SCHEDULER__ENABLED="false",
+            CHATGATE_LOG_LEVEL="INFO",
+        )
+        survivor = await start_replica("survivor", tmp_path, env)
+        doomed = await start_replica("doomed", tmp_path, env, crash_at="after_reply_claimed")
+        try:
+            update = {"update_id": 9201, "message": tg.message(text)}
+            assert await post_webhook(doomed, update) == 200
+            assert await asyncio.wait_for(doomed.proc.wait(), 15) == -9
+            await eventually(
+                lambda: "it may be lost" in survivor.log.read_text(), 20, "the re-run's log"
+            )
+            assert await metric(survivor.url, "replies_lost_in_crash_total") == 1
+            assert tg.texts() == []  # never sent twice, so here never sent at all
+            assert len(llm.requests) == 1  # the re-run did not ask the model again
+        finally:
+            await survivor.stop()
+            await doomed.stop()
