@@ -3,7 +3,9 @@ taken over; exactly one reply goes out, and the stale run stops before its next 
 
 In one process on both stores (its renewals paused, as a stuck holder's would be: the
 process's own claimer takes the session over), and with two `chatgate run` replicas on one
-Redis where one is frozen with SIGSTOP mid-answer and thawed after the other answered.
+Redis where one is frozen with SIGSTOP mid-answer and thawed after the other answered. Also:
+a stale run shows nothing of a streamed reply, and a crash between claiming the reply slot
+and sending is counted, never answered twice.
 """
 
 from __future__ import annotations
