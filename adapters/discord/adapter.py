@@ -38,6 +38,7 @@ from adapters.discord.normalize import (
     user_ref,
 )
 from adapters.discord.presses import answer_press, show
+from adapters.discord.received import ReceivedJournal
 from adapters.discord.sending import MAX_LEN, DiscordSender
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.uploads import MAX_UPLOAD_BYTES, DiscordUploads
@@ -52,9 +53,11 @@ from gateway.sdk import (
     PressReply,
     SentRef,
     Status,
+    StoreUnavailable,
     StreamSupport,
     Submission,
     TurnOutcome,
+    crash_point,
 )
 
 log = logging.getLogger(__name__)
@@ -91,6 +94,7 @@ class DiscordAdapter:
         self._sender = DiscordSender(self._rest_client, self._replies)
         self._uploads = DiscordUploads(self._rest_client, self._replies, self._sender)
         self._files = DiscordFiles(self._rest_client, settings.api_url)
+        self._received = ReceivedJournal(ctx.store, ctx.submit)
         self._rest: discord.Client | None = None
         self._gateway: discord.Client | None = None
         self._trace = rate_limit_trace(
@@ -202,6 +206,14 @@ class DiscordAdapter:
         self._gateway_task = asyncio.create_task(
             self._run_gateway(client, tree), name="discord gateway"
         )
+        self._spawn(self._replay_received())
+
+    async def _replay_received(self) -> None:
+        """What a replica that held this connection before received and never stored."""
+        try:
+            await self._received.replay()
+        except StoreUnavailable as exc:  # left noted: the next replica to connect replays it
+            log.warning("discord receipts not replayed error=%s", exc)
 
     async def _run_gateway(
         self, client: discord.Client, tree: discord.app_commands.CommandTree[Any]
@@ -255,6 +267,15 @@ class DiscordAdapter:
             # Not addressed: people talking among themselves are not the bot's business.
             return
         text = clean_text(message, bot.id)
+        # Written down before anything else: Discord never sends this message again.
+        received = message_inbound(message, chat, text, mentioned=True)
+        try:
+            await self._received.note(received)
+        except StoreUnavailable as exc:
+            log.error(
+                "discord message not recorded on receipt event=%s error=%s", received.event_id, exc
+            )
+        crash_point("discord_received")
         in_thread = False
         if (
             self._settings.auto_thread
@@ -268,6 +289,7 @@ class DiscordAdapter:
                 chat, in_thread = chat_ref(thread, thread.guild.id), True
         inbound = message_inbound(message, chat, text, mentioned=True, reply=not in_thread)
         await self._ctx.submit(inbound)
+        await self._received.done(received)
 
     async def on_gateway_press(self, interaction: discord.Interaction[Any], data: str) -> None:
         press = button_press(interaction, data)

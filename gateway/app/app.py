@@ -54,6 +54,7 @@ from gateway.profiles.commands import register_profile_commands
 from gateway.profiles.wiring import build_planner
 from gateway.runtime.event_loop import loop_name
 from gateway.runtime.http import HttpServer
+from gateway.runtime.loop_lag import LoopLag
 from gateway.runtime.metrics import Metrics
 from gateway.runtime.otel import Tracing
 from gateway.runtime.telemetry import MeteredOutbox, Telemetry
@@ -171,7 +172,12 @@ class App:
         )
         context = GroupContext(self.store, size=20)
         self.leases = SessionLeases(
-            self.store, self.instance_id, settings.router.lease_ttl, self.metrics
+            self.store,
+            self.instance_id,
+            settings.router.lease_ttl,
+            self.metrics,
+            loop_lag=LoopLag(self.metrics, settings.router.loop_lag_limit),
+            stuck_after=settings.router.lease_stuck_after,
         )
         self.queue = SessionQueue(
             store=self.store,

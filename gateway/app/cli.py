@@ -1,4 +1,4 @@
-"""The `chatgate` command: run | chat | ask | doctor | config.
+"""The `chatgate` command: run | chat | ask | doctor | config | dead-letters, and more.
 
 Exit codes: 0 success, 1 the request failed (LLM unreachable, ...), 2 invalid
 configuration or usage.
@@ -152,6 +152,15 @@ def _register_usage(sub: Any) -> None:
 
 
 EXTRA_COMMANDS.append(_register_usage)
+
+
+def _register_dead_letters(sub: Any) -> None:
+    from gateway.sessions.dead_letters_cli import register
+
+    register(sub)
+
+
+EXTRA_COMMANDS.append(_register_dead_letters)
 
 
 def _run(coro: Coroutine[Any, Any, int], loop: EventLoopChoice = "asyncio") -> int:

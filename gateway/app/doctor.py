@@ -16,6 +16,7 @@ from gateway.llm.errors import LLMError
 from gateway.llm.providers import ModelTarget, ProviderPool
 from gateway.profiles.book import ProfileBook, Resolution
 from gateway.sdk.checks import CheckResult, probe_api
+from gateway.sessions.dead_letters import DeadLetters
 from gateway.store import keys, open_store
 from gateway.store.base import StoreUnavailable
 
@@ -35,6 +36,8 @@ async def run_checks(
     results.append(await _check_store(settings))
     if settings.redis.url and results[-1].ok:
         results.append(await _check_replicas(settings))
+    if results[1].ok:
+        results.append(await _check_dead_letters(settings))
     results.extend(await check_models(settings))
     results.extend(check_profiles(settings))
     results.append(_check_approvals_key(settings))
@@ -108,6 +111,27 @@ async def _check_replicas(settings: Settings) -> CheckResult:
     if not alive:
         return CheckResult("replicas", True, f"no gateway running on this store now; {queue}", "")
     return CheckResult("replicas", True, f"{len(alive)} alive: {'; '.join(alive)}; {queue}")
+
+
+async def _check_dead_letters(settings: Settings) -> CheckResult:
+    """Messages set aside after failing every attempt (gateway/sessions/dead_letters.py): each is a
+    question nobody answered."""
+    store = open_store(settings)
+    try:
+        letters = await DeadLetters(store).list()
+    except StoreUnavailable as exc:
+        return CheckResult("dead letters", False, str(exc))
+    finally:
+        await store.close()
+    if not letters:
+        return CheckResult("dead letters", True, "none")
+    newest = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(letters[-1].at))
+    return CheckResult(
+        "dead letters",
+        False,
+        f"{len(letters)} message(s) failed every attempt and were set aside (newest {newest})",
+        "see them with `chatgate dead-letters list`, then `retry ID` or `drop ID` each",
+    )
 
 
 async def check_models(settings: Settings) -> list[CheckResult]:

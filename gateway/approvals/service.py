@@ -48,7 +48,7 @@ from gateway.sdk.messages import Button, ButtonPress, ChatRef, Outbound, PressRe
 from gateway.sdk.tooling import ApprovalNeed, ApprovalOutcome, ToolContext
 from gateway.sessions.key import SessionKey
 from gateway.store import keys
-from gateway.store.base import Store, StoreUnavailable
+from gateway.store.base import Batch, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +145,7 @@ class ApprovalService:
             admins_only=need.admins_only,
             standing=need.standing,
         )
-        await self._save(request)
-        await self._store.hset(PENDING, request.id, str(request.expires))
+        await self._open(request, ctx)
         # The reply being streamed is finished first, so the prompt comes below it and the
         # reply goes on below the prompt once a decision is in.
         async with ctx.stream.paused():
@@ -409,9 +408,21 @@ class ApprovalService:
     # -- persistence and orphans -------------------------------------------------------------
 
     async def _save(self, request: ApprovalRequest) -> None:
+        await self._store.run(self._save_ops(request, Batch()))
+
+    def _save_ops(self, request: ApprovalRequest, batch: Batch) -> Batch:
         ttl = max(request.expires - time.time(), 0) + 24 * 3600
         key = keys.approval(request.id)
-        await self._store.set(key, self._signer.seal(_REQUEST, key, asdict(request)), ttl=ttl)
+        return batch.set(key, self._signer.seal(_REQUEST, key, asdict(request)), ttl=ttl)
+
+    async def _open(self, request: ApprovalRequest, ctx: ToolContext) -> None:
+        """Record a new request and list it as pending; for a turn, in one store step with
+        its fence check, so a run whose session was taken over asks nobody anything."""
+        writes = self._save_ops(request, Batch()).hset(PENDING, request.id, str(request.expires))
+        if ctx.fence is not None:
+            await ctx.fence.write(writes, "approval")
+        else:
+            await self._store.run(writes)
 
     async def _load(self, request_id: str) -> ApprovalRequest | None:
         """The request, when its record verifies (a forged or altered one reads as absent)."""

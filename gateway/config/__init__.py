@@ -197,6 +197,13 @@ class RouterSettings(Section):
     # A session's lease, renewed every third of it while its turn runs: a dead process's
     # sessions are picked up by another within about this long.
     lease_ttl: float = Field(default=5.0, ge=1, le=300)
+    # Leases are renewed from a thread of their own, so a busy event loop keeps them; only a
+    # loop that has not run at all for this long counts as stuck and loses its sessions to
+    # another run (whatever the stuck run does next is fenced off).
+    lease_stuck_after: float = Field(default=30.0, ge=0.5, le=3600)
+    # While the event loop runs more than this far behind, intake starts no turn and the
+    # claimer takes one waiting session at a time instead of a batch.
+    loop_lag_limit: float = Field(default=1.0, gt=0, le=60)
     # Delay before the first typing indicator; fast answers need none.
     typing_delay: float = Field(default=0.8, ge=0, le=MINUTE)
 

@@ -42,6 +42,16 @@ async def forget_chat(
     return cleared
 
 
+async def _dead_letter_line(queue: SessionQueue, session: SessionKey) -> str:
+    letters = [d for d in await queue.dead_letters.list() if d.session == str(session)]
+    if not letters:
+        return ""
+    return (
+        f"\nMessages set aside after failing every attempt: {len(letters)} "
+        "(the operator can retry them: chatgate dead-letters)."
+    )
+
+
 def register_builtin_commands(
     extensions: Extensions,
     queue: SessionQueue,
@@ -97,6 +107,7 @@ def register_builtin_commands(
             f"Tokens used: {record.prompt_tokens + record.completion_tokens:,} "
             f"({record.prompt_tokens:,} prompt, {record.completion_tokens:,} completion).\n"
             f"Waiting messages: {await queue.waiting(call.session)}."
+            f"{await _dead_letter_line(queue, call.session)}"
         )
 
     async def show_memory(call: CommandCall) -> str:

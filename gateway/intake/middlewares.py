@@ -139,12 +139,8 @@ class IntakeRoundTrip:
         counter = self._access.rate_counter(inbound)
         if answered_inline(inbound):
             return await self._claim_only(admission, call_next, seen, counter)
-        owner = self._queue.reserve(admission.session)
-        claimed = None
-        queued = False
-        try:
-            result = await self._queue.store(admission, seen=seen, rate_key=counter, owner=owner)
-            claimed = result.claimed
+        async with self._queue.intake(admission, seen=seen, rate_key=counter) as ticket:
+            result = ticket.stored
             refusal = await self._refusal(admission, result.status)
             if refusal is not None:
                 return refusal
@@ -153,13 +149,11 @@ class IntakeRoundTrip:
                     admission, intake=Intake(rate_count=result.rate_count, stored=result)
                 )
             )
-            queued = submission.status in (Status.STARTED, Status.QUEUED)
-            if not queued:
+            ticket.queued = submission.status in (Status.STARTED, Status.QUEUED)
+            if not ticket.queued:
                 # Answered some other way after it was stored (a question's answer, ...).
                 await self._store.remove_pending(str(admission.session), admission.turn_id)
             return submission
-        finally:
-            await self._queue.settle(admission.turn_id, owner, claimed, queued=queued)
 
     async def _claim_only(
         self, admission: Admission, call_next: Next, seen: str, counter: str | None

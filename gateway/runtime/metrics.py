@@ -82,6 +82,19 @@ FAMILIES: dict[str, Family] = {
         Family("turns_rerun_total", "counter", "Turns run again after their process stopped."),
         Family("sessions_recovered_total", "counter", "Sessions claimed from a dead process."),
         Family("session_leases_expired_total", "counter", "Session leases lost mid-turn."),
+        Family(
+            "turns_stale_stopped_total",
+            "counter",
+            "Runs stopped before an effect because another run took their session over.",
+        ),
+        Family(
+            "replies_lost_in_crash_total",
+            "counter",
+            "Replies whose slot was claimed by a run that stopped before recording the send.",
+        ),
+        Family("turns_failed_total", "counter", "Turn attempts that raised (retried or not)."),
+        Family("dead_letters_total", "counter", "Messages set aside after failing every attempt."),
+        Family("event_loop_lag_seconds", "gauge", "How late the event loop ran its last tick."),
         Family("turn_seconds", "histogram", "Turn duration, by profile.", ("profile",)),
         Family(
             "turn_iterations",

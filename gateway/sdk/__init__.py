@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from gateway.runtime.backoff import FULL_JITTER as FULL_JITTER
     from gateway.runtime.backoff import SPREAD as SPREAD
     from gateway.runtime.backoff import Backoff as Backoff
+    from gateway.runtime.faults import crash_point as crash_point
     from gateway.runtime.http import Handler as Handler
     from gateway.runtime.http import HttpServer as HttpServer
     from gateway.runtime.leader import LeaderElection as LeaderElection
@@ -143,6 +144,7 @@ if TYPE_CHECKING:
 CORE_PACKAGE_DIRS: tuple[str, ...] = tuple(gateway.__path__)
 
 _EXPORTS: dict[str, str] = {
+    "crash_point": "gateway.runtime.faults",
     "too_deep": "gateway.sdk.json_body",
     "parse_json": "gateway.sdk.json_body",
     # Messages and platforms

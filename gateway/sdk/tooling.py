@@ -20,6 +20,7 @@ from gateway.sdk.messages import Attachment, ChatRef, UserRef
 from gateway.sessions.key import SessionKey
 
 if TYPE_CHECKING:
+    from gateway.sessions.fencing import TurnFence
     from gateway.turn.toolbox import Toolbox
 
 A = TypeVar("A", bound=BaseModel)
@@ -113,6 +114,9 @@ class ToolContext:
     # with sub-agents and execute_code's calls. None: not inside an agent run.
     trust: TurnTrust | None = None
     stream: StreamControl = NO_STREAM
+    # The run's hold on its session (sessions/fencing.py): effects check it in the store, and a
+    # run another took over stops there. None outside a turn (a scheduled job's own calls).
+    fence: TurnFence | None = None
     # The turn's tool scope and models (its profile's chain), for sub-agents to share.
     scope: ToolScope | None = None
     llm: Completer | None = None

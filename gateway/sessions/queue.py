@@ -5,9 +5,9 @@ Admission's intake stored the message in its session's pending list in the store
 (gateway/store/inbox.py) and, when this process had a free slot and the session was idle,
 took the session's lease in the same round trip: `enqueue` then starts the turn at once.
 Otherwise the message waits in the store, holding no lease: the process running the
-session takes it at the end of its turn, or a claimer (any process, as slots free up)
-takes the oldest waiting session. A process that dies leaves its messages pending; its
-leases expire within seconds and another process claims and runs them again.
+session takes it at the end of its turn, or a claimer (gateway/sessions/claimer.py; any process, as
+slots free up) takes the oldest waiting session. A process that dies leaves its messages
+pending; its leases expire within seconds and another process claims and runs them again.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import time
-from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from gateway.config import RouterSettings
@@ -28,8 +28,12 @@ from gateway.runtime.metrics import Metrics
 from gateway.runtime.tasks import stop_tasks
 from gateway.sdk.messages import UserRef
 from gateway.sdk.outcome import TurnOutcome
+from gateway.sessions.claimer import Claimer
+from gateway.sessions.dead_letters import MAX_ATTEMPTS, DeadLetters, set_aside
+from gateway.sessions.fencing import StaleTurn
 from gateway.sessions.key import SessionKey
 from gateway.sessions.leases import SessionLeases, TurnLease
+from gateway.sessions.slots import Slots
 from gateway.store import keys
 from gateway.store.base import Store, StoreUnavailable
 from gateway.store.inbox import Claimed, InboxEntry, IntakeRequest, IntakeResult
@@ -38,60 +42,9 @@ from gateway.turn.runner import TurnJob, TurnRunner
 log = logging.getLogger(__name__)
 
 QUEUED_NOTICE = "Got it. I will answer this after the current request."
-TURN_FAILED = "Something went wrong on my side while answering; please try again."
 LIMIT_HIT = "Too many messages are waiting right now; please send this again in a few minutes."
-CLAIM_POLL = 1.0  # seconds between claims when nothing woke the claimer (expired leases)
-CLAIM_BATCH = 32  # sessions one claim may take at most
 GC_EVERY = 60.0
 STATS_EVERY = 10.0  # seconds between queue gauges (depth, oldest wait)
-
-
-class Slots:
-    """The global cap on turns running in this process; `take_now` never waits."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.free = size
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    def take_now(self) -> bool:
-        if self.free > 0 and not self._waiters:
-            self.free -= 1
-            return True
-        return False
-
-    async def take(self) -> None:
-        if self.take_now():
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.give()  # handed a slot while being cancelled: pass it on
-            else:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
-            raise
-
-    def take_up_to(self, count: int) -> int:
-        """Take up to `count` more slots without waiting; returns how many were taken."""
-        taken = min(count, self.free) if not self._waiters else 0
-        self.free -= taken
-        return taken
-
-    def give(self, count: int = 1) -> None:
-        for _ in range(count):
-            self._give_one()
-
-    def _give_one(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-        self.free += 1
 
 
 @dataclass
@@ -104,6 +57,21 @@ class _Running:
     turn: asyncio.Task[TurnOutcome] | None = None
     answering: bool = False  # the current turn's reply is being delivered; it is ending
     worker: asyncio.Task[None] | None = None
+
+
+@dataclass
+class IntakeTicket:
+    """One message on its way in (SessionQueue.intake): what the store said, and whether the
+    message ended up queued for a turn (the caller sets it)."""
+
+    owner: str | None  # the lease owner a slot was reserved for; None: no room here now
+    result: IntakeResult | None = None
+    queued: bool = False
+
+    @property
+    def stored(self) -> IntakeResult:
+        assert self.result is not None, "read inside `async with queue.intake(...)`"
+        return self.result
 
 
 @dataclass(frozen=True)
@@ -144,14 +112,10 @@ class SessionQueue:
         self._instance = instance_id
         self._turn_timeout = turn_timeout
         self._slots = Slots(settings.max_concurrent_turns)
+        self.dead_letters = DeadLetters(store)
         self._running: dict[SessionKey, _Running] = {}
         self._waiters: dict[str, _Waiter] = {}  # entry id -> its submitter, in this process
-        self._wake = asyncio.Event()
-        # Bumped whenever a message may wait in the store with no lease (stored while no slot
-        # was free, a lease handed back): a turn that ends wakes the claimer only then, and a
-        # claim that found nothing clears the flag only if nothing was bumped meanwhile.
-        self._backlog = 1
-        self._claimed_at = 0  # the `_backlog` value the last empty claim saw
+        self._claimer = Claimer(store, leases, self._slots, self._claimed)
         self._started: set[str] = set()  # reserved owners whose turn `enqueue` started
         self._rate_limit = rate_limit
         self._tasks: list[asyncio.Task[None]] = []
@@ -161,7 +125,7 @@ class SessionQueue:
         await self._leases.start()
         self._tasks = [
             asyncio.create_task(self._listen_control(), name="session control"),
-            asyncio.create_task(self._claim_loop(), name="session claimer"),
+            asyncio.create_task(self._claimer.run(), name="session claimer"),
             asyncio.create_task(self._housekeeping(), name="session housekeeping"),
         ]
 
@@ -180,11 +144,34 @@ class SessionQueue:
 
     # -- what admission and commands ask ---------------------------------------------------
 
-    def reserve(self, key: SessionKey) -> str | None:
+    @contextlib.asynccontextmanager
+    async def intake(
+        self, admission: Admission, *, seen: str | None, rate_key: str | None = None
+    ) -> AsyncIterator[IntakeTicket]:
+        """Store the message in its session's inbox (gateway/store/inbox.py), taking the
+        session's lease with it when its turn could start here at once (idle here, a slot
+        free, the loop keeping up); the caller passes the ticket down to `enqueue` and says
+        whether the message ended up queued. Leaving gives back whatever was not used: the
+        slot and the lease of a turn `enqueue` did not start, the waiter of a message not
+        queued after all.
+
+        Whoever submitted the message can wait for its turn from the store step on: a turn
+        may start in another task before this yields."""
+        owner = self._reserve(admission.session)
+        ticket = IntakeTicket(owner)
+        try:
+            ticket.result = await self.store(admission, seen=seen, rate_key=rate_key, owner=owner)
+            yield ticket
+        finally:
+            claimed = ticket.result.claimed if ticket.result is not None else None
+            await self._settle(admission.turn_id, owner, claimed, queued=ticket.queued)
+
+    def _reserve(self, key: SessionKey) -> str | None:
         """A lease owner token with a slot reserved for it, when a turn for this session could
-        start here right away (idle here, a slot free); pass it to intake, then `unreserve`
-        it unless `enqueue` started the turn."""
-        if self._stopping or key in self._running or not self._slots.take_now():
+        start here right away."""
+        if self._stopping or key in self._running or self._leases.loop_lag.lagging:
+            return None  # while the loop lags, intake stores and claimers start turns later
+        if not self._slots.take_now():
             return None
         return self._leases.new_owner()
 
@@ -196,10 +183,8 @@ class SessionQueue:
         rate_key: str | None = None,
         owner: str | None = None,
     ) -> IntakeResult:
-        """Store the message in its session's inbox (gateway/store/inbox.py).
-
-        Whoever submitted it can wait for its turn from now on: a turn may start in another
-        task before this returns."""
+        """Store the message in its session's inbox; with `owner` (a slot reserved for it),
+        take the session's lease too when it is free."""
         inbound = admission.inbound
         if admission.turn_id not in self._waiters:
             future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
@@ -218,12 +203,9 @@ class SessionQueue:
         )
         return await self._store.intake(request)
 
-    async def settle(
+    async def _settle(
         self, turn_id: str, owner: str | None, claimed: Claimed | None, *, queued: bool
     ) -> None:
-        """After admission: forget a message that was not queued after all, give back a slot
-        reserved for a turn that did not start here, and hand back a lease intake took for
-        a turn nobody started."""
         if not queued:
             self._waiters.pop(turn_id, None)
         if owner is None:
@@ -234,7 +216,7 @@ class SessionQueue:
         self._slots.give()
         if claimed is not None:
             await self._leases.let_go(self._leases.turn(claimed))
-            self._more_waiting()
+            self._claimer.more_waiting()
 
     def is_running(self, key: SessionKey) -> bool:
         running = self._running.get(key)
@@ -295,7 +277,7 @@ class SessionQueue:
                 if result.notice and self._settings.queue_notice and not ending:
                     await self._notifier.say(admission.inbound, QUEUED_NOTICE)
         else:
-            self._more_waiting()  # no room here right now: a claimer takes it when a slot frees
+            self._claimer.more_waiting()  # no room here now: claimed when a slot frees
         self._metrics.inc("messages_queued_total")
         return Submission(Status.QUEUED, future, key)
 
@@ -343,20 +325,28 @@ class SessionQueue:
 
     async def _work(self, running: _Running, claimed: Claimed) -> None:
         lease: TurnLease | None = None
-        last: tuple[str, TurnOutcome]
+        last: tuple[str, TurnOutcome] | None
         try:
             while True:
                 lease = running.lease = self._leases.turn(claimed)
                 if claimed.attempt > 1:
                     self._metrics.inc("turns_rerun_total")
                     log.warning(
-                        "turn run again after its process stopped session=%s entry=%s attempt=%d",
+                        "turn run again after its process stopped or its run failed "
+                        "session=%s entry=%s attempt=%d",
                         claimed.session,
                         claimed.entry.id,
                         claimed.attempt,
                     )
                 outcome = await self._run_turn(running, lease)
                 result = lease.result
+                if outcome is None:
+                    # The message stays for another run: a retry after a failed attempt, or
+                    # the run that took the session over (which answers whoever waits).
+                    last = None
+                    if not lease.stale:
+                        self._claimer.more_waiting()
+                    break
                 if result is None or result.next is None or self._stopping:
                     last = (claimed.entry.id, outcome)
                     break
@@ -369,19 +359,22 @@ class SessionQueue:
             if self._running.get(running.key) is running:
                 del self._running[running.key]
             self._slots.give()
-            if self._backlog != self._claimed_at:  # else a claim now would find nothing
-                self._wake.set()
+            self._claimer.slot_freed()
         # Only now, with the session idle here and its slot free: whoever waited may send the
         # next message at once, and it starts straight from intake.
-        self._answer(*last)
+        if last is not None:
+            self._answer(*last)
 
     def _answer(self, entry_id: str, outcome: TurnOutcome) -> None:
         waiter = self._waiters.pop(entry_id, None)
         if waiter is not None:
             _resolve(waiter.future, outcome)
 
-    async def _run_turn(self, running: _Running, lease: TurnLease) -> TurnOutcome:
+    async def _run_turn(self, running: _Running, lease: TurnLease) -> TurnOutcome | None:
+        """Run one turn; None when its message stays for another run (this one failed and
+        may be tried again, or another run took the session over)."""
         job = TurnJob.from_claimed(lease.claimed)
+        lease.start()
         running.job, running.answering = job, False
         context_lines = await self._context.take(job.inbound)
 
@@ -398,65 +391,29 @@ class SessionQueue:
             if current is not None and current.cancelling():
                 raise  # the worker itself is being stopped (shutdown), not just the turn
             return TurnOutcome(cancelled=True)
-        except Exception:
-            log.exception("turn failed session=%s", running.key)
-            await self._notifier.say(job.inbound, TURN_FAILED)
-            return TurnOutcome(error=TURN_FAILED)
+        except StaleTurn:
+            return None  # counted and logged where it stopped (gateway/sessions/leases.py)
+        except Exception as exc:
+            log.exception("turn failed session=%s attempt=%d", running.key, job.attempt)
+            self._metrics.inc("turns_failed_total")
+            if job.attempt < MAX_ATTEMPTS:
+                return None  # handed back: a claimer runs it again
+            return await set_aside(lease, job, exc, self._notifier, self._metrics)
         finally:
             running.turn = None
 
-    async def _claim_loop(self) -> None:
-        """Take waiting sessions (and those of dead processes) whenever slots are free: as
-        many at once as there are free slots, in one round trip.
-
-        With nothing known to wait it sleeps until woken or the poll (a dead process's
-        lapsed leases, other processes' messages), holding no slot, so new messages for idle
-        sessions start at once; with a backlog it queues for the next free slot first."""
-        while True:
-            if self._backlog == self._claimed_at:
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), CLAIM_POLL)
-            await self._slots.take()
-            extra = self._slots.take_up_to(CLAIM_BATCH - 1)
-            wanted = 1 + extra
-            backlog = self._backlog
-            try:
-                claimed = await self._store.claim(
-                    self._leases.new_owner(), self._leases.ttl, limit=wanted
-                )
-            except StoreUnavailable as exc:
-                self._slots.give(wanted)
-                log.warning("claiming waiting sessions failed error=%s", exc)
-                await asyncio.sleep(CLAIM_POLL)
-                continue
-            except BaseException:
-                self._slots.give(wanted)
-                raise
-            started = 0
-            for found in claimed:
-                if SessionKey.parse(found.session) in self._running:
-                    # Our own session's lease had lapsed: let the worker here carry on.
-                    await self._leases.let_go(self._leases.turn(found))
-                    continue
-                if found.attempt > 1:
-                    self._metrics.inc("sessions_recovered_total")
-                self._start(found)
-                started += 1
-            self._slots.give(wanted - started)
-            if len(claimed) == wanted:
-                # A full claim: more may wait, stored by other processes too (the backlog
-                # counts only what this one stored), so claim again as slots free instead
-                # of at the next poll. A replica that takes no messages itself (not the
-                # Telegram poller, say) would otherwise help a crowd a batch a second.
-                self._backlog += 1
-            if started < wanted:  # nothing more waited when the claim ran
-                self._claimed_at = backlog
-
-    def _more_waiting(self) -> None:
-        """A message may wait in the store with no lease: claim it when a slot is free."""
-        self._backlog += 1
-        self._wake.set()
+    def _claimed(self, found: Claimed) -> None:
+        """Run a session the claimer took (a slot is held for it)."""
+        stuck = self._running.get(SessionKey.parse(found.session))
+        if stuck is not None and stuck.lease is not None:
+            # Our own run's lease lapsed: this loop stalled past lease_stuck_after, or the
+            # store was out of reach for a whole TTL. The claim moved the fence on, so that
+            # run stops at its next effect; this one answers instead.
+            stuck.lease.mark_stale()
+            log.warning("session taken over from a stuck run here session=%s", stuck.key)
+        if found.attempt > 1:
+            self._metrics.inc("sessions_recovered_total")
+        self._start(found)
 
     async def _housekeeping(self) -> None:
         collected = time.monotonic()

@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+from gateway.store.inbox import (
+    Claimed,
+    FinishResult,
+    HeldLease,
+    InboxEntry,
+    IntakeRequest,
+    IntakeResult,
+    ReplyClaim,
+)
 from gateway.store.search import SearchDoc, SearchIndex
 
 
@@ -192,17 +200,32 @@ class Store(ABC):
         lease_ttl: float,
         record: str | None = None,
         index: SearchDoc | None = None,
+        token: int | None = None,
     ) -> FinishResult:
         """End a turn: run `writes` (set / hset only), drop its entry, then hand back the next
         entry under the kept lease (`keep`) or release it. Nothing is written when another
-        process holds the lease now ("lost"). `record` is the history `writes` saved, returned
-        with the next entry. `index` is the turn's search document, stored with the turn (a
-        /forget waiting for the turn to end finds it)."""
+        process holds the lease now, or, with `token`, when the session's fence moved past it
+        ("lost"). `record` is the history `writes` saved, returned with the next entry.
+        `index` is the turn's search document, stored with the turn (a /forget waiting for
+        the turn to end finds it)."""
 
     @abstractmethod
-    async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
-        """Renew session leases held as (session, owner) pairs, in one round trip; False for
-        each one this process no longer holds."""
+    async def renew_sessions(self, held: list[HeldLease], ttl: float) -> list[bool]:
+        """Renew session leases in one round trip; False for each one whose fence moved on
+        (taken over). A lease that lapsed but nobody took is taken back."""
+
+    @abstractmethod
+    async def claim_reply(
+        self, session: str, token: int, entry_id: str, value: str, ttl: float
+    ) -> ReplyClaim:
+        """Claim the reply slot of a stored message (`keys.reply(entry_id)`, set to `value`)
+        when the session's fence still equals `token`, atomically: of two runs of one message,
+        at most one ever gets "claimed"."""
+
+    @abstractmethod
+    async def fenced_write(self, session: str, token: int, writes: Batch) -> bool:
+        """Run `writes` (set with an optional ttl, hset) only when the session's fence still
+        equals `token`, atomically; False (nothing written) when it moved on."""
 
     @abstractmethod
     async def inbox_stats(self) -> tuple[int, float]:
@@ -241,6 +264,13 @@ class Store(ABC):
 
     @abstractmethod
     async def close(self) -> None: ...
+
+    def lease_renewal_twin(self) -> Callable[[], Store] | None:
+        """What the lease renewal thread opens on its own event loop to renew this store's
+        session leases (a store on its own connection, closed by that thread; or this store
+        itself when its `renew_sessions` is safe from another thread). None: renew on the
+        main loop."""
+        return None
 
     def abandon(self) -> None:  # noqa: B027 - optional: only stores holding a lock need it
         """Let go of what the store holds without waiting (the gateway failed to start and

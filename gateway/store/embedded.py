@@ -9,14 +9,22 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from gateway.store import embedded_inbox, keys
 from gateway.store import embedded_sql as sql
 from gateway.store.base import Batch, Store, StoreLocked, StoreUnavailable
-from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+from gateway.store.inbox import (
+    Claimed,
+    FinishResult,
+    HeldLease,
+    InboxEntry,
+    IntakeRequest,
+    IntakeResult,
+    ReplyClaim,
+)
 from gateway.store.search import SearchDoc
 from gateway.store.search_embedded import SCHEMA as SEARCH_SCHEMA
 from gateway.store.search_embedded import EmbeddedSearch
@@ -376,6 +384,7 @@ class EmbeddedStore(Store):
         lease_ttl: float,
         record: str | None = None,
         index: SearchDoc | None = None,
+        token: int | None = None,
     ) -> FinishResult:
         return await embedded_inbox.finish(
             self,
@@ -387,10 +396,19 @@ class EmbeddedStore(Store):
             lease_ttl=lease_ttl,
             record=record,
             index=index,
+            token=token,
         )
 
-    async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
+    async def renew_sessions(self, held: list[HeldLease], ttl: float) -> list[bool]:
         return await embedded_inbox.renew(self, held, ttl)
+
+    async def claim_reply(
+        self, session: str, token: int, entry_id: str, value: str, ttl: float
+    ) -> ReplyClaim:
+        return await embedded_inbox.claim_reply(self, session, token, entry_id, value, ttl)
+
+    async def fenced_write(self, session: str, token: int, writes: Batch) -> bool:
+        return await embedded_inbox.fenced_write(self, session, token, writes)
 
     async def inbox_stats(self) -> tuple[int, float]:
         return await embedded_inbox.stats(self)
@@ -458,6 +476,10 @@ class EmbeddedStore(Store):
                 _offer(queue, None)
         self._db.close()
         self._unlock()
+
+    def lease_renewal_twin(self) -> Callable[[], Store] | None:
+        # Leases live in memory here, under their own lock: the thread renews them directly.
+        return lambda: self
 
     @property
     def shared(self) -> bool:

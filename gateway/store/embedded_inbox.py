@@ -3,20 +3,30 @@
 
 The embedded store serves one process (it holds a lock on its directory), so only what must
 survive that process lives in SQLite: the pending messages, the dedupe keys, the history and
-the reply records. Who runs which session (leases), which sessions wait, attempt counts and
-the pending total are runtime state kept in memory: after a restart no lease is held and
-every session with pending messages waits, which is exactly right for a process that died.
+the reply records. Who runs which session (leases and their fences), which sessions wait,
+attempt counts and the pending total are runtime state kept in memory: after a restart no
+lease is held and every session with pending messages waits, which is exactly right for a
+process that died (and none of its runs is left to fence off).
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from gateway.store import keys
 from gateway.store.base import Batch
-from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+from gateway.store.inbox import (
+    Claimed,
+    FinishResult,
+    HeldLease,
+    InboxEntry,
+    IntakeRequest,
+    IntakeResult,
+    ReplyClaim,
+)
 from gateway.store.search import SearchDoc
 
 if TYPE_CHECKING:
@@ -32,18 +42,34 @@ class InboxState:
     ready: dict[str, float] = field(default_factory=dict)  # session -> when a worker may take it
     leases: dict[str, tuple[str, float]] = field(default_factory=dict)  # session -> owner, until
     started: dict[str, int] = field(default_factory=dict)  # entry id -> attempts
+    fences: dict[str, int] = field(default_factory=dict)  # session -> its fencing token
     total: int = 0
+    # The lease renewal thread renews leases while the loop runs: what both touch (leases,
+    # fences) changes under this lock.
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     def holder(self, session: str, now: float) -> str | None:
-        lease = self.leases.get(session)
-        if lease is None or lease[1] <= now:
-            self.leases.pop(session, None)
-            return None
-        return lease[0]
+        with self.lock:
+            lease = self.leases.get(session)
+            if lease is None or lease[1] <= now:
+                self.leases.pop(session, None)
+                return None
+            return lease[0]
 
     def take(self, session: str, owner: str, ttl: float, now: float) -> None:
-        self.leases[session] = (owner, now + ttl)
-        self.ready[session] = now + ttl
+        with self.lock:
+            self.leases[session] = (owner, now + ttl)
+            self.ready[session] = now + ttl
+
+    def grant(self, session: str, owner: str, ttl: float, now: float) -> int:
+        """Take the lease for a new run: its fence moves on; returns the run's token."""
+        with self.lock:
+            self.take(session, owner, ttl, now)
+            self.fences[session] = self.fences.get(session, 0) + 1
+            return self.fences[session]
+
+    def fenced(self, session: str, token: int) -> bool:
+        return self.fences.get(session, 0) == token
 
     def attempt(self, entry_id: str) -> int:
         self.started[entry_id] = self.started.get(entry_id, 0) + 1
@@ -95,7 +121,8 @@ async def intake(store: EmbeddedStore, request: IntakeRequest) -> IntakeResult:
         state.ready.setdefault(session, now)
         return IntakeResult("stored", rate_count=count, queued=queued + 1)
     assert request.lease_owner is not None
-    state.take(session, request.lease_owner, request.lease_ttl, now)
+    token = state.grant(session, request.lease_owner, request.lease_ttl, now)
+    claimed = replace(claimed, token=token)
     return IntakeResult("stored", rate_count=count, queued=queued + 1, claimed=claimed)
 
 
@@ -115,8 +142,7 @@ async def claim(
         if found is None:
             del state.ready[session]
             continue
-        state.take(session, owner, lease_ttl, now)
-        taken.append(found)
+        taken.append(replace(found, token=state.grant(session, owner, lease_ttl, now)))
     return taken
 
 
@@ -131,10 +157,13 @@ async def finish(
     lease_ttl: float,
     record: str | None,
     index: SearchDoc | None,
+    token: int | None = None,
 ) -> FinishResult:
     state, now = store.inbox, time.time()
     holder = state.holder(session, now)
     if holder is not None and holder != owner:
+        return FinishResult("lost")
+    if token is not None and not state.fenced(session, token):
         return FinishResult("lost")
     for op, _, _ in writes.ops:
         if op not in ("set", "hset"):
@@ -160,24 +189,51 @@ async def finish(
         state.leases.pop(session, None)
         state.ready[session] = now
         return FinishResult("released")
-    state.take(session, owner, lease_ttl, now)
+    next_token = state.grant(session, owner, lease_ttl, now)
     entry = InboxEntry.decode(head)
     reply = await store.get(keys.reply(entry.id))
+    attempt = state.attempt(entry.id)
     return FinishResult(
-        "next",
-        Claimed(session, entry, record, owner, attempt=state.attempt(entry.id), reply=reply),
+        "next", Claimed(session, entry, record, owner, attempt, reply, token=next_token)
     )
 
 
-async def renew(store: EmbeddedStore, held: list[tuple[str, str]], ttl: float) -> list[bool]:
+async def renew(store: EmbeddedStore, held: list[HeldLease], ttl: float) -> list[bool]:
     state, now = store.inbox, time.time()
     renewed = []
-    for session, owner in held:
-        ok = state.holder(session, now) == owner
-        if ok:
-            state.take(session, owner, ttl, now)
+    for lease in held:
+        with state.lock:
+            holder = state.holder(lease.session, now)
+            ok = holder == lease.owner
+            if lease.token:  # a lapsed lease nobody took (its fence unmoved) is taken back
+                ok = state.fenced(lease.session, lease.token) and holder in (lease.owner, None)
+            if ok:
+                state.take(lease.session, lease.owner, ttl, now)
         renewed.append(ok)
     return renewed
+
+
+async def claim_reply(
+    store: EmbeddedStore, session: str, token: int, entry_id: str, value: str, ttl: float
+) -> ReplyClaim:
+    if not store.inbox.fenced(session, token):
+        return ReplyClaim("stale")
+    # No await between the check and the write suspends: nothing else on the loop runs.
+    existing = await store.get(keys.reply(entry_id))
+    if existing is not None:
+        return ReplyClaim("taken", existing)
+    await store.set(keys.reply(entry_id), value, ttl=ttl)
+    return ReplyClaim("claimed")
+
+
+async def fenced_write(store: EmbeddedStore, session: str, token: int, writes: Batch) -> bool:
+    for op, _, options in writes.ops:
+        if op not in ("set", "hset") or options.get("only_if_absent"):
+            raise ValueError(f"fenced writes take set and hset only, not {op!r}")
+    if not store.inbox.fenced(session, token):
+        return False
+    await store.run(writes)
+    return True
 
 
 async def remove_pending(store: EmbeddedStore, session: str, entry_id: str) -> bool:

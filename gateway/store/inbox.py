@@ -13,6 +13,12 @@ each one atomic and one round trip:
   either keep the lease and return the next message, or release the lease.
 - `drop_pending`: `/stop` drops what waits.
 
+Every take of a lease (intake, claim, finish handing on the next entry) bumps the session's
+fence: a number that only grows. A turn carries the fence it was taken with (`Claimed.token`)
+and each of its effects checks it in the same atomic step (`finish`, `claim_reply`,
+`fenced_write`): a run whose lease lapsed and was taken over finds its token stale and writes
+nothing, so two runs of one message can never both reply or both save.
+
 A message leaves the pending list only when its turn finishes, so a process that dies
 mid-turn loses nothing: the lease expires and another process claims the message again.
 """
@@ -61,7 +67,8 @@ class Claimed:
     record: str | None  # the session's stored history (None: a new session)
     owner: str
     attempt: int = 1  # above 1: it was started before, by a process that died
-    reply: str | None = None  # set when that earlier run already sent its reply
+    reply: str | None = None  # set when that earlier run already claimed the reply slot
+    token: int = 0  # the session's fence when this lease was taken (0: taken before fences)
 
 
 IntakeStatus = Literal["stored", "duplicate", "rate_limited", "queue_full", "overloaded"]
@@ -81,3 +88,21 @@ class IntakeResult:
 class FinishResult:
     status: Literal["released", "next", "lost"]
     next: Claimed | None = None  # status "next": the lease is kept for this turn
+
+
+@dataclass(frozen=True)
+class HeldLease:
+    """A session lease this process renews: its owner and the fence it was taken with."""
+
+    session: str
+    owner: str
+    token: int
+
+
+@dataclass(frozen=True)
+class ReplyClaim:
+    """The answer to `claim_reply`: "claimed" (send now), "taken" (a run claimed the slot
+    before: `existing` is its record, send nothing) or "stale" (the lease was taken over)."""
+
+    status: Literal["claimed", "taken", "stale"]
+    existing: str | None = None

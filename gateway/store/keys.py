@@ -173,6 +173,9 @@ REPLICAS = "replicas"
 SESSION_PREFIX = "session:"
 SESSION_LEASE_PREFIX = "lease:session:"
 REPLY_PREFIX = "reply:"
+FENCE_PREFIX = "fence:session:"
+DEAD_LETTERS = "deadletters"
+DISCORD_RECEIVED = "discord:received"  # gateway messages received, not yet through intake
 
 
 def pending(key: SessionKey | str) -> str:
@@ -181,6 +184,11 @@ def pending(key: SessionKey | str) -> str:
 
 def reply(turn_id: str) -> str:
     return f"{REPLY_PREFIX}{turn_id}"
+
+
+def fence(key: SessionKey | str) -> str:
+    """The session's fencing token: bumped at every take of its lease."""
+    return f"{FENCE_PREFIX}{key}"
 
 
 def noticed(lease_owner: str) -> str:

@@ -24,7 +24,16 @@ from redis.backoff import ExponentialWithJitterBackoff
 
 from gateway.runtime.backoff import Backoff
 from gateway.store.base import Batch, Store
-from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+from gateway.store.inbox import (
+    Claimed,
+    FinishResult,
+    HeldLease,
+    InboxEntry,
+    IntakeRequest,
+    IntakeResult,
+    ReplyClaim,
+)
+from gateway.store.keys import fence as fence_key
 from gateway.store.redis_base import (
     NETWORK_ERRORS,
     REDIS_PY_ERRORS,
@@ -201,6 +210,7 @@ class RedisStore(Store):
             password=urlsplit(url).password,
             owned=True,
         )
+        self._twin_of = (url, key_prefix, socket_timeout)
 
     @classmethod
     def over(
@@ -457,19 +467,30 @@ class RedisStore(Store):
         lease_ttl: float,
         record: str | None = None,
         index: SearchDoc | None = None,
+        token: int | None = None,
     ) -> FinishResult:
         finish = self._inbox.finish_call(
-            session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl
+            session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl, token=token
         )
         with self._guard:
             if index is None:
                 raw = await finish.run(self._r)
             else:  # one round trip, the index first: a /forget that sees the end finds it
-                _, raw = await run_in_order(self._r, [self._search.add_call(index), finish])
+                fence = None if token is None else (self.keys.data(fence_key(session)), token)
+                add = self._search.add_call(index, fence=fence)
+                _, raw = await run_in_order(self._r, [add, finish])
         return finish_result(list(raw), session, owner, record)
 
-    async def renew_sessions(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
+    async def renew_sessions(self, held: list[HeldLease], ttl: float) -> list[bool]:
         return await self._inbox.renew(held, ttl)
+
+    async def claim_reply(
+        self, session: str, token: int, entry_id: str, value: str, ttl: float
+    ) -> ReplyClaim:
+        return await self._inbox.claim_reply(session, token, entry_id, value, ttl)
+
+    async def fenced_write(self, session: str, token: int, writes: Batch) -> bool:
+        return await self._inbox.fenced_write(session, token, writes)
 
     async def inbox_stats(self) -> tuple[int, float]:
         return await self._inbox.stats()
@@ -547,6 +568,17 @@ class RedisStore(Store):
     @property
     def shared(self) -> bool:
         return True
+
+    def lease_renewal_twin(self) -> Callable[[], Store] | None:
+        twin_of: tuple[str, str, float] | None = getattr(self, "_twin_of", None)
+        if twin_of is None:  # a client the caller owns (from_client): renew on its loop
+            return None
+        url, prefix, timeout = twin_of
+        # One connection of its own, so a renewal never queues behind the main loop's
+        # commands; one retry: a renewal that fails is simply made again a third of a TTL on.
+        return lambda: RedisStore(
+            url, key_prefix=prefix, max_connections=1, retries=1, socket_timeout=timeout
+        )
 
 
 async def _close_pubsub(pubsub: PubSub, channel: str | None) -> None:

@@ -6,7 +6,9 @@ expiry while someone does (renewals move it on). A claim takes the oldest availa
 so a dead holder's session comes back as soon as its lease expires. Scripts read the
 clock with TIME, so replicas agree on it. They compute per-session key names from
 prefixes the caller passes, so they assume one Redis server, not a cluster. Pending
-entries are `{entry_id}\\n{json}`: scripts compare ids without decoding JSON.
+entries are `{entry_id}\\n{json}`: scripts compare ids without decoding JSON. Each take of a
+lease bumps the session's fence key (INCR); every effect of a turn compares it with the
+token the turn was taken with, in the same script.
 """
 
 from __future__ import annotations
@@ -16,19 +18,29 @@ from typing import Any
 
 from gateway.store import keys
 from gateway.store.base import Batch
-from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, IntakeResult
+from gateway.store.inbox import (
+    Claimed,
+    FinishResult,
+    HeldLease,
+    InboxEntry,
+    IntakeRequest,
+    IntakeResult,
+    ReplyClaim,
+)
 from gateway.store.redis_base import RedisKeys, ScriptCall, Unavailable, millis
 from gateway.store.redis_wire import Script, Wire
+
+FENCE_TTL = 7 * 86400.0  # far beyond any turn: a fence must not lapse under a running one
 
 NOW = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 
-# KEYS: 1 seen, 2 pending, 3 ready, 4 lease, 5 record, 6 rate, 7 total, 8 started
+# KEYS: 1 seen, 2 pending, 3 ready, 4 lease, 5 record, 6 rate, 7 total, 8 started, 9 fence
 # ARGV: 1 use seen, 2 seen ttl ms, 3 entry, 4 member, 5 (unused), 6 max queued, 7 max total,
 #       8 rate limit (0: none), 9 rate ttl ms, 10 owner ('' = do not take the lease),
-#       11 lease ttl ms, 12 noticed prefix, 13 reply prefix
+#       11 lease ttl ms, 12 noticed prefix, 13 reply prefix, 14 fence ttl ms
 INTAKE = Script(
     NOW
     + """
@@ -60,19 +72,21 @@ end
 if ARGV[10] == '' then return {'stored', tostring(count), tostring(queued + 1), '', '0'} end
 redis.call('SET', KEYS[4], ARGV[10], 'PX', ARGV[11])
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[11]), ARGV[4])
+local token = redis.call('INCR', KEYS[9])
+redis.call('PEXPIRE', KEYS[9], ARGV[14])
 local head = redis.call('LINDEX', KEYS[2], 0)
 local hid = string.match(head, '^[^\\n]*')
 local attempt = redis.call('HINCRBY', KEYS[8], hid, 1)
 local record = redis.call('GET', KEYS[5])
 local reply = redis.call('GET', ARGV[13] .. hid)
 return {'taken', tostring(count), tostring(queued + 1), '', '0', head, tostring(attempt),
-        record and '1' or '0', record or '', reply and '1' or '0', reply or ''}
+        record and '1' or '0', record or '', reply and '1' or '0', reply or '', tostring(token)}
 """
 )
 
 # KEYS: 1 ready, 2 started. ARGV: 1 owner, 2 lease ttl ms, 3 pending prefix, 4 lease prefix,
-# 5 record prefix, 6 reply prefix, 7 how many ready sessions to look at, 8 how many to take.
-# Returns 7 fields per session taken.
+# 5 record prefix, 6 reply prefix, 7 how many ready sessions to look at, 8 how many to take,
+# 9 fence prefix, 10 fence ttl ms. Returns 8 fields per session taken.
 CLAIM = Script(
     NOW
     + """
@@ -80,7 +94,7 @@ local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, to
 local taken = {}
 local want = tonumber(ARGV[8])
 for _, m in ipairs(members) do
-  if #taken >= want * 7 then break end
+  if #taken >= want * 8 then break end
   local lease = ARGV[4] .. m
   if redis.call('EXISTS', lease) == 1 then
     redis.call('ZADD', KEYS[1], 'XX', now + redis.call('PTTL', lease), m)
@@ -91,12 +105,14 @@ for _, m in ipairs(members) do
     else
       redis.call('SET', lease, ARGV[1], 'PX', ARGV[2])
       redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), m)
+      local token = redis.call('INCR', ARGV[9] .. m)
+      redis.call('PEXPIRE', ARGV[9] .. m, ARGV[10])
       local hid = string.match(head, '^[^\\n]*')
       local attempt = redis.call('HINCRBY', KEYS[2], hid, 1)
       local record = redis.call('GET', ARGV[5] .. m)
       local reply = redis.call('GET', ARGV[6] .. hid)
       for _, field in ipairs({m, head, tostring(attempt), record and '1' or '0', record or '',
-                              reply and '1' or '0', reply or ''}) do
+                              reply and '1' or '0', reply or '', tostring(token)}) do
         table.insert(taken, field)
       end
     end
@@ -106,16 +122,18 @@ return taken
 """
 )
 
-# KEYS: 1 lease, 2 pending, 3 ready, 4 total, 5 started, 6.. the written keys
+# KEYS: 1 lease, 2 pending, 3 ready, 4 total, 5 started, 6 fence, 7.. the written keys
 # ARGV: 1 owner, 2 entry id, 3 member, 4 keep the lease for the next entry, 5 lease ttl ms,
-#       6 reply prefix, 7 number of writes, 8.. writes: 'set' value | 'hset' field value
+#       6 reply prefix, 7 number of writes, 8 token ('' = check the holder only),
+#       9 fence ttl ms, 10.. writes: 'set' value | 'hset' field value
 FINISH = Script(
     NOW
     + """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return {'lost'} end
-local i = 8
-local k = 6
+if ARGV[8] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[8] then return {'lost'} end
+local i = 10
+local k = 7
 for w = 1, tonumber(ARGV[7]) do
   if ARGV[i] == 'set' then
     redis.call('SET', KEYS[k], ARGV[i + 1])
@@ -141,10 +159,12 @@ end
 if ARGV[4] == '1' then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[5])
   redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3])
+  local token = redis.call('INCR', KEYS[6])
+  redis.call('PEXPIRE', KEYS[6], ARGV[9])
   local nid = string.match(nxt, '^[^\\n]*')
   local attempt = redis.call('HINCRBY', KEYS[5], nid, 1)
   local reply = redis.call('GET', ARGV[6] .. nid)
-  return {'next', nxt, tostring(attempt), reply and '1' or '0', reply or ''}
+  return {'next', nxt, tostring(attempt), reply and '1' or '0', reply or '', tostring(token)}
 end
 redis.call('DEL', KEYS[1])
 redis.call('ZADD', KEYS[3], now, ARGV[3])
@@ -152,25 +172,59 @@ return {'released'}
 """
 )
 
-# KEYS: 1 ready, 2.. leases. ARGV: 1 ttl ms, then owner and member per lease
+# KEYS: 1 ready, then lease and fence per lease. ARGV: 1 ttl ms, then owner, member and
+# token per lease. A lapsed lease nobody took (its fence unmoved) is set again.
 RENEW = Script(
     NOW
     + """
 local renewed = {}
-for i = 2, #KEYS do
-  local owner = ARGV[2 * (i - 1)]
-  local member = ARGV[2 * (i - 1) + 1]
-  if redis.call('GET', KEYS[i]) == owner then
-    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+for n = 1, (#KEYS - 1) / 2 do
+  local lease, fence = KEYS[2 * n], KEYS[2 * n + 1]
+  local owner, member, token = ARGV[3 * n - 1], ARGV[3 * n], ARGV[3 * n + 1]
+  local holder = redis.call('GET', lease)
+  local ours = holder == owner
+  if token ~= '0' then ours = redis.call('GET', fence) == token and (ours or not holder) end
+  if ours then
+    redis.call('SET', lease, owner, 'PX', ARGV[1])
     redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), member)
-    renewed[i - 1] = 1
+    renewed[n] = 1
   else
-    renewed[i - 1] = 0
+    renewed[n] = 0
   end
 end
 return renewed
 """
 )
+
+# KEYS: 1 fence, 2 reply. ARGV: 1 token, 2 value, 3 ttl ms
+CLAIM_REPLY = Script("""
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'stale'} end
+local existing = redis.call('GET', KEYS[2])
+if existing then return {'taken', existing} end
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+return {'claimed'}
+""")
+
+# KEYS: 1 fence, 2.. the written keys. ARGV: 1 token, 2 number of writes,
+# 3.. writes: 'set' value ttl-ms ('0': none) | 'hset' field value
+FENCED_WRITE = Script("""
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local i = 3
+for k = 2, tonumber(ARGV[2]) + 1 do
+  if ARGV[i] == 'set' then
+    if ARGV[i + 2] == '0' then
+      redis.call('SET', KEYS[k], ARGV[i + 1])
+    else
+      redis.call('SET', KEYS[k], ARGV[i + 1], 'PX', ARGV[i + 2])
+    end
+    i = i + 3
+  else
+    redis.call('HSET', KEYS[k], ARGV[i + 1], ARGV[i + 2])
+    i = i + 3
+  end
+end
+return 1
+""")
 
 # KEYS: 1 pending, 2 ready, 3 total, 4 started. ARGV: 1 member
 DROP = Script("""
@@ -219,6 +273,7 @@ def intake_result(raw: list[Any], request: IntakeRequest) -> IntakeResult:
         owner=request.lease_owner,
         attempt=int(raw[6]),
         reply=raw[10] if raw[9] == "1" else None,
+        token=int(raw[11]),
     )
     return IntakeResult("stored", rate_count=count, queued=queued, claimed=claimed)
 
@@ -232,12 +287,13 @@ def claimed_from(raw: list[Any], owner: str) -> list[Claimed]:
             owner=owner,
             attempt=int(raw[i + 2]),
             reply=raw[i + 6] if raw[i + 5] == "1" else None,
+            token=int(raw[i + 7]),
         )
-        for i in range(0, len(raw), 7)
+        for i in range(0, len(raw), 8)
     ]
 
 
-SCRIPTS = (INTAKE, CLAIM, FINISH, RENEW, DROP, REMOVE)
+SCRIPTS = (INTAKE, CLAIM, FINISH, RENEW, DROP, REMOVE, CLAIM_REPLY, FENCED_WRITE)
 
 
 def finish_result(raw: list[Any], session: str, owner: str, record: str | None) -> FinishResult:
@@ -252,6 +308,7 @@ def finish_result(raw: list[Any], session: str, owner: str, record: str | None) 
             owner=owner,
             attempt=int(raw[2]),
             reply=raw[4] if raw[3] == "1" else None,
+            token=int(raw[5]),
         ),
     )
 
@@ -276,6 +333,7 @@ class RedisInbox:
             k.data(request.rate_key) if request.rate_key else pending,
             k.data(keys.PENDING_TOTAL),
             k.data(keys.SESSIONS_STARTED),
+            k.data(keys.fence(session)),
         ]
         args: list[str | int] = [
             "1" if request.seen else "0",
@@ -291,6 +349,7 @@ class RedisInbox:
             millis(request.lease_ttl),
             k.data(keys.noticed("")),
             k.data(keys.REPLY_PREFIX),
+            millis(FENCE_TTL),
         ]
         with self._guard:
             raw = await ScriptCall(INTAKE, script_keys, args).run(self._wire)
@@ -309,6 +368,8 @@ class RedisInbox:
             k.data(keys.REPLY_PREFIX),
             max(scan, limit),
             limit,
+            k.data(keys.FENCE_PREFIX),
+            millis(FENCE_TTL),
         ]
         script_keys = [k.data(keys.SESSIONS_READY), k.data(keys.SESSIONS_STARTED)]
         with self._guard:
@@ -324,6 +385,7 @@ class RedisInbox:
         *,
         keep: bool,
         lease_ttl: float,
+        token: int | None = None,
     ) -> ScriptCall:
         """The FINISH script run (its result goes through `finish_result`)."""
         k = self.keys
@@ -333,6 +395,7 @@ class RedisInbox:
             k.data(keys.SESSIONS_READY),
             k.data(keys.PENDING_TOTAL),
             k.data(keys.SESSIONS_STARTED),
+            k.data(keys.fence(session)),
         ]
         args: list[Any] = [
             owner,
@@ -342,6 +405,8 @@ class RedisInbox:
             millis(lease_ttl),
             k.data(keys.REPLY_PREFIX),
             len(writes.ops),
+            "" if token is None else str(token),
+            millis(FENCE_TTL),
         ]
         for op, op_args, _ in writes.ops:
             if op == "set":
@@ -354,18 +419,49 @@ class RedisInbox:
                 raise ValueError(f"finish writes take set and hset only, not {op!r}")
         return ScriptCall(FINISH, script_keys, args)
 
-    async def renew(self, held: list[tuple[str, str]], ttl: float) -> list[bool]:
+    async def renew(self, held: list[HeldLease], ttl: float) -> list[bool]:
         if not held:
             return []
         k = self.keys
         script_keys = [k.data(keys.SESSIONS_READY)]
         args: list[str | int] = [millis(ttl)]
-        for session, owner in held:
-            script_keys.append(k.lease(keys.session_lease(session)))
-            args += [owner, session]
+        for lease in held:
+            script_keys += [
+                k.lease(keys.session_lease(lease.session)),
+                k.data(keys.fence(lease.session)),
+            ]
+            args += [lease.owner, lease.session, str(lease.token)]
         with self._guard:
             raw = await ScriptCall(RENEW, script_keys, args).run(self._wire)
         return [bool(int(flag)) for flag in raw]
+
+    async def claim_reply(
+        self, session: str, token: int, entry_id: str, value: str, ttl: float
+    ) -> ReplyClaim:
+        k = self.keys
+        script_keys = [k.data(keys.fence(session)), k.data(keys.reply(entry_id))]
+        with self._guard:
+            raw = await ScriptCall(CLAIM_REPLY, script_keys, [str(token), value, millis(ttl)]).run(
+                self._wire
+            )
+        return ReplyClaim(raw[0], raw[1] if len(raw) > 1 else None)
+
+    async def fenced_write(self, session: str, token: int, writes: Batch) -> bool:
+        k = self.keys
+        script_keys = [k.data(keys.fence(session))]
+        args: list[Any] = [str(token), len(writes.ops)]
+        for op, op_args, options in writes.ops:
+            script_keys.append(k.data(op_args[0]))
+            if op == "set" and not options.get("only_if_absent"):
+                ttl = options.get("ttl")
+                args += ["set", op_args[1], millis(ttl) if ttl is not None else "0"]
+            elif op == "hset":
+                args += ["hset", op_args[1], op_args[2]]
+            else:
+                raise ValueError(f"fenced writes take set and hset only, not {op!r}")
+        with self._guard:
+            done = await ScriptCall(FENCED_WRITE, script_keys, args).run(self._wire)
+        return bool(int(done))
 
     async def stats(self) -> tuple[int, float]:
         k = self.keys

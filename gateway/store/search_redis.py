@@ -20,10 +20,12 @@ from gateway.store.search import PruneResult, SearchDoc, SearchIndex
 
 _CHUNK = 500
 
-# KEYS: doc, chat set, session set, chats, sessions. ARGV: json, id, ts, chat, session,
-# prefix of the chat's term sets, prefix of the global term sets, then the terms.
-# An earlier document with this id (a turn that ran again) loses its postings first.
+# KEYS: doc, chat set, session set, chats, sessions, and the turn's fence when fenced.
+# ARGV: json, id, ts, chat, session, prefix of the chat's term sets, prefix of the global
+# term sets, the fence token ('' = not fenced), then the terms. An earlier document with this
+# id (a turn that ran again) loses its postings first; a stale turn's document is not added.
 _ADD = Script("""
+if ARGV[8] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[8] then return 0 end
 local old = redis.call('GET', KEYS[1])
 if old then
     local terms = cjson.decode(old)['terms']
@@ -42,7 +44,7 @@ for i, member in ipairs({ARGV[4], ARGV[5]}) do
         redis.call('ZADD', KEYS[3 + i], ARGV[3], member)
     end
 end
-for i = 8, #ARGV do
+for i = 9, #ARGV do
     redis.call('ZADD', ARGV[6] .. ARGV[i], ARGV[3], ARGV[2])
     redis.call('ZADD', ARGV[7] .. ARGV[i], ARGV[3], ARGV[2])
 end
@@ -79,8 +81,9 @@ class RedisSearch(SearchIndex):
         with self._guard:
             await self.add_call(doc).run(self._r)
 
-    def add_call(self, doc: SearchDoc) -> ScriptCall:
-        """The script run that indexes `doc`, for a caller that sends it with others."""
+    def add_call(self, doc: SearchDoc, *, fence: tuple[str, int] | None = None) -> ScriptCall:
+        """The script run that indexes `doc`, for a caller that sends it with others; with
+        `fence` (the fence key as sent, the token) only while the fence equals the token."""
         script_keys = [
             self._k(keys.search_doc(doc.id)),
             self._k(keys.search_chat(doc.chat)),
@@ -96,8 +99,11 @@ class RedisSearch(SearchIndex):
             doc.session,
             self._k(keys.search_term(doc.chat, "")),
             self._k(keys.search_all_term("")),
+            "" if fence is None else str(fence[1]),
             *doc.terms,
         ]
+        if fence is not None:
+            script_keys.append(fence[0])
         return ScriptCall(_ADD, script_keys, args)
 
     async def search(

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from gateway.config import ProviderSettings, Settings
@@ -31,6 +31,7 @@ class ReplyStreams:
         tools: Sequence[ToolSpec[Any]],
         typing: TypingControl,
         llm: ProviderSettings | None = None,
+        gate: Callable[[], Awaitable[bool]] | None = None,
     ) -> ReplyStream | None:
         """The turn's reply stream, or None; `llm` is the turn's model's settings (its
         profile's), when not `[llm]`."""
@@ -64,4 +65,5 @@ class ReplyStreams:
             scrub=self._scrub,
             typing=typing,
             holdback=holdback,
+            gate=gate,
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -67,8 +67,12 @@ class ReplyStream:
         scrub: SecretScrubber,
         typing: TypingControl,
         holdback: CallHoldback | None = None,
+        gate: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self._adapter = adapter
+        # Asked once, before anything is shown: may this run show its reply at all (it holds
+        # the message's reply slot)? No: nothing is shown early.
+        self._gate = gate
         self._support = support
         self._chat = inbound.chat
         self._reply_to = inbound.message_id
@@ -250,6 +254,11 @@ class ReplyStream:
         return max(start, self._not_before)
 
     async def _push(self, force: bool) -> None:
+        if self._gate is not None:
+            gate, self._gate = self._gate, None
+            if not await gate():
+                self._broken = True
+                return
         # Whole messages' worth of text first: each is finished, the rest goes on in a new one.
         while True:
             text, shift = self._current()

@@ -361,6 +361,8 @@ async def run_tool(
         log.exception("approval check failed session=%s tool=%s", ctx.session, name)
         return f"error: {name} was not run: its approval check failed. Tell the user.", "error"
     limit = timeout() if callable(timeout) else timeout
+    if ctx.fence is not None:  # a run whose session was taken over runs nothing more
+        await ctx.fence.check(f"tool {name}")
     output, outcome = await _run_handler(spec, args, ctx, limit)
     return untrusted.received(spec, args, ctx, output, arrivals_before=arrivals_before), outcome
 

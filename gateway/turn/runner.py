@@ -11,7 +11,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from gateway.config import Settings
@@ -29,6 +29,7 @@ from gateway.sdk.messages import ChatRef, Inbound, InboundKind, Outbound, SentRe
 from gateway.sdk.outcome import TurnOutcome
 from gateway.sdk.tooling import NO_STREAM, ShownImages, ToolCatalog, ToolContext
 from gateway.sessions.compaction import Compactor, summary_block
+from gateway.sessions.fencing import StaleTurn
 from gateway.sessions.history import SessionRecord, SessionStore
 from gateway.sessions.key import SessionKey
 from gateway.sessions.leases import TurnLease
@@ -45,6 +46,7 @@ from gateway.turn.prompt import PromptSection, build_system_prompt, render_secti
 log = logging.getLogger(__name__)
 
 INTERRUPTED_NOTE = "[This request was interrupted before an answer was given.]"
+LOST_REPLY_NOTE = "[The answer to this request may have been lost when its process stopped.]"
 EMPTY_ANSWER = "I have no answer to that. Try asking in another way."
 
 __all__ = ["TurnJob", "TurnOutcome", "TurnRunner", "TypingIndicator", "user_content"]
@@ -214,9 +216,45 @@ class TurnRunner:
         history = [*record.messages, user_message]
         if plan is None:
             return await self._already_answered(job, lease, record, history)
+        try:
+            return await self._answer(
+                job,
+                lease,
+                plan,
+                record,
+                history,
+                sections,
+                context_lines,
+                on_answering,
+                span,
+                since=(started, started_at),
+            )
+        except StaleTurn:
+            await asyncio.shield(plan.settle())  # what the stale run used is spent all the same
+            raise
+
+    async def _answer(
+        self,
+        job: TurnJob,
+        lease: TurnLease,
+        plan: TurnPlan,
+        record: SessionRecord,
+        history: list[Message],
+        sections: list[str] | None,
+        context_lines: Sequence[str],
+        on_answering: Callable[[], None] | None,
+        span: SpanRecorder,
+        *,
+        since: tuple[float, float],
+    ) -> TurnOutcome:
+        """The planned turn: run the agent, deliver the reply, save the conversation."""
+        inbound, key = job.inbound, job.key
+        started, started_at = since  # monotonic, wall clock
         typing = TypingIndicator(self._outbox, inbound.chat, self._settings.router.typing_delay)
         toolbox = self._catalog.toolbox(plan.scope, record.tools_loaded)
-        stream = self._streams.open(inbound, toolbox.known(), typing, plan.model_settings)
+        stream = self._streams.open(
+            inbound, toolbox.known(), typing, plan.model_settings, gate=_reply_gate(lease)
+        )
         typing.start()
         outcome = TurnOutcome()
         iterations: int | None = None
@@ -237,7 +275,7 @@ class TurnRunner:
                     await self._system_prompt(record, inbound, sections),
                     prepared.request(history),
                     toolbox,
-                    self._context(job, typing, stream, plan),
+                    self._context(job, lease, typing, stream, plan),
                     catalog=self._catalog,
                     events=stream,
                     llm=plan.route,
@@ -294,7 +332,7 @@ class TurnRunner:
         await self._media.before_reply(inbound, prepared)
         text = outcome.reply or outcome.error or ""
         # A failed turn's line replaces whatever part of an answer was streamed.
-        outcome.sent = await self._deliver(job, text, stream, reply=plan.reply_to_message)
+        outcome.sent = await self._deliver(job, lease, text, stream, reply=plan.reply_to_message)
         if stream is not None and stream.updates:
             self._metrics.inc("stream_updates_total", stream.updates)
         if outcome.sent is not None:
@@ -325,7 +363,7 @@ class TurnRunner:
         if on_answering is not None:
             on_answering()
         outcome = TurnOutcome(error=text)
-        outcome.sent = await self._deliver(job, text, None)
+        outcome.sent = await self._deliver(job, lease, text, None)
         try:
             await lease.commit(Batch(), lease.record)  # drops the message; history unchanged
         except StoreUnavailable as exc:
@@ -336,6 +374,7 @@ class TurnRunner:
     def _context(
         self,
         job: TurnJob,
+        lease: TurnLease,
         typing: TypingIndicator,
         stream: ReplyStream | None,
         plan: TurnPlan,
@@ -352,6 +391,7 @@ class TurnRunner:
             user_text=inbound.text if inbound.kind is InboundKind.USER else "",
             typing=typing,
             stream=stream or NO_STREAM,
+            fence=lease,
             scope=plan.scope,
             llm=plan.route,
             images=(
@@ -362,12 +402,35 @@ class TurnRunner:
         )
 
     async def _deliver(
-        self, job: TurnJob, text: str, stream: ReplyStream | None, *, reply: bool = True
+        self,
+        job: TurnJob,
+        lease: TurnLease,
+        text: str,
+        stream: ReplyStream | None,
+        *,
+        reply: bool = True,
     ) -> SentRef | None:
-        """The one final message of the turn: the streamed message becomes it, or it is sent."""
+        """The one final message of the turn: the streamed message becomes it, or it is sent.
+
+        The message's reply slot is claimed first, with the run's token, so of two runs of
+        one message only one ever sends; a crash between the claim and the send loses the
+        reply (a re-run counts it), which a chat platform's lack of take-backs leaves as the
+        one way to fail."""
         inbound = job.inbound
         reply_to = inbound.message_id if reply else None
         out = Outbound(chat=inbound.chat, text=text, reply_to=reply_to)
+        try:
+            earlier = await lease.claim_reply()
+        except BaseException:
+            if stream is not None:
+                await asyncio.shield(stream.aclose())  # nothing of a stale run stays on show
+            raise
+        if earlier is not None:
+            log.warning("reply slot claimed by another run; not sending session=%s", job.key)
+            if stream is not None:
+                await asyncio.shield(stream.aclose())
+            return None
+        crash_point("after_reply_claimed")
         try:
             if stream is not None:
                 return await stream.finish(text)
@@ -393,7 +456,17 @@ class TurnRunner:
         not sent again; the conversation is saved with it and the turn marked done."""
         assert job.reply is not None
         sent = json.loads(job.reply)
-        text = str(sent.get("text", ""))
+        if "message_id" not in sent:
+            # The earlier run claimed the slot and stopped before it recorded a send: the
+            # reply may never have gone out, and sending now could send it twice.
+            self._metrics.inc("replies_lost_in_crash_total")
+            log.error(
+                "reply claimed by a run that stopped before recording it; it may be lost "
+                "session=%s turn=%s",
+                job.key,
+                job.turn_id,
+            )
+        text = str(sent.get("text", LOST_REPLY_NOTE))
         log.info("reply already sent; not sending again session=%s turn=%s", job.key, job.turn_id)
         history.append({"role": "assistant", "content": text})
         await self._save(job.key, record, history, lease, self._doc(job, time.time(), [], text))
@@ -440,3 +513,16 @@ class TurnRunner:
             await lease.commit(self._sessions.save_ops(key, record, encoded), encoded, doc)
         except StoreUnavailable as exc:
             log.error("history not saved session=%s error=%s", key, exc)
+
+
+def _reply_gate(lease: TurnLease) -> Callable[[], Awaitable[bool]]:
+    """What a reply stream asks before it shows anything: it may when this run holds the
+    message's reply slot (a stale run's final delivery then stops it)."""
+
+    async def may_show() -> bool:
+        try:
+            return await lease.claim_reply() is None
+        except StaleTurn:
+            return False
+
+    return may_show

@@ -75,7 +75,13 @@ async def admin_page(site: Site, token: str = ADMIN_TOKEN) -> Any:
 async def test_every_page_needs_sign_in_and_a_wrong_token_is_refused(site: Site) -> None:
     context = await site.chromium.context()
     page = await context.new_page()
-    for path in ("/admin", "/admin/approvals", "/admin/scheduler/x", "/admin/conversations"):
+    for path in (
+        "/admin",
+        "/admin/approvals",
+        "/admin/scheduler/x",
+        "/admin/conversations",
+        "/admin/dead-letters",
+    ):
         await page.goto(site.url + path)
         assert page.url == f"{site.url}/admin/login", path
         assert await page.locator("input[type=password]").count() == 1
@@ -415,4 +421,28 @@ async def test_one_replicas_console_decides_a_turn_running_on_another(
         assert f"{request_id}: Approved." in await page.inner_text(".flash")
         assert (await asyncio.wait_for(turn.done, 30)).reply == "Cleaned up."
         assert not build.exists()  # it ran on the first replica
+        await page.context.close()
+
+
+async def test_dead_letters_are_listed_read_only(site: Site) -> None:
+    from gateway.sessions.dead_letters import DeadLetter, dead_letter_write
+    from gateway.store.base import Batch
+    from gateway.store.inbox import InboxEntry
+
+    entry = InboxEntry(f"dl{uuid.uuid4().hex[:8]}", json.dumps({"text": "it broke <b>me</b>"}))
+    letter = DeadLetter.of("web:u9", entry, RuntimeError("the index broke"), 3)
+    page = await admin_page(site)
+    await page.goto(f"{site.url}/admin")
+    overview = await page.inner_text("[data-part=queue]")
+    await site.app.store.run(dead_letter_write(letter, Batch()))
+    try:
+        await page.goto(f"{site.url}/admin/dead-letters")
+        row = await page.locator(f"#dead-{letter.id}").inner_text()
+        assert "web:u9" in row and "RuntimeError: the index broke" in row
+        assert "it broke <b>me</b>" in row  # shown as text, not markup
+        assert await page.locator("[data-part=deadletters] form").count() == 0  # read-only
+        await page.goto(f"{site.url}/admin")
+        assert await page.inner_text("[data-part=queue]") != overview  # the count moved
+    finally:
+        await site.app.queue.dead_letters.drop(letter.id)
         await page.context.close()

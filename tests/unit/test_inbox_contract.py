@@ -16,7 +16,7 @@ from gateway.sessions.leases import SessionLeases
 from gateway.store import keys
 from gateway.store.base import Batch, Store
 from gateway.store.embedded import EmbeddedStore
-from gateway.store.inbox import InboxEntry, IntakeRequest
+from gateway.store.inbox import Claimed, HeldLease, InboxEntry, IntakeRequest
 from gateway.store.redis import RedisStore
 from gateway.store.search import SearchDoc, query_terms
 from tests.fakeredis_wire import store_over
@@ -62,6 +62,10 @@ def req(
         lease_owner=owner,
         lease_ttl=lease_ttl,
     )
+
+
+def held(claimed: Claimed) -> HeldLease:
+    return HeldLease(claimed.session, claimed.owner, claimed.token)
 
 
 def history(text: str, session: str = S1) -> Batch:
@@ -173,11 +177,13 @@ async def test_a_busy_session_does_not_hide_the_ones_waiting_behind_it(store: St
 
 
 async def test_renewal_keeps_a_lease_and_a_lapsed_one_is_claimed_again(store: Store) -> None:
-    await store.intake(req(S1, owner="a:1", lease_ttl=0.3))
-    await store.intake(req(S2, owner="b:1", lease_ttl=0.3))
-    assert await store.renew_sessions([(S1, "a:1"), (S2, "someone-else")], 0.3) == [True, False]
+    a = (await store.intake(req(S1, owner="a:1", lease_ttl=0.3))).claimed
+    b = (await store.intake(req(S2, owner="b:1", lease_ttl=0.3))).claimed
+    assert a is not None and b is not None
+    wrong = HeldLease(S2, "b:1", b.token + 1)  # a token that was never handed out
+    assert await store.renew_sessions([held(a), wrong], 0.3) == [True, False]
     await asyncio.sleep(0.2)
-    assert await store.renew_sessions([(S1, "a:1")], 5) == [True]
+    assert await store.renew_sessions([held(a)], 5) == [True]
     await asyncio.sleep(0.25)
     (claimed,) = await store.claim("c:1", 5)
     assert claimed.session == S2 and claimed.attempt == 2
@@ -272,6 +278,7 @@ async def test_a_committed_turn_is_not_counted_as_an_expired_lease(store: Store)
     claimed = (await store.intake(req(owner="a:1"))).claimed
     assert claimed is not None
     lease = leases.turn(claimed)
+    lease.start()
     await lease.commit(history("h1"), None)
     assert lease.result is not None and lease.result.status == "released"
     # A heartbeat between the commit and let_go finds nothing of ours to renew.
@@ -279,3 +286,66 @@ async def test_a_committed_turn_is_not_counted_as_an_expired_lease(store: Store)
     await leases._beat()
     await leases.let_go(lease)
     assert metrics.total("session_leases_expired_total") == 0
+
+
+async def test_a_run_whose_session_was_taken_over_is_fenced_off_every_effect(
+    store: Store,
+) -> None:
+    first = (await store.intake(req(owner="a:1", lease_ttl=0.2))).claimed
+    assert first is not None
+    await asyncio.sleep(0.3)  # the holder is alive but its lease lapsed
+    (second,) = await store.claim("b:1", 5)
+    assert second.token > first.token
+    # The stale run can claim no reply slot, write nothing, and commit nothing.
+    assert (await store.claim_reply(S1, first.token, first.entry.id, "a", 60)).status == "stale"
+    assert not await store.fenced_write(S1, first.token, Batch().set("approval:x", "a", ttl=60))
+    assert await store.get("approval:x") is None
+    # The new run claims the slot once; a second claim finds it taken, with its value.
+    assert (await store.claim_reply(S1, second.token, second.entry.id, "b", 60)).status == (
+        "claimed"
+    )
+    again = await store.claim_reply(S1, second.token, second.entry.id, "c", 60)
+    assert (again.status, again.existing) == ("taken", "b")
+    assert await store.fenced_write(S1, second.token, Batch().hset("approvals:p", "x", "1"))
+    assert await store.hget("approvals:p", "x") == "1"
+    done = await store.finish(
+        S1, second.entry.id, "b:1", history("h-b"), keep=True, lease_ttl=5, token=second.token
+    )
+    assert done.status == "released"
+    # With the lease free again, the stale run's commit still writes nothing: not its history,
+    # not its search document.
+    doc = SearchDoc.build(first.entry.id, S1, S1, 1.0, "stale words")
+    late = await store.finish(
+        S1,
+        first.entry.id,
+        "a:1",
+        history("h-a"),
+        keep=True,
+        lease_ttl=5,
+        index=doc,
+        token=first.token,
+    )
+    assert late.status == "lost"
+    assert await store.get(keys.session(S1)) == "h-b"
+    assert await store.search.search(query_terms("stale"), chat=S1) == []
+
+
+async def test_a_renewal_takes_back_a_lapsed_lease_nobody_took(store: Store) -> None:
+    first = (await store.intake(req(owner="a:1", lease_ttl=0.2))).claimed
+    assert first is not None
+    await asyncio.sleep(0.3)
+    assert await store.renew_sessions([held(first)], 5) == [True]
+    assert await store.claim("b:1", 5) == []  # held again: nobody takes it over
+    assert (await store.claim_reply(S1, first.token, first.entry.id, "a", 60)).status == ("claimed")
+
+
+async def test_each_turn_handed_on_gets_a_token_of_its_own(store: Store) -> None:
+    first = (await store.intake(req(n=1, owner="a:1"))).claimed
+    await store.intake(req(n=2))
+    assert first is not None
+    done = await store.finish(
+        S1, first.entry.id, "a:1", history("h1"), keep=True, lease_ttl=5, token=first.token
+    )
+    assert done.next is not None and done.next.token > first.token
+    assert not await store.fenced_write(S1, first.token, Batch())
+    assert await store.fenced_write(S1, done.next.token, Batch())

@@ -12,8 +12,7 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass
-from typing import Any
-from typing import Literal
+from typing import Any, Literal
 
 from gateway.sdk import (
     Button,

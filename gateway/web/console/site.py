@@ -69,6 +69,7 @@ PAGES = {
     "conversation": Page("Conversation", ("history",), "conversations"),
     "usage": Page("Usage", ("usage",), "usage"),
     "tools": Page("Skills and tools", ("tables",), "tools", live=False),
+    "deadletters": Page("Dead letters", ("deadletters",), "deadletters"),
 }
 NAV = (
     ("overview", "Overview", ROOT),
@@ -77,6 +78,7 @@ NAV = (
     ("conversations", "Conversations", f"{ROOT}/conversations"),
     ("usage", "Usage", f"{ROOT}/usage"),
     ("tools", "Tools", f"{ROOT}/tools"),
+    ("deadletters", "Dead letters", f"{ROOT}/dead-letters"),
 )
 
 
@@ -133,6 +135,7 @@ class AdminConsole:
         add("POST", f"{ROOT}/links", self._link)
         add("GET", f"{ROOT}/usage", self._simple("usage"))
         add("GET", f"{ROOT}/tools", self._simple("tools"))
+        add("GET", f"{ROOT}/dead-letters", self._simple("deadletters"))
         add("GET", f"{ROOT}/events", self._events)
         add("GET", f"{ROOT}/static/{{name}}", static_handler(()))
 

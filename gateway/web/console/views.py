@@ -25,6 +25,7 @@ from gateway.sessions.history import SessionStore
 from gateway.sessions.key import SessionKey
 from gateway.store import keys
 from gateway.store.base import Store
+from gateway.web.console.dead_letters import dead_letter_rows
 from gateway.web.console.errors import RecentErrors
 from gateway.web.console.health import LLMHealth
 from gateway.web.info import InfoSource
@@ -98,6 +99,7 @@ class Views:
                 "refused": m.total("refused_total"),
                 "scheduler_leader": (leader or "").split(":")[0] or "none",
                 "approvals_pending": len(await p.store.hgetall(keys.APPROVALS_PENDING)),
+                "dead_letters": len(await p.store.hgetall(keys.DEAD_LETTERS)),
             },
             "llm": self._health.snapshot(),
             "llm_where": f"{self._health.base_url} ({self._health.model})",
@@ -225,6 +227,9 @@ class Views:
         }
 
     # -- tools --------------------------------------------------------------------------------
+
+    async def _deadletters(self, query: Mapping[str, str]) -> dict[str, Any]:
+        return await dead_letter_rows(self._p.store)
 
     async def _tools(self, query: Mapping[str, str]) -> dict[str, Any]:
         return {"tables": self._p.info()}

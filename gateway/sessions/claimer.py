@@ -1,0 +1,97 @@
+"""The claimer: takes waiting sessions from the store whenever this process has free slots.
+
+A message waits in the store with no lease when it was stored while no slot was free here,
+when its lease was handed back (a failed attempt, a shutdown), when another process stored
+it, or when its holder died or got stuck and the lease lapsed. The claimer takes as many of
+the oldest such sessions at once as there are free slots, in one round trip, and hands each
+to the queue to run. With nothing known to wait it sleeps until woken or the poll (lapsed
+leases, other processes' messages), holding no slot, so new messages for idle sessions start
+straight from intake; with a backlog it queues for the next free slot first. While the event
+loop lags it takes one session per claim instead of a batch: more turns at once would only
+starve intake and the turns running, and none at all would stop the queue when the lag is
+not of this process's making (a busy machine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from gateway.sessions.leases import SessionLeases
+from gateway.sessions.slots import Slots
+from gateway.store.base import Store, StoreUnavailable
+from gateway.store.inbox import Claimed
+
+log = logging.getLogger(__name__)
+
+CLAIM_POLL = 1.0  # seconds between claims when nothing woke the claimer (expired leases)
+CLAIM_BATCH = 32  # sessions one claim may take at most
+
+
+class Claimer:
+    def __init__(
+        self,
+        store: Store,
+        leases: SessionLeases,
+        slots: Slots,
+        run: Callable[[Claimed], None],
+    ) -> None:
+        self._store = store
+        self._leases = leases
+        self._slots = slots
+        self._run = run  # starts the claimed turn; a slot is held for it
+        self._wake = asyncio.Event()
+        # `_backlog` is bumped whenever a message may wait with no lease (`more_waiting`);
+        # `_claimed_at` is the value the last claim that came back short saw. While they are
+        # equal nothing is known to wait: a freed slot does not wake the claimer, and a claim
+        # clears the flag only if nothing was bumped while it ran.
+        self._backlog = 1
+        self._claimed_at = 0
+
+    def more_waiting(self) -> None:
+        """A message may wait in the store with no lease: claim it when a slot is free."""
+        self._backlog += 1
+        self._wake.set()
+
+    def slot_freed(self) -> None:
+        """A turn here ended: claim now, if anything is known to wait."""
+        if self._backlog != self._claimed_at:
+            self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            if self._backlog == self._claimed_at:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), CLAIM_POLL)
+            await self._slots.take()
+            # Behind: one session per claim instead of a batch, so intake keeps its turn
+            # between claims without the queue standing still when the lag is not ours.
+            batch = 1 if self._leases.loop_lag.lagging else CLAIM_BATCH
+            wanted = 1 + self._slots.take_up_to(batch - 1)
+            backlog = self._backlog
+            try:
+                claimed = await self._store.claim(
+                    self._leases.new_owner(), self._leases.ttl, limit=wanted
+                )
+            except StoreUnavailable as exc:
+                self._slots.give(wanted)
+                log.warning("claiming waiting sessions failed error=%s", exc)
+                await asyncio.sleep(CLAIM_POLL)
+                continue
+            except BaseException:
+                self._slots.give(wanted)
+                raise
+            for found in claimed:
+                self._run(found)
+            self._slots.give(wanted - len(claimed))
+            if len(claimed) == wanted:
+                # A full claim: more may wait, stored by other processes too (the backlog
+                # counts only what this one stored), so claim again as slots free instead
+                # of at the next poll. A replica that takes no messages itself (not the
+                # Telegram poller, say) would otherwise help a crowd a batch a second.
+                self._backlog += 1
+            else:  # nothing more waited when the claim ran
+                self._claimed_at = backlog

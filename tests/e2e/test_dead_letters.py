@@ -1,0 +1,133 @@
+"""Poison messages (issue 30 finding 13, issue 31 item 5): a message whose turn raises every
+time is tried 3 times, then set aside as a dead letter; the chat is told once, `/status`,
+`chatgate doctor` and `chatgate dead-letters` show it, and a retry answers it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gateway.sdk.messages import ChatRef, UserRef
+from gateway.sessions.dead_letters import DEAD_LETTERED
+from tests.fakes.llm import Reply, ScriptedLLM
+from tests.harness import Harness, eventually, gateway_settings, running_gateway
+
+pytestmark = pytest.mark.e2e
+
+
+class BrokenSection:
+    """A prompt section (an extension's) that raises while `broken`: every turn of the chat
+    fails outside any tool's error handling, as a poison message's does."""
+
+    def __init__(self) -> None:
+        self.broken = True
+        self.calls = 0
+
+    def __call__(self, chat: ChatRef, user: UserRef) -> str:
+        self.calls += 1
+        if self.broken:
+            raise RuntimeError("the skills index is broken")
+        return ""
+
+
+@pytest.fixture(params=["embedded", "redis"])
+async def gw(
+    tmp_path: Path, llm: ScriptedLLM, request: pytest.FixtureRequest
+) -> AsyncIterator[Harness]:
+    redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else ""
+    settings = gateway_settings(tmp_path, llm.url, redis_url=redis_url)
+    async with running_gateway(settings) as harness:
+        yield harness
+
+
+async def test_a_poison_message_is_tried_three_times_then_set_aside(
+    gw: Harness, llm: ScriptedLLM
+) -> None:
+    section = BrokenSection()
+    gw.app.extensions.add_prompt_section(section)
+    metrics = gw.app.metrics
+    submission = await gw.submit("this one breaks")
+    outcome = await asyncio.wait_for(submission.done, 30)
+    assert outcome.error == DEAD_LETTERED
+    assert gw.texts == [DEAD_LETTERED]  # told once, not once per attempt
+    assert section.calls == 3 and metrics.total("turns_failed_total") == 3
+    assert metrics.total("dead_letters_total") == 1
+    (letter,) = await gw.app.queue.dead_letters.list()
+    assert letter.attempts == 3 and letter.text() == "this one breaks"
+    assert letter.reason == "RuntimeError: the skills index is broken"
+    assert await gw.app.store.pending(str(submission.session)) == []
+
+    status = await gw.say("/status")
+    assert "set aside after failing every attempt: 1" in (status.reply or "")
+
+    # Fixed, and retried: the message is answered, once, and leaves the dead letters.
+    section.broken = False
+    llm.push(Reply.text("answered at last"))
+    assert await gw.app.queue.dead_letters.retry(letter.id) is None
+    await eventually(lambda: "answered at last" in gw.texts, 15, "the retried answer")
+    assert await gw.app.queue.dead_letters.list() == []
+    assert gw.texts.count(DEAD_LETTERED) == 1 and gw.texts.count("answered at last") == 1
+
+
+async def chatgate(env: dict[str, str], *args: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway.app.cli",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+async def test_dead_letters_listed_retried_and_dropped_from_the_command_line(
+    tmp_path: Path, llm: ScriptedLLM, redis_url: str
+) -> None:
+    prefix = f"dl{uuid.uuid4().hex[:8]}"
+    settings = gateway_settings(tmp_path, llm.url, redis_url=redis_url, key_prefix=prefix)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+    env.update(
+        CHATGATE_DATA_DIR=str(tmp_path / "cli"),
+        CHATGATE_REDIS__URL=redis_url,
+        CHATGATE_REDIS__KEY_PREFIX=prefix,
+        CHATGATE_LLM__BASE_URL=llm.url,
+        CHATGATE_LLM__MODEL="fake-model",
+    )
+    async with running_gateway(settings) as gw:
+        section = BrokenSection()
+        gw.app.extensions.add_prompt_section(section)
+        first = await gw.submit("first poison")
+        await asyncio.wait_for(first.done, 30)
+        second = await gw.submit("second poison", chat_id="chat2")
+        await asyncio.wait_for(second.done, 30)
+        letters = {d.text(): d.id for d in await gw.app.queue.dead_letters.list()}
+        assert set(letters) == {"first poison", "second poison"}
+
+        code, out = await chatgate(env, "dead-letters", "list")
+        assert code == 0 and letters["first poison"] in out and "second poison" in out, out
+        code, out = await chatgate(env, "doctor")
+        assert "FAIL  dead letters: 2 message(s) failed every attempt" in out, out
+
+        section.broken = False
+        llm.push(Reply.text("first, answered"))
+        code, out = await chatgate(env, "dead-letters", "retry", letters["first poison"])
+        assert code == 0, out
+        # A running gateway picks the retried message up on its own.
+        await eventually(lambda: "first, answered" in gw.texts, 15, "the retried answer")
+
+        code, out = await chatgate(env, "dead-letters", "drop", letters["second poison"])
+        assert code == 0, out
+        code, out = await chatgate(env, "dead-letters", "list")
+        assert code == 0 and out.strip() == "no dead letters", out
+        code, out = await chatgate(env, "dead-letters", "retry", "no-such-id")
+        assert code == 1 and "No dead letter 'no-such-id'" in out, out
