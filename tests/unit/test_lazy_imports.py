@@ -25,7 +25,7 @@ def _roots(modules: set[str]) -> set[str]:
 
 
 def test_the_cli_parser_loads_nothing_heavy() -> None:
-    loaded = _loaded_after("from gateway.app.app import cli\ncli._parser()")
+    loaded = _loaded_after("from gateway.app import cli\ncli._parser()")
     heavy = {"pydantic", "pydantic_settings", "httpx", "aiohttp", "telegram", "asyncio", "adapters"}
     assert _roots(loaded) & heavy == set()
 
