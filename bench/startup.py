@@ -4,7 +4,11 @@ answered, then quiet), beside a bare python-telegram-bot bot that makes the same
 
 Prints a table; not a test.
 
-    .venv/bin/python bench/startup.py [--runs 10] [--settle 5]
+    .venv/bin/python bench/startup.py [--runs 10] [--settle 5] [--python PATH]
+
+`--python` runs chatgate (and the bare bot) under another interpreter, such as a virtualenv
+with only `chatgate[telegram]` installed: the development environment also holds the test
+tools, which some libraries import when they find them (httpx loads rich for its CLI).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ sys.path.insert(0, str(ROOT))
 from tests.fakes.llm import ScriptedLLM  # noqa: E402
 from tests.fakes.telegram import FakeBotAPI  # noqa: E402
 
+PYTHON = sys.executable
+
 
 def help_times(runs: int) -> tuple[float, float, int]:
     """Median and best wall time of `chatgate --help`, and its peak RSS in KB."""
@@ -34,7 +40,7 @@ def help_times(runs: int) -> tuple[float, float, int]:
     for _ in range(runs):
         started = time.perf_counter()
         done = subprocess.run(
-            ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "gateway.app.cli", "--help"],
+            ["/usr/bin/time", "-f", "%M", PYTHON, "-m", "gateway.app.cli", "--help"],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -92,7 +98,7 @@ async def idle_rss(kind: str, settle: float) -> int:
                 env = dict(os.environ)
                 args = ["-c", PTB_BOT, tg.url, tg.token, llm.url]
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, *args, env=env, cwd=ROOT, stderr=subprocess.DEVNULL
+                PYTHON, *args, env=env, cwd=ROOT, stderr=subprocess.DEVNULL
             )
             try:
                 tg.push_message("hello", chat_id=7, user_id=7)
@@ -108,7 +114,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--settle", type=float, default=5.0)
+    parser.add_argument("--python", default=sys.executable, help="the interpreter to measure")
     args = parser.parse_args()
+    global PYTHON
+    PYTHON = args.python
     median, best, help_rss = help_times(args.runs)
     chatgate = asyncio.run(idle_rss("chatgate", args.settle))
     ptb = asyncio.run(idle_rss("ptb", args.settle))
