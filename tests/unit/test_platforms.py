@@ -103,6 +103,7 @@ def test_run_without_a_platform_names_every_way_to_add_one(
 def test_submit_is_declared_to_answer_with_a_submission() -> None:
     """Adapters read `.status` off what `submit` returns; the declared type says they may
     (mypy --strict checks each adapter against it)."""
+    from gateway.approvals.seals import EntrySigner
     from gateway.intake.admission import Submission
     from gateway.runtime.http import HttpServer
     from gateway.runtime.metrics import Metrics
@@ -115,6 +116,7 @@ def test_submit_is_declared_to_answer_with_a_submission() -> None:
         "Metrics": Metrics,
         "Extensions": Extensions,
         "Store": Store,
+        "EntrySigner": EntrySigner,
     }
     hints = typing.get_type_hints(AdapterContext, localns=only_for_typing)
     _arguments, awaited = typing.get_args(hints["submit"])

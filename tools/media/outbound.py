@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import Field
 
 from gateway.sdk import (
+    ApprovalNeed,
     AttachmentKind,
     DeliveryError,
     Outbound,
@@ -30,6 +31,7 @@ from gateway.sdk import (
     ToolSpec,
     config_secrets_files,
     secret_values,
+    untrusted,
 )
 from gateway.sdk.media import (
     ImageGenerator,
@@ -168,8 +170,22 @@ class SendFileTool:
             args=SendFileArgs,
             handler=self.send_file,
             group=GROUP,
-            side_effects=True,  # after outside content, posting a workspace file asks first
+            side_effects=self.after_outside_content,
         )
+
+    async def after_outside_content(
+        self, args: SendFileArgs, ctx: ToolContext
+    ) -> ApprovalNeed | None:
+        """After outside content, posting a workspace file asks first: it may be one the
+        chat has not seen. A file people sent or the browser downloaded is outside content
+        itself; posting it back into the chat shows nothing the reply could not."""
+        workspace = self.workspace_for(ctx)
+        try:
+            if untrusted.outside_file(workspace.relative(workspace.resolve(args.path))):
+                return None
+        except ToolError:
+            pass  # the call itself will say what is wrong with the path
+        return untrusted.generic_need("send_file", args)
 
 
 class ImageGenerateTool:
