@@ -176,6 +176,7 @@ REPLY_PREFIX = "reply:"
 FENCE_PREFIX = "fence:session:"
 DEAD_LETTERS = "deadletters"
 DISCORD_RECEIVED = "discord:received"  # gateway messages received, not yet through intake
+MATTERMOST_RECEIVED = "mattermost:received"  # websocket posts received, not yet through intake
 
 
 def pending(key: SessionKey | str) -> str:
