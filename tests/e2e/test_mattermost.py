@@ -59,11 +59,13 @@ async def mattermost_app(
     redis_url: str,
     *,
     key_prefix: str = "",
+    port: int = 0,
     streaming: dict[str, Any] | None = None,
     **mattermost: Any,
 ) -> AsyncIterator[App]:
-    """The real App with the Mattermost adapter configured, started and connected to the fake."""
-    port = free_port()
+    """The real App with the Mattermost adapter configured, started and connected to the fake;
+    the gateway listens on `port` (default: a free one), its public URL for button presses."""
+    port = port or free_port()
     settings = gateway_settings(
         tmp_path,
         llm.url,
