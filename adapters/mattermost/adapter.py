@@ -27,7 +27,7 @@ from adapters.mattermost.normalize import (
     post_inbound,
     posted_post,
 )
-from adapters.mattermost.received import ReceivedJournal
+from adapters.mattermost.received import ReceivedJournal, SocketPosition
 from adapters.mattermost.sending import MAX_LEN, MattermostSender
 from adapters.mattermost.settings import MattermostSettings
 from adapters.mattermost.websocket import EventStream, websocket_url
@@ -88,8 +88,10 @@ class MattermostAdapter:
         self._access = MattermostAccess(settings)
         ctx.extensions.add_access_rule(self._access.rule)
         self._received = ReceivedJournal(ctx.store, ctx.submit)
+        self._position = SocketPosition(ctx.store)
         self._sender: MattermostSender | None = None
         self._stream: EventStream | None = None
+        self._keeper: asyncio.Task[None] | None = None  # saves the socket's position
         self._leader: LeaderElection | None = None
         self._kinds: dict[str, ChatKind] = {}  # channel id -> its kind (never changes)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -184,15 +186,22 @@ class MattermostAdapter:
             self._api.auth_headers,
             self._on_event,
             self.ready,
+            resume_from=await self._position.load(),
         )
         self._stream = stream
         stream.start()
         self._spawn(self._replay_received())
+        self._keeper = asyncio.create_task(self._position.keep(stream))
 
     async def _disconnect(self) -> None:
         stream, self._stream = self._stream, None
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
         if stream is not None:
             await stream.stop()
+            await self._position.save(stream)
 
     async def _replay_received(self) -> None:
         """What a replica that held the socket before received and never stored."""

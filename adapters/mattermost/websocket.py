@@ -42,6 +42,7 @@ class EventStream:
         headers: dict[str, str],
         on_event: OnEvent,
         ready: asyncio.Event,
+        resume_from: tuple[str, int] | None = None,
     ) -> None:
         self._session = session
         self._url = url
@@ -49,6 +50,9 @@ class EventStream:
         self._on_event = on_event
         self._task: asyncio.Task[None] | None = None
         self.ready = ready  # set while connected (after `hello`)
+        # Reconnecting with both, the server sends the events missed meanwhile (if it still
+        # has them; else the hello names a new connection).
+        self._connection_id, self._next_seq = resume_from or ("", 0)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="mattermost websocket")
@@ -66,7 +70,7 @@ class EventStream:
         while True:
             try:
                 async with self._session().ws_connect(
-                    self._url, headers=self._headers, heartbeat=HEARTBEAT
+                    self._url, headers=self._headers, heartbeat=HEARTBEAT, params=self._resume()
                 ) as ws:
                     failures = 0
                     await self._read(ws)
@@ -84,6 +88,33 @@ class EventStream:
                 self.ready.clear()
             await asyncio.sleep(min(MAX_BACKOFF, 0.5 * 2 ** min(failures, 8)))
 
+    @property
+    def position(self) -> tuple[str, int] | None:
+        """Where a later connection (in this process or the next leader) resumes from."""
+        return (self._connection_id, self._next_seq) if self._connection_id else None
+
+    def _resume(self) -> dict[str, str] | None:
+        if not self._connection_id:
+            return None
+        return {"connection_id": self._connection_id, "sequence_number": str(self._next_seq)}
+
+    def _hello(self, data: object) -> bool:
+        """Note the connection the hello names; whether it is a new one (not resumed)."""
+        found = data.get("connection_id") if isinstance(data, dict) else None
+        connection_id = found if isinstance(found, str) else ""
+        resumed = bool(self._connection_id) and connection_id == self._connection_id
+        if resumed:
+            log.info("mattermost websocket resumed; missed events follow")
+        elif self._connection_id:
+            log.warning(
+                "mattermost websocket reconnected as a new connection; posts sent while it "
+                "was down are not delivered again"
+            )
+        else:
+            log.info("mattermost websocket connected")
+        self._connection_id = connection_id
+        return not resumed
+
     async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         async for frame in ws:
             if frame.type is not aiohttp.WSMsgType.TEXT:
@@ -97,10 +128,15 @@ class EventStream:
                 continue
             if not isinstance(event, dict):
                 continue
+            seq = event.get("seq")
+            seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
             if event.get("event") == "hello":
-                log.info("mattermost websocket connected")
+                if self._hello(event.get("data")) and seq is not None:
+                    self._next_seq = seq + 1  # a new connection counts from its hello
                 self.ready.set()
                 continue
+            if seq is not None:
+                self._next_seq = seq + 1
             if isinstance(event.get("event"), str):
                 try:
                     await self._on_event(event)

@@ -177,6 +177,7 @@ FENCE_PREFIX = "fence:session:"
 DEAD_LETTERS = "deadletters"
 DISCORD_RECEIVED = "discord:received"  # gateway messages received, not yet through intake
 MATTERMOST_RECEIVED = "mattermost:received"  # websocket posts received, not yet through intake
+MATTERMOST_SOCKET = "mattermost:socket"  # the WebSocket's connection id and next sequence
 
 
 def pending(key: SessionKey | str) -> str:

@@ -319,3 +319,18 @@ async def test_malformed_and_forged_requests_get_4xx(
                 async with session.post(url, data=data, headers=headers) as response:
                     assert response.status == expected, (url, headers, data[:40])
     assert not llm.requests
+
+
+async def test_a_post_sent_while_the_socket_is_down_arrives_after_the_resume(
+    tmp_path: Path, llm: ScriptedLLM, fake: FakeMattermost, redis_url: str
+) -> None:
+    async with mattermost_app(tmp_path, llm, fake, redis_url) as app:
+        llm.push(Reply.text("first"), Reply.text("missed but answered"))
+        await fake.post_as(ALICE, DM, "one")
+        await fake.wait_for_post(DM, "first")
+        await fake.drop()
+        await fake.post_as(ALICE, DM, "sent while the bot was away")
+        await fake.wait_for_post(DM, "missed but answered")
+        assert adapter_of(app).ready.is_set()
+    assert fake.resumed == 1 and fake.connections == 2
+    assert last_user_text(llm.requests[1]) == "sent while the bot was away"

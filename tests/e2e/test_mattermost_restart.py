@@ -14,8 +14,8 @@ import pytest
 from gateway.sdk.callbacks import CallbackData
 from gateway.sdk.messages import Button, ButtonPress, ChatKind, ChatRef, Outbound, PressReply
 from tests.e2e.test_mattermost import mattermost_app
-from tests.fakes.llm import Reply, ScriptedLLM
-from tests.fakes.mattermost import ALICE, TEAM_NAME, TOKEN, TOWN, FakeMattermost
+from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
+from tests.fakes.mattermost import ALICE, DM, TEAM_NAME, TOKEN, TOWN, FakeMattermost
 from tests.replicas import base_env, free_port, start_replica
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -103,3 +103,21 @@ async def test_a_button_sent_before_a_restart_decides_after_it(
     [press] = presses
     assert press.chat.chat_id == TOWN and press.user.user_id == ALICE
     assert press.message is not None and press.message.message_id == post["id"]
+
+
+async def test_a_post_sent_while_the_gateway_restarts_is_answered_after_it(
+    tmp_path: Path, llm: ScriptedLLM, redis_url: str
+) -> None:
+    """The socket's position is kept in the store: the next process resumes the connection
+    and the server sends what it missed meanwhile."""
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    async with FakeMattermost() as fake:
+        llm.push(Reply.text("before"), Reply.text("after the restart"))
+        async with mattermost_app(tmp_path, llm, fake, redis_url, key_prefix=prefix):
+            await fake.post_as(ALICE, DM, "one")
+            await fake.wait_for_post(DM, "before")
+        await fake.post_as(ALICE, DM, "sent while the gateway was down")
+        async with mattermost_app(tmp_path, llm, fake, redis_url, key_prefix=prefix):
+            await fake.wait_for_post(DM, "after the restart")
+    assert fake.resumed == 1
+    assert [last_user_text(r) for r in llm.requests] == ["one", "sent while the gateway was down"]

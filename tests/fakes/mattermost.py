@@ -17,7 +17,6 @@ two people (alice and bob).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import mimetypes
 import re
@@ -70,6 +69,28 @@ class Call:
 
 
 @dataclass
+class SocketSession:
+    """A WebSocket connection as the server keeps it: its sequence and the events it was
+    sent, so a client that reconnects with `connection_id` and `sequence_number` gets the
+    events it missed (Mattermost keeps a short queue per connection)."""
+
+    connection_id: str
+    next_seq: int = 0
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    ws: web.WebSocketResponse | None = None
+
+    def frame(self, event: str, data: dict[str, Any], broadcast: dict[str, Any]) -> dict[str, Any]:
+        frame = {"event": event, "data": data, "broadcast": broadcast, "seq": self.next_seq}
+        self.next_seq += 1
+        if event != "hello":  # kept for a resume; a hello is never sent again
+            self.sent = [*self.sent[-(QUEUE - 1) :], frame]
+        return frame
+
+
+QUEUE = 128
+
+
+@dataclass
 class StoredFile:
     info: dict[str, Any]
     data: bytes
@@ -90,10 +111,10 @@ class FakeMattermost(LocalServer):
             OTHER: _channel(OTHER, "P", "off-topic"),
             DM: _channel(DM, "D", "__".join(sorted((ALICE, BOT_ID))), team=""),
         }
-        self._sockets: list[web.WebSocketResponse] = []
-        self.connections = 0  # WebSocket sessions that said hello
+        self._sessions: dict[str, SocketSession] = {}
+        self.connections = 0  # WebSocket connections that got a hello
+        self.resumed = 0  # of them, reconnections that resumed their session
         self.refused_sockets = 0
-        self._seq = itertools.count(1)
         self._failures: list[tuple[str, re.Pattern[str], int, int]] = []
         self._changed = asyncio.Condition()
         self._http: aiohttp.ClientSession | None = None
@@ -107,8 +128,7 @@ class FakeMattermost(LocalServer):
         app.router.add_route("*", "/api/v4/{tail:.*}", self._rest)
 
     async def before_stop(self) -> None:
-        for ws in list(self._sockets):
-            await ws.close()
+        await self.drop()
         if self._http is not None:
             await self._http.close()
 
@@ -185,25 +205,17 @@ class FakeMattermost(LocalServer):
 
     async def broadcast(self, event: str, data: dict[str, Any], channel_id: str = "") -> None:
         """Any event, as the server sends it."""
-        frame = {
-            "event": event,
-            "data": data,
-            "broadcast": {
-                "omit_users": None,
-                "user_id": "",
-                "channel_id": channel_id,
-                "team_id": "",
-            },
-            "seq": next(self._seq),
-        }
-        for ws in list(self._sockets):
-            if not ws.closed:
-                await ws.send_str(json.dumps(frame))
+        broadcast = {"omit_users": None, "user_id": "", "channel_id": channel_id, "team_id": ""}
+        for session in list(self._sessions.values()):
+            frame = session.frame(event, data, broadcast)
+            if session.ws is not None and not session.ws.closed:
+                await session.ws.send_str(json.dumps(frame))
 
     async def drop(self) -> None:
         """Close every WebSocket (the client reconnects)."""
-        for ws in list(self._sockets):
-            await ws.close()
+        for session in list(self._sessions.values()):
+            if session.ws is not None:
+                await session.ws.close()
 
     # -- the server's outgoing requests ------------------------------------------------------
 
@@ -520,14 +532,24 @@ class FakeMattermost(LocalServer):
             return _error(401, "api.web_socket.connect.upgrade.app_error", "Invalid session")
         ws = web.WebSocketResponse()
         await ws.prepare(request)
-        self._sockets.append(ws)
-        hello = {
-            "event": "hello",
-            "data": {"server_version": "10.11.0.fake", "connection_id": new_id()},
-            "broadcast": {"omit_users": None, "user_id": BOT_ID, "channel_id": "", "team_id": ""},
-            "seq": 0,
-        }
+        session = self._resumable(request.query)
+        if session is None:
+            session = SocketSession(new_id())
+            self._sessions[session.connection_id] = session
+            missed: list[dict[str, Any]] = []
+        else:
+            self.resumed += 1
+            after = int(request.query["sequence_number"])
+            missed = [f for f in session.sent if f["seq"] >= after]
+        session.ws = ws
+        hello = session.frame(
+            "hello",
+            {"server_version": "10.11.0.fake", "connection_id": session.connection_id},
+            {"omit_users": None, "user_id": BOT_ID, "channel_id": "", "team_id": ""},
+        )
         await ws.send_str(json.dumps(hello))
+        for frame in missed:
+            await ws.send_str(json.dumps(frame))
         async with self._changed:
             self.connections += 1
             self._changed.notify_all()
@@ -538,8 +560,18 @@ class FakeMattermost(LocalServer):
                     reply = {"status": "OK", "seq_reply": action.get("seq")}
                     await ws.send_str(json.dumps(reply))
         finally:
-            self._sockets.remove(ws)
+            if session.ws is ws:
+                session.ws = None
         return ws
+
+    def _resumable(self, query: Any) -> SocketSession | None:
+        """The session a reconnecting client names, when its missed events are still queued."""
+        session = self._sessions.get(query.get("connection_id", ""))
+        sequence = query.get("sequence_number", "")
+        if session is None or not sequence.isdigit() or session.ws is not None:
+            return None
+        oldest = session.sent[0]["seq"] if session.sent else session.next_seq
+        return session if oldest <= int(sequence) <= session.next_seq else None
 
 
 def _channel(channel_id: str, kind: str, name: str, *, team: str = TEAM_ID) -> dict[str, Any]:
