@@ -334,3 +334,37 @@ async def test_a_post_sent_while_the_socket_is_down_arrives_after_the_resume(
         assert adapter_of(app).ready.is_set()
     assert fake.resumed == 1 and fake.connections == 2
     assert last_user_text(llm.requests[1]) == "sent while the bot was away"
+
+
+async def test_access_rules_refuse_with_a_reason(
+    tmp_path: Path, llm: ScriptedLLM, fake: FakeMattermost, redis_url: str
+) -> None:
+    async with mattermost_app(
+        tmp_path, llm, fake, redis_url, allowed_users=[BOB], allowed_channels=[TOWN]
+    ):
+        await fake.post_as(ALICE, DM, "let me in")
+        await fake.wait_until(lambda: len(fake.bot_posts(DM)) == 1)
+    [refusal] = fake.bot_posts(DM)
+    assert "not allowed" in refusal["message"]
+    assert not llm.requests
+
+
+async def test_doctor_and_a_refused_token(
+    tmp_path: Path, llm: ScriptedLLM, fake: FakeMattermost, redis_url: str
+) -> None:
+    import httpx
+
+    from adapters.mattermost.adapter import MattermostStartError
+    from adapters.mattermost.plugin import PLUGIN
+    from adapters.mattermost.settings import MattermostSettings
+
+    check = PLUGIN.check
+    assert check is not None
+    async with httpx.AsyncClient() as http:
+        good = await check(MattermostSettings(url=fake.url, token=TOKEN), http)
+        bad = await check(MattermostSettings(url=fake.url, token="nope"), http)
+    assert good.ok and "chatgate" in good.detail
+    assert not bad.ok and "401" in bad.detail
+    with pytest.raises(MattermostStartError, match=r"refused mattermost\.token"):
+        async with mattermost_app(tmp_path, llm, fake, redis_url, token="nope"):
+            pass

@@ -49,7 +49,7 @@ TEAM_NAME = "core"
 TOWN = new_id()  # town-square, a public channel
 OTHER = new_id()  # off-topic, a private channel
 DM = new_id()  # alice and the bot
-USERS = {
+USERS: dict[str, dict[str, Any]] = {
     BOT_ID: {"id": BOT_ID, "username": "chatgate", "is_bot": True},
     ALICE: {"id": ALICE, "username": "alice", "is_bot": False},
     BOB: {"id": BOB, "username": "bob", "is_bot": False},
@@ -261,7 +261,7 @@ class FakeMattermost(LocalServer):
 
     def actions(self, post: dict[str, Any]) -> list[dict[str, Any]]:
         """The buttons on a post, as stored (with their integrations)."""
-        found = []
+        found: list[dict[str, Any]] = []
         for attachment in post["props"].get("attachments") or []:
             found.extend(attachment.get("actions") or [])
         return found
@@ -383,11 +383,11 @@ class FakeMattermost(LocalServer):
                 self.files[stored.info["id"]] = stored
             return {"file_infos": [f.info for f in files], "client_ids": []}
         if method == "GET" and (match := re.fullmatch(r"/files/(\w+)", path)):
-            stored = self.files.get(match[1])
-            if stored is None:
+            served = self.files.get(match[1])
+            if served is None:
                 raise LookupError("file not found")
             self.file_gets.append(match[1])
-            return web.Response(body=stored.data, content_type=stored.info["mime_type"])
+            return web.Response(body=served.data, content_type=served.info["mime_type"])
         raise LookupError(f"no route {method} {path}")
 
     async def _read_upload(self, request: web.Request) -> list[StoredFile]:
@@ -548,8 +548,8 @@ class FakeMattermost(LocalServer):
             {"omit_users": None, "user_id": BOT_ID, "channel_id": "", "team_id": ""},
         )
         await ws.send_str(json.dumps(hello))
-        for frame in missed:
-            await ws.send_str(json.dumps(frame))
+        for missed_frame in missed:
+            await ws.send_str(json.dumps(missed_frame))
         async with self._changed:
             self.connections += 1
             self._changed.notify_all()
@@ -599,7 +599,7 @@ def _file_info(name: str, size: int, mime: str, user_id: str) -> dict[str, Any]:
 
 def _sanitized(post: dict[str, Any]) -> dict[str, Any]:
     """A post as clients see it: integration URLs and contexts stripped from its buttons."""
-    copy = json.loads(json.dumps(post))
+    copy: dict[str, Any] = json.loads(json.dumps(post))
     for attachment in copy["props"].get("attachments") or []:
         for action in attachment.get("actions") or []:
             action.pop("integration", None)
