@@ -68,7 +68,9 @@ class MattermostSender:
             text = text[: MAX_LEN - 1] + "…"
         patch: dict[str, Any] = {"message": text}
         # A patch without props keeps the old ones: clear the buttons unless new ones came.
-        patch["props"] = self._props(out) if out.buttons else {"attachments": []}
+        # Props given replace them all, so the bot's own mark goes along.
+        props = self._props(out) if out.buttons else {"attachments": []}
+        patch["props"] = {**props, "from_bot": "true"}
         try:
             await self._api.patch_post(ref.message_id, patch)
         except MattermostError as exc:
