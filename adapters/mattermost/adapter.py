@@ -44,6 +44,7 @@ from gateway.sdk import (
     Outbound,
     PressReply,
     SentRef,
+    Status,
     StoreUnavailable,
     StreamSupport,
     crash_point,
@@ -299,8 +300,9 @@ class MattermostAdapter:
                 "mattermost post not recorded on receipt event=%s error=%s", inbound.event_id, exc
             )
         crash_point("mattermost_received")
-        await self._ctx.submit(inbound)
-        await self._received.done(inbound)
+        submitted = await self._ctx.submit(inbound)
+        if submitted.status is not Status.UNAVAILABLE:  # else left noted for a replay
+            await self._received.done(inbound)
 
     # -- presses answered after the HTTP response ------------------------------------------
 
