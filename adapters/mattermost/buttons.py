@@ -1,10 +1,12 @@
 """The core's buttons as Mattermost interactive message buttons, each with a secret of its own.
 
 A button is a message attachment action whose integration URL is this gateway's
-`/mattermost/actions`; Mattermost posts its `context` back when someone presses it. The
-context holds the button's data, where it was sent, and an HMAC of both under the adapter's
-key: a press is believed only when that secret verifies, so nobody who can reach the URL
-can invent one (Mattermost never shows a post's integration context to its clients).
+`/mattermost/actions/{tag}`; Mattermost posts its `context` back when someone presses it.
+The context holds the button's data, where it was sent, and an HMAC of both under the
+adapter's key: a press is believed only when that secret verifies, so nobody who can reach
+the URL can invent one. The tag (an HMAC of a fixed label under the same key) lets the
+endpoint refuse a request that does not come from one of these buttons before reading its
+body. Mattermost never shows a post's integration URL or context to its clients.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from gateway.sdk import Button, ChatKind, ChatRef
 ACTIONS_PATH = "/mattermost/actions"
 _STYLES = {"primary": "primary", "danger": "danger", "secondary": "default"}
 _KEY_LABEL = b"chatgate mattermost button secrets"
+_URL_LABEL = b"chatgate mattermost actions url"
 _KIND_NAMES = frozenset(kind.value for kind in ChatKind)
 
 
@@ -43,6 +46,10 @@ class ActionSigner:
         if action_secret:
             return cls(action_secret.encode())
         return cls(hmac.new(token.encode(), _KEY_LABEL, hashlib.sha256).digest())
+
+    def url_tag(self) -> str:
+        """The last part of the buttons' URL, the same for every button of this key."""
+        return hmac.new(self._key, _URL_LABEL, hashlib.sha256).hexdigest()[:32]
 
     def context(self, data: str, chat: ChatRef) -> dict[str, str]:
         fields = _fields(data, chat)
@@ -87,7 +94,7 @@ def button_props(
     rows: tuple[tuple[Button, ...], ...], chat: ChatRef, signer: ActionSigner, public_url: str
 ) -> dict[str, Any]:
     """The post props that show `rows` as buttons (one attachment per row)."""
-    url = public_url.rstrip("/") + ACTIONS_PATH
+    url = f"{public_url.rstrip('/')}{ACTIONS_PATH}/{signer.url_tag()}"
     attachments = []
     number = 0
     for row in rows:

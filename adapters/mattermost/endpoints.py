@@ -2,9 +2,10 @@
 
 `POST /mattermost/command`: a slash command. Mattermost sends its token as
 `Authorization: Token <token>`; anything else is refused with 401 before the body is read.
-`POST /mattermost/actions`: a press on one of the bot's buttons. Its `context` must carry a
-secret that verifies (buttons.py), else 401 (none) or 403 (wrong); only then is anything in
-the request used. Bodies that are not what Mattermost sends get a 4xx, never a 500.
+`POST /mattermost/actions/{tag}`: a press on one of the bot's buttons. A wrong tag is refused
+with 401 before the body is read; then the press's `context` must carry a secret that
+verifies (buttons.py), else 401 (none) or 403 (wrong); only then is anything in the request
+used. Bodies that are not what Mattermost sends get a 4xx, never a 500.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class MattermostEndpoints:
         http = self.ctx.http
         if http is None:
             return
-        http.add_route("POST", ACTIONS_PATH, self.on_action)
+        http.add_route("POST", ACTIONS_PATH + "/{tag}", self.on_action)
         if self.command_token:
             http.add_route("POST", COMMAND_PATH, self.on_command)
 
@@ -89,6 +90,9 @@ class MattermostEndpoints:
     # -- button presses ------------------------------------------------------------------
 
     async def on_action(self, request: web.Request) -> web.Response:
+        tag = request.match_info.get("tag", "")
+        if not hmac.compare_digest(tag.encode(), self.signer.url_tag().encode()):
+            return _refuse(401, "invalid request", "press to a URL no button has")
         if (request.content_length or 0) > MAX_ACTION_BODY:
             return _refuse(413, "too large", "action body over the limit")
         if request.content_type != "application/json":

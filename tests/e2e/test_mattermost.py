@@ -21,6 +21,7 @@ import pytest
 from pydantic import BaseModel
 
 from adapters.mattermost import MattermostAdapter
+from adapters.mattermost.buttons import ActionSigner
 from gateway.app.app import App
 from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
@@ -216,6 +217,7 @@ async def test_approval_by_the_requesters_button(
 
         # Forged callbacks: a wrong secret, no secret, a secret for another channel.
         url = once["integration"]["url"]
+        assert url == gateway_url(app, "/mattermost/actions/") + url.rsplit("/", 1)[1]
         context = dict(once["integration"]["context"])
         body = {"user_id": ALICE, "channel_id": TOWN, "post_id": prompt["id"]}
         wrong = {**context, "secret": "0" * 64}
@@ -295,7 +297,9 @@ async def test_malformed_and_forged_requests_get_4xx(
 ) -> None:
     async with mattermost_app(tmp_path, llm, fake, redis_url) as app:
         command = gateway_url(app, "/mattermost/command")
-        actions = gateway_url(app, "/mattermost/actions")
+        tag = ActionSigner.from_settings("", TOKEN).url_tag()  # what the buttons point at
+        actions = gateway_url(app, f"/mattermost/actions/{tag}")
+        elsewhere = gateway_url(app, "/mattermost/actions/" + "0" * 32)
         good = {"Authorization": f"Token {COMMAND_TOKEN}"}
         form = {"Content-Type": "application/x-www-form-urlencoded", **good}
         cases: list[tuple[str, dict[str, str], bytes, int]] = [
@@ -306,6 +310,8 @@ async def test_malformed_and_forged_requests_get_4xx(
             (command, form, b"\xff\xfe", 400),
             (command, form, b"text=hi", 400),  # no channel, user or trigger
             (command, form, b"&".join([b"a=1"] * 200), 400),
+            (elsewhere, {"Content-Type": "application/json"}, b"{not json", 401),
+            (elsewhere, {"Content-Type": "application/json"}, b'{"context": {}}', 401),
             (actions, {"Content-Type": "text/plain"}, b"{}", 415),
             (actions, {"Content-Type": "application/json"}, b"{not json", 400),
             (actions, {"Content-Type": "application/json"}, b"[" * 5000 + b"]" * 5000, 400),

@@ -135,7 +135,9 @@ def test_buttons_become_attachment_actions_pointing_at_the_gateway() -> None:
         "primary",
         "default",
     )
-    assert yes["integration"]["url"] == "https://gw.example.com/mattermost/actions"
+    tag = signer.url_tag()
+    assert yes["integration"]["url"] == f"https://gw.example.com/mattermost/actions/{tag}"
+    assert len(tag) == 32 and tag != ActionSigner.from_settings("other", "t").url_tag()
     assert signer.verify(no["integration"]["context"], "c1") is not None
 
 
