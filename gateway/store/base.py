@@ -201,8 +201,10 @@ class Store(ABC):
         record: str | None = None,
         index: SearchDoc | None = None,
         token: int | None = None,
+        absorbed: tuple[str, ...] = (),
     ) -> FinishResult:
-        """End a turn: run `writes` (set / hset only), drop its entry, then hand back the next
+        """End a turn: run `writes` (set / hset only), drop its entry and the `absorbed` ones
+        (later messages the turn took in while it ran), then hand back the next
         entry under the kept lease (`keep`) or release it. Nothing is written when another
         process holds the lease now, or, with `token`, when the session's fence moved past it
         ("lost"). `record` is the history `writes` saved, returned with the next entry.

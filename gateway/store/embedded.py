@@ -385,6 +385,7 @@ class EmbeddedStore(Store):
         record: str | None = None,
         index: SearchDoc | None = None,
         token: int | None = None,
+        absorbed: tuple[str, ...] = (),
     ) -> FinishResult:
         return await embedded_inbox.finish(
             self,
@@ -397,6 +398,7 @@ class EmbeddedStore(Store):
             record=record,
             index=index,
             token=token,
+            absorbed=absorbed,
         )
 
     async def renew_sessions(self, held: list[HeldLease], ttl: float) -> list[bool]:

@@ -166,6 +166,7 @@ async def finish(
     record: str | None,
     index: SearchDoc | None,
     token: int | None = None,
+    absorbed: tuple[str, ...] = (),
 ) -> FinishResult:
     state, now = store.inbox, time.time()
     holder = state.holder(session, now)
@@ -186,6 +187,8 @@ async def finish(
             await store.pop_head(pending, last=len(first_two) == 1)
             state.total -= 1
             head = first_two[1] if len(first_two) > 1 else None
+        if absorbed:
+            head = await _drop_absorbed(store, pending, set(absorbed))
     if staged is not None:
         store.search.stage(staged)
     state.started.pop(entry_id, None)
@@ -204,6 +207,18 @@ async def finish(
     return FinishResult(
         "next", Claimed(session, entry, record, owner, attempt, reply, token=next_token)
     )
+
+
+async def _drop_absorbed(store: EmbeddedStore, pending: str, absorbed: set[str]) -> str | None:
+    """Remove the absorbed entries wherever they wait; the list's head afterwards."""
+    state = store.inbox
+    for raw in await store.list_range(pending):
+        entry_id = InboxEntry.decode(raw).id
+        if entry_id in absorbed:
+            await store.remove_item(pending, raw)
+            state.total -= 1
+            state.started.pop(entry_id, None)
+    return store.list_head(pending)
 
 
 async def renew(store: EmbeddedStore, held: list[HeldLease], ttl: float) -> list[bool]:

@@ -468,9 +468,17 @@ class RedisStore(Store):
         record: str | None = None,
         index: SearchDoc | None = None,
         token: int | None = None,
+        absorbed: tuple[str, ...] = (),
     ) -> FinishResult:
         finish = self._inbox.finish_call(
-            session, entry_id, owner, writes, keep=keep, lease_ttl=lease_ttl, token=token
+            session,
+            entry_id,
+            owner,
+            writes,
+            keep=keep,
+            lease_ttl=lease_ttl,
+            token=token,
+            absorbed=absorbed,
         )
         with self._guard:
             if index is None:

@@ -125,14 +125,15 @@ return taken
 # KEYS: 1 lease, 2 pending, 3 ready, 4 total, 5 started, 6 fence, 7.. the written keys
 # ARGV: 1 owner, 2 entry id, 3 member, 4 keep the lease for the next entry, 5 lease ttl ms,
 #       6 reply prefix, 7 number of writes, 8 token ('' = check the holder only),
-#       9 fence ttl ms, 10.. writes: 'set' value | 'hset' field value
+#       9 fence ttl ms, 10 absorbed entry ids joined by newlines ('' = none),
+#       11.. writes: 'set' value | 'hset' field value
 FINISH = Script(
     NOW
     + """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return {'lost'} end
 if ARGV[8] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[8] then return {'lost'} end
-local i = 10
+local i = 11
 local k = 7
 for w = 1, tonumber(ARGV[7]) do
   if ARGV[i] == 'set' then
@@ -150,6 +151,18 @@ if head and string.sub(head, 1, #ARGV[2] + 1) == ARGV[2] .. '\\n' then
   redis.call('DECR', KEYS[4])
 end
 redis.call('HDEL', KEYS[5], ARGV[2])
+if ARGV[10] ~= '' then
+  local absorbed = {}
+  for aid in string.gmatch(ARGV[10], '[^\\n]+') do absorbed[aid] = true end
+  for _, item in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+    local aid = string.match(item, '^[^\\n]*')
+    if absorbed[aid] then
+      redis.call('LREM', KEYS[2], 1, item)
+      redis.call('DECR', KEYS[4])
+      redis.call('HDEL', KEYS[5], aid)
+    end
+  end
+end
 local nxt = redis.call('LINDEX', KEYS[2], 0)
 -- A release moves the fence on, so a renewal sent before it (the renewal thread's snapshot)
 -- cannot take back the lease this run gave up.
@@ -395,6 +408,7 @@ class RedisInbox:
         keep: bool,
         lease_ttl: float,
         token: int | None = None,
+        absorbed: tuple[str, ...] = (),
     ) -> ScriptCall:
         """The FINISH script run (its result goes through `finish_result`)."""
         k = self.keys
@@ -416,6 +430,7 @@ class RedisInbox:
             len(writes.ops),
             "" if token is None else str(token),
             millis(FENCE_TTL),
+            "\n".join(absorbed),
         ]
         for op, op_args, _ in writes.ops:
             if op == "set":

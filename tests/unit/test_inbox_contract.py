@@ -367,3 +367,56 @@ async def test_each_turn_handed_on_gets_a_token_of_its_own(store: Store) -> None
     assert done.next is not None and done.next.token > first.token
     assert not await store.fenced_write(S1, first.token, Batch())
     assert await store.fenced_write(S1, done.next.token, Batch())
+
+
+async def test_finish_drops_the_entries_its_turn_absorbed_in_the_same_step(store: Store) -> None:
+    """A steered turn took messages 2 and 4 in while it ran: its commit drops them with its
+    own, and hands over message 3, which it did not take in."""
+    await store.intake(req(n=1, owner="a:1"))
+    for n in (2, 3, 4):
+        await store.intake(req(n=n))
+    done = await store.finish(
+        S1,
+        f"{S1}-e1",
+        "a:1",
+        history("h1"),
+        keep=True,
+        lease_ttl=5,
+        absorbed=(f"{S1}-e2", f"{S1}-e4"),
+    )
+    assert done.status == "next" and done.next is not None
+    assert done.next.entry.id == f"{S1}-e3"
+    assert [e.id for e in await store.pending(S1)] == [f"{S1}-e3"]
+    assert (await store.inbox_stats())[0] == 1
+    last = await store.finish(S1, f"{S1}-e3", "a:1", history("h3"), keep=True, lease_ttl=5)
+    assert last.status == "released"
+
+
+async def test_a_turn_that_absorbed_everything_releases_the_lease(store: Store) -> None:
+    await store.intake(req(n=1, owner="a:1"))
+    await store.intake(req(n=2))
+    done = await store.finish(
+        S1, f"{S1}-e1", "a:1", history("h1"), keep=True, lease_ttl=5, absorbed=(f"{S1}-e2",)
+    )
+    assert done.status == "released"
+    assert await store.pending(S1) == [] and await store.claim("c:1", 5) == []
+    assert (await store.inbox_stats())[0] == 0
+
+
+async def test_a_lost_turn_drops_nothing_it_absorbed(store: Store) -> None:
+    await store.intake(req(n=1, owner="a:1", lease_ttl=0.2))
+    await store.intake(req(n=2))
+    await asyncio.sleep(0.3)
+    (taken,) = await store.claim("b:1", 5)
+    lost = await store.finish(
+        S1,
+        f"{S1}-e1",
+        "a:1",
+        history("late"),
+        keep=True,
+        lease_ttl=5,
+        absorbed=(f"{S1}-e2",),
+        token=taken.token - 1,
+    )
+    assert lost.status == "lost"
+    assert [e.id for e in await store.pending(S1)] == [f"{S1}-e1", f"{S1}-e2"]
