@@ -183,7 +183,11 @@ class AgentSettings(Section):
 
 
 class RouterSettings(Section):
-    busy_mode: Literal["queue", "interrupt"] = "queue"
+    # What a message does while its session's turn runs: wait for a turn of its own, stop
+    # the running one, or join it at its next step (gateway/turn/steering.py).
+    busy_mode: Literal["queue", "interrupt", "steer"] = "queue"
+    # Messages from one person within this many ms of each other start one turn (0: off).
+    merge_window_ms: int = Field(default=0, ge=0, le=10_000)
     max_concurrent_turns: int = Field(default=512, ge=1, le=1_000_000)
     # Messages being taken in (checked, stored) at once; under a burst the others wait their
     # turn before that, unacknowledged, so turns run while a crowd is still being stored.

@@ -114,6 +114,16 @@ class DirectChats(Protocol):
         ...
 
 
+@runtime_checkable
+class Acknowledges(Protocol):
+    """An adapter that can mark a person's message as seen without a message of its own (a
+    reaction), for a message taken into the turn already running."""
+
+    async def acknowledge(self, chat: ChatRef, message_id: str) -> None:
+        """Mark the message; raises DeliveryError when the platform refuses."""
+        ...
+
+
 class AttachmentError(Exception):
     """An attachment could not be fetched; the message says why (too large, expired, ...)."""
 
@@ -175,6 +185,12 @@ class Outbox:
 
     async def typing(self, chat: ChatRef) -> None:
         await self.adapter(chat.platform).typing(chat)
+
+    async def acknowledge(self, chat: ChatRef, message_id: str) -> None:
+        """Mark a message as taken in, where the platform has a way (nothing elsewhere)."""
+        adapter = self.adapter(chat.platform)
+        if isinstance(adapter, Acknowledges):
+            await adapter.acknowledge(chat, message_id)
 
     async def direct_chat(self, platform: str, user_id: str) -> ChatRef:
         """Where a direct message to this person goes (an admin told of a failed job)."""

@@ -31,7 +31,7 @@ from gateway.sessions.fencing import StaleTurn
 from gateway.sessions.lease_renewal import LeaseRenewalThread
 from gateway.store import keys
 from gateway.store.base import Batch, Store, StoreUnavailable
-from gateway.store.inbox import Claimed, FinishResult, HeldLease
+from gateway.store.inbox import Claimed, FinishResult, HeldLease, InboxEntry
 from gateway.store.search import SearchDoc
 from gateway.turn.states import IllegalTransition, TurnLife, TurnState
 
@@ -59,6 +59,9 @@ class TurnLease:
         # held the session, and a renewal that finds the lease gone meanwhile proves nothing
         # (the step releases it and moves the fence on).
         self.finishing = False
+        # Later messages of the session this run took in (steered or merged): its commit
+        # drops them with its own, so a crash before it leaves them for the re-run.
+        self.absorbed: list[str] = []
 
     @property
     def session(self) -> str:
@@ -126,11 +129,19 @@ class TurnLease:
     async def record_reply(self, sent: SentRef, text: str) -> None:
         """Fill the claimed slot with what went out, so a re-run after a crash saves the
         conversation with it instead of counting the reply as lost."""
-        value = json.dumps(
-            {"message_id": sent.message_id, "text": text, "claimed_by": self.token},
-            ensure_ascii=False,
-        )
+        record: dict[str, object] = {
+            "message_id": sent.message_id,
+            "text": text,
+            "claimed_by": self.token,
+        }
+        if self.absorbed:
+            record["absorbed"] = self.absorbed
+        value = json.dumps(record, ensure_ascii=False)
         await self._store.set(keys.reply(self.claimed.entry.id), value, ttl=REPLY_TTL)
+
+    async def pending(self) -> list[InboxEntry]:
+        """The session's stored messages, this run's own first."""
+        return await self._store.pending(self.session)
 
     async def commit(
         self, writes: Batch, record: str | None, index: SearchDoc | None = None
@@ -138,15 +149,21 @@ class TurnLease:
         """Write the turn's history and search document, drop its message and keep the lease
         for the session's next message (or release it), in one round trip; nothing is written
         (StaleTurn) when another run took the session over."""
-        await self._finish("commit", writes, record, index)
+        await self._finish("commit", writes, record, index, tuple(self.absorbed))
 
     async def dead_letter(self, writes: Batch) -> None:
         """Drop the message from the inbox with `writes` (its dead-letter record) in the same
         step, history unchanged; StaleTurn when another run took the session over."""
-        await self._finish("dead_letter", writes, self.record, None)
+        # What it absorbed stays: each of those messages runs as a turn of its own.
+        await self._finish("dead_letter", writes, self.record, None, ())
 
     async def _finish(
-        self, transition: str, writes: Batch, record: str | None, index: SearchDoc | None
+        self,
+        transition: str,
+        writes: Batch,
+        record: str | None,
+        index: SearchDoc | None,
+        absorbed: tuple[str, ...],
     ) -> None:
         if self.stale:
             raise self._stop(transition)
@@ -164,6 +181,7 @@ class TurnLease:
                 record=record,
                 index=index,
                 token=self.token,
+                absorbed=absorbed,
             )
         finally:
             self.finishing = False

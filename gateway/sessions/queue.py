@@ -262,6 +262,8 @@ class SessionQueue:
         if result.holder is not None:
             if self._settings.busy_mode == "interrupt":
                 await self._interrupt(key, result.holder)
+            elif self._settings.busy_mode == "steer":
+                pass  # the running turn takes it in at its next step, or it runs right after
             else:
                 # The running turn is already sending its answer and nothing else waits: this
                 # message starts in a moment, so a "will answer after" notice would be noise.
@@ -347,6 +349,8 @@ class SessionQueue:
                     if not lease.stale:
                         self._claimer.more_waiting()
                     break
+                for absorbed in lease.absorbed:  # answered by this turn's reply
+                    self._answer(absorbed, outcome)
                 if result is None or result.next is None or self._stopping:
                     last = (claimed.entry.id, outcome)
                     break

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -128,13 +128,16 @@ class Agent:
         events: AgentEvents | None = None,
         llm: Completer | None = None,
         limits: AgentSettings | None = None,
+        steer: Callable[[], Awaitable[list[Message]]] | None = None,
     ) -> AgentResult:
         """Run one turn. `history` ends with the user's message; it is not modified.
 
         `tools` is a fixed list or a Toolbox, which may offer more tools from one step to the
         next (load_tools); its current tools are sent on every step. `events`, when given,
         hears the reply as it streams and the tool calls as they run. `llm` and `limits`
-        replace the agent's own for this run (a profile's models and limits).
+        replace the agent's own for this run (a profile's models and limits). `steer`, asked
+        before each model call, gives the later messages of the person that join the turn
+        there (gateway/turn/steering.py); they become part of the turn's new messages.
         """
         settings = limits or self._settings
         gate = self._approvals
@@ -157,6 +160,8 @@ class Agent:
             return messages + added[start:]
 
         for iteration in range(1, settings.max_iterations + 1):
+            if steer is not None:
+                added.extend(await steer())
             schemas = [spec.schema() for spec in box.specs()] or None
             completion = await self._complete(transcript(), schemas, budget)
             added.append(completion.assistant_message())

@@ -42,6 +42,7 @@ from gateway.streaming.reply import ReplyStream
 from gateway.turn.agent import Agent, TurnTimeout
 from gateway.turn.memory import MemoryBook
 from gateway.turn.prompt import PromptSection, build_system_prompt, render_sections, turn_prompt
+from gateway.turn.steering import Steering
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +256,19 @@ class TurnRunner:
         stream = self._streams.open(
             inbound, toolbox.known(), typing, plan.model_settings, gate=_reply_gate(lease)
         )
+        steering = Steering(
+            lease,
+            inbound,
+            steer=self._settings.router.busy_mode == "steer",
+            merge_window=self._settings.router.merge_window_ms / 1000,
+            acknowledge=self._acknowledge,
+        )
+        try:
+            await steering.gather()
+        except BaseException:
+            if stream is not None:
+                await asyncio.shield(stream.aclose())
+            raise
         typing.start()
         outcome = TurnOutcome()
         iterations: int | None = None
@@ -280,6 +294,7 @@ class TurnRunner:
                     events=stream,
                     llm=plan.route,
                     limits=plan.limits,
+                    steer=steering.take if steering.active else None,
                 )
                 added = result.new_messages
                 history.extend(result.new_messages)
@@ -348,6 +363,15 @@ class TurnRunner:
         status = "ok" if outcome.ok else "error"
         self._telemetry.turn(plan.profile, status, time.monotonic() - started, iterations)
         return outcome
+
+    async def _acknowledge(self, inbound: Inbound) -> None:
+        """Show the person that their message reached the running turn (a reaction)."""
+        if inbound.message_id is None or not self._outbox.has(inbound.chat.platform):
+            return
+        try:
+            await self._outbox.acknowledge(inbound.chat, inbound.message_id)
+        except Exception as exc:  # cosmetic: the turn goes on without it
+            log.debug("acknowledgement failed chat=%s error=%s", inbound.chat.address, exc)
 
     async def _refuse(
         self,
@@ -467,6 +491,8 @@ class TurnRunner:
                 job.turn_id,
             )
         text = str(sent.get("text", LOST_REPLY_NOTE))
+        # What that run took in was answered with it: the commit drops it too.
+        lease.absorbed.extend(str(entry) for entry in sent.get("absorbed", []))
         log.info("reply already sent; not sending again session=%s turn=%s", job.key, job.turn_id)
         history.append({"role": "assistant", "content": text})
         await self._save(job.key, record, history, lease, self._doc(job, time.time(), [], text))

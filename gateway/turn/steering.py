@@ -1,0 +1,175 @@
+"""Later messages that join a running turn: gathered before its first step
+(`router.merge_window_ms`: quick follow-ups from the same person) and, with
+`router.busy_mode = "steer"`, taken in at each step boundary, so the model reads them
+before it goes on.
+
+A message joins a turn only in memory; it stays in the session's inbox until the turn's commit
+drops it with the turn's own message (TurnLease.absorbed), so a run that dies before then is
+run again with it. Only a contiguous run of plain messages joins, in the order they came: a
+message with files (its media is prepared by a turn of its own) or a scheduled prompt stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from gateway.llm.types import Message
+from gateway.media.content import user_content
+from gateway.sdk.messages import Inbound, InboundKind
+from gateway.sessions.leases import TurnLease
+from gateway.store.base import StoreUnavailable
+from gateway.store.inbox import InboxEntry
+
+log = logging.getLogger(__name__)
+
+MAX_JOINED = 20  # messages one turn takes in; the rest wait for turns of their own
+MAX_MERGE_WAIT = 10.0  # seconds a turn waits for follow-ups, however fast they keep coming
+STEERED_NOTE = "[Sent while you were working on this request]"
+
+Acknowledge = Callable[[Inbound], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A stored message behind the turn's own."""
+
+    entry_id: str
+    inbound: Inbound
+
+
+def decode_waiting(entries: Sequence[InboxEntry], head_id: str) -> list[Waiting]:
+    """The session's stored messages after the turn's own, oldest first (one that does not
+    decode is skipped: its own turn reports it)."""
+    waiting: list[Waiting] = []
+    for entry in entries:
+        if entry.id == head_id:
+            continue
+        try:
+            waiting.append(Waiting(entry.id, Inbound.model_validate_json(entry.payload)))
+        except ValidationError:
+            continue
+    return waiting
+
+
+def _joinable(inbound: Inbound) -> bool:
+    return inbound.kind is InboundKind.USER and not inbound.attachments
+
+
+def merged(head: Inbound, waiting: Sequence[Waiting], window: float) -> list[Waiting]:
+    """The messages that start the turn with `head`: the same person's next ones in the
+    session, each within `window` seconds of the one before."""
+    if window <= 0 or not _joinable(head):
+        return []
+    chosen: list[Waiting] = []
+    last = head.received_at
+    for item in waiting:
+        inbound = item.inbound
+        if inbound.sender.address != head.sender.address or not _joinable(inbound):
+            break
+        if inbound.received_at - last > window:
+            break
+        chosen.append(item)
+        last = inbound.received_at
+    return chosen[:MAX_JOINED]
+
+
+def steered(waiting: Sequence[Waiting], taken: Sequence[str], room: int) -> list[Waiting]:
+    """The messages a running turn takes in now: those after what it took before, up to the
+    first that cannot join."""
+    done = set(taken)
+    chosen: list[Waiting] = []
+    for item in waiting:
+        if item.entry_id in done:
+            continue
+        if not _joinable(item.inbound) or len(chosen) >= room:
+            break
+        chosen.append(item)
+    return chosen
+
+
+def as_message(head: Inbound, inbound: Inbound, *, steered: bool) -> Message:
+    """A joined message as the user message the model reads."""
+    text = user_content(inbound)
+    if inbound.sender.address != head.sender.address:
+        text = f"{inbound.sender.label}: {text}"
+    if steered:
+        text = f"{STEERED_NOTE}\n{text}"
+    return {"role": "user", "content": text}
+
+
+class Steering:
+    """One run's joined messages; `take` is called before each model call."""
+
+    def __init__(
+        self,
+        lease: TurnLease,
+        head: Inbound,
+        *,
+        steer: bool,
+        merge_window: float,
+        acknowledge: Acknowledge | None = None,
+    ) -> None:
+        self._lease = lease
+        self._head = head
+        self._steer = steer
+        self._window = merge_window
+        self._acknowledge = acknowledge
+        self._first: list[Message] = []
+
+    @property
+    def active(self) -> bool:
+        return self._steer or self._window > 0
+
+    async def gather(self) -> None:
+        """Before the first step: wait out the merge window for the same person's follow-ups,
+        and (steering) take in what waits already, such as what a run that died took in."""
+        if not self.active:
+            return
+        head, lease = self._head, self._lease
+        give_up = time.time() + MAX_MERGE_WAIT
+        while True:
+            waiting = await self._waiting()
+            chosen = merged(head, waiting, self._window)
+            last = max([head.received_at, *(w.inbound.received_at for w in chosen)])
+            pause = min(last + self._window - time.time(), give_up - time.time())
+            if self._window <= 0 or pause <= 0:
+                break
+            await asyncio.sleep(pause)
+        if self._steer:
+            chosen = steered(waiting, (), MAX_JOINED)
+        lease.absorbed.extend(w.entry_id for w in chosen)
+        self._first = [as_message(head, w.inbound, steered=False) for w in chosen]
+        if chosen:
+            log.info("messages joined the turn session=%s count=%d", lease.session, len(chosen))
+
+    async def take(self) -> list[Message]:
+        """What the model reads next: the gathered messages first, then (steering) what came
+        since the last step, each acknowledged to its sender."""
+        if self._first:
+            first, self._first = self._first, []
+            return first
+        room = MAX_JOINED - len(self._lease.absorbed)
+        if not self._steer or room <= 0:
+            return []
+        try:
+            chosen = steered(await self._waiting(), self._lease.absorbed, room)
+        except StoreUnavailable as exc:  # the message waits for a turn of its own instead
+            log.warning("steering skipped session=%s error=%s", self._lease.session, exc)
+            return []
+        if not chosen:
+            return []
+        self._lease.absorbed.extend(w.entry_id for w in chosen)
+        log.info("messages steered in session=%s count=%d", self._lease.session, len(chosen))
+        if self._acknowledge is not None:
+            for item in chosen:
+                await self._acknowledge(item.inbound)
+        return [as_message(self._head, w.inbound, steered=True) for w in chosen]
+
+    async def _waiting(self) -> list[Waiting]:
+        return decode_waiting(await self._lease.pending(), self._lease.claimed.entry.id)
