@@ -70,6 +70,9 @@ INTENT_HELP = (
 )
 
 
+ACK_REACTION = "\N{EYES}"
+
+
 class DiscordAdapter:
     platform = PLATFORM
     capabilities = Capabilities(
@@ -169,6 +172,10 @@ class DiscordAdapter:
 
     async def direct_chat(self, user_id: str) -> ChatRef:
         return await self._sender.direct_chat(user_id)
+
+    async def acknowledge(self, chat: ChatRef, message_id: str) -> None:
+        """A reaction on a message the running turn took in."""
+        await self._sender.react(chat, message_id, ACK_REACTION)
 
     async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
         """An attachment's bytes from Discord's CDN (file_id is its URL)."""

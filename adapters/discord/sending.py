@@ -103,6 +103,12 @@ class DiscordSender:
         except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
             raise delivery_error(exc, chat, "typing") from exc
 
+    async def react(self, chat: ChatRef, message_id: str, emoji: str) -> None:
+        try:
+            await self._client().http.add_reaction(channel_id(chat), int(message_id), emoji)
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            raise delivery_error(exc, chat, "reaction") from exc
+
     async def _post(self, out: Outbound, parts: list[str]) -> SentRef:
         target = channel_id(out.chat)
         channel = self._client().get_partial_messageable(target)

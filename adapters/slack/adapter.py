@@ -70,6 +70,9 @@ APP_REFUSALS = frozenset(
 _T = TypeVar("_T")
 
 
+ACK_REACTION = "eyes"
+
+
 class SlackStartError(RuntimeError):
     """The adapter cannot start: a token was refused or a setting is missing."""
 
@@ -290,6 +293,10 @@ class SlackAdapter:
     async def typing(self, chat: ChatRef) -> None:
         if self._indicator is not None:
             await self._indicator.show(chat)
+
+    async def acknowledge(self, chat: ChatRef, message_id: str) -> None:
+        """A reaction on a message the running turn took in (needs reactions:write)."""
+        await _started(self._sender).react(chat.chat_id, message_id, ACK_REACTION, add=True)
 
     async def download(self, file_id: str, max_bytes: int | None = None) -> bytes:
         """A file someone shared (its Slack file id), fetched with the bot token."""

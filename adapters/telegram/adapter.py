@@ -60,6 +60,9 @@ _POOL_SIZE = 32  # connections for sending (getUpdates has its own); Telegram al
 _POOL_WAIT = 30.0  # seconds a send may wait for a free connection
 
 
+ACK_REACTION = "\N{EYES}"  # one of the reactions Telegram allows bots to set
+
+
 class TelegramStartError(RuntimeError):
     """The adapter cannot start; the message says what to fix (and never holds the token)."""
 
@@ -200,6 +203,10 @@ class TelegramAdapter:
 
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)
+
+    async def acknowledge(self, chat: ChatRef, message_id: str) -> None:
+        """A reaction on a message the running turn took in."""
+        await self._sender.react(chat, message_id, ACK_REACTION)
 
     def open_stream(
         self, chat: ChatRef, *, reply_to: str | None, recipient: UserRef | None

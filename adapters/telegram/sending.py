@@ -164,6 +164,13 @@ class TelegramSender:
         except Forbidden as exc:
             raise self._forbidden(chat, exc) from None
 
+    async def react(self, chat: ChatRef, message_id: str, emoji: str) -> None:
+        # Cosmetic like typing: one try.
+        try:
+            await self._bot.set_message_reaction(chat.chat_id, int(message_id), reaction=emoji)
+        except Forbidden as exc:
+            raise self._forbidden(chat, exc) from None
+
     async def call(
         self, chat: ChatRef, part: Part, attempt: Callable[[str, bool], Awaitable[None]]
     ) -> None:

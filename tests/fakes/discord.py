@@ -187,6 +187,11 @@ class FakeDiscord(LocalServer):
             ("PATCH", re.compile(r"/channels/(\d+)/messages/(\d+)"), self._edit_message),
             ("DELETE", re.compile(r"/channels/(\d+)/messages/(\d+)"), self._delete_message),
             ("POST", re.compile(r"/channels/(\d+)/typing"), self._typing),
+            (
+                "PUT",
+                re.compile(r"/channels/(\d+)/messages/(\d+)/reactions/([^/]+)/@me"),
+                self._react,
+            ),
             ("POST", re.compile(r"/channels/(\d+)/messages/(\d+)/threads"), self._create_thread),
             ("POST", re.compile(r"/interactions/(\d+)/([^/]+)/callback"), self._callback),
             ("POST", re.compile(r"/attachments/refresh-urls"), self._refresh_urls),
@@ -661,6 +666,9 @@ class FakeDiscord(LocalServer):
         return str(self.messages[message_id].get("content", ""))
 
     def _typing(self, call: Call, channel_id: str) -> None:
+        return None
+
+    def _react(self, call: Call, channel_id: str, message_id: str, emoji: str) -> None:
         return None
 
     def _create_thread(self, call: Call, channel_id: str, message_id: str) -> dict[str, Any]:

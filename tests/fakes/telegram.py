@@ -511,6 +511,11 @@ class FakeBotAPI(LocalServer):
         _need(params, "action")
         return True
 
+    async def _m_setMessageReaction(self, request: web.Request, params: Params) -> Any:
+        _need(params, "chat_id")
+        _need(params, "message_id")
+        return True
+
     async def _m_answerCallbackQuery(self, request: web.Request, params: Params) -> Any:
         _need(params, "callback_query_id")
         if len(str(params.get("text", ""))) > 200:
