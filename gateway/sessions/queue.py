@@ -56,6 +56,7 @@ class _Running:
     job: TurnJob | None = None
     turn: asyncio.Task[TurnOutcome] | None = None
     answering: bool = False  # the current turn's reply is being delivered; it is ending
+    gathering: bool = False  # the current turn waits out its merge window: messages join it
     worker: asyncio.Task[None] | None = None
 
 
@@ -275,7 +276,14 @@ class SessionQueue:
                     and running.job is not None
                     and running.job.turn_id == admission.turn_id
                 )
-                ending = ending or begun
+                # The running turn waits for this person's follow-ups: this one joins it.
+                joins = (
+                    running is not None
+                    and running.gathering
+                    and running.job is not None
+                    and running.job.inbound.sender.address == admission.inbound.sender.address
+                )
+                ending = ending or begun or joins
                 if result.notice and self._settings.queue_notice and not ending:
                     await self._notifier.say(admission.inbound, QUEUED_NOTICE)
         else:
@@ -380,13 +388,23 @@ class SessionQueue:
         job = TurnJob.from_claimed(lease.claimed)
         lease.start()
         running.job, running.answering = job, False
+        running.gathering = self._settings.merge_window_ms > 0
         context_lines = await self._context.take(job.inbound)
 
         def answering() -> None:
             running.answering = True
 
+        def gathered() -> None:
+            running.gathering = False
+
         running.turn = asyncio.create_task(
-            self._runner.run(job, lease, context_lines=context_lines, on_answering=answering)
+            self._runner.run(
+                job,
+                lease,
+                context_lines=context_lines,
+                on_answering=answering,
+                on_gathered=gathered,
+            )
         )
         try:
             return await running.turn
@@ -404,7 +422,7 @@ class SessionQueue:
                 return None  # handed back: a claimer runs it again
             return await set_aside(lease, job, exc, self._notifier, self._metrics)
         finally:
-            running.turn = None
+            running.turn, running.gathering = None, False
 
     def _claimed(self, found: Claimed) -> None:
         """Run a session the claimer took (a slot is held for it)."""

@@ -167,11 +167,13 @@ class TurnRunner:
         *,
         context_lines: Sequence[str] = (),
         on_answering: Callable[[], None] | None = None,
+        on_gathered: Callable[[], None] | None = None,
     ) -> TurnOutcome:
         """Run the turn and end it with one store round trip (history + lease release).
 
         `context_lines` are recent unaddressed group messages, oldest first;
-        `on_answering` is called when the final reply is about to be delivered.
+        `on_answering` is called when the final reply is about to be delivered, `on_gathered`
+        when the merge window closed (gateway/turn/steering.py).
         """
         inbound = job.inbound
         self._metrics.observe("queue_wait_seconds", max(time.time() - inbound.received_at, 0.0))
@@ -179,7 +181,15 @@ class TurnRunner:
             "turn",
             **{"chat.platform": inbound.chat.platform, "session": str(job.key)},
         ) as span:
-            return await self._run(job, lease, context_lines, on_answering, span)
+            steering = Steering(
+                lease,
+                inbound,
+                steer=self._settings.router.busy_mode == "steer",
+                merge_window=self._settings.router.merge_window_ms / 1000,
+                acknowledge=self._acknowledge,
+                on_gathered=on_gathered,
+            )
+            return await self._run(job, lease, context_lines, on_answering, span, steering)
 
     async def _run(
         self,
@@ -188,6 +198,7 @@ class TurnRunner:
         context_lines: Sequence[str],
         on_answering: Callable[[], None] | None,
         span: SpanRecorder,
+        steering: Steering,
     ) -> TurnOutcome:
         inbound, key = job.inbound, job.key
         started, started_at = time.monotonic(), time.time()
@@ -228,6 +239,7 @@ class TurnRunner:
                 context_lines,
                 on_answering,
                 span,
+                steering,
                 since=(started, started_at),
             )
         except StaleTurn:
@@ -245,6 +257,7 @@ class TurnRunner:
         context_lines: Sequence[str],
         on_answering: Callable[[], None] | None,
         span: SpanRecorder,
+        steering: Steering,
         *,
         since: tuple[float, float],
     ) -> TurnOutcome:
@@ -255,13 +268,6 @@ class TurnRunner:
         toolbox = self._catalog.toolbox(plan.scope, record.tools_loaded)
         stream = self._streams.open(
             inbound, toolbox.known(), typing, plan.model_settings, gate=_reply_gate(lease)
-        )
-        steering = Steering(
-            lease,
-            inbound,
-            steer=self._settings.router.busy_mode == "steer",
-            merge_window=self._settings.router.merge_window_ms / 1000,
-            acknowledge=self._acknowledge,
         )
         try:
             await steering.gather()

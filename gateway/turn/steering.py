@@ -114,12 +114,14 @@ class Steering:
         steer: bool,
         merge_window: float,
         acknowledge: Acknowledge | None = None,
+        on_gathered: Callable[[], None] | None = None,
     ) -> None:
         self._lease = lease
         self._head = head
         self._steer = steer
         self._window = merge_window
         self._acknowledge = acknowledge
+        self._on_gathered = on_gathered
         self._first: list[Message] = []
 
     @property
@@ -129,6 +131,13 @@ class Steering:
     async def gather(self) -> None:
         """Before the first step: wait out the merge window for the same person's follow-ups,
         and (steering) take in what waits already, such as what a run that died took in."""
+        try:
+            await self._gather()
+        finally:
+            if self._on_gathered is not None:
+                self._on_gathered()
+
+    async def _gather(self) -> None:
         if not self.active:
             return
         head, lease = self._head, self._lease
