@@ -16,6 +16,7 @@ POINTS = (
     "after_intake",
     "after_reply_claimed",
     "before_finish",
+    "after_steered",
     "discord_received",
     "mattermost_received",
 )

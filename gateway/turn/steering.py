@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from gateway.llm.types import Message
 from gateway.media.content import user_content
+from gateway.runtime.faults import crash_point
 from gateway.sdk.messages import Inbound, InboundKind
 from gateway.sessions.leases import TurnLease
 from gateway.store.base import StoreUnavailable
@@ -174,6 +175,7 @@ class Steering:
         if not chosen:
             return []
         self._lease.absorbed.extend(w.entry_id for w in chosen)
+        crash_point("after_steered")
         log.info("messages steered in session=%s count=%d", self._lease.session, len(chosen))
         if self._acknowledge is not None:
             for item in chosen:
