@@ -45,6 +45,7 @@ class HoldingRunner:
         *,
         context_lines: Sequence[str] = (),
         on_answering: Any = None,
+        on_gathered: Any = None,
     ) -> TurnOutcome:
         self.running += 1
         self.most = max(self.most, self.running)
