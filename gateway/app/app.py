@@ -170,7 +170,9 @@ class App:
             retention_days=settings.history.retention_days,
             instance_id=self.instance_id,
         )
-        context = GroupContext(self.store, size=20)
+        context = GroupContext(
+            self.store, size=settings.context.max_messages, chars=settings.context.max_chars
+        )
         self.leases = SessionLeases(
             self.store,
             self.instance_id,
@@ -322,6 +324,8 @@ class App:
             instance_id=self.instance_id,
             signer=self.signer,
             refusal=self.access.refusal,
+            context_messages=self.settings.context.max_messages,
+            context_chars=self.settings.context.max_chars,
         )
 
     def add_adapter(self, adapter: Adapter) -> None:

@@ -220,6 +220,14 @@ class SessionsSettings(Section):
         return self.per_platform.get(platform, self.isolation)
 
 
+class ContextSettings(Section):
+    """What a turn reads of the conversation around the bot: unaddressed group messages, the
+    earlier messages of a Slack thread it is mentioned in."""
+
+    max_messages: int = Field(default=20, ge=0, le=200)
+    max_chars: int = Field(default=4000, ge=200, le=100_000)
+
+
 class MemorySettings(Section):
     chat_chars: int = Field(default=2000, ge=100, le=1_000_000)
     user_chars: int = Field(default=1200, ge=100, le=1_000_000)
@@ -306,6 +314,7 @@ class Settings(BaseSettings):
     agent: AgentSettings = AgentSettings()
     router: RouterSettings = RouterSettings()
     sessions: SessionsSettings = SessionsSettings()
+    context: ContextSettings = ContextSettings()
     memory: MemorySettings = MemorySettings()
     access: AccessSettings = AccessSettings()
     approvals: ApprovalSettings = ApprovalSettings()

@@ -8,9 +8,10 @@ from gateway.store.base import Store
 
 
 class GroupContext:
-    def __init__(self, store: Store, size: int) -> None:
+    def __init__(self, store: Store, size: int, chars: int = 4000) -> None:
         self._store = store
         self._size = size
+        self._chars = chars
 
     async def remember(self, inbound: Inbound) -> None:
         if self._size <= 0 or not inbound.text.strip():
@@ -26,4 +27,15 @@ class GroupContext:
         lines = await self._store.list_range(key)
         if lines:
             await self._store.delete(key)
-        return lines
+        return within(lines, self._chars)
+
+
+def within(lines: list[str], chars: int) -> list[str]:
+    """The newest lines that fit in `chars` characters, oldest first."""
+    kept: list[str] = []
+    for line in reversed(lines):
+        chars -= len(line) + 1
+        if chars < 0:
+            break
+        kept.append(line)
+    return kept[::-1]

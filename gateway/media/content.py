@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from gateway.approvals.untrusted import wrap
 from gateway.llm.types import Message
 from gateway.sdk.messages import Attachment, AttachmentKind, ChatKind, Inbound
 
@@ -101,9 +102,9 @@ def user_text(inbound: Inbound, context_lines: Sequence[str] = ()) -> str:
     author in groups); attachment notes are added by the caller."""
     parts: list[str] = []
     if context_lines:
-        parts.append(
-            "[Recent messages in this chat, for context]\n" + defuse("\n".join(context_lines))
-        )
+        # Other people's words: material to read, marked as outside content.
+        lines = wrap("chat messages", defuse("\n".join(context_lines)))
+        parts.append(f"[Recent messages in this chat, for context]\n{lines}")
     text = defuse(inbound.text)
     if inbound.chat.kind is not ChatKind.DIRECT:
         text = f"{inbound.sender.label}: {text}"

@@ -219,3 +219,6 @@ class AdapterContext:
     # Why this sender may not use the bot here (None: they may), by the static access rules:
     # an adapter that takes files itself (the web chat) asks before storing any.
     refusal: Callable[[Inbound], str | None] = lambda _inbound: None
+    # How much of a conversation an adapter reads into a turn (`context.*`).
+    context_messages: int = 20
+    context_chars: int = 4000

@@ -132,6 +132,9 @@ class Inbound(_Frozen):
     attachments: tuple[Attachment, ...] = ()
     kind: InboundKind = InboundKind.USER
     received_at: float = Field(default_factory=time.time)
+    # Earlier messages of the conversation the adapter read for this turn (a Slack thread's
+    # when the bot is first mentioned in it), oldest first, as "Name: text" lines.
+    context: tuple[str, ...] = ()
     # An explicit session (SessionKey text) instead of the isolation strategy's; scheduled
     # prompts use it to run in a fresh session of their chat.
     session: str | None = None

@@ -389,7 +389,7 @@ class SessionQueue:
         lease.start()
         running.job, running.answering = job, False
         running.gathering = self._settings.merge_window_ms > 0
-        context_lines = await self._context.take(job.inbound)
+        context_lines = [*job.inbound.context, *await self._context.take(job.inbound)]
 
         def answering() -> None:
             running.answering = True

@@ -141,7 +141,11 @@ async def test_group_needs_mention_and_keeps_context(
     asked = tg.pushed[update]["message"]
     assert reply.params["reply_parameters"]["message_id"] == asked["message_id"]
     content = last_user_text(llm.requests[0])
-    assert "[Recent messages in this chat, for context]\nBob: lunch at noon?" in content
+    # Other people's words are marked as outside content.
+    assert (
+        '[Recent messages in this chat, for context]\n<untrusted-data source="chat messages">\n'
+        "Bob: lunch at noon?\n</untrusted-data>"
+    ) in content
     assert content.endswith("Alice: what did Bob ask?")  # the mention itself is dropped
 
 
