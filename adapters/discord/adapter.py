@@ -271,7 +271,16 @@ class DiscordAdapter:
         if chat.kind is not ChatKind.DIRECT and not (
             mentioned or self._answers_freely(message.channel, chat, bot.id)
         ):
-            # Not addressed: people talking among themselves are not the bot's business.
+            # Not addressed: not for the bot to answer, but what was said before it is asked
+            # (the same group-context path Telegram's groups take, for allowed senders).
+            if (
+                self._settings.channel_context
+                and self._access.reason(chat, user_ref(message.author)) is None
+            ):
+                chatter = message_inbound(
+                    message, chat, clean_text(message, bot.id), mentioned=False
+                )
+                await self._ctx.submit(chatter)
             return
         text = clean_text(message, bot.id)
         # Written down before anything else: Discord never sends this message again.
@@ -297,6 +306,12 @@ class DiscordAdapter:
         inbound = message_inbound(message, chat, text, mentioned=True, reply=not in_thread)
         await self._ctx.submit(inbound)
         await self._received.done(received)
+
+    async def _keep_as_context(self, message: discord.Message, chat: ChatRef, bot_id: int) -> None:
+        if self._access.reason(chat, user_ref(message.author)) is not None:
+            return
+        text = clean_text(message, bot_id)
+        await self._ctx.submit(message_inbound(message, chat, text, mentioned=False))
 
     async def on_gateway_press(self, interaction: discord.Interaction[Any], data: str) -> None:
         press = button_press(interaction, data)

@@ -16,6 +16,8 @@ class DiscordSettings(Section):
     allow_dms: bool = True
     free_response_channels: list[str] = []  # channel ids answered without a mention
     auto_thread: bool = False  # a mention in a channel opens a thread for the answer
+    # Channel messages not addressed to the bot are kept as context for its next answer there.
+    channel_context: bool = True
     allowed_guilds: list[str] = []  # the allowed_* lists: ids; empty means all
     allowed_channels: list[str] = []  # a thread is allowed when its parent channel is
     allowed_users: list[str] = []  # users and roles together: a person needs either

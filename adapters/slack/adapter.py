@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.access import SlackAccess
 from adapters.slack.files import MAX_UPLOAD_BYTES, SlackFiles
+from adapters.slack.history import SlackHistory
 from adapters.slack.http_events import EventsEndpoint
 from adapters.slack.indicator import WorkingIndicator
 from adapters.slack.listeners import NotStored, SlackListeners
@@ -104,6 +105,7 @@ class SlackAdapter:
         self._no_streams_in: set[str] = set()  # channels where Slack refused them
         self._session: aiohttp.ClientSession | None = None
         self._sender: SlackSender | None = None
+        self._history: SlackHistory | None = None
         self._files: SlackFiles | None = None
         self._indicator: WorkingIndicator | None = None
         self._socket: SocketModeConnection | None = None
@@ -143,6 +145,7 @@ class SlackAdapter:
         )
         self.bot = await self._identify(client)
         self._sender = SlackSender(client)
+        self._history = SlackHistory(client, self.bot)
         self._files = SlackFiles(
             client,
             self._session,
@@ -169,6 +172,7 @@ class SlackAdapter:
             bot=self.bot,
             sender=self._sender,
             threads=self._threads,
+            history=self._history,
             indicator=self._indicator,
             access=self._access,
             spawn=self._spawn,

@@ -8,6 +8,7 @@ carries Slack's event_id and admission drops repeats through the shared store.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable, Coroutine
@@ -20,6 +21,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from adapters.slack.access import SlackAccess
 from adapters.slack.blocks import ACTION_PREFIX
+from adapters.slack.history import SlackHistory
 from adapters.slack.indicator import WorkingIndicator
 from adapters.slack.normalize import (
     BotIdentity,
@@ -32,7 +34,15 @@ from adapters.slack.normalize import (
 from adapters.slack.sending import SlackSender
 from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import AnsweredThreads
-from gateway.sdk import AdapterContext, ButtonPress, ChatKind, Inbound, Outbound, Status
+from gateway.sdk import (
+    AdapterContext,
+    ButtonPress,
+    ChatKind,
+    DeliveryError,
+    Inbound,
+    Outbound,
+    Status,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +50,7 @@ Spawn = Callable[[Coroutine[Any, Any, None]], None]
 Json = dict[str, Any]
 
 WORKING = "Working on it…"
+THREAD_READ_SECONDS = 1.5  # Slack wants its event acknowledged within 3 s
 STORE_DOWN = "I could not take that right now (my storage is unreachable); please try again."
 
 
@@ -54,6 +65,7 @@ class SlackListeners:
     bot: BotIdentity
     sender: SlackSender
     threads: AnsweredThreads
+    history: SlackHistory
     indicator: WorkingIndicator
     access: SlackAccess
     spawn: Spawn
@@ -107,7 +119,30 @@ class SlackListeners:
         # A DM is delivered as message.im; answering its app_mention too would answer twice.
         if is_ignored(event, self.bot) or chat_kind(str(event["channel"])) is ChatKind.DIRECT:
             return
-        await self._submit(self._inbound(body, event, mentioned=True))
+        inbound = self._inbound(body, event, mentioned=True)
+        thread, ts = event.get("thread_ts"), str(event.get("ts"))
+        if (
+            thread
+            and thread != ts
+            and not await self.threads.answered(inbound.chat.chat_id, thread)
+        ):
+            # The first mention in a thread: what was said there before is this turn's context.
+            inbound = inbound.model_copy(update={"context": await self._thread(inbound, thread)})
+        await self._submit(inbound)
+
+    async def _thread(self, inbound: Inbound, thread_ts: str) -> tuple[str, ...]:
+        try:
+            async with asyncio.timeout(THREAD_READ_SECONDS):  # the event is acked after this
+                return await self.history.thread(
+                    inbound.chat.chat_id,
+                    thread_ts,
+                    str(inbound.message_id),
+                    max_messages=self.ctx.context_messages,
+                    max_chars=self.ctx.context_chars,
+                )
+        except (DeliveryError, TimeoutError) as exc:
+            log.warning("thread not read chat=%s error=%s", inbound.chat.address, exc)
+            return ()
 
     async def _message(self, body: Json, event: Json) -> None:
         if is_ignored(event, self.bot):

@@ -107,7 +107,10 @@ async def test_mention_round_trip_with_typing_and_ignored_chatter(
         asked = await fake.send_message(f"{MENTION} hi there, ask <@{BOB}> too")
         (reply,) = await fake.wait_for("POST", GENERAL)
     assert len(llm.requests) == 1
-    assert last_user_text(llm.requests[0]) == "alice: hi there, ask @bob too"
+    # Bob's chatter was not answered; it came with the next answer as context, marked as data.
+    content = last_user_text(llm.requests[0])
+    assert content.endswith("\n\nalice: hi there, ask @bob too")
+    assert '<untrusted-data source="chat messages">\nbob: just chatting' in content
     assert reply.body["content"] == "Hello, @everyone-safe Alice!"
     assert str(reply.body["message_reference"]["message_id"]) == asked["id"]
     assert reply.body["allowed_mentions"]["parse"] == []  # no @everyone, roles or users

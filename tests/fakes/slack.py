@@ -111,6 +111,8 @@ class FakeSlack(LocalServer):
     stream_methods: bool = True  # False: the workspace or app cannot use chat.*Stream
     # channel -> the error chat.startStream answers there (e.g. an archived channel)
     stream_refusals: dict[str, str] = field(default_factory=dict)
+    # (channel, thread ts) -> what people wrote there, as conversations.replies returns it
+    threads: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -315,7 +317,26 @@ class FakeSlack(LocalServer):
             return {"upload_url": f"{self.base_url}upload/{file.id}", "file_id": file.id}
         if method == "files.completeUploadExternal":
             return {"files": [self._complete(entry, params) for entry in _json_list(params)]}
+        if method == "conversations.replies":
+            return self._replies(params)
         return {}  # reactions.add / reactions.remove and the like
+
+    def add_thread_message(self, channel: str, thread_ts: str, user: str, text: str) -> str:
+        """A person's message in a thread (its first one starts it); returns its ts."""
+        thread = self.threads.setdefault((channel, thread_ts), [])
+        whole, _, fraction = thread_ts.partition(".")
+        ts = f"{whole}.{int(fraction or 0) + len(thread):06d}"  # just after the one before
+        thread.append(
+            {"type": "message", "user": user, "text": text, "ts": ts, "thread_ts": thread_ts}
+        )
+        return ts
+
+    def _replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        thread = self.threads.get((str(params.get("channel")), str(params.get("ts"))))
+        if thread is None:
+            raise _SlackError("thread_not_found")
+        limit = int(params.get("limit") or 1000)
+        return {"messages": thread[:limit], "has_more": len(thread) > limit}
 
     def _message(self, params: dict[str, Any], *, need: bool = False) -> Message | None:
         found = self.messages.get(str(params.get("ts")))
