@@ -20,7 +20,7 @@ TOOLSETS: dict[str, str] = {
     "web": "the web: web_fetch, web_search, web_extract, web_crawl",
     "browser": "a real browser for pages that need JavaScript, forms or several steps",
     "memory": "durable notes about the chat and the person: memory",
-    "session": "working with the user in this conversation: todo, clarify",
+    "session": "working with the user in this conversation: todo, clarify, read_channel",
     "cron": "reminders and scheduled prompts",
     "skills": "reusable instructions (skills): skill, skill_manage",
     "subagent": "delegating work to sub-agents",

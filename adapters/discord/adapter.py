@@ -173,6 +173,12 @@ class DiscordAdapter:
     async def direct_chat(self, user_id: str) -> ChatRef:
         return await self._sender.direct_chat(user_id)
 
+    async def read_history(
+        self, chat: ChatRef, *, max_messages: int, max_chars: int
+    ) -> tuple[str, ...]:
+        """The channel's (or thread's) newest messages, as the bot's permissions allow."""
+        return await self._sender.history(chat, max_messages=max_messages, max_chars=max_chars)
+
     async def acknowledge(self, chat: ChatRef, message_id: str) -> None:
         """A reaction on a message the running turn took in."""
         await self._sender.react(chat, message_id, ACK_REACTION)

@@ -103,6 +103,27 @@ class DiscordSender:
         except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
             raise delivery_error(exc, chat, "typing") from exc
 
+    async def history(self, chat: ChatRef, *, max_messages: int, max_chars: int) -> tuple[str, ...]:
+        try:
+            newest_first = await self._client().http.logs_from(
+                channel_id(chat), min(max(max_messages, 1), 100)
+            )
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            raise delivery_error(exc, chat, "history") from exc
+        lines: list[str] = []
+        for message in newest_first:
+            text = str(message.get("content") or "").strip()
+            if not text:
+                continue
+            author: Any = message.get("author") or {}
+            name = author.get("global_name") or author.get("username") or "someone"
+            line = f"{name}: {text}"
+            max_chars -= len(line) + 1
+            if max_chars < 0:
+                break
+            lines.append(line)
+        return tuple(reversed(lines))
+
     async def react(self, chat: ChatRef, message_id: str, emoji: str) -> None:
         try:
             await self._client().http.add_reaction(channel_id(chat), int(message_id), emoji)

@@ -298,6 +298,21 @@ class SlackAdapter:
         if self._indicator is not None:
             await self._indicator.show(chat)
 
+    async def read_history(
+        self, chat: ChatRef, *, max_messages: int, max_chars: int
+    ) -> tuple[str, ...]:
+        """The thread's messages when the chat is a thread, else the channel's newest."""
+        history = _started(self._history)
+        if chat.thread_id:
+            return await history.thread(
+                chat.chat_id,
+                chat.thread_id,
+                None,
+                max_messages=max_messages,
+                max_chars=max_chars,
+            )
+        return await history.channel(chat.chat_id, max_messages=max_messages, max_chars=max_chars)
+
     async def acknowledge(self, chat: ChatRef, message_id: str) -> None:
         """A reaction on a message the running turn took in (needs reactions:write)."""
         await _started(self._sender).react(chat.chat_id, message_id, ACK_REACTION, add=True)

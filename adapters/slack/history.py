@@ -53,9 +53,15 @@ class SlackHistory:
         self._bot = bot
 
     async def thread(
-        self, channel: str, thread_ts: str, before_ts: str, *, max_messages: int, max_chars: int
+        self,
+        channel: str,
+        thread_ts: str,
+        before_ts: str | None,
+        *,
+        max_messages: int,
+        max_chars: int,
     ) -> tuple[str, ...]:
-        """The thread's messages before `before_ts` (the mention), as context lines."""
+        """The thread's messages (before `before_ts`, the mention), as context lines."""
         messages: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
@@ -64,7 +70,8 @@ class SlackHistory:
                     channel=channel, ts=thread_ts, limit=PAGE, cursor=cursor
                 )
             )
-            messages += [m for m in response.get("messages") or [] if _before(m, before_ts)]
+            page = response.get("messages") or []
+            messages += [m for m in page if before_ts is None or _before(m, before_ts)]
             cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
             if not cursor:
                 break

@@ -25,6 +25,7 @@ from gateway.store.base import Store
 from gateway.turn.memory import MemoryBook
 from tools.agent.clarify import ClarifyService
 from tools.agent.delegate import DelegateTools
+from tools.agent.read_channel import ReadChannelTools
 from tools.agent.todo import TodoTools
 from tools.files.attachments import AttachmentFetcher, AttachmentTools
 from tools.files.edit import FileTools
@@ -109,6 +110,7 @@ def builtin_families(services: ToolServices, registry: ToolRegistry) -> list[Too
         BrowserTools(settings, guard, workspace_for),
         MemoryTools(services.memory),
         TodoTools(services.store),
+        ReadChannelTools(services.outbox, max_chars=settings.context.max_chars),
         CronTools(services.scheduler),
         ClarifyService(
             services.store,

@@ -124,6 +124,19 @@ class Acknowledges(Protocol):
         ...
 
 
+@runtime_checkable
+class ReadsHistory(Protocol):
+    """An adapter that can read a conversation's earlier messages with the bot's own
+    permissions there (Slack's conversations.* history, Discord's channel history)."""
+
+    async def read_history(
+        self, chat: ChatRef, *, max_messages: int, max_chars: int
+    ) -> tuple[str, ...]:
+        """The chat's (or its thread's) newest messages as "Name: text" lines, oldest first;
+        raises DeliveryError when the platform refuses."""
+        ...
+
+
 class AttachmentError(Exception):
     """An attachment could not be fetched; the message says why (too large, expired, ...)."""
 
@@ -191,6 +204,15 @@ class Outbox:
         adapter = self.adapter(chat.platform)
         if isinstance(adapter, Acknowledges):
             await adapter.acknowledge(chat, message_id)
+
+    async def read_history(
+        self, chat: ChatRef, *, max_messages: int, max_chars: int
+    ) -> tuple[str, ...] | None:
+        """A chat's earlier messages (ReadsHistory); None where the platform offers no way."""
+        adapter = self.adapter(chat.platform)
+        if not isinstance(adapter, ReadsHistory):
+            return None
+        return await adapter.read_history(chat, max_messages=max_messages, max_chars=max_chars)
 
     async def direct_chat(self, platform: str, user_id: str) -> ChatRef:
         """Where a direct message to this person goes (an admin told of a failed job)."""

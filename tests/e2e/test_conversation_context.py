@@ -82,3 +82,22 @@ async def test_discord_channel_messages_not_for_the_bot_reach_its_next_answer(
         "</untrusted-data>"
     ) in content
     assert content.endswith("alice: what do you think of the above?")
+
+
+async def test_read_channel_reads_the_discord_channel_as_outside_content(
+    tmp_path: Path, llm: ScriptedLLM, redis_url: str
+) -> None:
+    async with (
+        FakeDiscord() as fake,
+        discord_app(tmp_path, llm, fake, redis_url, channel_context=False),
+    ):
+        await fake.send_message("the release is on friday", author=BOB)
+        llm.push(Reply.call("read_channel", messages=10), Reply.text("Friday, says Bob."))
+        await fake.send_message(f"<@{BOT_ID}> when is the release?")
+        await fake.wait_for("POST", rf"/channels/{GENERAL_ID}/messages")
+        assert DATA not in last_user_text(llm.requests[0])  # not kept as context: read on ask
+        [result] = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert result.startswith('<untrusted-data source="read_channel">')
+    assert "bob: the release is on friday" in result
+    [read] = fake.calls_to("GET", rf"/channels/{GENERAL_ID}/messages")
+    assert read.query["limit"] == "10"

@@ -156,9 +156,10 @@ async def test_thread_follow_up_needs_a_mention_by_default(
     await post_event(gw, mention("summarize", ts="1000.000300", thread_ts="1000.000100"))
     await llm.wait_for_requests(2)
     user_text = last_user_text(llm.requests[1])
-    second = await slack.wait_for_post(f"echo: {user_text}")
+    second = (await slack.wait_for("chat.postMessage", 2))[1]
     assert second["thread_ts"] == "1000.000100"
     assert "U1: and the changelog?" in user_text and user_text.endswith("U1: summarize")
+    assert '<untrusted-data source="chat messages">' in user_text  # others' words are data
     # Same thread, same session: the first exchange is in the history.
     assert "U1: plan the release" in [m.get("content") for m in llm.requests[1]["messages"]]
 

@@ -184,6 +184,7 @@ class FakeDiscord(LocalServer):
             ("PUT", re.compile(r"/applications/\d+(?:/guilds/(\d+))?/commands"), self._commands),
             ("POST", re.compile(r"/users/@me/channels"), self._open_dm),
             ("POST", re.compile(r"/channels/(\d+)/messages"), self._create_message),
+            ("GET", re.compile(r"/channels/(\d+)/messages"), self._channel_history),
             ("PATCH", re.compile(r"/channels/(\d+)/messages/(\d+)"), self._edit_message),
             ("DELETE", re.compile(r"/channels/(\d+)/messages/(\d+)"), self._delete_message),
             ("POST", re.compile(r"/channels/(\d+)/typing"), self._typing),
@@ -208,6 +209,7 @@ class FakeDiscord(LocalServer):
             ),
         ]
         self.deleted: set[str] = set()  # message ids deleted (by the bot or, in tests, a person)
+        self.written: list[dict[str, Any]] = []  # what people wrote (send_message), in order
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -378,6 +380,7 @@ class FakeDiscord(LocalServer):
                 "channel_id": reply_to["channel_id"],
             }
             message["referenced_message"] = reply_to
+        self.written.append(message)
         await self.dispatch("MESSAGE_CREATE", message)
         return message
 
@@ -630,6 +633,13 @@ class FakeDiscord(LocalServer):
             raise _RestError(400, {"message": "Invalid Recipient(s)", "code": 50033})
         channel = DM_ID if recipient == ALICE else DM_ID + recipient % 1000
         return {"id": str(channel), "type": 1, "recipients": [USERS[recipient]]}
+
+    def _channel_history(self, call: Call, channel_id: str) -> list[dict[str, Any]]:
+        """A channel's messages, newest first (GET /channels/{id}/messages?limit=)."""
+        everything = [*self.written, *self.messages.values()]
+        here = [m for m in everything if m["channel_id"] == channel_id]
+        here.sort(key=lambda m: int(m["id"]), reverse=True)
+        return here[: int(call.query.get("limit", 50))]
 
     def _create_message(self, call: Call, channel_id: str) -> dict[str, Any]:
         return self._store(channel_id, call.body or {}, attachments=self._sent_files(call))

@@ -32,7 +32,7 @@ GROUPS = {
 ALL = set(GROUPS)
 FS = {"read_file", "write_file", "edit_file"}
 WEB = {"web_fetch", "web_search"}
-SESSION = {"todo", "clarify"}
+SESSION = {"todo", "clarify", "read_channel"}
 
 
 def registry() -> ToolRegistry:

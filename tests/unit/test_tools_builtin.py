@@ -98,6 +98,7 @@ def test_families_in_the_order_their_tools_are_offered(installed: Any) -> None:
         "browser",
         "memory",
         "todo",
+        "read_channel",
         "cron",
         "clarify",
         "skills",

@@ -72,7 +72,7 @@ def test_unknown_names_exit_2(config: str, capsys: pytest.CaptureFixture[str]) -
 def test_groups(config: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--config", config, "tools", "groups"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^group:session +clarify, todo ", out, re.M)
+    assert re.search(r"^group:session +clarify, read_channel, todo ", out, re.M)
     assert re.search(r"^group:skills +skill, skill_manage ", out, re.M)
     assert re.search(r"^group:subagent +delegate ", out, re.M)
 
