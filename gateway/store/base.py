@@ -244,6 +244,13 @@ class Store(ABC):
         question a running turn asked); False when it is not there."""
 
     @abstractmethod
+    async def replace_pending(self, session: str, message_id: str, payload: str) -> bool:
+        """Give the stored message whose platform id (the payload's `message_id`) is
+        `message_id` a new payload (an edit), atomically, while no turn has used it: it is
+        not the first message of a session whose lease is held, and no running turn took it
+        in (`keys.joined`). False (nothing changed) otherwise."""
+
+    @abstractmethod
     async def drop_pending(self, session: str) -> int:
         """Drop every stored message of the session (a running turn still finishes)."""
 

@@ -301,6 +301,15 @@ class EmbeddedStore(Store):
         rows = self._run(sql.LIST_SLICE, (key, end - start + 1, start)).fetchall()
         return [str(value) for (value,) in rows]
 
+    def replace_item(self, key: str, old: str, new: str) -> bool:
+        """Put `new` in the place of the oldest list item equal to `old`."""
+        with self._transaction():
+            row = self._run(sql.FIND_ITEM, (key, old)).fetchone()
+            if row is None:
+                return False
+            self._run("UPDATE items SET value = ?3 WHERE key = ?1 AND seq = ?2", (key, row[0], new))
+        return True
+
     async def remove_item(self, key: str, value: str) -> bool:
         """Drop the oldest list item equal to `value` (an emptied list stops existing)."""
         with self._transaction():
@@ -420,6 +429,9 @@ class EmbeddedStore(Store):
 
     async def remove_pending(self, session: str, entry_id: str) -> bool:
         return await embedded_inbox.remove_pending(self, session, entry_id)
+
+    async def replace_pending(self, session: str, message_id: str, payload: str) -> bool:
+        return await embedded_inbox.replace_pending(self, session, message_id, payload)
 
     async def drop_pending(self, session: str) -> int:
         return await embedded_inbox.drop_pending(self, session)

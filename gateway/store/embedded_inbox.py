@@ -11,6 +11,7 @@ process that died (and none of its runs is left to fence off).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -274,6 +275,31 @@ async def remove_pending(store: EmbeddedStore, session: str, entry_id: str) -> b
     if empty:
         state.ready.pop(session, None)
     return True
+
+
+async def replace_pending(
+    store: EmbeddedStore, session: str, message_id: str, payload: str
+) -> bool:
+    state, pending = store.inbox, keys.pending(session)
+    with store.transaction():
+        for n, raw in enumerate(await store.list_range(pending)):
+            entry = InboxEntry.decode(raw)
+            if _message_id(entry.payload) != message_id:
+                continue
+            if n == 0 and state.holder(session, time.time()) is not None:
+                return False  # its turn runs
+            if await store.get(keys.joined(entry.id)) is not None:
+                return False  # a running turn took it in
+            return store.replace_item(pending, raw, InboxEntry(entry.id, payload).encode())
+    return False
+
+
+def _message_id(payload: str) -> str | None:
+    try:
+        value = json.loads(payload).get("message_id")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 async def drop_pending(store: EmbeddedStore, session: str) -> int:

@@ -178,6 +178,7 @@ REPLICAS = "replicas"
 SESSION_PREFIX = "session:"
 SESSION_LEASE_PREFIX = "lease:session:"
 REPLY_PREFIX = "reply:"
+JOINED_PREFIX = "joined:"
 FENCE_PREFIX = "fence:session:"
 DEAD_LETTERS = "deadletters"
 DISCORD_RECEIVED = "discord:received"  # gateway messages received, not yet through intake
@@ -191,6 +192,11 @@ def pending(key: SessionKey | str) -> str:
 
 def reply(turn_id: str) -> str:
     return f"{REPLY_PREFIX}{turn_id}"
+
+
+def joined(turn_id: str) -> str:
+    """Set when a running turn took this stored message in: an edit no longer replaces it."""
+    return f"{JOINED_PREFIX}{turn_id}"
 
 
 def fence(key: SessionKey | str) -> str:

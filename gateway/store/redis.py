@@ -509,6 +509,9 @@ class RedisStore(Store):
     async def remove_pending(self, session: str, entry_id: str) -> bool:
         return await self._inbox.remove(session, entry_id)
 
+    async def replace_pending(self, session: str, message_id: str, payload: str) -> bool:
+        return await self._inbox.replace(session, message_id, payload)
+
     async def drop_pending(self, session: str) -> int:
         return await self._inbox.drop(session)
 

@@ -277,6 +277,26 @@ return 0
 """)
 
 
+# KEYS: 1 pending, 2 lease. ARGV: 1 message id, 2 new payload, 3 joined prefix
+REPLACE = Script("""
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+for n, item in ipairs(items) do
+  local cut = string.find(item, '\\n', 1, true)
+  if cut then
+    local id = string.sub(item, 1, cut - 1)
+    local ok, decoded = pcall(cjson.decode, string.sub(item, cut + 1))
+    if ok and type(decoded) == 'table' and decoded['message_id'] == ARGV[1] then
+      if n == 1 and redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+      if redis.call('EXISTS', ARGV[3] .. id) == 1 then return 0 end
+      redis.call('LSET', KEYS[1], n - 1, id .. '\\n' .. ARGV[2])
+      return 1
+    end
+  end
+end
+return 0
+""")
+
+
 def intake_result(raw: list[Any], request: IntakeRequest) -> IntakeResult:
     status = raw[0]
     count = int(raw[1]) if len(raw) > 1 and int(raw[1]) >= 0 else None
@@ -315,7 +335,7 @@ def claimed_from(raw: list[Any], owner: str) -> list[Claimed]:
     ]
 
 
-SCRIPTS = (INTAKE, CLAIM, FINISH, RENEW, DROP, REMOVE, CLAIM_REPLY, FENCED_WRITE)
+SCRIPTS = (INTAKE, CLAIM, FINISH, RENEW, DROP, REMOVE, CLAIM_REPLY, FENCED_WRITE, REPLACE)
 
 
 def finish_result(raw: list[Any], session: str, owner: str, record: str | None) -> FinishResult:
@@ -517,6 +537,14 @@ class RedisInbox:
         with self._guard:
             removed = await ScriptCall(REMOVE, script_keys, [session, entry_id]).run(self._wire)
         return bool(removed)
+
+    async def replace(self, session: str, message_id: str, payload: str) -> bool:
+        k = self.keys
+        script_keys = [k.data(keys.pending(session)), k.lease(keys.session_lease(session))]
+        args = [message_id, payload, k.data(keys.JOINED_PREFIX)]
+        with self._guard:
+            done = await ScriptCall(REPLACE, script_keys, args).run(self._wire)
+        return bool(int(done))
 
     async def drop(self, session: str) -> int:
         k = self.keys

@@ -4,6 +4,8 @@ and the embedded store: the same calls give the same results on every backend.""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -420,3 +422,25 @@ async def test_a_lost_turn_drops_nothing_it_absorbed(store: Store) -> None:
     )
     assert lost.status == "lost"
     assert [e.id for e in await store.pending(S1)] == [f"{S1}-e1", f"{S1}-e2"]
+
+
+def edited(session: str, n: int, message_id: str, text: str) -> IntakeRequest:
+    payload = json.dumps({"text": text, "message_id": message_id})
+    return dataclasses.replace(req(session, n), entry=InboxEntry(f"{session}-e{n}", payload))
+
+
+async def test_an_edit_replaces_a_waiting_message_until_a_turn_uses_it(store: Store) -> None:
+    await store.intake(edited(S1, 1, "m1", "first"))  # no lease taken: nothing runs
+    await store.intake(edited(S1, 2, "m2", "second"))
+    new = json.dumps({"text": "second, fixed", "message_id": "m2"})
+    assert await store.replace_pending(S1, "m2", new)
+    assert [e.payload for e in await store.pending(S1)][1] == new
+    assert not await store.replace_pending(S1, "m9", new)  # not stored: nothing to replace
+    # Its turn runs: the first message is in use and is not replaced any more.
+    (taken,) = await store.claim("a:1", 5)
+    assert taken.entry.id == f"{S1}-e1"
+    assert not await store.replace_pending(S1, "m1", json.dumps({"message_id": "m1"}))
+    # A running turn took the second in: not replaced either.
+    await store.set(keys.joined(f"{S1}-e2"), "1", ttl=60)
+    assert not await store.replace_pending(S1, "m2", json.dumps({"message_id": "m2"}))
+    assert [e.payload for e in await store.pending(S1)][1] == new
