@@ -51,7 +51,7 @@ from gateway.sdk import (
 log = logging.getLogger(__name__)
 
 # Edited messages and channel posts are not asked for: the adapter would ignore them.
-ALLOWED_UPDATES = ["message", "callback_query"]
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 PRESS_FAILED = "Something went wrong with that button; please try again."
 _TOAST_LIMIT = 200  # characters answerCallbackQuery shows
 _DRAIN_SECONDS = 5.0

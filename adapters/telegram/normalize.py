@@ -1,7 +1,8 @@
 """python-telegram-bot updates as chatgate's Inbound and ButtonPress, and nothing else.
 
-Deliberate choices: edited messages, channel posts and messages from bots are ignored (an
-edit would answer the same question twice); a command for another bot (`/help@other_bot`)
+Deliberate choices: channel posts and messages from bots are ignored; an edited message
+becomes an Inbound with `edit_of` (admission replaces the stored one while no turn has used
+it, and lets it follow as a message of its own after), unless it is a command; a command for another bot (`/help@other_bot`)
 is ignored; `/cmd@this_bot` becomes `/cmd`. Only forum topics (`is_topic_message`) are
 threads: in an ordinary supergroup `message_thread_id` marks a reply chain, not a topic.
 """
@@ -82,7 +83,8 @@ def topic_of(message: Message) -> int | None:
 
 def inbound_from(update: Update, me: BotIdentity) -> Normalized | None:
     """The Inbound for a new message to the bot, or None when the update is not one to handle."""
-    message = update.message
+    edit = update.edited_message
+    message = update.message or edit
     sender = message.from_user if message else None
     if message is None or sender is None or sender.is_bot:
         return None
@@ -94,6 +96,8 @@ def inbound_from(update: Update, me: BotIdentity) -> Normalized | None:
     mentioned = chat.kind is ChatKind.DIRECT or _addresses(message, entities, me)
     command = _command(entities)
     if command is not None:
+        if edit is not None:
+            return None  # a command ran when it was sent; its edit is not run again
         name, target, length = command
         if target and target != me.username:
             return None  # `/help@other_bot`: not for us
@@ -114,6 +118,7 @@ def inbound_from(update: Update, me: BotIdentity) -> Normalized | None:
         mentioned=mentioned,
         attachments=attachments,
         received_at=time.time(),
+        edit_of=str(message.message_id) if edit is not None else None,
     )
     return Normalized(inbound, sender.username.lower() if sender.username else None)
 

@@ -42,6 +42,7 @@ class Status(StrEnum):
     UNAVAILABLE = "unavailable"  # the store is down: not taken, the platform may redeliver
     OBSERVED = "observed"  # a group message not addressed to the bot, kept as context
     ANSWERED = "answered"  # consumed as the answer to a question a running turn asked
+    EDITED = "edited"  # an edit that replaced the stored message before a turn used it
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,9 @@ class AccessCheck:
         return await self._notifier.refuse(inbound, reason if notify else None)
 
 
+EDITED_NOTE = "[Edited an earlier message to:]"
+
+
 class IntakeRoundTrip:
     """One store round trip per message: claim the platform event id (a repeat is dropped),
     count the rate limit where replicas share it, and store the message in its session's
@@ -139,7 +142,13 @@ class IntakeRoundTrip:
         counter = self._access.rate_counter(inbound)
         if answered_inline(inbound):
             return await self._claim_only(admission, call_next, seen, counter)
-        async with self._queue.intake(admission, seen=seen, rate_key=counter) as ticket:
+        claim: str | None = seen
+        if inbound.edit_of is not None:
+            edit = await self._edit(admission, seen)
+            if isinstance(edit, Submission):
+                return edit
+            admission, claim = edit, None  # claimed: a follow-up of its own from here
+        async with self._queue.intake(admission, seen=claim, rate_key=counter) as ticket:
             result = ticket.stored
             refusal = await self._refusal(admission, result.status)
             if refusal is not None:
@@ -154,6 +163,20 @@ class IntakeRoundTrip:
                 # Answered some other way after it was stored (a question's answer, ...).
                 await self._store.remove_pending(str(admission.session), admission.turn_id)
             return submission
+
+    async def _edit(self, admission: Admission, seen: str) -> Admission | Submission:
+        """An edited message: it replaces the stored one while no turn has used it; after,
+        it goes on as a message of its own, saying that it is an edit."""
+        inbound = admission.inbound
+        assert inbound.edit_of is not None
+        if not await self._store.set(seen, "1", ttl=self._dedupe_ttl, only_if_absent=True):
+            return self._duplicate(admission)
+        replacement = inbound.model_copy(update={"edit_of": None})
+        payload = replacement.model_dump_json()
+        if await self._store.replace_pending(str(admission.session), inbound.edit_of, payload):
+            return finished(Status.EDITED, session=admission.session)
+        follow_up = replacement.model_copy(update={"text": f"{EDITED_NOTE} {inbound.text}"})
+        return dataclasses.replace(admission, inbound=follow_up)
 
     async def _claim_only(
         self, admission: Admission, call_next: Next, seen: str, counter: str | None

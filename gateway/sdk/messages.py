@@ -135,6 +135,9 @@ class Inbound(_Frozen):
     # Earlier messages of the conversation the adapter read for this turn (a Slack thread's
     # when the bot is first mentioned in it), oldest first, as "Name: text" lines.
     context: tuple[str, ...] = ()
+    # The platform id of the person's message this one edits: it replaces that message while
+    # no turn has used it, and follows as a message of its own after.
+    edit_of: str | None = None
     # An explicit session (SessionKey text) instead of the isolation strategy's; scheduled
     # prompts use it to run in a fresh session of their chat.
     session: str | None = None

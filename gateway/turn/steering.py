@@ -24,13 +24,15 @@ from gateway.media.content import user_content
 from gateway.runtime.faults import crash_point
 from gateway.sdk.messages import Inbound, InboundKind
 from gateway.sessions.leases import TurnLease
-from gateway.store.base import StoreUnavailable
+from gateway.store import keys
+from gateway.store.base import Batch, StoreUnavailable
 from gateway.store.inbox import InboxEntry
 
 log = logging.getLogger(__name__)
 
 MAX_JOINED = 20  # messages one turn takes in; the rest wait for turns of their own
 MAX_MERGE_WAIT = 10.0  # seconds a turn waits for follow-ups, however fast they keep coming
+JOINED_TTL = 2 * 86400.0  # as long as a re-run may find the message still stored
 STEERED_NOTE = "[Sent while you were working on this request]"
 
 Acknowledge = Callable[[Inbound], Awaitable[None]]
@@ -153,6 +155,7 @@ class Steering:
             await asyncio.sleep(pause)
         if self._steer:
             chosen = steered(waiting, (), MAX_JOINED)
+        chosen = await self._join(chosen)
         lease.absorbed.extend(w.entry_id for w in chosen)
         self._first = [as_message(head, w.inbound, steered=False) for w in chosen]
         if chosen:
@@ -169,6 +172,7 @@ class Steering:
             return []
         try:
             chosen = steered(await self._waiting(), self._lease.absorbed, room)
+            chosen = await self._join(chosen)
         except StoreUnavailable as exc:  # the message waits for a turn of its own instead
             log.warning("steering skipped session=%s error=%s", self._lease.session, exc)
             return []
@@ -181,6 +185,19 @@ class Steering:
             for item in chosen:
                 await self._acknowledge(item.inbound)
         return [as_message(self._head, w.inbound, steered=True) for w in chosen]
+
+    async def _join(self, chosen: list[Waiting]) -> list[Waiting]:
+        """Mark the chosen messages taken in (an edit no longer replaces them, it follows as a
+        message of its own), then read them again: an edit stored before the mark is what
+        joins. StaleTurn when another run took the session over."""
+        if not chosen:
+            return []
+        marks = Batch()
+        for item in chosen:
+            marks.set(keys.joined(item.entry_id), "1", ttl=JOINED_TTL)
+        await self._lease.write(marks, "steer")
+        now = {item.entry_id: item for item in await self._waiting()}
+        return [now[item.entry_id] for item in chosen if item.entry_id in now]
 
     async def _waiting(self) -> list[Waiting]:
         return decode_waiting(await self._lease.pending(), self._lease.claimed.entry.id)

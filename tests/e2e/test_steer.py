@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,47 @@ async def test_three_quick_messages_within_the_merge_window_are_one_turn(
             "with my invoice",
             "thanks",
         ]
+
+
+async def test_an_edit_replaces_a_waiting_message_and_after_use_it_steers(
+    tmp_path: Path, llm: ScriptedLLM, tg: FakeBotAPI, redis_url: str
+) -> None:
+    steered_script(llm)
+    release = asyncio.Event()
+
+    async def build(args: _Wait, ctx: ToolContext) -> str:
+        await asyncio.wait_for(release.wait(), 20)
+        return "build finished"
+
+    async with telegram_gateway(tmp_path, llm, tg, redis_url, router=STEER) as app:
+        app.tools.register(ToolSpec("slow_build", "builds the project", _Wait, build, "test"))
+        first = tg.message("build it")
+        tg.push_update({"message": first})
+        await llm.wait_for_requests(1, timeout=10)
+        second = tg.message("and deploy to staging")
+        tg.push_update({"message": second})
+        await _pending(app, lambda texts: len(texts) == 2)
+        # Before a turn used it: the stored message is replaced.
+        tg.push_update({"edited_message": {**second, "text": "and deploy to production"}})
+        await _pending(app, lambda texts: texts[1:] == ["and deploy to production"])
+        # The running turn's own message is in use: its edit follows on its own.
+        tg.push_update({"edited_message": {**first, "text": "build it twice"}})
+        await _pending(app, lambda texts: len(texts) == 3)
+        release.set()
+        await tg.wait_sent(1, within=20)
+        steered = user_texts(llm.requests[1])[-2:]
+        assert "and deploy to production" in steered[0]
+        assert "[Edited an earlier message to:] build it twice" in steered[1]
+        assert not any("staging" in text for text in user_texts(llm.requests[1]))
+        await asyncio.sleep(1.0)
+        assert len(tg.sent()) == 1 and len(llm.requests) == 2
+
+
+async def _pending(app: App, check: Callable[[list[str]], bool]) -> None:
+    """Wait until the texts stored for the DM pass `check`."""
+    for _ in range(500):
+        entries = await app.store.pending("telegram:42")
+        if check([json.loads(e.payload)["text"] for e in entries]):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the stored messages never matched")

@@ -108,7 +108,7 @@ async def test_dm_round_trip(gw: App, tg: FakeBotAPI, llm: ScriptedLLM) -> None:
         "deleteWebhook",
         "sendMessage",
     ]
-    assert tg.polls[0].params["allowed_updates"] == ["message", "callback_query"]
+    assert tg.polls[0].params["allowed_updates"] == ["message", "edited_message", "callback_query"]
 
 
 async def test_the_console_state_follows_polling(gw: App, tg: FakeBotAPI, llm: ScriptedLLM) -> None:
@@ -185,15 +185,22 @@ async def test_forum_topics_are_separate_sessions(
     assert any("my name is Ann" in str(c) for c in topic_11)
 
 
-async def test_bots_and_edits_are_ignored(gw: App, tg: FakeBotAPI, llm: ScriptedLLM) -> None:
+async def test_bots_are_ignored_and_a_late_edit_is_a_message_of_its_own(
+    gw: App, tg: FakeBotAPI, llm: ScriptedLLM
+) -> None:
     tg.push_message("I am a bot", user_id=999, is_bot=True)
-    edited = tg.message("hi (edited)")
-    tg.push_update({"edited_message": {**edited, "edit_date": int(time.time())}})
     tg.push_message("a person")
     [reply] = await tg.wait_sent(1)
     await quiet()
     assert reply.text == "echo: a person" and len(tg.sent()) == 1
-    assert [last_user_text(r) for r in llm.requests] == ["a person"]
+    # An edit of a message whose turn is over follows as a message that says it is an edit.
+    edited = tg.message("hi (edited)")
+    tg.push_update({"edited_message": {**edited, "edit_date": int(time.time())}})
+    await tg.wait_sent(2)
+    assert [last_user_text(r) for r in llm.requests] == [
+        "a person",
+        "[Edited an earlier message to:] hi (edited)",
+    ]
 
 
 async def test_message_right_after_an_answer_gets_no_queue_notice(gw: App, tg: FakeBotAPI) -> None:
