@@ -2,9 +2,10 @@
 
 Deliberate choices: channel posts and messages from bots are ignored; an edited message
 becomes an Inbound with `edit_of` (admission replaces the stored one while no turn has used
-it, and lets it follow as a message of its own after), unless it is a command; a command for another bot (`/help@other_bot`)
-is ignored; `/cmd@this_bot` becomes `/cmd`. Only forum topics (`is_topic_message`) are
-threads: in an ordinary supergroup `message_thread_id` marks a reply chain, not a topic.
+it, and lets it follow as a message of its own after), unless it is a command; a command
+for another bot (`/help@other_bot`) is ignored; `/cmd@this_bot` becomes `/cmd`. Only forum
+topics (`is_topic_message`) are threads: in an ordinary supergroup `message_thread_id` marks
+a reply chain, not a topic.
 """
 
 from __future__ import annotations
