@@ -27,6 +27,7 @@ from adapters.slack.normalize import (
     BotIdentity,
     button_press,
     chat_kind,
+    edited_message,
     event_inbound,
     is_ignored,
     slash_inbound,
@@ -145,6 +146,10 @@ class SlackListeners:
             return ()
 
     async def _message(self, body: Json, event: Json) -> None:
+        changed = edited_message(event)
+        if changed is not None:
+            await self._edited(body, changed)
+            return
         if is_ignored(event, self.bot):
             return
         mentioned = True
@@ -160,6 +165,16 @@ class SlackListeners:
             # Off: kept as context for the next mention in the thread, not answered.
             mentioned = self.settings.thread_followups
         await self._submit(self._inbound(body, event, mentioned=mentioned))
+
+    async def _edited(self, body: Json, message: Json) -> None:
+        """A person edited a message the bot was asked in (a DM, or one that mentions it)."""
+        if is_ignored(message, self.bot):
+            return
+        direct = chat_kind(str(message["channel"]), message.get("channel_type"))
+        if direct is not ChatKind.DIRECT and self.bot.mention not in str(message.get("text")):
+            return
+        inbound = self._inbound(body, message, mentioned=True)
+        await self._submit(inbound.model_copy(update={"edit_of": inbound.message_id}))
 
     def _inbound(self, body: Json, event: Json, *, mentioned: bool) -> Inbound:
         event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"

@@ -70,6 +70,24 @@ def message_chat(event: Payload, team_id: str | None) -> ChatRef:
     )
 
 
+def edited_message(event: Payload) -> dict[str, Any] | None:
+    """A person's edit (`message_changed`) as the message it now is, with the channel and
+    channel type of the event; None for anything else (a link unfurled, a bot's edit)."""
+    if event.get("subtype") != "message_changed":
+        return None
+    message = event.get("message")
+    if not isinstance(message, dict) or message.get("subtype") not in _HUMAN_SUBTYPES:
+        return None
+    before = event.get("previous_message")
+    if isinstance(before, dict) and before.get("text") == message.get("text"):
+        return None  # Slack changed something else (an unfurl, a reaction count)
+    return {
+        **message,
+        "channel": event.get("channel"),
+        "channel_type": event.get("channel_type"),
+    }
+
+
 def is_ignored(event: Payload, bot: BotIdentity) -> bool:
     """Bot posts (ours and others'), edits, deletions and other system subtypes are not input."""
     if event.get("subtype") not in _HUMAN_SUBTYPES:

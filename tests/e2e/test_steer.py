@@ -18,7 +18,15 @@ from gateway.sdk.tooling import ToolContext, ToolSpec
 from tests.e2e.test_slack_events import settings_for
 from tests.e2e.test_telegram import telegram_gateway
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
-from tests.fakes.slack import FakeSlack, deliver, event_callback, events_url, mention, slack_gateway
+from tests.fakes.slack import (
+    FakeSlack,
+    deliver,
+    event_callback,
+    events_url,
+    mention,
+    message,
+    slack_gateway,
+)
 from tests.fakes.telegram import FakeBotAPI
 
 pytestmark = pytest.mark.e2e
@@ -171,9 +179,61 @@ async def test_an_edit_replaces_a_waiting_message_and_after_use_it_steers(
 
 
 async def _pending(app: App, check: Callable[[list[str]], bool]) -> None:
-    """Wait until the texts stored for the DM pass `check`."""
+    """Wait until the texts stored for the Telegram DM pass `check`."""
+    await _pending_in(app, "telegram:42", check)
+
+
+async def test_a_slack_edit_replaces_a_message_no_turn_used_yet(
+    tmp_path: Path, llm: ScriptedLLM, slack: FakeSlack, redis_url: str
+) -> None:
+    steered_script(llm)
+    release = asyncio.Event()
+
+    async def build(args: _Wait, ctx: ToolContext) -> str:
+        await asyncio.wait_for(release.wait(), 20)
+        return "build finished"
+
+    async with slack_gateway(settings_for(tmp_path, llm, slack, redis_url, router=STEER)) as app:
+        app.tools.register(ToolSpec("slow_build", "builds the project", _Wait, build, "test"))
+        await _post(app, message("build it", ts="4000.000100"))
+        await llm.wait_for_requests(1, timeout=10)
+        await _post(app, message("and deploy to staging", ts="4000.000200"))
+        await _pending_in(app, "slack:D1", lambda texts: len(texts) == 2)
+        changed = {
+            "type": "message",
+            "subtype": "message_changed",
+            "channel": "D1",
+            "channel_type": "im",
+            "ts": "4000.000300",
+            "message": {
+                "type": "message",
+                "user": "U1",
+                "text": "and deploy to production",
+                "ts": "4000.000200",
+            },
+            "previous_message": {
+                "type": "message",
+                "user": "U1",
+                "text": "and deploy to staging",
+                "ts": "4000.000200",
+            },
+        }
+        await _post(app, changed)
+        await _pending_in(app, "slack:D1", lambda texts: texts[1:] == ["and deploy to production"])
+        release.set()
+        await slack.wait_for("chat.postMessage")
+        texts = user_texts(llm.requests[1])
+        assert "and deploy to production" in texts[-1]
+        assert not any("staging" in text for text in texts)
+
+
+async def _post(app: App, event: dict[str, Any]) -> None:
+    assert (await deliver(events_url(app), json.dumps(event_callback(event)))).status == 200
+
+
+async def _pending_in(app: App, session: str, check: Callable[[list[str]], bool]) -> None:
     for _ in range(500):
-        entries = await app.store.pending("telegram:42")
+        entries = await app.store.pending(session)
         if check([json.loads(e.payload)["text"] for e in entries]):
             return
         await asyncio.sleep(0.02)
