@@ -313,6 +313,31 @@ class DiscordAdapter:
         await self._ctx.submit(inbound)
         await self._received.done(received)
 
+    async def on_gateway_edit(
+        self, client: discord.Client, before: discord.Message, after: discord.Message
+    ) -> None:
+        """A person edited a message to the bot: admission replaces the stored one while no
+        turn has used it, or takes the edit as a message of its own."""
+        bot = client.user
+        if bot is None or after.author.bot or before.content == after.content:
+            return
+        chat = chat_ref(after.channel, after.guild.id if after.guild else None)
+        mentioned = mentions_bot(after, bot.id)
+        if chat.kind is not ChatKind.DIRECT and not (
+            mentioned or self._answers_freely(after.channel, chat, bot.id)
+        ):
+            return
+        edited_at = after.edited_at.timestamp() if after.edited_at else 0.0
+        inbound = message_inbound(after, chat, clean_text(after, bot.id), mentioned=True)
+        await self._ctx.submit(
+            inbound.model_copy(
+                update={
+                    "event_id": f"{inbound.event_id}:edit:{edited_at}",
+                    "edit_of": str(after.id),
+                }
+            )
+        )
+
     async def _keep_as_context(self, message: discord.Message, chat: ChatRef, bot_id: int) -> None:
         if self._access.reason(chat, user_ref(message.author)) is not None:
             return

@@ -29,6 +29,10 @@ class GatewayEvents(Protocol):
 
     async def on_gateway_press(self, interaction: discord.Interaction[Any], data: str) -> None: ...
 
+    async def on_gateway_edit(
+        self, client: discord.Client, before: discord.Message, after: discord.Message
+    ) -> None: ...
+
 
 def configure_endpoints(settings: DiscordSettings) -> None:
     # Route builds its URL when a request is made, so this must run before login().
@@ -56,6 +60,10 @@ class _Handlers:
 
     async def on_message(self, message: discord.Message) -> None:
         await self.events.on_gateway_message(cast(discord.Client, self), message)
+
+    async def on_message_edit(self, before: discord.Message, after: discord.Message) -> None:
+        """A cached message was edited (discord.py keeps the newest messages it saw)."""
+        await self.events.on_gateway_edit(cast(discord.Client, self), before, after)
 
     async def on_button(self, interaction: discord.Interaction[Any], data: str) -> None:
         """Called by `ActionButton.callback` (see buttons.PressTarget)."""

@@ -5,6 +5,7 @@ scripted model and a real redis-server."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -15,8 +16,10 @@ from pydantic import BaseModel
 
 from gateway.app.app import App
 from gateway.sdk.tooling import ToolContext, ToolSpec
+from tests.e2e.test_discord import discord_app
 from tests.e2e.test_slack_events import settings_for
 from tests.e2e.test_telegram import telegram_gateway
+from tests.fakes.discord import DM_ID, FakeDiscord
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.slack import (
     FakeSlack,
@@ -238,3 +241,38 @@ async def _pending_in(app: App, session: str, check: Callable[[list[str]], bool]
             return
         await asyncio.sleep(0.02)
     raise AssertionError("the stored messages never matched")
+
+
+async def test_a_discord_edit_replaces_a_message_no_turn_used_yet(
+    tmp_path: Path, llm: ScriptedLLM, redis_url: str
+) -> None:
+    steered_script(llm)
+    release = asyncio.Event()
+
+    async def build(args: _Wait, ctx: ToolContext) -> str:
+        await asyncio.wait_for(release.wait(), 20)
+        return "build finished"
+
+    async with (
+        FakeDiscord() as fake,
+        discord_app(tmp_path, llm, fake, redis_url) as app,
+    ):
+        app.settings.router.busy_mode = "steer"
+        app.tools.register(ToolSpec("slow_build", "builds the project", _Wait, build, "test"))
+        await fake.send_message("build it", dm=True)
+        await llm.wait_for_requests(1, timeout=10)
+        second = await fake.send_message("and deploy to staging", dm=True)
+        session = f"discord:{DM_ID}"
+        await _pending_in(app, session, lambda texts: len(texts) == 2)
+        edited = {**second, "content": "and deploy to production", "edited_timestamp": _now()}
+        await fake.dispatch("MESSAGE_UPDATE", edited)
+        await _pending_in(app, session, lambda texts: texts[1:] == ["and deploy to production"])
+        release.set()
+        await fake.wait_for("POST", rf"/channels/{DM_ID}/messages")
+        texts = user_texts(llm.requests[1])
+        assert "and deploy to production" in texts[-1]
+        assert not any("staging" in text for text in texts)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat()
