@@ -91,9 +91,21 @@ def test_replies_and_forum_topics() -> None:
 def test_ignored_updates() -> None:
     tg = FakeBotAPI()
     assert inbound(tg, "beep", is_bot=True) is None
-    edited = Update.de_json({"update_id": 3, "edited_message": tg.message("x")}, None)
-    assert edited is not None and inbound_from(edited, ME) is None
     assert inbound(tg, None) is None  # no text, no caption, no file: a service message
+    # An edited command is not run again.
+    command = Update.de_json({"update_id": 4, "edited_message": tg.message("/help")}, None)
+    assert command is not None and inbound_from(command, ME) is None
+
+
+def test_an_edit_names_the_message_it_edits() -> None:
+    tg = FakeBotAPI()
+    message = tg.message("x (fixed)")
+    edited = Update.de_json({"update_id": 3, "edited_message": message}, None)
+    assert edited is not None
+    found = inbound_from(edited, ME)
+    assert found is not None
+    assert found.inbound.edit_of == found.inbound.message_id == str(message["message_id"])
+    assert found.inbound.event_id == "tg:3" and found.inbound.text == "x (fixed)"
 
 
 def test_attachments_and_captions() -> None:
