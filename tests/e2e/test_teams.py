@@ -1,0 +1,314 @@
+"""Microsoft Teams end to end: the Teams adapter (the Agents SDK's activity models and
+ConnectorClient) in the real gateway, against the fake Bot Framework (a local issuer, token
+endpoint and Bot Connector), the scripted LLM and a private redis-server."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from pydantic import BaseModel
+
+from gateway.app.app import App
+from gateway.config import Settings
+from gateway.sdk.messages import ChatRef
+from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolSpec
+from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
+from tests.fakes.teams import (
+    ALICE,
+    APP_ID,
+    BOB,
+    CHANNEL,
+    GROUP,
+    PERSONAL,
+    FakeBotFramework,
+)
+from tests.harness import configured_gateway, gateway_settings
+from tests.media_samples import PDF, image_parts, png
+from tools.files.workspaces import Workspaces
+
+pytestmark = pytest.mark.e2e
+
+
+def settings_for(
+    tmp_path: Path,
+    llm: ScriptedLLM,
+    bf: FakeBotFramework,
+    redis_url: str,
+    *,
+    teams: dict[str, Any] | None = None,
+    **sections: Any,
+) -> Settings:
+    return gateway_settings(
+        tmp_path,
+        llm.url,
+        redis_url=redis_url,
+        http={"enabled": True, "port": 0},
+        scheduler={"enabled": False},
+        teams=bf.settings(**(teams or {})),
+        **sections,
+    )
+
+
+@pytest.fixture
+async def bf() -> AsyncIterator[FakeBotFramework]:
+    async with FakeBotFramework() as server:
+        yield server
+
+
+@pytest.fixture
+async def gw(
+    tmp_path: Path, llm: ScriptedLLM, bf: FakeBotFramework, redis_url: str
+) -> AsyncIterator[App]:
+    async with configured_gateway(settings_for(tmp_path, llm, bf, redis_url)) as app:
+        yield app
+
+
+def endpoint(app: App) -> str:
+    assert app.http is not None and app.http.port
+    return f"http://127.0.0.1:{app.http.port}/teams/messages"
+
+
+async def test_personal_chat_is_answered_by_posting_then_updating(
+    gw: App, bf: FakeBotFramework, llm: ScriptedLLM
+) -> None:
+    answer = "First words of the answer, then more of it, and finally the end of it."
+    llm.push(Reply.streamed(answer, chunks=6, delay=0.6))
+    status = await bf.deliver(endpoint(gw), bf.activity(PERSONAL, text="tell me a story"))
+    assert status == 200
+    final = await bf.wait_for_text(answer)
+    assert last_user_text(llm.requests[0]) == "tell me a story"
+    posted = bf.sent()
+    assert len(posted) == 1 and posted[0].conversation == PERSONAL
+    assert posted[0].body["textFormat"] == "markdown"
+    assert answer.startswith(posted[0].body["text"]) and posted[0].body["text"] != answer
+    # The first words were posted, then that message was updated, the last time to the end.
+    updates = bf.updates()
+    assert updates and final is updates[-1]
+    assert {u.activity_id for u in updates} == {"bot-1"}
+    # Never two updates of one message closer than the streaming interval (1.5 s default).
+    # While the model writes, one message update per streaming interval (1.5 s by default);
+    # the final text goes out as soon as the answer is complete.
+    times = [posted[0].at] + [u.at for u in updates[:-1]]
+    assert all(b - a >= 1.4 for a, b in itertools.pairwise(times))
+    assert bf.sent("typing")  # shown while the turn ran
+    # The reply token came from the token endpoint with the app's credentials.
+    assert bf.token_requests[0]["client_id"] == APP_ID
+
+
+async def test_channel_and_group_messages_need_a_mention(
+    gw: App, bf: FakeBotFramework, llm: ScriptedLLM
+) -> None:
+    url = endpoint(gw)
+    thread = f"{CHANNEL};messageid=1700000000001"
+    quiet = bf.activity(thread, text="just chatting", kind="channel")
+    assert await bf.deliver(url, quiet) == 200
+    group = bf.activity(GROUP, text="anyone?", kind="groupChat")
+    assert await bf.deliver(url, group) == 200
+    asked = bf.activity(thread, text="what time is it?", kind="channel", mention=True)
+    assert await bf.deliver(url, asked) == 200
+    [answer] = await bf.wait_until(bf.sent, what="the answer")
+    # Answered in the channel thread it was asked in; what was not addressed to the bot is
+    # only context for the question that was.
+    assert answer.conversation == thread
+    assert answer.body["text"].endswith("Alice: just chatting\n\nAlice: what time is it?")
+    assert len(llm.requests) == 1
+    mentioned = bf.activity(GROUP, text="and you?", kind="groupChat", mention=True)
+    assert await bf.deliver(url, mentioned) == 200
+    await bf.wait_until(
+        lambda: any(c.body.get("text", "").endswith("Alice: and you?") for c in bf.sent()),
+        what="the group answer",
+    )
+    assert bf.sent()[-1].conversation == GROUP
+
+
+class _Command(BaseModel):
+    command: str
+
+
+async def test_approval_card_counts_only_the_requesters_submit(
+    gw: App, bf: FakeBotFramework, llm: ScriptedLLM
+) -> None:
+    ran: list[str] = []
+
+    async def run(args: _Command, ctx: ToolContext) -> str:
+        ran.append(args.command)
+        return f"ran {args.command}: ok"
+
+    async def needs(args: _Command, ctx: ToolContext) -> ApprovalNeed:
+        return ApprovalNeed(summary=args.command, reason="it deletes files", shape=args.command)
+
+    gw.tools.register(ToolSpec("danger", "runs things", _Command, run, "test", needs))
+    llm.push(Reply.call("danger", command="rm -rf build"), Reply.text("Cleaned up."))
+    thread = f"{CHANNEL};messageid=1700000000002"
+    url = endpoint(gw)
+    ask = bf.activity(thread, text="clean the build", kind="channel", mention=True)
+    assert await bf.deliver(url, ask) == 200
+
+    def card() -> Any:
+        for call in bf.sent():
+            for attachment in call.body.get("attachments") or []:
+                if attachment["contentType"] == "application/vnd.microsoft.card.adaptive":
+                    return call, attachment["content"]
+        return None
+
+    posted, content = await bf.wait_until(card, what="the approval card")
+    assert posted.conversation == thread
+    approve = next(a for a in content["actions"] if a["title"] == "Approve once")
+    assert approve["type"] == "Action.Submit"
+    card_id = "bot-1"
+
+    submit = bf.submit(thread, card_id, approve["data"], sender=BOB, kind="channel")
+    assert await bf.deliver(url, submit) == 200  # not the requester, not an admin
+    refusal = await bf.wait_until(
+        lambda: [c for c in bf.sent() if "Only Alice" in (c.body.get("text") or "")],
+        what="the refusal",
+    )
+    assert refusal[0].body["text"].startswith("Bob: ")
+    assert bf.updates() == [] and ran == []
+
+    submit = bf.submit(thread, card_id, approve["data"], sender=ALICE, kind="channel")
+    assert await bf.deliver(url, submit) == 200
+    await bf.wait_for_text("Cleaned up.")
+    assert ran == ["rm -rf build"]
+    update = await bf.wait_until(bf.updates, what="the card updated")
+    assert update[0].activity_id == card_id and update[0].conversation == thread
+    assert "approved" in update[0].body["text"].lower()
+    assert not update[0].body.get("attachments")  # the buttons are gone
+
+
+async def test_files_in_and_out_of_a_personal_chat(
+    gw: App, bf: FakeBotFramework, llm: ScriptedLLM
+) -> None:
+    image, report = png(64, 48), PDF + b"numbers" * 200
+    bf.files["board.png"] = (image, "image/png")
+    bf.files["q3.pdf"] = (report, "application/pdf")
+    attachments = [
+        {"contentType": "image/png", "contentUrl": f"{bf.service_url}attachments/board.png"},
+        {
+            "contentType": "application/vnd.microsoft.teams.file.download.info",
+            "name": "q3.pdf",
+            "content": {
+                "downloadUrl": f"{bf.url}/sharepoint/q3.pdf?tempauth=ok",
+                "uniqueId": "u1",
+                "fileType": "pdf",
+            },
+        },
+        {"contentType": "text/html", "content": "<div>keep these</div>"},
+    ]
+    llm.push(Reply.text("A board and a report."))
+    message = bf.activity(PERSONAL, text="keep these", attachments=attachments)
+    assert await bf.deliver(endpoint(gw), message) == 200
+    await bf.wait_for_text("A board and a report.")
+    [seen] = image_parts(llm.requests[0])
+    assert seen.size == (64, 48)
+    # The connector's attachment with the bot's token; SharePoint's link without it.
+    connector = bf.downloads[0]
+    assert connector[0] == "/connector/attachments/board.png"
+    assert connector[1] is not None and connector[1].startswith("Bearer bf-")
+    assert "q3.pdf" in last_user_text(llm.requests[0])
+
+    folder = gw.settings.workspace.joinpath(
+        *Workspaces(gw.settings.workspace).folder(ChatRef(platform="teams", chat_id=PERSONAL))
+    )
+    (folder / "out").mkdir(parents=True)
+    (folder / "out/report.pdf").write_bytes(report)
+    llm.push(Reply.calls(("send_file", {"path": "out/report.pdf"})), Reply.text("Offered it."))
+    ask = bf.activity(PERSONAL, text="send me the report")
+    assert await bf.deliver(endpoint(gw), ask) == 200
+    await bf.wait_for_text("Offered it.")
+    consent = next(
+        (c, a)
+        for c in bf.sent()
+        for a in c.body.get("attachments") or []
+        if a["contentType"] == "application/vnd.microsoft.teams.card.file.consent"
+    )
+    _, card = consent
+    assert card["name"] == "report.pdf" and card["content"]["sizeInBytes"] == len(report)
+    accept = bf.activity(
+        PERSONAL,
+        type="invoke",
+        name="fileConsent/invoke",
+        replyToId="bot-consent",
+        value={
+            "type": "fileUpload",
+            "action": "accept",
+            "context": card["content"]["acceptContext"],
+            "uploadInfo": {
+                "name": "report.pdf",
+                "uploadUrl": f"{bf.url}/onedrive/report.pdf",
+                "contentUrl": "https://contoso-my.sharepoint.com/personal/alice/report.pdf",
+                "uniqueId": "drive-item-1",
+                "fileType": "pdf",
+            },
+        },
+    )
+    assert await bf.deliver(endpoint(gw), accept) == 200
+    await bf.wait_until(lambda: "report.pdf" in bf.uploads, what="the upload")
+    assert bf.uploads["report.pdf"] == report
+    info = await bf.wait_until(
+        lambda: [
+            a
+            for c in bf.sent()
+            for a in c.body.get("attachments") or []
+            if a["contentType"] == "application/vnd.microsoft.teams.card.file.info"
+        ],
+        what="the file card",
+    )
+    assert info[0]["content"]["uniqueId"] == "drive-item-1"
+    await bf.wait_for_text("Sent: report.pdf")  # the consent card replaced
+
+
+async def test_forged_or_missing_tokens_are_refused_before_the_body_is_read(
+    gw: App, bf: FakeBotFramework, llm: ScriptedLLM
+) -> None:
+    url = endpoint(gw)
+    good = bf.activity(PERSONAL, text="hi")
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    for token in (
+        bf.token(key=other_key),  # signed by a key the issuer does not hold
+        bf.token(audience="someone-else"),
+        bf.token(issuer="https://evil.example"),
+        bf.token(expires_in=-3600),
+        "not-a-jwt",
+    ):
+        assert await bf.deliver(url, good, token) == 401
+        # The same with a body that would not even parse: refused for the token first.
+        assert await bf.deliver(url, b"{not json", token) == 401
+    assert await bf.deliver(url, good, unauthenticated=True) == 401
+    # A real token for another serviceUrl: the activity may not name this one.
+    stolen = bf.token(service_url="https://elsewhere.example/")
+    assert await bf.deliver(url, good, stolen) == 403
+    assert llm.requests == [] and bf.calls == []
+
+
+async def test_malformed_bodies_get_4xx(gw: App, bf: FakeBotFramework) -> None:
+    url = endpoint(gw)
+    deep: Any = "x"
+    for _ in range(200):
+        deep = [deep]
+    no_conversation = bf.activity(PERSONAL, text="hi")
+    del no_conversation["conversation"]
+    no_sender = bf.activity(PERSONAL, text="hi")
+    del no_sender["from"]
+    for body, expected in (
+        (b"{not json", 400),
+        (b"\xff\xfe", 400),
+        (b"[]", 400),
+        (json.dumps({"type": 5}).encode(), 400),
+        (json.dumps({"type": "message"}).encode(), 400),
+        (json.dumps(deep).encode(), 400),
+        (json.dumps(no_conversation).encode(), 400),
+        (json.dumps(no_sender).encode(), 400),
+        (json.dumps({**bf.activity(PERSONAL), "attachments": "nope"}).encode(), 400),
+    ):
+        assert await bf.deliver(url, body) == expected, body[:60]
+    form = bf.activity(PERSONAL, text="hi")
+    status = await bf.deliver(url, json.dumps(form).encode(), content_type="text/plain")
+    assert status == 415
+    assert bf.calls == []
