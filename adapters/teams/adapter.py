@@ -33,12 +33,14 @@ from adapters.teams.normalize import (
 )
 from adapters.teams.sending import MAX_TEXT, TeamsSender
 from adapters.teams.settings import TeamsSettings
+from adapters.teams.streaming import TeamsStream
 from adapters.teams.token import BotToken, Certificate
 from gateway.sdk import (
     AdapterContext,
     AttachmentUnavailable,
     ButtonPress,
     Capabilities,
+    ChatKind,
     ChatRef,
     DeliveryError,
     Outbound,
@@ -46,6 +48,7 @@ from gateway.sdk import (
     Status,
     StoreUnavailable,
     StreamSupport,
+    UserRef,
 )
 
 log = logging.getLogger(__name__)
@@ -88,6 +91,7 @@ class TeamsAdapter:
         self._files: TeamsFiles | None = None
         self._auth: ActivityAuth | None = None
         self._mounted = False
+        self._native_streams = settings.native_streaming  # false once Teams refuses them
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -172,6 +176,22 @@ class TeamsAdapter:
 
     async def delete(self, ref: SentRef) -> None:
         await _started(self._sender).delete(ref)
+
+    def open_stream(
+        self, chat: ChatRef, *, reply_to: str | None, recipient: UserRef | None
+    ) -> TeamsStream | None:
+        """Teams' own streaming in personal chats; None elsewhere: post and update."""
+        if not self._native_streams or chat.kind is not ChatKind.DIRECT or self._sender is None:
+            return None
+        return TeamsStream(self._sender, chat, self._streams_refused)
+
+    def _streams_refused(self, detail: str) -> None:
+        # A bot or tenant without streaming says so on the first chunk of every reply;
+        # asking once is enough. A stream the person stopped is refused the same way, so
+        # only "not enabled" turns streaming off for good.
+        if "not enabled" in detail.lower():
+            log.warning("teams refused streaming; replies are posted and updated instead")
+            self._native_streams = False
 
     async def typing(self, chat: ChatRef) -> None:
         await _started(self._sender).typing(chat)

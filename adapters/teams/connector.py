@@ -25,6 +25,18 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
+class ConnectorRefused(DeliveryError):
+    """The Bot Connector answered with an error status; `detail` is its error text."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(
+            f"the Bot Connector refused the call (HTTP {status})",
+            permanent=status in (400, 401, 403, 404),
+        )
+        self.status = status
+        self.detail = detail
+
+
 class TeamsConnector:
     def __init__(
         self,
@@ -100,10 +112,7 @@ class TeamsConnector:
                     await asyncio.sleep(delay)
                     continue
                 log.warning("teams connector refused status=%s", status)
-                raise DeliveryError(
-                    f"the Bot Connector refused the call (HTTP {status})",
-                    permanent=status in (400, 401, 403, 404),
-                ) from None
+                raise ConnectorRefused(status, exc.message[:500]) from None
             except (aiohttp.ClientError, TimeoutError) as exc:
                 if attempt < self._retries:
                     attempt += 1

@@ -32,6 +32,8 @@ class TeamsSettings(Section):
     token_url: str = ""
     token_scope: str = TOKEN_SCOPE
     endpoint_path: str = Field(default="/teams/messages", pattern=r"^/[\w/-]{1,100}$")
+    # Personal chats stream with Teams' streaming activities; false: post, then update.
+    native_streaming: bool = True
     send_retries: int = Field(default=3, ge=0, le=20)  # retries after 429 or a 5xx
     max_retry_after: float = Field(default=60.0, ge=0, le=3600)
     # How long a conversation's serviceUrl is remembered for replies from any replica.

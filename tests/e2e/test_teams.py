@@ -74,31 +74,70 @@ def endpoint(app: App) -> str:
     return f"http://127.0.0.1:{app.http.port}/teams/messages"
 
 
-async def test_personal_chat_is_answered_by_posting_then_updating(
+STORY = "First words of the answer, then more of it, and finally the end of it."
+
+
+async def test_personal_chat_streams_with_teams_streaming(
     gw: App, bf: FakeBotFramework, llm: ScriptedLLM
 ) -> None:
-    answer = "First words of the answer, then more of it, and finally the end of it."
-    llm.push(Reply.streamed(answer, chunks=6, delay=0.6))
+    llm.push(Reply.streamed(STORY, chunks=6, delay=0.6))
     status = await bf.deliver(endpoint(gw), bf.activity(PERSONAL, text="tell me a story"))
     assert status == 200
-    final = await bf.wait_for_text(answer)
+    final = await bf.wait_for_text(STORY)
     assert last_user_text(llm.requests[0]) == "tell me a story"
+    chunks = bf.stream_chunks()
+    assert len(chunks) >= 2 and all(c.conversation == PERSONAL for c in chunks)
+    infos = [_info(c) for c in chunks]
+    # The first chunk opens the stream; the rest name it, with growing sequence numbers.
+    assert "streamId" not in infos[0] and infos[0]["streamSequence"] == 1
+    stream_id = infos[1]["streamId"]
+    assert all(i["streamId"] == stream_id for i in infos[1:])
+    assert [i["streamSequence"] for i in infos] == list(range(1, len(infos) + 1))
+    assert all(STORY.startswith(c.body["text"]) for c in chunks)
+    # Then the final message ends it: the whole answer, no post and no edit besides.
+    assert final.body["type"] == "message"
+    assert _info(final) == {"type": "streaminfo", "streamType": "final", "streamId": stream_id}
+    assert final.body["textFormat"] == "markdown"
+    assert bf.updates() == [] and len(bf.sent()) == 1 and bf.streams == {}
+    # One chunk per streaming interval (1.5 s by default) while the model writes.
+    times = [c.at for c in chunks]
+    assert all(b - a >= 1.4 for a, b in itertools.pairwise(times))
+    assert bf.token_requests[0]["client_id"] == APP_ID
+
+
+async def test_where_teams_does_not_stream_the_reply_is_posted_then_updated(
+    gw: App, bf: FakeBotFramework, llm: ScriptedLLM
+) -> None:
+    bf.streaming = False  # a bot or tenant without Teams streaming
+    llm.push(Reply.streamed(STORY, chunks=6, delay=0.6))
+    assert await bf.deliver(endpoint(gw), bf.activity(PERSONAL, text="tell me a story")) == 200
+    final = await bf.wait_for_text(STORY)
     posted = bf.sent()
     assert len(posted) == 1 and posted[0].conversation == PERSONAL
-    assert posted[0].body["textFormat"] == "markdown"
-    assert answer.startswith(posted[0].body["text"]) and posted[0].body["text"] != answer
-    # The first words were posted, then that message was updated, the last time to the end.
+    assert STORY.startswith(posted[0].body["text"]) and posted[0].body["text"] != STORY
     updates = bf.updates()
     assert updates and final is updates[-1]
-    assert {u.activity_id for u in updates} == {"bot-1"}
-    # Never two updates of one message closer than the streaming interval (1.5 s default).
-    # While the model writes, one message update per streaming interval (1.5 s by default);
-    # the final text goes out as soon as the answer is complete.
+    assert {u.activity_id for u in updates} == {posted[0].body.get("id") or "bot-1"}
+    # While the model writes, one update per streaming interval; the final text follows
+    # as soon as the answer is complete.
     times = [posted[0].at] + [u.at for u in updates[:-1]]
     assert all(b - a >= 1.4 for a, b in itertools.pairwise(times))
-    assert bf.sent("typing")  # shown while the turn ran
-    # The reply token came from the token endpoint with the app's credentials.
-    assert bf.token_requests[0]["client_id"] == APP_ID
+    assert bf.sent("typing")  # the typing indicator while the turn ran
+
+    # Group chats have no streaming: post, then update, there too.
+    llm.push(Reply.streamed(STORY, chunks=6, delay=0.6))
+    ask = bf.activity(GROUP, text="and here?", kind="groupChat", mention=True)
+    assert await bf.deliver(endpoint(gw), ask) == 200
+    await bf.wait_until(
+        lambda: [u for u in bf.updates() if u.conversation == GROUP and u.body["text"] == STORY],
+        what="the group reply updated to the whole answer",
+    )
+    assert not bf.stream_chunks()
+
+
+def _info(call: Any) -> dict[str, Any]:
+    [info] = [e for e in call.body["entities"] if e["type"] == "streaminfo"]
+    return dict(info)
 
 
 async def test_channel_and_group_messages_need_a_mention(

@@ -62,6 +62,10 @@ class FakeBotFramework(LocalServer):
         self.downloads: list[tuple[str, str | None]] = []  # (path, Authorization)
         self.uploads: dict[str, bytes] = {}
         self._ids = itertools.count(1)
+        # Teams' streaming: open stream id -> last sequence number; False refuses streaming
+        # as a bot without it is refused.
+        self.streaming = True
+        self.streams: dict[str, int] = {}
         self._changed = asyncio.Event()
 
     # -- addresses -----------------------------------------------------------------------
@@ -170,10 +174,43 @@ class FakeBotFramework(LocalServer):
         if isinstance(body, web.Response):
             return body
         conversation = request.match_info["conversation"]
+        info = _stream_info(body)
+        if info is not None:
+            refused = self._stream(body, info)
+            if refused is not None:
+                return refused
         self._record(Call("POST", conversation, request.match_info.get("activity"), body))
-        if body["type"] == "typing":
+        if info is not None and info.get("streamId"):
+            return web.json_response({"id": info["streamId"]})
+        if body["type"] == "typing" and info is None:
             return web.json_response({})
-        return web.json_response({"id": f"bot-{next(self._ids)}"})
+        new_id = f"bot-{next(self._ids)}"
+        if info is not None:
+            self.streams[new_id] = int(info.get("streamSequence") or 0)
+        return web.json_response({"id": new_id})
+
+    def _stream(self, body: dict[str, Any], info: dict[str, Any]) -> web.Response | None:
+        """Teams' streaming rules: chunks are typing activities with a growing sequence
+        number, the first without a stream id; the final message names the open stream."""
+        if not self.streaming:
+            return _error(400, "BadArgument", "Streaming API is not enabled for this bot")
+        stream_id, kind = info.get("streamId"), info.get("streamType")
+        if kind == "final":
+            if body["type"] != "message" or stream_id not in self.streams:
+                return _error(400, "BadArgument", "final message of an unknown stream")
+            del self.streams[stream_id]
+            return None
+        if body["type"] != "typing" or kind not in ("informative", "streaming"):
+            return _error(400, "BadArgument", "stream chunks are typing activities")
+        sequence = info.get("streamSequence")
+        if not isinstance(sequence, int) or sequence < 1:
+            return _error(400, "BadArgument", "streamSequence is required")
+        if stream_id is None:
+            return None
+        if stream_id not in self.streams or sequence <= self.streams[stream_id]:
+            return _error(400, "BadArgument", "streamSequence must grow within a stream")
+        self.streams[stream_id] = sequence
+        return None
 
     async def _update(self, request: web.Request) -> web.Response:
         body = await self._body(request)
@@ -223,6 +260,9 @@ class FakeBotFramework(LocalServer):
 
     def sent(self, kind: str = "message") -> list[Call]:
         return [c for c in self.calls if c.method == "POST" and c.body.get("type") == kind]
+
+    def stream_chunks(self) -> list[Call]:
+        return [c for c in self.sent("typing") if _stream_info(c.body) is not None]
 
     def updates(self) -> list[Call]:
         return [c for c in self.calls if c.method == "PUT"]
@@ -328,3 +368,14 @@ class FakeBotFramework(LocalServer):
 
     async def __aenter__(self) -> Self:
         return await self.start()
+
+
+def _stream_info(body: dict[str, Any]) -> dict[str, Any] | None:
+    for entity in body.get("entities") or []:
+        if isinstance(entity, dict) and entity.get("type") == "streaminfo":
+            return entity
+    return None
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": {"code": code, "message": message}}, status=status)
