@@ -37,9 +37,9 @@ class TeamsSettings(Section):
     send_retries: int = Field(default=3, ge=0, le=20)  # retries after 429 or a 5xx
     max_retry_after: float = Field(default=60.0, ge=0, le=3600)
     # How long a conversation's serviceUrl is remembered for replies from any replica.
-    conversation_ttl: float = Field(default=90 * DAY, gt=0)
+    conversation_ttl: float = Field(default=90 * DAY, gt=0, le=3650 * DAY)
     # Files offered with a consent card wait this long for the person to accept.
-    file_offer_ttl: float = Field(default=DAY, gt=0)
+    file_offer_ttl: float = Field(default=DAY, gt=0, le=30 * DAY)
 
     @model_validator(mode="after")
     def _needs_a_credential(self) -> TeamsSettings:

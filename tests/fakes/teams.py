@@ -61,6 +61,7 @@ class FakeBotFramework(LocalServer):
         self.files: dict[str, tuple[bytes, str]] = {}  # name -> (bytes, content type)
         self.downloads: list[tuple[str, str | None]] = []  # (path, Authorization)
         self.uploads: dict[str, bytes] = {}
+        self.key_fetches = 0
         self._ids = itertools.count(1)
         # Teams' streaming: open stream id -> last sequence number; False refuses streaming
         # as a bot without it is refused.
@@ -135,6 +136,7 @@ class FakeBotFramework(LocalServer):
         )
 
     async def _keys(self, request: web.Request) -> web.Response:
+        self.key_fetches += 1
         jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
         jwk.update({"kid": KID, "use": "sig", "endorsements": ["msteams"]})
         return web.json_response({"keys": [jwk]})
