@@ -351,3 +351,12 @@ async def test_malformed_bodies_get_4xx(gw: App, bf: FakeBotFramework) -> None:
     status = await bf.deliver(url, json.dumps(form).encode(), content_type="text/plain")
     assert status == 415
     assert bf.calls == []
+
+
+async def test_activities_from_a_tenant_not_allowed_are_refused(
+    tmp_path: Path, llm: ScriptedLLM, bf: FakeBotFramework, redis_url: str
+) -> None:
+    settings = settings_for(tmp_path, llm, bf, redis_url, teams={"allowed_tenants": ["ours"]})
+    async with configured_gateway(settings) as app:
+        assert await bf.deliver(endpoint(app), bf.activity(PERSONAL, text="hi")) == 403
+    assert llm.requests == [] and bf.calls == []

@@ -208,3 +208,35 @@ def test_settings_need_a_credential() -> None:
     assert settings.resolved_token_url.endswith("/botframework.com/oauth2/v2.0/token")
     single = TeamsSettings(app_id="x", app_password="p", tenant_id="t1")
     assert "/t1/oauth2" in single.resolved_token_url
+
+
+async def test_doctor_gets_a_token_and_the_metadata(bf: FakeBotFramework) -> None:
+    import httpx
+
+    from adapters.teams.plugin import PLUGIN
+
+    good = TeamsSettings.model_validate(bf.settings())
+    wrong = TeamsSettings.model_validate(bf.settings(app_password="not-it"))
+    async with httpx.AsyncClient() as http:
+        passed = await PLUGIN.check(good, http)
+        failed = await PLUGIN.check(wrong, http)
+    assert passed.ok and APP_ID in passed.detail
+    assert not failed.ok and "CHATGATE_TEAMS__APP_PASSWORD" in failed.detail
+    assert "not-it" not in failed.detail + failed.fix
+
+
+def test_access_lists() -> None:
+    from adapters.teams.access import TeamsAccess
+    from gateway.sdk import ChatRef
+
+    access = TeamsAccess(
+        TeamsSettings(
+            app_id="x", app_password="p", allowed_tenants=[TENANT], allowed_users=["AAD-ALICE"]
+        )
+    )
+    chat = ChatRef(platform="teams", chat_id=PERSONAL, space_id=TENANT)
+    assert access.refusal(chat, "aad-alice") is None
+    assert access.refusal(chat, "aad-bob") is not None
+    elsewhere = chat.model_copy(update={"space_id": "another-tenant"})
+    assert "organisation" in (access.refusal(elsewhere, "aad-alice") or "")
+    assert not access.tenant_allowed(None)
