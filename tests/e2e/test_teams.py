@@ -360,3 +360,18 @@ async def test_activities_from_a_tenant_not_allowed_are_refused(
     async with configured_gateway(settings) as app:
         assert await bf.deliver(endpoint(app), bf.activity(PERSONAL, text="hi")) == 403
     assert llm.requests == [] and bf.calls == []
+
+
+async def test_throttling_and_a_revoked_token_are_retried(
+    gw: App, bf: FakeBotFramework, llm: ScriptedLLM
+) -> None:
+    assert await bf.deliver(endpoint(gw), bf.activity(PERSONAL, text="one")) == 200
+    await bf.wait_for_text("echo: one")
+    assert len(bf.token_requests) == 1  # the token is cached between calls
+    bf.tokens.clear()  # the token stops working: the next call gets 401, then a new one
+    bf.failures = [(429, {"Retry-After": "1"}), (503, {})]
+    assert await bf.deliver(endpoint(gw), bf.activity(PERSONAL, text="two")) == 200
+    answer = await bf.wait_for_text("echo: two")
+    assert len(bf.token_requests) >= 2
+    failed = [c for c in bf.calls if c.method == "FAILED"]
+    assert len(failed) == 2 and answer.at - failed[0].at >= 1.0  # Retry-After honoured

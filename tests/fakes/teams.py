@@ -62,6 +62,8 @@ class FakeBotFramework(LocalServer):
         self.downloads: list[tuple[str, str | None]] = []  # (path, Authorization)
         self.uploads: dict[str, bytes] = {}
         self.key_fetches = 0
+        # Answers for the next messages sent or updated: (status, headers), oldest first.
+        self.failures: list[tuple[int, dict[str, str]]] = []
         self._ids = itertools.count(1)
         # Teams' streaming: open stream id -> last sequence number; False refuses streaming
         # as a bot without it is refused.
@@ -169,6 +171,14 @@ class FakeBotFramework(LocalServer):
             return web.json_response({"error": {"code": "BadArgument"}}, status=400)
         if not isinstance(body, dict) or not body.get("type"):
             return web.json_response({"error": {"code": "BadArgument"}}, status=400)
+        if self.failures and body["type"] == "message":
+            status, headers = self.failures.pop(0)
+            self._record(Call("FAILED", request.match_info["conversation"], None, body))
+            return web.json_response(
+                {"error": {"code": "Throttled" if status == 429 else "ServiceError"}},
+                status=status,
+                headers=headers,
+            )
         return body
 
     async def _send(self, request: web.Request) -> web.Response:
