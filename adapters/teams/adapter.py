@@ -20,7 +20,7 @@ from microsoft_agents.activity import Activity
 from adapters.teams.access import TeamsAccess
 from adapters.teams.auth import ActivityAuth
 from adapters.teams.connector import TeamsConnector
-from adapters.teams.conversations import Conversation, Conversations
+from adapters.teams.conversations import Conversation, Conversations, trusted_service_url
 from adapters.teams.endpoint import MessagingEndpoint
 from adapters.teams.files import MAX_UPLOAD_BYTES, TeamsFiles
 from adapters.teams.normalize import (
@@ -82,7 +82,12 @@ class TeamsAdapter:
         self._ctx = ctx
         self._access = TeamsAccess(settings)
         ctx.extensions.add_access_rule(self._access.rule())
-        self._conversations = Conversations(ctx.store, ctx.signer, settings.conversation_ttl)
+        self._conversations = Conversations(
+            ctx.store,
+            ctx.signer,
+            settings.conversation_ttl,
+            allow_local=settings.allow_local_urls,
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False
         self._session: aiohttp.ClientSession | None = None
@@ -215,6 +220,11 @@ class TeamsAdapter:
         except ValueError:
             return web.json_response({"error": "malformed activity"}, status=400)
         assert activity.service_url is not None
+        if not trusted_service_url(
+            activity.service_url, allow_local=self._settings.allow_local_urls
+        ):
+            log.warning("teams activity with a serviceUrl that is not HTTPS refused")
+            return web.json_response({"error": "untrusted serviceUrl"}, status=403)
         try:
             await self._conversations.remember(
                 chat.chat_id,

@@ -123,7 +123,7 @@ class TeamsConnector:
                 ) from None
 
     async def _client(self, service_url: str) -> ConnectorClient:
-        if not trusted_service_url(service_url):
+        if not trusted_service_url(service_url, allow_local=self._conversations.allow_local):
             raise DeliveryError("untrusted serviceUrl", permanent=True)
         token = await self._token.get()
         client = self._clients.get(service_url)

@@ -22,7 +22,6 @@ from adapters.teams.normalize import CONNECTOR_PREFIX, DOWNLOAD_PREFIX
 from adapters.teams.sending import TeamsSender
 from adapters.teams.token import BotToken
 from gateway.sdk import (
-    AttachmentTooLarge,
     AttachmentUnavailable,
     ChatKind,
     ChatRef,
@@ -35,6 +34,7 @@ from gateway.sdk import (
     StoreUnavailable,
     keys,
 )
+from gateway.sdk.media import read_limited
 
 log = logging.getLogger(__name__)
 
@@ -81,21 +81,14 @@ class TeamsFiles:
                 headers["Authorization"] = f"Bearer {await self._token.get()}"
         else:
             raise AttachmentUnavailable("not a Teams attachment")
-        if not trusted_service_url(url):
+        if not trusted_service_url(url, allow_local=self._conversations.allow_local):
             raise AttachmentUnavailable("the attachment's URL is not HTTPS")
         try:
             timeout = aiohttp.ClientTimeout(total=120)
             async with self._session.get(url, headers=headers, timeout=timeout) as response:
                 if response.status != 200:
                     raise AttachmentUnavailable(f"Teams gave HTTP {response.status}")
-                if (response.content_length or 0) > max_bytes:
-                    raise AttachmentTooLarge(f"the file is larger than {max_bytes} bytes")
-                data = bytearray()
-                async for chunk in response.content.iter_chunked(65536):
-                    data += chunk
-                    if len(data) > max_bytes:
-                        raise AttachmentTooLarge(f"the file is larger than {max_bytes} bytes")
-                return bytes(data)
+                return await read_limited(response, max_bytes)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise AttachmentUnavailable(f"cannot fetch the file ({type(exc).__name__})") from None
 
@@ -180,7 +173,10 @@ class TeamsFiles:
             return
         info = value.get("uploadInfo")
         upload_url = info.get("uploadUrl") if isinstance(info, dict) else None
-        if not isinstance(upload_url, str) or not trusted_service_url(upload_url):
+        allow_local = self._conversations.allow_local
+        if not isinstance(upload_url, str) or not trusted_service_url(
+            upload_url, allow_local=allow_local
+        ):
             raise DeliveryError("Teams gave no usable upload URL")
         data = base64.b64decode(kept["data"])
         headers = {

@@ -32,6 +32,9 @@ class TeamsSettings(Section):
     token_url: str = ""
     token_scope: str = TOKEN_SCOPE
     endpoint_path: str = Field(default="/teams/messages", pattern=r"^/[\w/-]{1,100}$")
+    # Plain-HTTP serviceUrls and file links on this machine (the Bot Framework Emulator,
+    # tests); off: HTTPS only, as Teams uses.
+    allow_local_urls: bool = False
     # Personal chats stream with Teams' streaming activities; false: post, then update.
     native_streaming: bool = True
     send_retries: int = Field(default=3, ge=0, le=20)  # retries after 429 or a 5xx

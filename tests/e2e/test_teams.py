@@ -353,10 +353,14 @@ async def test_malformed_bodies_get_4xx(gw: App, bf: FakeBotFramework) -> None:
     assert bf.calls == []
 
 
-async def test_activities_from_a_tenant_not_allowed_are_refused(
+async def test_activities_from_a_tenant_not_allowed_or_over_http_are_refused(
     tmp_path: Path, llm: ScriptedLLM, bf: FakeBotFramework, redis_url: str
 ) -> None:
     settings = settings_for(tmp_path, llm, bf, redis_url, teams={"allowed_tenants": ["ours"]})
+    async with configured_gateway(settings) as app:
+        assert await bf.deliver(endpoint(app), bf.activity(PERSONAL, text="hi")) == 403
+    # Without teams.allow_local_urls a plain-HTTP serviceUrl is never answered.
+    settings = settings_for(tmp_path, llm, bf, redis_url, teams={"allow_local_urls": False})
     async with configured_gateway(settings) as app:
         assert await bf.deliver(endpoint(app), bf.activity(PERSONAL, text="hi")) == 403
     assert llm.requests == [] and bf.calls == []

@@ -31,6 +31,7 @@ async def test_a_stored_message_survives_a_kill_before_the_200(
             CHATGATE_TEAMS__APP_PASSWORD=teams["app_password"],
             CHATGATE_TEAMS__OPENID_METADATA_URL=teams["openid_metadata_url"],
             CHATGATE_TEAMS__TOKEN_URL=teams["token_url"],
+            CHATGATE_TEAMS__ALLOW_LOCAL_URLS="true",
             CHATGATE_REDIS__URL=redis_url,
             CHATGATE_REDIS__KEY_PREFIX=f"teams{uuid.uuid4().hex[:8]}",
             CHATGATE_APPROVALS__SECRET="teams-replicas-share-this-secret",

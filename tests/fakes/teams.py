@@ -87,6 +87,7 @@ class FakeBotFramework(LocalServer):
             "app_password": APP_PASSWORD,
             "openid_metadata_url": f"{self.url}/openid",
             "token_url": f"{self.url}/token",
+            "allow_local_urls": True,  # the fake serves plain HTTP on 127.0.0.1
             **extra,
         }
 

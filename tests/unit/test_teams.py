@@ -198,7 +198,9 @@ def test_button_card() -> None:
     ],
 )
 def test_trusted_service_urls(url: str, trusted: bool) -> None:
-    assert trusted_service_url(url) is trusted
+    assert trusted_service_url(url, allow_local=True) is trusted
+    if url.startswith("http://"):  # plain HTTP only when local URLs are allowed
+        assert not trusted_service_url(url)
 
 
 def test_settings_need_a_credential() -> None:
