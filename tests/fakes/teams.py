@@ -9,6 +9,7 @@ endpoint issued, as the real one does.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
 import json
@@ -21,6 +22,8 @@ from typing import Any, Self
 import aiohttp
 import jwt
 from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.fakes.server import LocalServer
@@ -62,6 +65,7 @@ class FakeBotFramework(LocalServer):
         self.downloads: list[tuple[str, str | None]] = []  # (path, Authorization)
         self.uploads: dict[str, bytes] = {}
         self.key_fetches = 0
+        self.certificate: x509.Certificate | None = None  # the app's registered certificate
         # Answers for the next messages sent or updated: (status, headers), oldest first.
         self.failures: list[tuple[int, dict[str, str]]] = []
         self._ids = itertools.count(1)
@@ -149,7 +153,7 @@ class FakeBotFramework(LocalServer):
         self.token_requests.append({k: str(v) for k, v in form.items()})
         if form.get("grant_type") != "client_credentials":
             return web.json_response({"error": "unsupported_grant_type"}, status=400)
-        if form.get("client_id") != APP_ID or form.get("client_secret") != APP_PASSWORD:
+        if form.get("client_id") != APP_ID or not self._client_proven(form):
             return web.json_response({"error": "invalid_client"}, status=401)
         if form.get("scope") != "https://api.botframework.com/.default":
             return web.json_response({"error": "invalid_scope"}, status=400)
@@ -158,6 +162,34 @@ class FakeBotFramework(LocalServer):
         return web.json_response(
             {"token_type": "Bearer", "expires_in": 3600, "access_token": token}
         )
+
+    def _client_proven(self, form: dict[str, Any]) -> bool:
+        """The app's secret, or an assertion signed by its registered certificate (RFC 7523)
+        for this token endpoint, naming the app, with the certificate's SHA-256 thumbprint."""
+        if "client_assertion" not in form:
+            return form.get("client_secret") == APP_PASSWORD
+        if self.certificate is None:
+            return False
+        if form.get("client_assertion_type") != (
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+        ):
+            return False
+        assertion = str(form["client_assertion"])
+        digest = self.certificate.fingerprint(hashes.SHA256())
+        thumbprint = base64.urlsafe_b64encode(digest).decode().rstrip("=")
+        try:
+            if jwt.get_unverified_header(assertion).get("x5t#S256") != thumbprint:
+                return False
+            claims = jwt.decode(
+                assertion,
+                self.certificate.public_key(),  # type: ignore[arg-type]
+                algorithms=["PS256", "RS256"],
+                audience=f"{self.url}/token",
+                options={"require": ["exp", "iss", "sub", "jti"]},
+            )
+        except jwt.PyJWTError:
+            return False
+        return bool(claims["iss"] == claims["sub"] == APP_ID)
 
     def _authorized(self, request: web.Request) -> bool:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")

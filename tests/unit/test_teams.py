@@ -3,11 +3,16 @@ which serviceUrls are trusted, settings, cards."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
 from microsoft_agents.activity import Activity
 from pydantic import ValidationError
 
@@ -30,6 +35,7 @@ from adapters.teams.normalize import (
     submitted_data,
 )
 from adapters.teams.settings import TeamsSettings
+from adapters.teams.token import BotToken, Certificate, TokenUnavailable
 from gateway.sdk import AttachmentKind, Button, ChatKind
 from tests.fakes.teams import (
     ALICE,
@@ -242,3 +248,52 @@ def test_access_lists() -> None:
     elsewhere = chat.model_copy(update={"space_id": "another-tenant"})
     assert "organisation" in (access.refusal(elsewhere, "aad-alice") or "")
     assert not access.tenant_allowed(None)
+
+
+def _certificate_pem(path: Path) -> x509.Certificate:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "chatgate-bot")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ) + cert.public_bytes(serialization.Encoding.PEM)
+    path.write_bytes(pem)
+    return cert
+
+
+async def test_a_certificate_gets_the_reply_token(bf: FakeBotFramework, tmp_path: Path) -> None:
+    registered = _certificate_pem(tmp_path / "bot.pem")
+    other = _certificate_pem(tmp_path / "other.pem")
+    settings = TeamsSettings.model_validate(
+        bf.settings(app_password=None, certificate_path=tmp_path / "bot.pem")
+    )
+    async with aiohttp.ClientSession() as session:
+
+        def token(path: Path) -> BotToken:
+            return BotToken(
+                session,
+                token_url=settings.resolved_token_url,
+                client_id=settings.app_id,
+                scope=settings.token_scope,
+                secret=None,
+                certificate=Certificate(path),
+            )
+
+        bf.certificate = registered
+        assert await token(tmp_path / "bot.pem").get() in bf.tokens
+        assert "client_secret" not in bf.token_requests[-1]
+        bf.certificate = other  # the app's registered certificate is another one
+        with pytest.raises(TokenUnavailable, match="refused the bot's credentials"):
+            await token(tmp_path / "bot.pem").get()
