@@ -63,7 +63,8 @@ class MessagingEndpoint:
             if not isinstance(body, dict):
                 raise ValueError("not an object")
             activity = Activity.model_validate(body)
-        except (ValueError, ValidationError):
+        except (ValueError, TypeError, ValidationError):
+            # The SDK's own validators raise TypeError for some shapes (an empty channelId).
             return _refuse(400, "malformed activity")
         if not activity.type or not activity.service_url or activity.channel_id is None:
             return _refuse(400, "malformed activity")

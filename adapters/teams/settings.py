@@ -23,8 +23,7 @@ class TeamsSettings(Section):
     # Single-tenant bots name their tenant; empty: a multi-tenant bot (botframework.com).
     tenant_id: str = ""
     allowed_tenants: list[str] = []  # tenant ids; empty: every tenant
-    allowed_teams: list[str] = []  # team ids (channel messages); empty: every team
-    allowed_users: list[str] = []  # Entra object ids (aadObjectId) or 29: ids; empty: all
+    allowed_users: list[str] = []  # Entra object ids (aadObjectId); empty: everyone
     # Who signs incoming activities and where its keys are listed (tests use a local issuer).
     openid_metadata_url: HttpURL = OPENID_METADATA_URL
     issuer: str = BOT_FRAMEWORK_ISSUER

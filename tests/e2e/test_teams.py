@@ -345,6 +345,7 @@ async def test_malformed_bodies_get_4xx(gw: App, bf: FakeBotFramework) -> None:
         (json.dumps(no_conversation).encode(), 400),
         (json.dumps(no_sender).encode(), 400),
         (json.dumps({**bf.activity(PERSONAL), "attachments": "nope"}).encode(), 400),
+        (json.dumps({**bf.activity(PERSONAL), "channelId": ""}).encode(), 400),
     ):
         assert await bf.deliver(url, body) == expected, body[:60]
     form = bf.activity(PERSONAL, text="hi")
