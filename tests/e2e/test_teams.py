@@ -4,6 +4,7 @@ endpoint and Bot Connector), the scripted LLM and a private redis-server."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import AsyncIterator
@@ -103,6 +104,28 @@ async def test_personal_chat_streams_with_teams_streaming(
     times = [c.at for c in chunks]
     assert all(b - a >= 1.4 for a, b in itertools.pairwise(times))
     assert bf.token_requests[0]["client_id"] == APP_ID
+
+
+async def test_tool_calls_show_as_informative_updates_of_the_stream(
+    gw: App, bf: FakeBotFramework, llm: ScriptedLLM
+) -> None:
+    async def lookup(args: _Command, ctx: ToolContext) -> str:
+        await asyncio.sleep(2.0)
+        return "found it"
+
+    gw.tools.register(ToolSpec("lookup", "looks things up", _Command, lookup, "test"))
+    llm.push(
+        Reply.call("lookup", command="the weather"), Reply.streamed(STORY, chunks=4, delay=0.5)
+    )
+    assert await bf.deliver(endpoint(gw), bf.activity(PERSONAL, text="weather?")) == 200
+    final = await bf.wait_for_text(STORY)
+    infos = [_info(c) for c in bf.stream_chunks()]
+    # While the tool runs: an informative line; then the answer streams in the same stream.
+    assert infos[0]["streamType"] == "informative"
+    assert "lookup" in bf.stream_chunks()[0].body["text"]
+    assert infos[-1]["streamType"] == "streaming"
+    assert [i["streamSequence"] for i in infos] == list(range(1, len(infos) + 1))
+    assert _info(final)["streamId"] == infos[-1]["streamId"]
 
 
 async def test_where_teams_does_not_stream_the_reply_is_posted_then_updated(
