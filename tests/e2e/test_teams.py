@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -403,3 +404,42 @@ async def test_throttling_and_a_revoked_token_are_retried(
     assert len(bf.token_requests) >= 2
     failed = [c for c in bf.calls if c.method == "FAILED"]
     assert len(failed) == 2 and answer.at - failed[0].at >= 1.0  # Retry-After honoured
+
+
+async def test_replicas_share_the_work_an_approval_pressed_at_another_replica(
+    tmp_path: Path, llm: ScriptedLLM, bf: FakeBotFramework, redis_url: str
+) -> None:
+    shared = {
+        "key_prefix": f"teams{uuid.uuid4().hex[:8]}",
+        "approvals": {"secret": "two-replicas-share-this-secret"},
+    }
+    ran: list[str] = []
+
+    async def run(args: _Command, ctx: ToolContext) -> str:
+        ran.append(args.command)
+        return "done"
+
+    async def needs(args: _Command, ctx: ToolContext) -> ApprovalNeed:
+        return ApprovalNeed(summary=args.command, reason="it deploys", shape=args.command)
+
+    first = settings_for(tmp_path / "a", llm, bf, redis_url, **shared)
+    second = settings_for(tmp_path / "b", llm, bf, redis_url, **shared)
+    async with configured_gateway(first) as a, configured_gateway(second) as b:
+        for app in (a, b):
+            app.tools.register(ToolSpec("deploy", "deploys", _Command, run, "test", needs))
+        llm.push(Reply.call("deploy", command="ship v2"), Reply.text("Shipped."))
+        assert await bf.deliver(endpoint(a), bf.activity(PERSONAL, text="ship it")) == 200
+        card = await bf.wait_until(
+            lambda: [c for c in bf.sent() if c.body.get("attachments")], what="the card"
+        )
+        approve = next(
+            action
+            for action in card[0].body["attachments"][0]["content"]["actions"]
+            if action["title"] == "Approve once"
+        )
+        # The submit reaches the other replica; it decides, the first one's turn goes on.
+        submit = bf.submit(PERSONAL, "bot-1", approve["data"], sender=ALICE)
+        assert await bf.deliver(endpoint(b), submit) == 200
+        await bf.wait_for_text("Shipped.")
+        assert ran == ["ship v2"]
+        assert (await bf.wait_until(bf.updates, what="the card updated"))[0].activity_id == "bot-1"
