@@ -106,7 +106,15 @@ class TeamsAdapter:
             raise TeamsStartError(
                 "Teams posts activities to the gateway's HTTP server; set http.enabled = true"
             )
-        certificate = Certificate(settings.certificate_path) if settings.certificate_path else None
+        certificate = None
+        if settings.certificate_path is not None:
+            try:
+                certificate = Certificate(settings.certificate_path)
+            except (OSError, ValueError) as exc:
+                raise TeamsStartError(
+                    f"cannot use teams.certificate_path ({type(exc).__name__}); it must be a PEM "
+                    "file with the certificate and its unencrypted private key"
+                ) from None
         secret = settings.app_password.get_secret_value() if settings.app_password else None
         self._stopped = False
         self._session = aiohttp.ClientSession()

@@ -16,6 +16,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import BaseModel
 
+from adapters.teams import TeamsAdapter, TeamsStartError
 from gateway.app.app import App
 from gateway.config import Settings
 from gateway.sdk.messages import ChatRef
@@ -443,3 +444,18 @@ async def test_replicas_share_the_work_an_approval_pressed_at_another_replica(
         await bf.wait_for_text("Shipped.")
         assert ran == ["ship v2"]
         assert (await bf.wait_until(bf.updates, what="the card updated"))[0].activity_id == "bot-1"
+
+
+async def test_an_unreadable_certificate_stops_the_start_with_one_line(
+    tmp_path: Path, llm: ScriptedLLM, bf: FakeBotFramework
+) -> None:
+    (tmp_path / "bot.pem").write_text("not a certificate")
+    teams = {"app_password": None, "certificate_path": str(tmp_path / "bot.pem")}
+    app = App(settings_for(tmp_path, llm, bf, "", teams=teams))
+    app.add_configured_adapters()
+    adapter = app.outbox.adapter("teams")
+    assert isinstance(adapter, TeamsAdapter)
+    with pytest.raises(TeamsStartError, match=r"teams\.certificate_path \(ValueError\)"):
+        await adapter.start()
+    await app.store.close()
+    await app.llm.aclose()
