@@ -28,6 +28,7 @@ from adapters.teams.normalize import (
     button_press,
     chat_of,
     message_inbound,
+    sender_of,
     submitted_data,
     tenant_of,
 )
@@ -206,6 +207,20 @@ class TeamsAdapter:
             log.warning("teams refused streaming; replies are posted and updated instead")
             self._native_streams = False
 
+    async def direct_chat(self, user_id: str) -> ChatRef:
+        """The personal chat with `user_id`, known once they wrote to the bot there (Teams
+        opens one only through the app being installed for them)."""
+        conversation = await self._conversations.personal_chat(user_id)
+        if conversation is None:
+            raise DeliveryError(
+                f"teams:{user_id} has not written to the bot in a personal chat yet",
+                permanent=True,
+            )
+        where = await self._conversations.find(conversation)
+        return ChatRef(
+            platform=PLATFORM, chat_id=conversation, kind=ChatKind.DIRECT, space_id=where.tenant_id
+        )
+
     async def typing(self, chat: ChatRef) -> None:
         await _started(self._sender).typing(chat)
 
@@ -238,6 +253,11 @@ class TeamsAdapter:
                 chat.chat_id,
                 Conversation(service_url=activity.service_url, tenant_id=chat.space_id),
             )
+            if chat.kind is ChatKind.DIRECT and activity.type == "message":
+                person = sender_of(activity)
+                await self._conversations.remember_person(person.user_id, chat.chat_id)
+        except ValueError:
+            return web.json_response({"error": "malformed activity"}, status=400)
         except StoreUnavailable as exc:
             log.warning("teams activity not stored; Teams will send it again error=%s", exc)
             return web.json_response({"error": "store unavailable"}, status=503)

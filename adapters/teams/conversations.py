@@ -17,6 +17,7 @@ from gateway.sdk import DeliveryError, EntrySigner, Store, StoreUnavailable, key
 log = logging.getLogger(__name__)
 
 _KIND = "teams conversation"
+_PERSON = "teams personal chat"
 _REWRITE_AFTER = 24 * 3600.0
 _MAX_KNOWN = 100_000
 
@@ -55,6 +56,7 @@ class Conversations:
         self.allow_local = allow_local
         # Conversation id -> where it is answered, and when this process last wrote it.
         self._known: dict[str, tuple[Conversation, float]] = {}
+        self._people: dict[str, tuple[str, float]] = {}  # user id -> personal chat, written
 
     async def remember(self, conversation_id: str, found: Conversation) -> None:
         """Store where `conversation_id` is answered (raises StoreUnavailable). Written again
@@ -91,6 +93,34 @@ class Conversations:
         # Read, not written: the next activity of this conversation writes it again.
         self._keep(conversation_id, found, 0.0)
         return found
+
+    async def remember_person(self, user_id: str, conversation_id: str) -> None:
+        """Store `conversation_id` as the personal chat with `user_id` (raises StoreUnavailable),
+        for messages the gateway starts itself (a failed job's report to an admin)."""
+        now = time.monotonic()
+        known = self._people.get(user_id)
+        if known is not None and known[0] == conversation_id and now - known[1] < _REWRITE_AFTER:
+            return
+        where = keys.platform_conversation("teams", f"user:{user_id}")
+        sealed = self._signer.seal(_PERSON, where, {"conversation": conversation_id})
+        await self._store.set(where, sealed, ttl=self._ttl)
+        if len(self._people) >= _MAX_KNOWN:
+            self._people.clear()
+        self._people[user_id] = (conversation_id, now)
+
+    async def personal_chat(self, user_id: str) -> str | None:
+        """The personal chat's conversation id with `user_id`; None when they never wrote."""
+        known = self._people.get(user_id)
+        if known is not None:
+            return known[0]
+        where = keys.platform_conversation("teams", f"user:{user_id}")
+        try:
+            raw = await self._store.get(where)
+        except StoreUnavailable as exc:
+            raise DeliveryError(f"the store is unreachable ({exc})") from None
+        value = self._signer.open(_PERSON, where, raw)
+        found = value.get("conversation") if isinstance(value, dict) else None
+        return found if isinstance(found, str) else None
 
     def service_urls(self) -> set[str]:
         return {known[0].service_url for known in self._known.values()}

@@ -49,7 +49,8 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     cron:running:{job}:{slot}         value  a run in progress
     {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
     {platform}:conversation:{id}      value  where replies to a conversation go (Teams: its
-                                             serviceUrl and tenant; sealed JSON)
+                                             serviceUrl and tenant; `user:{user id}`: that
+                                             person's personal chat; sealed JSON)
     {platform}:file_offer:{id}        value  a file offered for upload until it is accepted
                                              (Teams file consent; sealed JSON)
     discord:received / mattermost:received

@@ -19,7 +19,8 @@ from pydantic import BaseModel
 from adapters.teams import TeamsAdapter, TeamsStartError
 from gateway.app.app import App
 from gateway.config import Settings
-from gateway.sdk.messages import ChatRef
+from gateway.sdk.channels import DeliveryError
+from gateway.sdk.messages import ChatKind, ChatRef, Outbound
 from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolSpec
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.teams import (
@@ -29,6 +30,7 @@ from tests.fakes.teams import (
     CHANNEL,
     GROUP,
     PERSONAL,
+    TENANT,
     FakeBotFramework,
 )
 from tests.harness import configured_gateway, gateway_settings
@@ -459,3 +461,16 @@ async def test_an_unreadable_certificate_stops_the_start_with_one_line(
         await adapter.start()
     await app.store.close()
     await app.llm.aclose()
+
+
+async def test_a_direct_message_goes_to_the_personal_chat_a_person_opened(
+    gw: App, bf: FakeBotFramework, llm: ScriptedLLM
+) -> None:
+    with pytest.raises(DeliveryError, match="has not written to the bot"):
+        await gw.outbox.direct_chat("teams", "aad-alice")
+    assert await bf.deliver(endpoint(gw), bf.activity(PERSONAL, text="hi")) == 200
+    await bf.wait_for_text("echo: hi")
+    chat = await gw.outbox.direct_chat("teams", "aad-alice")
+    assert (chat.chat_id, chat.kind, chat.space_id) == (PERSONAL, ChatKind.DIRECT, TENANT)
+    await gw.outbox.send(Outbound(chat=chat, text="Your nightly job failed."))
+    await bf.wait_for_text("Your nightly job failed.")
