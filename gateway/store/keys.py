@@ -48,6 +48,11 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     cron:fired:{job}:{slot}[:{what}]  value  a run slot (or its report) was claimed, once
     cron:running:{job}:{slot}         value  a run in progress
     {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
+    {platform}:conversation:{id}      value  where replies to a conversation go (Teams: its
+                                             serviceUrl and tenant; `user:{user id}`: that
+                                             person's personal chat; sealed JSON)
+    {platform}:file_offer:{id}        value  a file offered for upload until it is accepted
+                                             (Teams file consent; sealed JSON)
     discord:received / mattermost:received
                                       hash   event id -> a message received on the gateway or
                                              WebSocket, not yet through intake (JSON)
@@ -245,6 +250,14 @@ def cron_running(job_id: str, slot: str) -> str:
 
 def platform_thread(platform: str, chat_id: str, thread_id: str) -> str:
     return f"{platform}:thread:{chat_id}:{thread_id}"
+
+
+def platform_conversation(platform: str, conversation_id: str) -> str:
+    return f"{platform}:conversation:{conversation_id}"
+
+
+def platform_file_offer(platform: str, offer_id: str) -> str:
+    return f"{platform}:file_offer:{offer_id}"
 
 
 def model_choice(key: SessionKey | str) -> str:
