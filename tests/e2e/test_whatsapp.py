@@ -1,0 +1,429 @@
+"""WhatsApp end to end: the real adapter in the real gateway (webhooks on its HTTP server),
+against the fake Cloud API (tests/fakes/whatsapp.py), the scripted LLM and a private
+redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from adapters.whatsapp import WhatsAppAdapter, WhatsAppStartError
+from adapters.whatsapp.statuses import DeliveryStatuses
+from gateway.app.app import App
+from gateway.config import Settings
+from gateway.scheduling.jobs import RunStatus
+from gateway.sdk.messages import ChatKind, ChatRef, Outbound
+from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolSpec
+from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
+from tests.fakes.whatsapp import (
+    APP_SECRET,
+    TOKEN,
+    VERIFY_TOKEN,
+    FakeWhatsApp,
+    post_webhook,
+    verify_webhook,
+)
+from tests.harness import configured_gateway, eventually, gateway_settings
+from tests.media_samples import PDF, image_parts, jpeg, ogg_opus, png
+
+pytestmark = pytest.mark.e2e
+
+ANA = "15551230001"
+BEN = "15551230002"
+TEMPLATE = "chatgate_notice"
+
+
+@pytest.fixture
+async def wa() -> AsyncIterator[FakeWhatsApp]:
+    async with FakeWhatsApp(templates={TEMPLATE: ("en_US", 1)}) as server:
+        yield server
+
+
+def settings_for(
+    tmp_path: Path,
+    llm: ScriptedLLM,
+    wa: FakeWhatsApp,
+    redis_url: str,
+    *,
+    whatsapp: dict[str, Any] | None = None,
+    **sections: Any,
+) -> Settings:
+    return gateway_settings(
+        tmp_path,
+        llm.url,
+        redis_url=redis_url,
+        http={"enabled": True, "port": 0},
+        scheduler=sections.pop("scheduler", {"enabled": False}),
+        whatsapp={**wa.settings(), **(whatsapp or {})},
+        **sections,
+    )
+
+
+@pytest.fixture
+async def gw(
+    tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_url: str
+) -> AsyncIterator[App]:
+    async with configured_gateway(settings_for(tmp_path, llm, wa, redis_url)) as app:
+        yield app
+
+
+def webhook(app: App) -> str:
+    assert app.http is not None and app.http.port
+    return f"http://127.0.0.1:{app.http.port}/whatsapp/webhook"
+
+
+def adapter(app: App) -> WhatsAppAdapter:
+    found = app.outbox.adapter("whatsapp")
+    assert isinstance(found, WhatsAppAdapter)
+    return found
+
+
+async def test_verification_handshake(gw: App) -> None:
+    ok = await verify_webhook(
+        webhook(gw),
+        **{
+            "hub.mode": "subscribe",
+            "hub.verify_token": VERIFY_TOKEN,
+            "hub.challenge": "1158201444",
+        },
+    )
+    assert (ok.status, ok.text) == (200, "1158201444")
+    wrong = await verify_webhook(
+        webhook(gw),
+        **{"hub.mode": "subscribe", "hub.verify_token": "guess", "hub.challenge": "1"},
+    )
+    assert wrong.status == 403 and "1" not in wrong.text.replace("403", "")
+    not_subscribe = await verify_webhook(webhook(gw), **{"hub.verify_token": VERIFY_TOKEN})
+    assert not_subscribe.status == 400
+
+
+async def test_dm_answered_with_a_read_receipt_and_typing(
+    gw: App, wa: FakeWhatsApp, llm: ScriptedLLM
+) -> None:
+    llm.push(Reply.text("**Done**: see [the docs](https://x.test/d)", delay=0.3))
+    first = wa.text("my name is Ana", number=ANA)
+    assert await wa.customer_sends(webhook(gw), first, names={ANA: "Ana"}) == 200
+    reply = await wa.wait_text("*Done*: see the docs (https://x.test/d)")
+    assert reply.to == ANA and reply.quoted == first["id"]
+    assert reply.body["text"]["preview_url"] is False
+    [receipt] = await wa.wait_receipts()
+    assert receipt == {
+        "messaging_product": "whatsapp",
+        "status": "read",
+        "message_id": first["id"],
+        "typing_indicator": {"type": "text"},
+    }
+    second = wa.text("who am I?", number=ANA)
+    await wa.customer_sends(webhook(gw), second, names={ANA: "Ana"})
+    await wa.wait_text("echo: who am I?")
+    # One session per number: the second turn sees the first exchange.
+    contents = [m.get("content") for m in llm.requests[1]["messages"]]
+    assert "my name is Ana" in contents and contents[-1] == "who am I?"
+
+
+async def test_reply_context_reaction_and_long_text(
+    gw: App, wa: FakeWhatsApp, llm: ScriptedLLM
+) -> None:
+    quoted = wa.text("which one?", number=ANA, context={"from": ANA, "id": "wamid.EARLIER"})
+    await wa.customer_sends(webhook(gw), quoted)
+    await wa.wait_sent(1)
+    assert last_user_text(llm.requests[0]) == "[in reply to message wamid.EARLIER]\nwhich one?"
+    reaction = wa.message(ANA, "reaction", {"message_id": wa.sent[0].message_id, "emoji": "👍"})
+    await wa.customer_sends(webhook(gw), reaction)
+    await wa.wait_sent(2)
+    assert last_user_text(llm.requests[1]) == f"[reacted 👍 to message {wa.sent[0].message_id}]"
+    llm.push(Reply.text("\n\n".join(f"Paragraph {n}: " + "lorem ipsum " * 60 for n in range(12))))
+    await wa.customer_sends(webhook(gw), wa.text("write a lot", number=ANA))
+    await wa.wait_sent(4)
+    await asyncio.sleep(0.3)
+    parts = [s for s in wa.sent[2:] if s.type == "text"]
+    assert len(parts) >= 2 and all(len(p.text) <= 4096 for p in parts)
+    assert parts[0].quoted is not None and parts[1].quoted is None
+
+
+class _Command(BaseModel):
+    command: str
+
+
+async def test_approval_by_the_requesters_button_only(
+    gw: App, wa: FakeWhatsApp, llm: ScriptedLLM
+) -> None:
+    ran: list[str] = []
+
+    async def run(args: _Command, ctx: ToolContext) -> str:
+        ran.append(args.command)
+        return f"ran {args.command}: ok"
+
+    async def needs(args: _Command, ctx: ToolContext) -> ApprovalNeed:
+        return ApprovalNeed(summary=args.command, reason="it deletes files", shape=args.command)
+
+    gw.tools.register(ToolSpec("danger", "runs things", _Command, run, "test", needs))
+    llm.push(Reply.call("danger", command="rm -rf build"), Reply.text("Cleaned up."))
+    await wa.customer_sends(webhook(gw), wa.text("clean the build", number=ANA))
+    prompt = await wa.wait_buttons()
+    assert prompt.to == ANA and "rm -rf build" in prompt.text
+    assert list(prompt.button_ids()) == ["Approve once", "Approve for session", "Deny"]
+    # "Always" does not fit three reply buttons: it comes as a list message after them.
+    await eventually(lambda: len(wa.sent) >= 2, what="the list message")
+    more = wa.sent[1]
+    assert more.body["interactive"]["type"] == "list"
+    assert list(more.button_ids()) == ["Always allow in this…"]
+    assert more.body["interactive"]["action"]["sections"][0]["rows"][0]["description"] == (
+        "Always allow in this chat"
+    )
+
+    # Ben presses Ana's button (the id copied into his own chat): refused, nothing runs.
+    assert (
+        await wa.customer_sends(webhook(gw), wa.button_press(prompt, "Approve once", number=BEN))
+        == 200
+    )
+    refusal = await eventually_sent(wa, lambda s: s.to == BEN)
+    assert refusal.text == "This approval request belongs to another chat."
+    await asyncio.sleep(0.3)
+    assert ran == [] and not [s for s in wa.sent if s.text == "Cleaned up."]
+
+    press = wa.button_press(prompt, "Approve once", number=ANA)
+    assert await wa.customer_sends(webhook(gw), press) == 200
+    await wa.wait_text("Cleaned up.")
+    assert ran == ["rm -rf build"]
+    # WhatsApp cannot edit the prompt: the outcome is a message quoting it.
+    outcome = await eventually_sent(wa, lambda s: s.to == ANA and s.quoted == prompt.message_id)
+    assert "approved" in outcome.text.lower()
+    # Meta sends the same press again: nothing more happens.
+    count = len(wa.sent)
+    again = await post_webhook(webhook(gw), json.dumps(wa.notification([press])).encode())
+    assert again.status == 200
+    await asyncio.sleep(0.3)
+    assert len(wa.sent) == count
+
+
+async def eventually_sent(wa: FakeWhatsApp, match: Any) -> Any:
+    await eventually(lambda: any(match(s) for s in wa.sent), what="a matching message")
+    return next(s for s in wa.sent if match(s))
+
+
+async def test_image_in_reaches_the_model_and_files_go_out_uploaded(
+    gw: App, wa: FakeWhatsApp, llm: ScriptedLLM
+) -> None:
+    photo = jpeg(1200, 900)
+    media_id = wa.add_media(photo, "image/jpeg")
+    llm.push(Reply.text("A red square."))
+    image = wa.message(
+        ANA, "image", {"id": media_id, "mime_type": "image/jpeg", "caption": "what is it?"}
+    )
+    await wa.customer_sends(webhook(gw), image)
+    await wa.wait_text("A red square.")
+    assert wa.downloads == [media_id]  # GET /{media-id}, then its URL with the token
+    [seen] = image_parts(llm.requests[0])
+    assert seen.size[0] > 0
+    assert "what is it?" in last_user_text(llm.requests[0])
+
+    folder = gw.settings.workspace / f"whatsapp-{ANA}"
+    (folder / "out").mkdir(parents=True, exist_ok=True)
+    chart, report = png(640, 480), PDF + b"x" * 5000
+    (folder / "out/chart.png").write_bytes(chart)
+    (folder / "out/report.pdf").write_bytes(report)
+    llm.push(
+        Reply.calls(("send_file", {"path": "out/chart.png", "caption": "The *chart*"})),
+        Reply.calls(("send_file", {"path": "out/report.pdf"})),
+        Reply.text("Both sent."),
+    )
+    await wa.customer_sends(webhook(gw), wa.text("send the chart and the report", number=ANA))
+    await wa.wait_text("Both sent.")
+    chart_msg = next(s for s in wa.sent if s.type == "image")
+    doc_msg = next(s for s in wa.sent if s.type == "document")
+    assert wa.media[chart_msg.body["image"]["id"]].data == chart
+    assert chart_msg.body["image"]["caption"] == "The _chart_"
+    assert wa.media[doc_msg.body["document"]["id"]].data == report
+    assert doc_msg.body["document"]["filename"] == "report.pdf"
+    assert [m.mime_type for m in wa.uploads()] == ["image/png", "application/pdf"]
+
+
+async def test_voice_note_is_transcribed(
+    tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_url: str
+) -> None:
+    async with configured_gateway(settings_for(tmp_path, llm, wa, redis_url)) as gw:
+        media_id = wa.add_media(ogg_opus(), "audio/ogg; codecs=opus")
+        llm.media.transcripts.append("book a room for three")
+        llm.push(Reply.text("Booked."))
+        voice = wa.message(
+            ANA, "audio", {"id": media_id, "mime_type": "audio/ogg; codecs=opus", "voice": True}
+        )
+        await wa.customer_sends(webhook(gw), voice)
+        await wa.wait_text("Booked.")
+    [call] = llm.media.calls_to("/audio/transcriptions")
+    assert call.file_data == ogg_opus()
+    assert "book a room for three" in last_user_text(llm.requests[0])
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-Hub-Signature-256": "sha256=" + "0" * 64},
+        {"X-Hub-Signature-256": ""},  # none at all
+        {"X-Hub-Signature-256": "md5=abc"},
+    ],
+    ids=["wrong", "missing", "not-sha256"],
+)
+async def test_forged_requests_refused_before_parsing(
+    gw: App, wa: FakeWhatsApp, llm: ScriptedLLM, headers: dict[str, str]
+) -> None:
+    body = json.dumps(wa.notification([wa.text("rm -rf /", number=ANA)])).encode()
+    assert (await post_webhook(webhook(gw), body, headers=headers)).status == 401
+    # Signed with another secret; and a body that is not even JSON: 401, not 400, because
+    # the signature is checked before anything reads the body.
+    assert (await post_webhook(webhook(gw), body, secret="other-secret")).status == 401
+    assert (await post_webhook(webhook(gw), b"{not json", headers=headers)).status == 401
+    await asyncio.sleep(0.3)
+    assert llm.requests == [] and wa.sent == []
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"{not json",
+        b"\xff\xfe",
+        b"[]",
+        b'{"object": "page", "entry": []}',
+        b'{"object": "whatsapp_business_account", "entry": {}}',
+        b'{"object": "whatsapp_business_account", "entry": [{"changes": [{"field": "messages",'
+        b' "value": []}]}]}',
+        b'{"object": "whatsapp_business_account", "entry": [{"changes": [{"field": "messages",'
+        b' "value": {"messages": [{"id": "x", "type": "text"}]}}]}]}',
+        b'{"object": "whatsapp_business_account", "entry": [{"changes": [{"field": "messages",'
+        b' "value": {"messages": [{"from": "1", "id": "x", "type": "text", "text": "hi"}]}}]}]}',
+        b'{"object": "whatsapp_business_account", "entry": [{"changes": [{"field": "messages",'
+        b' "value": {"statuses": [{"id": "x", "status": "exploded"}]}}]}]}',
+        b"[" * 5000 + b"]" * 5000,
+    ],
+    ids=[
+        "not-json",
+        "not-utf8",
+        "array",
+        "other-object",
+        "entry-not-list",
+        "value-not-object",
+        "message-without-from",
+        "text-not-object",
+        "unknown-status",
+        "deep",
+    ],
+)
+async def test_malformed_signed_bodies_are_400(
+    gw: App, llm: ScriptedLLM, wa: FakeWhatsApp, raw: bytes
+) -> None:
+    delivery = await post_webhook(webhook(gw), raw)
+    assert delivery.status == 400, delivery.text
+    await asyncio.sleep(0.1)
+    assert llm.requests == [] and wa.sent == []
+
+
+async def test_statuses_are_tracked_and_failures_logged(
+    gw: App, wa: FakeWhatsApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    await wa.customer_sends(webhook(gw), wa.text("hi", number=ANA))
+    reply = await wa.wait_text("echo: hi")
+    statuses = DeliveryStatuses(gw.store, adapter(gw)._windows, lambda _: None)
+    # Read arrives before delivered (it happens): the further status stands.
+    await wa.report_statuses(webhook(gw), wa.status(reply, "sent"), wa.status(reply, "read"))
+    await eventually_async(lambda: statuses.latest(reply.message_id), "read")
+    assert await wa.report_statuses(webhook(gw), wa.status(reply, "delivered")) == 200
+    await asyncio.sleep(0.2)
+    assert await statuses.latest(reply.message_id) == "read"
+
+    error = {"code": 131026, "title": "Message undeliverable"}
+    with caplog.at_level(logging.WARNING):
+        assert await wa.report_statuses(webhook(gw), wa.status(reply, "failed", [error])) == 200
+        await eventually_async(lambda: statuses.latest(reply.message_id), "failed")
+    assert "whatsapp message failed" in caplog.text and "codes=131026" in caplog.text
+    assert TOKEN not in caplog.text and APP_SECRET not in caplog.text
+
+
+async def eventually_async(read: Any, expected: Any, within: float = 8.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while (value := await read()) != expected:
+        assert asyncio.get_running_loop().time() < deadline, f"{value!r} != {expected!r}"
+        await asyncio.sleep(0.05)
+
+
+async def test_reminder_outside_the_window_goes_as_the_template(
+    tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_url: str
+) -> None:
+    settings = settings_for(
+        tmp_path,
+        llm,
+        wa,
+        redis_url,
+        whatsapp={"templates": {"name": TEMPLATE, "language": "en_US"}},
+        scheduler={"leader_ttl": 1.0},
+    )
+    async with configured_gateway(settings) as gw:
+        await wa.customer_sends(webhook(gw), wa.text("/remind 2s stretch", number=ANA))
+        confirmation = await wa.wait_text_starting("Reminder ")
+        job = confirmation.text.split()[1]
+        wa.close_window(ANA)  # a day passes on WhatsApp's side
+        template = await wa.wait_type("template", seconds=10)
+        assert template.to == ANA
+        assert template.body["template"]["name"] == TEMPLATE
+        assert template.body["template"]["language"] == {"code": "en_US"}
+        assert "stretch" in template.text
+        runs = await runs_of(gw, job)
+        assert [r.status for r in runs] == [RunStatus.DELIVERED]
+        assert runs[0].message_id == template.message_id
+        # The adapter learnt that the window closed: the next message goes as the template
+        # straight away, with no refused free-form attempt first.
+        refused_before = len(wa.requests)
+        chat = ChatRef(platform="whatsapp", chat_id=ANA, kind=ChatKind.DIRECT)
+        await adapter(gw).send(Outbound(chat=chat, text="job result: all green"))
+        assert wa.sent[-1].type == "template" and wa.sent[-1].text == "job result: all green"
+        assert len(wa.requests) == refused_before + 1
+
+
+async def test_reminder_outside_the_window_without_template_is_reported(
+    tmp_path: Path,
+    llm: ScriptedLLM,
+    wa: FakeWhatsApp,
+    redis_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = settings_for(tmp_path, llm, wa, redis_url, scheduler={"leader_ttl": 1.0})
+    async with configured_gateway(settings) as gw:
+        await wa.customer_sends(webhook(gw), wa.text("/remind 2s stretch", number=ANA))
+        confirmation = await wa.wait_text_starting("Reminder ")
+        job = confirmation.text.split()[1]
+        sent_before = len(wa.sent)
+        wa.close_window(ANA)
+        with caplog.at_level(logging.WARNING):
+            runs = await runs_of(gw, job, seconds=15)
+        assert [r.status for r in runs] == [RunStatus.FAILED]
+        assert runs[0].error is not None and "24 hours" in runs[0].error
+        assert "no template is configured" in runs[0].error
+        assert "undeliverable" in caplog.text
+        assert len(wa.sent) == sent_before  # nothing WhatsApp would refuse was sent
+
+
+async def runs_of(gw: App, job: str, seconds: float = 10) -> list[Any]:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not (runs := await gw.scheduler.book.runs(job)):
+        assert asyncio.get_running_loop().time() < deadline, "the job did not run"
+        await asyncio.sleep(0.05)
+    return runs
+
+
+async def test_missing_settings_and_a_refused_token_fail_the_start(
+    tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp
+) -> None:
+    settings = settings_for(tmp_path, llm, wa, "", whatsapp={"access_token": "EAA-revoked"})
+    app = App(settings)
+    app.add_configured_adapters()
+    with pytest.raises(WhatsAppStartError, match="CHATGATE_WHATSAPP__ACCESS_TOKEN"):
+        await adapter(app).start()
+    await app.store.close()
+    await app.llm.aclose()
