@@ -73,9 +73,10 @@ def button_bodies(to: str, text: str, buttons: list[Button], reply_to: str | Non
         bodies += text_bodies(to, text, reply_to)
         text, reply_to = CHOOSE, None
     first, rest = buttons[:MAX_REPLY_BUTTONS], buttons[MAX_REPLY_BUTTONS:]
+    titles = _unique([_cut(b.label, MAX_BUTTON_TITLE) for b in first], MAX_BUTTON_TITLE)
     reply_buttons = [
-        {"type": "reply", "reply": {"id": b.data, "title": _cut(b.label, MAX_BUTTON_TITLE)}}
-        for b in first
+        {"type": "reply", "reply": {"id": b.data, "title": title}}
+        for b, title in zip(first, titles, strict=True)
     ]
     interactive = {"type": "button", "body": {"text": text}, "action": {"buttons": reply_buttons}}
     bodies.append(envelope(to, "interactive", interactive, reply_to))
@@ -154,6 +155,18 @@ def read_receipt(message_id: str, typing: bool) -> Body:
 
 def reaction_body(to: str, message_id: str, emoji: str) -> Body:
     return envelope(to, "reaction", {"message_id": message_id, "emoji": emoji})
+
+
+def _unique(titles: list[str], limit: int) -> list[str]:
+    """WhatsApp refuses two buttons of one message with the same title: number repeats."""
+    seen: set[str] = set()
+    found = []
+    for n, title in enumerate(titles, 1):
+        if title in seen:
+            title = _cut(title, limit - 3) + f" {n}"
+        seen.add(title)
+        found.append(title)
+    return found
 
 
 def _cut(text: str, limit: int) -> str:
