@@ -153,10 +153,6 @@ def read_receipt(message_id: str, typing: bool) -> Body:
     return body
 
 
-def reaction_body(to: str, message_id: str, emoji: str) -> Body:
-    return envelope(to, "reaction", {"message_id": message_id, "emoji": emoji})
-
-
 def _unique(titles: list[str], limit: int) -> list[str]:
     """WhatsApp refuses two buttons of one message with the same title: number repeats."""
     seen: set[str] = set()
