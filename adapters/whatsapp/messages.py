@@ -1,5 +1,5 @@
 """The bodies of Cloud API message requests, built from the core's Outbound: text split to
-WhatsApp's limits, reply buttons and list messages, templates, media and reactions. Pure
+WhatsApp's limits, reply buttons and list messages, templates, media and read receipts. Pure
 functions, so every limit is tested without a network."""
 
 from __future__ import annotations

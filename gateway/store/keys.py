@@ -48,6 +48,9 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     cron:fired:{job}:{slot}[:{what}]  value  a run slot (or its report) was claimed, once
     cron:running:{job}:{slot}         value  a run in progress
     {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
+    whatsapp:window:{number}          value  a WhatsApp number's last message (time, id): its
+                                             24-hour window (adapters/whatsapp/window.py)
+    whatsapp:status:{message id}      value  the latest delivery status of a sent message
     chats                             hash   chat scope -> when it was last active (console)
     errors:recent                     list   recent warnings and errors of every replica (JSON)
     web:session:{digest}              value  a signed-in browser (console or web chat; sealed JSON)
