@@ -22,6 +22,7 @@ from adapters.whatsapp.files import WhatsAppMedia
 from adapters.whatsapp.graph import GraphClient, GraphError
 from adapters.whatsapp.messages import MAX_DOCUMENT, MAX_TEXT
 from adapters.whatsapp.normalize import PLATFORM, StatusUpdate, WebhookContent
+from adapters.whatsapp.resend import SentMessages
 from adapters.whatsapp.sending import WhatsAppSender
 from adapters.whatsapp.settings import WhatsAppSettings
 from adapters.whatsapp.statuses import DeliveryStatuses
@@ -87,10 +88,10 @@ class WhatsAppAdapter:
         self._windows = CustomerWindows(ctx.store)
         self._statuses = DeliveryStatuses(
             ctx.store,
-            self._windows,
             lambda status: ctx.metrics.inc(
                 "platform_delivery_statuses_total", platform=PLATFORM, status=status
             ),
+            self._window_refused,
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._typing_at: dict[str, float] = {}
@@ -135,6 +136,7 @@ class WhatsAppAdapter:
             graph,
             self._media,
             self._windows,
+            SentMessages(self._ctx.store),
             phone_number_id=settings.phone_number_id,
             template=settings.templates,
         )
@@ -231,6 +233,10 @@ class WhatsAppAdapter:
             self._spawn(self._record_statuses(content.statuses))
         if content.skipped:
             log.info("whatsapp webhook content skipped kinds=%s", ",".join(content.skipped))
+
+    async def _window_refused(self, message_id: str) -> None:
+        if self._sender is not None:
+            await self._sender.window_refused(message_id)
 
     async def _record_statuses(self, updates: list[StatusUpdate]) -> None:
         for update in updates:

@@ -13,6 +13,8 @@ import logging
 from adapters.whatsapp import messages
 from adapters.whatsapp.files import WhatsAppMedia
 from adapters.whatsapp.graph import OUTSIDE_WINDOW, GraphClient, GraphError
+from adapters.whatsapp.normalize import direct_chat
+from adapters.whatsapp.resend import SentMessages
 from adapters.whatsapp.settings import WhatsAppTemplate
 from adapters.whatsapp.window import CustomerWindows
 from gateway.sdk import DeliveryError, Outbound, SentRef
@@ -38,6 +40,7 @@ class WhatsAppSender:
         graph: GraphClient,
         media: WhatsAppMedia,
         windows: CustomerWindows,
+        sent: SentMessages,
         *,
         phone_number_id: str,
         template: WhatsAppTemplate,
@@ -45,6 +48,7 @@ class WhatsAppSender:
         self._graph = graph
         self._media = media
         self._windows = windows
+        self._sent = sent
         self._path = f"{phone_number_id}/messages"
         self._template = template
 
@@ -65,9 +69,23 @@ class WhatsAppSender:
         """One message request; returns WhatsApp's message id (wamid)."""
         result = await self._graph.post(self._path, body)
         sent = result.get("messages")
+        message_id = ""
         if isinstance(sent, list) and sent and isinstance(sent[0], dict):
-            return str(sent[0].get("id") or "")
-        return ""
+            message_id = str(sent[0].get("id") or "")
+        if body.get("type") != "template":
+            await self._sent.remember(message_id, body)
+        return message_id
+
+    async def window_refused(self, message_id: str) -> None:
+        """WhatsApp reported a free-form message failed outside the window (131047): it goes
+        again as the template, or is logged as undeliverable."""
+        found = await self._sent.take(message_id)
+        if found is None:
+            return
+        number, text = found
+        chat = direct_chat(number)
+        await self._windows.closed(number)
+        await self._outside_window(Outbound(chat=chat, text=text, markdown=False))
 
     async def mark_read(self, message_id: str, *, typing: bool) -> None:
         await self._graph.post(self._path, messages.read_receipt(message_id, typing))

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from adapters.whatsapp.graph import OUTSIDE_WINDOW
 from adapters.whatsapp.normalize import PLATFORM, StatusUpdate
-from adapters.whatsapp.window import CustomerWindows
 from gateway.sdk import WEEK, Store
 
 log = logging.getLogger(__name__)
@@ -27,11 +26,15 @@ def status_key(message_id: str) -> str:
 
 class DeliveryStatuses:
     def __init__(
-        self, store: Store, windows: CustomerWindows, count: Callable[[str], None]
+        self,
+        store: Store,
+        count: Callable[[str], None],
+        outside_window: Callable[[str], Awaitable[None]],
     ) -> None:
         self._store = store
-        self._windows = windows
         self._count = count  # one status seen, for the metrics
+        # A sent message failed because the 24-hour window had closed (its id).
+        self._outside_window = outside_window
 
     async def record(self, update: StatusUpdate) -> None:
         self._count(update.status)
@@ -46,20 +49,20 @@ class DeliveryStatuses:
                 codes,
                 titles,
             )
-            if any(code == OUTSIDE_WINDOW for code, _ in update.errors) and update.recipient:
-                await self._windows.closed(update.recipient)
-        key = status_key(update.message_id)
-        current = await self.latest(update.message_id)
-        if current is not None and _RANK.get(current, 0) > _RANK.get(update.status, 0):
-            return
-        record = {"status": update.status, "at": time.time(), "errors": update.errors}
-        await self._store.set(key, json.dumps(record), ttl=WEEK)
+        current = await latest_status(self._store, update.message_id)
+        if current is None or _RANK.get(current, 0) <= _RANK.get(update.status, 0):
+            record = {"status": update.status, "at": time.time(), "errors": update.errors}
+            await self._store.set(status_key(update.message_id), json.dumps(record), ttl=WEEK)
+        if update.status == "failed" and any(code == OUTSIDE_WINDOW for code, _ in update.errors):
+            await self._outside_window(update.message_id)
 
-    async def latest(self, message_id: str) -> str | None:
-        raw = await self._store.get(status_key(message_id))
-        if raw is None:
-            return None
-        try:
-            return str(json.loads(raw)["status"])
-        except (ValueError, KeyError, TypeError):
-            return None
+
+async def latest_status(store: Store, message_id: str) -> str | None:
+    """The furthest status WhatsApp reported for a message the bot sent, if any."""
+    raw = await store.get(status_key(message_id))
+    if raw is None:
+        return None
+    try:
+        return str(json.loads(raw)["status"])
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -5,6 +5,7 @@ redis-server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -15,12 +16,14 @@ import pytest
 from pydantic import BaseModel
 
 from adapters.whatsapp import WhatsAppAdapter, WhatsAppStartError
-from adapters.whatsapp.statuses import DeliveryStatuses
+from adapters.whatsapp.statuses import latest_status
 from gateway.app.app import App
 from gateway.config import Settings
 from gateway.scheduling.jobs import RunStatus
+from gateway.sdk.channels import DeliveryError
 from gateway.sdk.messages import ChatKind, ChatRef, Outbound
 from gateway.sdk.tooling import ApprovalNeed, ToolContext, ToolSpec
+from gateway.store import keys
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.whatsapp import (
     APP_SECRET,
@@ -66,11 +69,19 @@ def settings_for(
     )
 
 
+@contextlib.asynccontextmanager
+async def whatsapp_gateway(settings: Settings, wa: FakeWhatsApp) -> AsyncIterator[App]:
+    """The gateway as `chatgate run` builds it; the fake sends its notifications to it."""
+    async with configured_gateway(settings) as app:
+        wa.webhook_url = webhook(app)
+        yield app
+
+
 @pytest.fixture
 async def gw(
     tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_url: str
 ) -> AsyncIterator[App]:
-    async with configured_gateway(settings_for(tmp_path, llm, wa, redis_url)) as app:
+    async with whatsapp_gateway(settings_for(tmp_path, llm, wa, redis_url), wa) as app:
         yield app
 
 
@@ -99,7 +110,7 @@ async def test_verification_handshake(gw: App) -> None:
         webhook(gw),
         **{"hub.mode": "subscribe", "hub.verify_token": "guess", "hub.challenge": "1"},
     )
-    assert wrong.status == 403 and "1" not in wrong.text.replace("403", "")
+    assert wrong.status == 403 and wrong.text != "1"
     not_subscribe = await verify_webhook(webhook(gw), **{"hub.verify_token": VERIFY_TOKEN})
     assert not_subscribe.status == 400
 
@@ -249,7 +260,7 @@ async def test_image_in_reaches_the_model_and_files_go_out_uploaded(
 async def test_voice_note_is_transcribed(
     tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_url: str
 ) -> None:
-    async with configured_gateway(settings_for(tmp_path, llm, wa, redis_url)) as gw:
+    async with whatsapp_gateway(settings_for(tmp_path, llm, wa, redis_url), wa) as gw:
         media_id = wa.add_media(ogg_opus(), "audio/ogg; codecs=opus")
         llm.media.transcripts.append("book a room for three")
         llm.push(Reply.text("Booked."))
@@ -330,18 +341,21 @@ async def test_statuses_are_tracked_and_failures_logged(
 ) -> None:
     await wa.customer_sends(webhook(gw), wa.text("hi", number=ANA))
     reply = await wa.wait_text("echo: hi")
-    statuses = DeliveryStatuses(gw.store, adapter(gw)._windows, lambda _: None)
+
+    async def latest() -> str | None:
+        return await latest_status(gw.store, reply.message_id)
+
     # Read arrives before delivered (it happens): the further status stands.
     await wa.report_statuses(webhook(gw), wa.status(reply, "sent"), wa.status(reply, "read"))
-    await eventually_async(lambda: statuses.latest(reply.message_id), "read")
+    await eventually_async(latest, "read")
     assert await wa.report_statuses(webhook(gw), wa.status(reply, "delivered")) == 200
     await asyncio.sleep(0.2)
-    assert await statuses.latest(reply.message_id) == "read"
+    assert await latest() == "read"
 
     error = {"code": 131026, "title": "Message undeliverable"}
     with caplog.at_level(logging.WARNING):
         assert await wa.report_statuses(webhook(gw), wa.status(reply, "failed", [error])) == 200
-        await eventually_async(lambda: statuses.latest(reply.message_id), "failed")
+        await eventually_async(latest, "failed")
     assert "whatsapp message failed" in caplog.text and "codes=131026" in caplog.text
     assert TOKEN not in caplog.text and APP_SECRET not in caplog.text
 
@@ -364,49 +378,100 @@ async def test_reminder_outside_the_window_goes_as_the_template(
         whatsapp={"templates": {"name": TEMPLATE, "language": "en_US"}},
         scheduler={"leader_ttl": 1.0},
     )
-    async with configured_gateway(settings) as gw:
+    async with whatsapp_gateway(settings, wa) as gw:
         await wa.customer_sends(webhook(gw), wa.text("/remind 2s stretch", number=ANA))
         confirmation = await wa.wait_text_starting("Reminder ")
         job = confirmation.text.split()[1]
-        wa.close_window(ANA)  # a day passes on WhatsApp's side
+        wa.close_window(ANA)  # a day passes on WhatsApp's side (the gateway does not know)
+        # WhatsApp accepts the free-form reminder, then reports it failed with 131047: it
+        # goes again as the template.
         template = await wa.wait_type("template", seconds=10)
-        assert template.to == ANA
+        [refused] = wa.window_failures
+        assert "stretch" in refused.text and template.to == ANA
         assert template.body["template"]["name"] == TEMPLATE
         assert template.body["template"]["language"] == {"code": "en_US"}
-        assert "stretch" in template.text
+        assert template.text == refused.text
         runs = await runs_of(gw, job)
         assert [r.status for r in runs] == [RunStatus.DELIVERED]
-        assert runs[0].message_id == template.message_id
         # The adapter learnt that the window closed: the next message goes as the template
-        # straight away, with no refused free-form attempt first.
-        refused_before = len(wa.requests)
+        # straight away, with no free-form attempt first.
+        requests_before = len(wa.requests)
         chat = ChatRef(platform="whatsapp", chat_id=ANA, kind=ChatKind.DIRECT)
-        await adapter(gw).send(Outbound(chat=chat, text="job result: all green"))
-        assert wa.sent[-1].type == "template" and wa.sent[-1].text == "job result: all green"
-        assert len(wa.requests) == refused_before + 1
+        sent = await adapter(gw).send(Outbound(chat=chat, text="job result:\n**all green**"))
+        assert wa.sent[-1].type == "template" and wa.sent[-1].message_id == sent.message_id
+        assert wa.sent[-1].text == "job result: *all green*"  # one line: WhatsApp's rule
+        assert len(wa.requests) == requests_before + 1
+        # A person who writes again opens the window: free-form once more.
+        await wa.customer_sends(webhook(gw), wa.text("thanks", number=ANA))
+        assert (await wa.wait_text("echo: thanks")).type == "text"
+
+
+async def test_a_send_refused_outside_the_window_goes_as_the_template(
+    tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_url: str
+) -> None:
+    """Where WhatsApp refuses the request itself with 131047, the same happens at once."""
+    wa.window_refusal = "request"
+    template = {"templates": {"name": TEMPLATE, "language": "en_US"}}
+    settings = settings_for(tmp_path, llm, wa, redis_url, whatsapp=template)
+    async with whatsapp_gateway(settings, wa) as gw:
+        await wa.customer_sends(webhook(gw), wa.text("hi", number=ANA))
+        await wa.wait_text("echo: hi")
+        wa.close_window(ANA)
+        chat = ChatRef(platform="whatsapp", chat_id=ANA, kind=ChatKind.DIRECT)
+        sent = await adapter(gw).send(Outbound(chat=chat, text="the nightly build failed"))
+        assert wa.sent[-1].type == "template" and wa.sent[-1].message_id == sent.message_id
+        assert wa.sent[-1].text == "the nightly build failed"
 
 
 async def test_reminder_outside_the_window_without_template_is_reported(
-    tmp_path: Path,
-    llm: ScriptedLLM,
-    wa: FakeWhatsApp,
-    redis_url: str,
-    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_url: str
 ) -> None:
-    settings = settings_for(tmp_path, llm, wa, redis_url, scheduler={"leader_ttl": 1.0})
-    async with configured_gateway(settings) as gw:
+    web = {"admin_token": "console-token-for-tests-0123456789"}
+    settings = settings_for(tmp_path, llm, wa, redis_url, scheduler={"leader_ttl": 1.0}, web=web)
+    async with whatsapp_gateway(settings, wa) as gw:
         await wa.customer_sends(webhook(gw), wa.text("/remind 2s stretch", number=ANA))
         confirmation = await wa.wait_text_starting("Reminder ")
         job = confirmation.text.split()[1]
         sent_before = len(wa.sent)
         wa.close_window(ANA)
-        with caplog.at_level(logging.WARNING):
-            runs = await runs_of(gw, job, seconds=15)
+        await eventually(lambda: bool(wa.window_failures), 10, "the reminder's attempt")
+        # WhatsApp's failed status says why; with no template it cannot go again, and the
+        # console's recent errors say so.
+        await eventually_async(lambda: console_says(gw, "undeliverable"), True, within=10)
+        await eventually_async(lambda: console_says(gw, "codes=131047"), True, within=10)
+        assert len(wa.sent) == sent_before
+        # The gateway now knows the window is closed: a job result is refused outright, so
+        # the scheduler records the run as failed (the console's job page shows why).
+        chat = ChatRef(platform="whatsapp", chat_id=ANA, kind=ChatKind.DIRECT)
+        with pytest.raises(DeliveryError, match="24 hours") as refused:
+            await adapter(gw).send(Outbound(chat=chat, text="job result"))
+        assert refused.value.permanent and "no template is configured" in str(refused.value)
+        runs = await runs_of(gw, job)
+        assert runs[0].status is RunStatus.DELIVERED  # WhatsApp had accepted the request
+        assert len(wa.sent) == sent_before
+
+
+async def console_says(gw: App, text: str) -> bool:
+    entries = await gw.store.list_range(keys.RECENT_ERRORS, 0, -1)
+    return any(text in json.loads(entry)["msg"] for entry in entries)
+
+
+async def test_a_failed_reminder_run_is_recorded_when_the_window_is_known_closed(
+    tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_url: str
+) -> None:
+    settings = settings_for(tmp_path, llm, wa, redis_url, scheduler={"leader_ttl": 1.0})
+    async with whatsapp_gateway(settings, wa) as gw:
+        await wa.customer_sends(webhook(gw), wa.text("/remind 3s stretch", number=ANA))
+        confirmation = await wa.wait_text_starting("Reminder ")
+        job = confirmation.text.split()[1]
+        # The gateway's own record says the window closed (as after a day without a word).
+        await gw.store.delete(f"whatsapp:window:{ANA}")
+        sent_before, requests_before = len(wa.sent), len(wa.requests)
+        runs = await runs_of(gw, job, seconds=15)
         assert [r.status for r in runs] == [RunStatus.FAILED]
         assert runs[0].error is not None and "24 hours" in runs[0].error
         assert "no template is configured" in runs[0].error
-        assert "undeliverable" in caplog.text
-        assert len(wa.sent) == sent_before  # nothing WhatsApp would refuse was sent
+        assert len(wa.sent) == sent_before and len(wa.requests) == requests_before
 
 
 async def runs_of(gw: App, job: str, seconds: float = 10) -> list[Any]:

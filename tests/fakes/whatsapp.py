@@ -11,7 +11,10 @@ message type and WhatsApp's limits (three reply buttons of at most 20 characters
 rows of 24, 4096 characters of text, 1024 of an interactive body or a caption), uploaded
 media ids, approved templates and their parameters (132000, 132018), and the 24-hour
 customer-service window: a free-form message to a number that has not written for 24 hours
-is refused with error 131047, as WhatsApp does. `fail()` scripts further errors.
+fails with error 131047. The Cloud API accepts such a message and reports the failure in a
+`failed` status notification; that is what the fake does when `webhook_url` is set (it POSTs
+the signed status there), and it refuses the request itself with the same error otherwise
+(`window_refusal = "request"`). `fail()` scripts further errors.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ VERIFY_TOKEN = "test-verify-token"
 VERSION = "v23.0"
 WINDOW = 24 * 3600
 
+_REENGAGEMENT = (
+    "Message failed to send because more than 24 hours have passed since the customer last "
+    "replied to this number."
+)
 _TEMPLATE_PARAM = re.compile(r"[\n\t]| {5,}")
 _FREE_FORM = {"text", "image", "audio", "video", "document", "sticker", "interactive"}
 
@@ -118,6 +125,9 @@ class GraphRefusal(Exception):
 class FakeWhatsApp(LocalServer):
     # Approved templates: name -> (language, number of body parameters).
     templates: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # Where notifications about the bot's messages go (the gateway's webhook), once known.
+    webhook_url: str = ""
+    window_refusal: str = "status"  # "status": accepted, then a failed status; "request"
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -131,6 +141,8 @@ class FakeWhatsApp(LocalServer):
         self._failures: dict[str, deque[_Failure]] = {}
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
+        self.window_failures: list[Sent] = []  # accepted, then failed with 131047
+        self._reports: set[asyncio.Task[None]] = set()
 
     # -- addresses and settings -------------------------------------------------------------
 
@@ -377,23 +389,37 @@ class FakeWhatsApp(LocalServer):
         context = body.get("context")
         if context is not None and not isinstance(context.get("message_id"), str):
             raise GraphRefusal(100, "Invalid parameter", details="context.message_id")
-        if kind in _FREE_FORM or kind == "reaction":
-            last = self.last_inbound.get(to)
-            if last is None or time.time() - last > WINDOW:
-                raise GraphRefusal(
-                    131047,
-                    "Re-engagement message",
-                    details="Message failed to send because more than 24 hours have passed "
-                    "since the customer last replied to this number.",
-                )
-        _check_message(kind, body[kind], self.media, self.templates)
+        last = self.last_inbound.get(to)
+        closed = last is None or time.time() - last > WINDOW
+        outside = (kind in _FREE_FORM or kind == "reaction") and closed
+        if outside and not (self.window_refusal == "status" and self.webhook_url):
+            raise GraphRefusal(131047, "Re-engagement message", details=_REENGAGEMENT)
+        _check_message(str(kind), body[kind], self.media, self.templates)
         message_id = self.new_message_id()
-        self.sent.append(Sent(body, message_id))
+        if outside:
+            failed = Sent(body, message_id)
+            self.window_failures.append(failed)
+            task = asyncio.create_task(self._report_window_failure(failed))
+            self._reports.add(task)
+            task.add_done_callback(self._reports.discard)
+        else:
+            self.sent.append(Sent(body, message_id))
         return {
             "messaging_product": "whatsapp",
             "contacts": [{"input": to, "wa_id": to}],
             "messages": [{"id": message_id}],
         }
+
+    async def _report_window_failure(self, failed: Sent) -> None:
+        """As WhatsApp does: the send was accepted; its failure comes as a status."""
+        await asyncio.sleep(0.05)  # after the response to the send
+        error = {"code": 131047, "title": "Re-engagement message", "message": _REENGAGEMENT}
+        await self.report_statuses(self.webhook_url, self.status(failed, "failed", [error]))
+
+    async def before_stop(self) -> None:
+        for task in list(self._reports):
+            task.cancel()
+        await asyncio.gather(*self._reports, return_exceptions=True)
 
     async def _store_upload(self, request: web.Request) -> dict[str, Any]:
         form = await request.post()
