@@ -12,10 +12,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from adapters.whatsapp import WhatsAppAdapter, WhatsAppStartError
+from adapters.whatsapp.plugin import PLUGIN
+from adapters.whatsapp.settings import WhatsAppSettings
 from adapters.whatsapp.statuses import latest_status
 from gateway.app.app import App
 from gateway.config import Settings
@@ -27,12 +30,14 @@ from gateway.store import keys
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.whatsapp import (
     APP_SECRET,
+    DISPLAY_NUMBER,
     TOKEN,
     VERIFY_TOKEN,
     FakeWhatsApp,
     post_webhook,
     verify_webhook,
 )
+from tests.fixtures_redis import RedisServer
 from tests.harness import configured_gateway, eventually, gateway_settings
 from tests.media_samples import PDF, image_parts, jpeg, ogg_opus, png
 
@@ -492,3 +497,51 @@ async def test_missing_settings_and_a_refused_token_fail_the_start(
         await adapter(app).start()
     await app.store.close()
     await app.llm.aclose()
+
+
+async def test_a_store_outage_is_503_and_metas_redelivery_is_answered_once(
+    tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_server: RedisServer
+) -> None:
+    settings = settings_for(tmp_path, llm, wa, redis_server.url, router={"lease_ttl": 2})
+    async with whatsapp_gateway(settings, wa) as gw:
+        message = wa.text("while the store is down", number=ANA)
+        redis_server.stop()
+        try:
+            # Not stored, so not acknowledged: Meta keeps the notification and retries.
+            assert await wa.customer_sends(webhook(gw), message) == 503
+        finally:
+            redis_server.start()
+        await eventually_async(lambda: redelivered(wa, gw, message), 200, within=20)
+        await wa.wait_text("echo: while the store is down", seconds=20)
+        assert await wa.customer_sends(webhook(gw), message) == 200  # one more repeat
+        await asyncio.sleep(0.5)
+    assert [s.text for s in wa.sent].count("echo: while the store is down") == 1
+
+
+async def redelivered(wa: FakeWhatsApp, gw: App, message: dict[str, Any]) -> int:
+    return await wa.customer_sends(webhook(gw), message)
+
+
+async def test_numbers_not_allowed_are_refused(
+    tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_url: str
+) -> None:
+    allowed = {"allowed_numbers": [f"+{ANA[0]} {ANA[1:4]} {ANA[4:]}"]}  # as people write it
+    settings = settings_for(tmp_path, llm, wa, redis_url, whatsapp=allowed)
+    async with whatsapp_gateway(settings, wa) as gw:
+        await wa.customer_sends(webhook(gw), wa.text("let me in", number=BEN))
+        refusal = await eventually_sent(wa, lambda s: s.to == BEN)
+        assert "not allowed" in refusal.text.lower()
+        await wa.customer_sends(webhook(gw), wa.text("hello", number=ANA))
+        await wa.wait_text("echo: hello")
+    assert len(llm.requests) == 1
+
+
+async def test_doctor_checks_the_token_and_the_number(wa: FakeWhatsApp) -> None:
+    good = WhatsAppSettings(**wa.settings())
+    async with httpx.AsyncClient() as http:
+        passed = await PLUGIN.check(good, http)  # type: ignore[misc]
+        assert passed.ok and DISPLAY_NUMBER in passed.detail
+        revoked = good.model_copy(update={"access_token": SecretStr("EAA-revoked")})
+        failed = await PLUGIN.check(revoked, http)  # type: ignore[misc]
+    assert not failed.ok and "401" in failed.detail
+    assert "CHATGATE_WHATSAPP__ACCESS_TOKEN" in failed.fix
