@@ -96,8 +96,8 @@ class WhatsAppSender:
         message_id = ""
         reply_to = out.reply_to
         if out.attachments:
-            message_id = await self._send_files(out, text)
-            text, reply_to = ("" if self._captioned(out) else text), None
+            message_id, text_sent = await self._send_files(out, text)
+            text, reply_to = ("" if text_sent else text), None
         buttons = [b for row in out.buttons for b in row]
         if buttons:
             bodies = messages.button_bodies(number, text or messages.CHOOSE, buttons, reply_to)
@@ -109,18 +109,17 @@ class WhatsAppSender:
             message_id = await self.post(body)
         return SentRef(chat=out.chat, message_id=message_id)
 
-    @staticmethod
-    def _captioned(out: Outbound) -> bool:
-        return any(messages.media_type(f) != "audio" for f in out.attachments)
-
-    async def _send_files(self, out: Outbound, text: str) -> str:
+    async def _send_files(self, out: Outbound, text: str) -> tuple[str, bool]:
         """Each file uploaded, then sent; the text is the caption of the first file that
-        takes one (audio does not)."""
+        takes one (audio does not). Returns the last message id, and whether the text went
+        out (as a caption, or first as a message when too long for one)."""
         caption = text if len(text) <= messages.MAX_CAPTION else ""
+        text_sent = False
         if not caption and text:
             # Too long for a caption: it goes first as text, the files after it.
             for body in messages.text_bodies(out.chat.chat_id, text, out.reply_to):
                 await self.post(body)
+            text_sent = True
         message_id = ""
         for n, file in enumerate(out.attachments):
             kind = messages.media_type(file)
@@ -136,8 +135,8 @@ class WhatsAppSender:
             )
             message_id = await self.post(body)
             if this_caption:
-                caption = ""
-        return message_id
+                caption, text_sent = "", True
+        return message_id, text_sent
 
     async def _outside_window(self, out: Outbound) -> SentRef:
         number = out.chat.chat_id

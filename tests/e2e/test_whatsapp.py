@@ -545,3 +545,16 @@ async def test_doctor_checks_the_token_and_the_number(wa: FakeWhatsApp) -> None:
         failed = await PLUGIN.check(revoked, http)  # type: ignore[misc]
     assert not failed.ok and "401" in failed.detail
     assert "CHATGATE_WHATSAPP__ACCESS_TOKEN" in failed.fix
+
+
+async def test_text_to_speech_goes_out_as_an_audio_message(
+    tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_url: str
+) -> None:
+    settings = settings_for(tmp_path, llm, wa, redis_url, tts={"base_url": llm.url})
+    async with whatsapp_gateway(settings, wa) as gw:
+        llm.push(Reply.calls(("text_to_speech", {"text": "Hello Ana"})), Reply.text("Said it."))
+        await wa.customer_sends(webhook(gw), wa.text("say hello", number=ANA))
+        await wa.wait_text("Said it.")
+    [voice] = [s for s in wa.sent if s.type == "audio"]
+    assert "caption" not in voice.body["audio"]  # WhatsApp takes no caption on audio
+    assert wa.media[voice.body["audio"]["id"]].data == llm.media.speech
