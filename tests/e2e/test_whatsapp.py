@@ -558,3 +558,15 @@ async def test_text_to_speech_goes_out_as_an_audio_message(
     [voice] = [s for s in wa.sent if s.type == "audio"]
     assert "caption" not in voice.body["audio"]  # WhatsApp takes no caption on audio
     assert wa.media[voice.body["audio"]["id"]].data == llm.media.speech
+
+
+async def test_still_answers_after_forged_and_malformed_requests(
+    gw: App, wa: FakeWhatsApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    for raw in (b"{", b"[]", b"\x00" * 100, b'{"object": "whatsapp_business_account"}'):
+        assert (await post_webhook(webhook(gw), raw)).status == 400
+        forged = await post_webhook(webhook(gw), raw, headers={"X-Hub-Signature-256": ""})
+        assert forged.status == 401
+    await wa.customer_sends(webhook(gw), wa.text("still there?", number=ANA))
+    await wa.wait_text("echo: still there?")
+    assert "Traceback" not in caplog.text and "Error handling request" not in caplog.text

@@ -10,6 +10,8 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters.whatsapp import messages
 from adapters.whatsapp.markup import to_whatsapp
@@ -316,3 +318,60 @@ async def test_window_opens_closes_and_never_moves_back(embedded_store: Embedded
     assert await windows.last("1555") == (now - 3600, "wamid.NEW")
     await windows.closed("1555")
     assert not await windows.is_open("1555")
+
+
+# -- nothing that passes the shape check makes the reader raise -----------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_field_names = st.sampled_from(
+    [
+        "from",
+        "id",
+        "type",
+        "text",
+        "image",
+        "audio",
+        "interactive",
+        "context",
+        "reaction",
+        "timestamp",
+        "button_reply",
+        "list_reply",
+        "emoji",
+        "message_id",
+        "voice",
+        "caption",
+        "body",
+        "status",
+        "errors",
+        "recipient_id",
+        "code",
+        "title",
+        "mime_type",
+        "filename",
+    ]
+)
+_objects = st.dictionaries(
+    _field_names, _json | st.dictionaries(_field_names, _json, max_size=4), max_size=6
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(messages_=st.lists(_objects, max_size=3), statuses=st.lists(_objects, max_size=2))
+def test_whatever_passes_the_shape_check_is_read_without_raising(
+    messages_: list[dict[str, Any]], statuses: list[dict[str, Any]]
+) -> None:
+    for found in messages_:
+        found.setdefault("from", "1555")
+        found.setdefault("id", "wamid.X")
+        found.setdefault("type", "text")
+    body = notification(*messages_, statuses=statuses)
+    parsed, _problem = parse_body(json.dumps(body).encode())
+    if parsed is not None:
+        read_webhook(parsed, PHONE)
