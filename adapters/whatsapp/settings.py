@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, SecretStr
+from typing import Self
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
 
 from gateway.sdk import HOUR, HttpURL, Section
 
@@ -28,3 +30,25 @@ class WhatsAppSettings(Section):
     templates: WhatsAppTemplate = WhatsAppTemplate()
     send_retries: int = Field(default=3, ge=0, le=20)  # after a throttle error or a 5xx
     max_retry_after: float = Field(default=60.0, ge=0, le=HOUR)  # a longer wait fails
+
+    @model_validator(mode="after")
+    def _complete_when_enabled(self) -> Self:
+        if self.access_token is None or not self.access_token.get_secret_value():
+            return self
+        missing = [
+            name
+            for name in ("phone_number_id", "app_secret", "verify_token")
+            if not _given(getattr(self, name))
+        ]
+        if missing:
+            raise ValueError(
+                "with whatsapp.access_token set, also set "
+                + ", ".join(f"whatsapp.{name}" for name in missing)
+            )
+        return self
+
+
+def _given(value: object) -> bool:
+    if isinstance(value, SecretStr):
+        return bool(value.get_secret_value())
+    return bool(value)

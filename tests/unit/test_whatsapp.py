@@ -18,6 +18,8 @@ from adapters.whatsapp.markup import to_whatsapp
 from adapters.whatsapp.normalize import read_webhook
 from adapters.whatsapp.request_check import parse_body, signed
 from adapters.whatsapp.window import WINDOW_SECONDS, CustomerWindows
+from gateway.app.app import load_settings
+from gateway.config import ConfigError
 from gateway.sdk import AttachmentKind, Button, OutboundFile
 from gateway.store.embedded import EmbeddedStore
 
@@ -375,3 +377,9 @@ def test_whatever_passes_the_shape_check_is_read_without_raising(
     parsed, _problem = parse_body(json.dumps(body).encode())
     if parsed is not None:
         read_webhook(parsed, PHONE)
+
+
+def test_settings_name_what_is_missing() -> None:
+    with pytest.raises(ConfigError, match=r"whatsapp\.app_secret, whatsapp\.verify_token"):
+        load_settings(None, whatsapp={"access_token": "EAA1", "phone_number_id": "1"})
+    assert load_settings(None).whatsapp.access_token is None  # not configured: no error
