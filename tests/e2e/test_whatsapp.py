@@ -171,16 +171,7 @@ class _Command(BaseModel):
 async def test_approval_by_the_requesters_button_only(
     gw: App, wa: FakeWhatsApp, llm: ScriptedLLM
 ) -> None:
-    ran: list[str] = []
-
-    async def run(args: _Command, ctx: ToolContext) -> str:
-        ran.append(args.command)
-        return f"ran {args.command}: ok"
-
-    async def needs(args: _Command, ctx: ToolContext) -> ApprovalNeed:
-        return ApprovalNeed(summary=args.command, reason="it deletes files", shape=args.command)
-
-    gw.tools.register(ToolSpec("danger", "runs things", _Command, run, "test", needs))
+    ran = add_danger_tool(gw)
     llm.push(Reply.call("danger", command="rm -rf build"), Reply.text("Cleaned up."))
     await wa.customer_sends(webhook(gw), wa.text("clean the build", number=ANA))
     prompt = await wa.wait_buttons()
@@ -570,3 +561,40 @@ async def test_still_answers_after_forged_and_malformed_requests(
     await wa.customer_sends(webhook(gw), wa.text("still there?", number=ANA))
     await wa.wait_text("echo: still there?")
     assert "Traceback" not in caplog.text and "Error handling request" not in caplog.text
+
+
+async def test_always_from_the_list_message(
+    tmp_path: Path, llm: ScriptedLLM, wa: FakeWhatsApp, redis_url: str
+) -> None:
+    settings = settings_for(tmp_path, llm, wa, redis_url, access={"admins": [f"whatsapp:{ANA}"]})
+    async with whatsapp_gateway(settings, wa) as gw:
+        ran = add_danger_tool(gw)
+        llm.push(Reply.call("danger", command="make clean"), Reply.text("first"))
+        await wa.customer_sends(webhook(gw), wa.text("clean", number=ANA))
+        await wa.wait_buttons()
+        await eventually(lambda: len(wa.sent) >= 2, what="the list message")
+        more = wa.sent[1]
+        row = wa.button_press(more, "Always allow in this…", number=ANA)
+        assert row["interactive"]["type"] == "list_reply"
+        await wa.customer_sends(webhook(gw), row)
+        await wa.wait_text("first")
+        # Always: the same command later runs without asking.
+        llm.push(Reply.call("danger", command="make clean"), Reply.text("again"))
+        await wa.customer_sends(webhook(gw), wa.text("clean again", number=ANA))
+        await wa.wait_text("again")
+    assert ran == ["make clean", "make clean"]
+    assert len([s for s in wa.sent if s.type == "interactive"]) == 2  # one prompt, once
+
+
+def add_danger_tool(gw: App) -> list[str]:
+    ran: list[str] = []
+
+    async def run(args: _Command, ctx: ToolContext) -> str:
+        ran.append(args.command)
+        return f"ran {args.command}: ok"
+
+    async def needs(args: _Command, ctx: ToolContext) -> ApprovalNeed:
+        return ApprovalNeed(summary=args.command, reason="it deletes files", shape=args.command)
+
+    gw.tools.register(ToolSpec("danger", "runs things", _Command, run, "test", needs))
+    return ran
