@@ -204,6 +204,8 @@ class WhatsAppAdapter:
         last = await self._windows.last(chat.chat_id)
         if last is None:
             return
+        if len(self._typing_at) > 10_000:  # forget chats not typed in for a while
+            self._typing_at = {k: v for k, v in self._typing_at.items() if now - v < _TYPING_EVERY}
         self._typing_at[chat.chat_id] = now
         try:
             await sender.mark_read(last[1], typing=True)

@@ -7,6 +7,7 @@ person's wa id (their number, country code first).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -212,7 +213,11 @@ def status_update(status: Payload) -> StatusUpdate:
 
 
 def _timestamp(value: Any) -> float:
+    """When the person sent it (WhatsApp's seconds), never later than now: the window is
+    counted from it; a missing or odd value counts as now."""
+    now = time.time()
     try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0
+        sent = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return now
+    return sent if 0 < sent <= now else now

@@ -50,8 +50,7 @@ def message(kind: str, part: dict[str, Any], **extra: Any) -> dict[str, Any]:
         "timestamp": "1700000000",
         "type": kind,
         kind: part,
-        **extra,
-    }
+    } | extra
 
 
 # -- signature and shape ---------------------------------------------------------------------
@@ -383,3 +382,12 @@ def test_settings_name_what_is_missing() -> None:
     with pytest.raises(ConfigError, match=r"whatsapp\.app_secret, whatsapp\.verify_token"):
         load_settings(None, whatsapp={"access_token": "EAA1", "phone_number_id": "1"})
     assert load_settings(None).whatsapp.access_token is None  # not configured: no error
+
+
+@pytest.mark.parametrize("stamp", ["99999999999", "soon", "-5", "1e400"])
+def test_a_future_or_odd_timestamp_counts_as_now(stamp: str) -> None:
+    before = time.time()
+    [received] = read_webhook(
+        notification(message("text", {"body": "hi"}, timestamp=stamp)), PHONE
+    ).messages
+    assert before <= received.at <= time.time()
