@@ -58,6 +58,11 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
                                              WebSocket, not yet through intake (JSON)
     mattermost:socket                 value  the Mattermost WebSocket's connection id and next
                                              sequence number, to resume it (JSON)
+    whatsapp:window:{number}          value  a WhatsApp number's last message (time, id): its
+                                             24-hour window (adapters/whatsapp/window.py)
+    whatsapp:status:{message id}      value  the latest delivery status of a sent message
+    whatsapp:sent:{message id}        value  a free-form message's recipient and text, for an
+                                             hour (sent again as the template after a 131047)
     chats                             hash   chat scope -> when it was last active (console)
     errors:recent                     list   recent warnings and errors of every replica (JSON)
     web:session:{digest}              value  a signed-in browser (console or web chat; sealed JSON)
