@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 import discord
@@ -91,6 +91,8 @@ class DiscordAdapter:
         self._settings = settings
         self._ctx = ctx
         self._access = DiscordAccess(settings)
+        # channel id -> (its lock, how many events hold or wait for it)
+        self._channel_order: dict[str, tuple[asyncio.Lock, int]] = {}
         ctx.extensions.add_access_rule(self._access.rule)
         self._free = frozenset(settings.free_response_channels)
         self._replies = InteractionReplies()
@@ -265,6 +267,27 @@ class DiscordAdapter:
         self.ready.set()
 
     async def on_gateway_message(self, client: discord.Client, message: discord.Message) -> None:
+        # discord.py runs each event in a task of its own: a channel's messages are taken one
+        # at a time, in the order they came (a lock's waiters go first come, first served), so
+        # chatter kept as context is stored before the mention that follows it.
+        async with self._in_order(str(message.channel.id)):
+            await self._take_message(client, message)
+
+    @contextlib.asynccontextmanager
+    async def _in_order(self, channel: str) -> AsyncIterator[None]:
+        lock, users = self._channel_order.get(channel, (asyncio.Lock(), 0))
+        self._channel_order[channel] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._channel_order[channel]
+            if users <= 1:
+                del self._channel_order[channel]
+            else:
+                self._channel_order[channel] = (lock, users - 1)
+
+    async def _take_message(self, client: discord.Client, message: discord.Message) -> None:
         if not isinstance(message.content, str):
             # Discord sends `content: null` for some messages; discord.py keeps it as is, and
             # its mention parsing (and ours) reads the content as text.
@@ -279,14 +302,8 @@ class DiscordAdapter:
         ):
             # Not addressed: not for the bot to answer, but what was said before it is asked
             # (the same group-context path Telegram's groups take, for allowed senders).
-            if (
-                self._settings.channel_context
-                and self._access.reason(chat, user_ref(message.author)) is None
-            ):
-                chatter = message_inbound(
-                    message, chat, clean_text(message, bot.id), mentioned=False
-                )
-                await self._ctx.submit(chatter)
+            if self._settings.channel_context:
+                await self._keep_as_context(message, chat, bot.id)
             return
         text = clean_text(message, bot.id)
         # Written down before anything else: Discord never sends this message again.
