@@ -108,6 +108,9 @@ default_internal_user = {internal}
 default_internal_group = {grp.getgrgid(pwd.getpwnam(internal).pw_gid).gr_name}
 first_valid_uid = 0
 mail_location = maildir:{self.root}/mail/%u
+# IDLE notices new mail through inotify; when the machine is out of inotify instances
+# it checks on this interval instead (30 s by default, longer than a test waits).
+mailbox_idle_check_interval = 1 secs
 passdb {{
   driver = passwd-file
   args = scheme=PLAIN username_format=%u {self.root}/users

@@ -1,4 +1,4 @@
-"""Attachment bytes on demand: the mail is fetched again from the folder (read-only, EXAMINE)
+"""Attachment bytes on demand: the mail is fetched again from the folder (BODY.PEEK, so no flag changes)
 by the UID in the attachment's handle, checked against the folder's UIDVALIDITY, and the
 part picked by its position. Any replica can do this; the mail stays where it was."""
 
@@ -23,7 +23,7 @@ async def download(
         uidvalidity, uid, index = (int(part) for part in file_id.split("."))
     except ValueError:
         raise AttachmentUnavailable("not an email attachment handle") from None
-    mailbox = Mailbox(settings, tls, readonly=True)
+    mailbox = Mailbox(settings, tls)
     try:
         await mailbox.open()
         if mailbox.uidvalidity != uidvalidity:

@@ -31,12 +31,9 @@ class FetchedMail:
 
 
 class Mailbox:
-    def __init__(
-        self, settings: EmailSettings, tls: ssl.SSLContext, *, readonly: bool = False
-    ) -> None:
+    def __init__(self, settings: EmailSettings, tls: ssl.SSLContext) -> None:
         self._settings = settings
         self._tls = tls
-        self._readonly = readonly
         self._client: aioimaplib.IMAP4 | None = None
         self.uidvalidity = 0
 
@@ -77,9 +74,9 @@ class Mailbox:
         await self.select(folder or settings.folder)
 
     async def select(self, folder: str) -> None:
-        client = self._need()
-        command = client.examine if self._readonly else client.select
-        response = await self._call(command(folder), f"select {folder}")
+        # SELECT even to read: aioimaplib allows UID FETCH only in the SELECTED state, and
+        # BODY.PEEK leaves the flags as they are.
+        response = await self._call(self._need().select(folder), f"select {folder}")
         for line in response.lines:
             found = _UIDVALIDITY.search(bytes(line))
             if found:

@@ -22,7 +22,7 @@ async def _check(settings: EmailSettings, http: httpx.AsyncClient) -> CheckResul
     from adapters.email.adapter import _tls_context
     from adapters.email.mailbox import Mailbox, MailboxError
 
-    mailbox = Mailbox(settings, _tls_context(settings), readonly=True)
+    mailbox = Mailbox(settings, _tls_context(settings))
     try:
         await mailbox.open()
     except MailboxError as exc:
