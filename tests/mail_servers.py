@@ -14,6 +14,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,10 +33,12 @@ def free_port() -> int:
 
 
 class Dovecot:
-    """`dovecot -F` with a config of its own under `root`; one mail user (`user`)."""
+    """`dovecot -F` with a config of its own in a new directory; one mail user (`user`)."""
 
-    def __init__(self, root: Path, user: str) -> None:
-        self.root = root
+    def __init__(self, user: str) -> None:
+        # Not under pytest's tmp_path (0700): Dovecot's own users must reach it as root.
+        self.root = Path(tempfile.mkdtemp(prefix="cgt-dovecot-", dir="/tmp"))
+        self.root.chmod(0o755)
         self.user = user
         self.port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
@@ -69,6 +72,7 @@ class Dovecot:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def log(self) -> str:
         path = self.root / "dovecot.log"

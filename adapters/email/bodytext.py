@@ -91,7 +91,9 @@ def html_to_text(html: str) -> str:
     return _tidy("".join(reader.parts).split("\n"))
 
 
-_BLOCKS = {"p", "div", "br", "tr", "li", "h1", "h2", "h3", "h4", "h5", "h6", "table", "hr", "pre"}
+# Paragraph-like blocks stand apart (a blank line); these only start a new line.
+_BLOCKS = {"p", "div", "ul", "ol", "table", "pre", "h1", "h2", "h3", "h4", "h5", "h6", "hr"}
+_LINES = {"br", "tr"}
 _SKIPPED = {"script", "style", "head", "title", "blockquote"}
 
 
@@ -106,9 +108,11 @@ class _HtmlReader(HTMLParser):
         if tag in _SKIPPED:
             self._skipping += 1
         elif tag in _BLOCKS:
+            self.parts.append("\n\n")
+        elif tag in _LINES:
             self.parts.append("\n")
-            if tag == "li":
-                self.parts.append("- ")
+        elif tag == "li":
+            self.parts.append("\n- ")
         elif tag == "a":
             self._href = dict(attrs).get("href")
 
@@ -116,7 +120,7 @@ class _HtmlReader(HTMLParser):
         if tag in _SKIPPED:
             self._skipping = max(self._skipping - 1, 0)
         elif tag in _BLOCKS:
-            self.parts.append("\n")
+            self.parts.append("\n\n")
         elif tag == "a" and self._href:
             if self._href.startswith(("http://", "https://", "mailto:")):
                 self.parts.append(f" ({self._href})")

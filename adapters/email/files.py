@@ -1,6 +1,6 @@
-"""Attachment bytes on demand: the mail is fetched again from the folder (BODY.PEEK, so no flag changes)
-by the UID in the attachment's handle, checked against the folder's UIDVALIDITY, and the
-part picked by its position. Any replica can do this; the mail stays where it was."""
+"""Attachment bytes on demand: the mail is fetched again from the folder (BODY.PEEK: no flag
+changes) by the UID in the attachment's handle, checked against the folder's UIDVALIDITY, and
+the part picked by its position. Any replica can do this; the mail stays where it was."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.sdk import DAY, MINUTE, Section
+from gateway.sdk import DAY, GB, MINUTE, Section
 
 
 class EmailSettings(Section):
@@ -41,8 +41,8 @@ class EmailSettings(Section):
     idle_timeout: float = Field(default=20 * MINUTE, gt=0, le=29 * MINUTE)
     # The fetching lease; another replica takes over within about 1.4 times this.
     leader_ttl: float = Field(default=10.0, ge=1, le=5 * MINUTE)
-    max_mail_bytes: int = Field(default=25_000_000, ge=1)  # larger mail is moved to rejected
-    thread_ttl: float = Field(default=90 * DAY, gt=0)  # how long a thread's headers are kept
+    max_mail_bytes: int = Field(default=25_000_000, ge=1, le=GB)  # larger mail is moved to rejected
+    thread_ttl: float = Field(default=90 * DAY, gt=0, le=3 * 365 * DAY)  # how long a thread's headers are kept
     timeout: float = Field(default=30.0, gt=0, le=10 * MINUTE)  # one IMAP or SMTP step
 
     @field_validator("allowed_senders")

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
-import tempfile
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -19,6 +18,7 @@ from typing import Any
 import aioimaplib
 import pytest
 
+from adapters.email import EmailAdapter
 from gateway.app.app import App
 from gateway.config import Settings
 from gateway.sdk.messages import ChatRef
@@ -134,10 +134,13 @@ def mail(
     return message
 
 
-def email_settings(tmp_path: Path, llm: ScriptedLLM, dovecot: Dovecot, smtp: SmtpSink) -> Settings:
+def email_settings(
+    tmp_path: Path, llm: ScriptedLLM, dovecot: Dovecot, smtp: SmtpSink, **store: Any
+) -> Settings:
     return gateway_settings(
         tmp_path,
         llm.url,
+        **store,
         scheduler={"leader_ttl": 1.0},
         access={"admins": ["web:ops"], "rate_limit_per_minute": 0},
         email={
@@ -152,25 +155,22 @@ def email_settings(tmp_path: Path, llm: ScriptedLLM, dovecot: Dovecot, smtp: Smt
             "address": BOT,
             "allowed_senders": [ALICE, "@team.example"],
             "require_authentication_results": True,
+            "leader_ttl": 1.0,
         },
     )
 
 
 @pytest.fixture
 async def servers() -> AsyncIterator[Mail]:
-    # Not under tmp_path: Dovecot's own users (as root) must reach the directory.
-    root = Path(tempfile.mkdtemp(prefix="cgt-dovecot-", dir="/tmp"))
-    root.chmod(0o755)
-    dovecot = Dovecot(root, BOT)
-    await asyncio.to_thread(dovecot.start)
+    dovecot = await asyncio.to_thread(Dovecot, BOT)
     smtp = SmtpSink(BOT, PASSWORD)
-    smtp.start()
     try:
+        await asyncio.to_thread(dovecot.start)
+        smtp.start()
         yield Mail(dovecot, smtp)
     finally:
         smtp.stop()
         await asyncio.to_thread(dovecot.stop)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
@@ -342,3 +342,41 @@ async def test_a_reminder_is_delivered_by_mail_in_its_thread(
     assert reminder.header("Subject") == "Re: Reminders"
     assert first["Message-ID"] in reminder.header("References")
     assert llm.requests == []
+
+
+@pytest.mark.redis
+async def test_two_replicas_one_fetches_and_the_other_takes_over(
+    tmp_path: Path, llm: ScriptedLLM, servers: Mail, redis_url: str
+) -> None:
+    shared = {"redis_url": redis_url, "key_prefix": f"t{uuid.uuid4().hex[:8]}"}
+    replicas = [
+        App(email_settings(tmp_path / name, llm, servers.dovecot, servers.smtp, **shared))
+        for name in ("one", "two")
+    ]
+    for app in replicas:
+        app.add_configured_adapters()
+        await app.start()
+    try:
+        adapters = [app.outbox.adapter("email") for app in replicas]
+        assert all(isinstance(a, EmailAdapter) for a in adapters)
+        fetching = lambda: [a.fetching for a in adapters if isinstance(a, EmailAdapter)]  # noqa: E731
+        await eventually(lambda: fetching().count(True) == 1, what="one replica fetching")
+        llm.push(*(Reply.text(f"answer {n}") for n in range(4)))
+        for n in range(3):
+            await servers.deliver(mail(f"question {n}", subject=f"Q{n}"))
+        for n in range(3):
+            await servers.smtp.wait_for(to_alice(f"answer {n}"))
+        await servers.all_seen()
+
+        leader = fetching().index(True)
+        await replicas[leader].stop()
+        other = adapters[1 - leader]
+        assert isinstance(other, EmailAdapter)
+        await eventually(lambda: other.fetching, within=15, what="the other replica fetching")
+        await servers.deliver(mail("question 3", subject="Q3"))
+        await servers.smtp.wait_for(to_alice("answer 3"))
+        await asyncio.sleep(0.5)
+        assert len(servers.smtp.received) == 4 and len(llm.requests) == 4  # each once
+    finally:
+        for app in replicas:
+            await app.stop()
