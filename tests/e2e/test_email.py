@@ -23,6 +23,7 @@ from gateway.app.app import App
 from gateway.config import Settings
 from gateway.sdk.messages import ChatRef
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
+from tests.fixtures_redis import RedisServer
 from tests.harness import configured_gateway, eventually, gateway_settings
 from tests.mail_servers import PASSWORD, Dovecot, Outgoing, SmtpSink, dovecot_missing
 from tests.media_samples import PDF, png
@@ -135,7 +136,13 @@ def mail(
 
 
 def email_settings(
-    tmp_path: Path, llm: ScriptedLLM, dovecot: Dovecot, smtp: SmtpSink, **store: Any
+    tmp_path: Path,
+    llm: ScriptedLLM,
+    dovecot: Dovecot,
+    smtp: SmtpSink,
+    *,
+    leader_ttl: float = 1.0,
+    **store: Any,
 ) -> Settings:
     return gateway_settings(
         tmp_path,
@@ -155,7 +162,7 @@ def email_settings(
             "address": BOT,
             "allowed_senders": [ALICE, "@team.example"],
             "require_authentication_results": True,
-            "leader_ttl": 1.0,
+            "leader_ttl": leader_ttl,
         },
     )
 
@@ -380,3 +387,26 @@ async def test_two_replicas_one_fetches_and_the_other_takes_over(
     finally:
         for app in replicas:
             await app.stop()
+
+
+@pytest.mark.redis
+async def test_a_mail_is_marked_seen_only_once_it_is_stored(
+    tmp_path: Path, llm: ScriptedLLM, servers: Mail, redis_server: RedisServer
+) -> None:
+    # A lease renewed every 10 s: the fetcher keeps running while the store is down.
+    settings = email_settings(
+        tmp_path, llm, servers.dovecot, servers.smtp, leader_ttl=30, redis_url=redis_server.url
+    )
+    async with configured_gateway(settings) as app:
+        adapter = app.outbox.adapter("email")
+        assert isinstance(adapter, EmailAdapter)
+        await eventually(lambda: adapter.fetching, within=15, what="fetching")
+        redis_server.stop()
+        await servers.deliver(mail("while the store is down"))
+        await asyncio.sleep(3)  # fetched (or not) again and again, never stored
+        assert await servers.count("INBOX", "UNSEEN") == 1
+        redis_server.start()
+        llm.push(Reply.text("Stored and answered."))
+        await servers.smtp.wait_for(to_alice("Stored and answered."), within=30)
+        await servers.all_seen()
+        assert len(servers.smtp.received) == 1
