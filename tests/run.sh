@@ -56,7 +56,7 @@ if [ ! -x /usr/sbin/dovecot ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq dovecot-imapd >/dev/null
-  if command -v systemctl >/dev/null 2>&1 && systemctl is-system-running >/dev/null 2>&1; then
+  if [ -d /run/systemd/system ]; then
     $SUDO systemctl disable --now dovecot.service dovecot.socket >/dev/null 2>&1 || true
   fi
 fi
