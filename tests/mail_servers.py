@@ -12,6 +12,7 @@ import grp
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -49,6 +50,7 @@ class Dovecot:
             [DOVECOT, "-F", "-c", str(config)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group: stop() ends the imap processes too
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -65,13 +67,22 @@ class Dovecot:
         raise RuntimeError(f"dovecot did not answer on port {self.port}: {self.log()}")
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        """Stop the master and every process it started (IMAP sessions outlive the master)."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def remove(self) -> None:
+        self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def log(self) -> str:

@@ -53,7 +53,7 @@ class EmailAdapter:
             raise ValueError("email needs imap_host, smtp_host, username and password in [email]")
         self._settings = settings
         self._ctx = ctx
-        self._tls = _tls_context(settings)
+        self._tls = tls_context(settings)
         self._access = MailAccess(settings)
         self._threads = MailThreads(ctx.store, settings.thread_ttl)
         self._sender = MailSender(settings, self._threads, self._tls)
@@ -122,7 +122,7 @@ class EmailAdapter:
         return await download(self._settings, self._tls, file_id, limit)
 
 
-def _tls_context(settings: EmailSettings) -> ssl.SSLContext:
+def tls_context(settings: EmailSettings) -> ssl.SSLContext:
     context = ssl.create_default_context()
     if settings.tls_ca_file:
         context.load_verify_locations(cafile=settings.tls_ca_file)

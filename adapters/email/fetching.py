@@ -52,7 +52,11 @@ class MailFetcher:
                 self.problem = ""
                 failures = 0
                 await self._serve(mailbox)
-            except MailboxError as exc:
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # MailboxError, or a library surprise: reconnect
+                if not isinstance(exc, MailboxError):
+                    log.exception("email fetching failed unexpectedly")
                 failures += 1
                 delay = _BACKOFF.delay(failures)
                 self.problem = str(exc)

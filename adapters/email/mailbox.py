@@ -18,6 +18,7 @@ from adapters.email.settings import EmailSettings
 
 _UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _FETCH_UID = re.compile(rb"\bUID (\d+)\b")
+_LOGOUT_SECONDS = 5.0  # a polite goodbye; the connection is closed after it either way
 
 
 class MailboxError(Exception):
@@ -35,6 +36,7 @@ class Mailbox:
         self._settings = settings
         self._tls = tls
         self._client: aioimaplib.IMAP4 | None = None
+        self._lost = False
         self.uidvalidity = 0
 
     @property
@@ -58,6 +60,7 @@ class Mailbox:
                     host=settings.imap_host, port=settings.imap_port, timeout=timeout
                 )
             self._client = client
+            client.protocol.conn_lost_cb = lambda _exc: self._connection_lost(client)
             await client.wait_hello_from_server()
             login = await client.login(settings.username, settings.password.get_secret_value())
         except (OSError, TimeoutError, aioimaplib.AioImapException) as exc:
@@ -133,32 +136,37 @@ class Mailbox:
             await self._call(client.expunge(), "expunge")
 
     async def wait_for_mail(self, seconds: float) -> None:
-        """IDLE until the server announces a change or `seconds` pass."""
+        """IDLE until the server announces a change or `seconds` pass; raises MailboxError
+        when the connection is lost meanwhile."""
         client = self._need()
-        idle = await client.idle_start(timeout=seconds)
         try:
-            while True:
-                pushed = await client.wait_server_push(timeout=seconds + 5)
-                if pushed == aioimaplib.STOP_WAIT_SERVER_PUSH:
-                    break
-                lines = pushed if isinstance(pushed, list) else [pushed]
-                if any(
-                    b"EXISTS" in bytes(line)
-                    for line in lines
-                    if isinstance(line, (bytes, bytearray))
-                ):
-                    break
-        finally:
-            client.idle_done()
-            await asyncio.wait_for(idle, self._settings.timeout)
+            idle = await client.idle_start(timeout=seconds)
+            try:
+                while not self._lost:
+                    pushed = await client.wait_server_push(timeout=seconds + 5)
+                    if pushed == aioimaplib.STOP_WAIT_SERVER_PUSH or _announces_mail(pushed):
+                        break
+            finally:
+                if not self._lost:
+                    client.idle_done()
+                    await asyncio.wait_for(idle, self._settings.timeout)
+        except (OSError, TimeoutError, aioimaplib.AioImapException) as exc:
+            raise MailboxError(f"IMAP IDLE failed ({type(exc).__name__})") from None
+        if self._lost:
+            raise MailboxError("the IMAP server closed the connection")
+
+    def _connection_lost(self, client: aioimaplib.IMAP4) -> None:
+        self._lost = True
+        # Wake an IDLE that waits for the server: it will not say anything any more.
+        client.protocol.idle_queue.put_nowait(aioimaplib.STOP_WAIT_SERVER_PUSH)
 
     async def close(self) -> None:
         client, self._client = self._client, None
         if client is None:
             return
         try:
-            if client.get_state() in ("AUTH", "SELECTED"):
-                await client.logout()
+            if not self._lost and client.get_state() in ("AUTH", "SELECTED"):
+                await asyncio.wait_for(client.logout(), _LOGOUT_SECONDS)
         except (OSError, TimeoutError, aioimaplib.AioImapException):
             pass
         finally:
@@ -180,3 +188,8 @@ class Mailbox:
             detail = bytes(response.lines[-1]).decode(errors="replace") if response.lines else ""
             raise MailboxError(f"IMAP {what} refused: {detail[:200]}")
         return response
+
+
+def _announces_mail(pushed: object) -> bool:
+    lines = pushed if isinstance(pushed, list) else [pushed]
+    return any(b"EXISTS" in bytes(line) for line in lines if isinstance(line, (bytes, bytearray)))

@@ -19,10 +19,10 @@ def _build(settings: EmailSettings, ctx: AdapterContext) -> Adapter:
 
 
 async def _check(settings: EmailSettings, http: httpx.AsyncClient) -> CheckResult:
-    from adapters.email.adapter import _tls_context
+    from adapters.email.adapter import tls_context
     from adapters.email.mailbox import Mailbox, MailboxError
 
-    mailbox = Mailbox(settings, _tls_context(settings))
+    mailbox = Mailbox(settings, tls_context(settings))
     try:
         await mailbox.open()
     except MailboxError as exc:

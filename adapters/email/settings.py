@@ -37,12 +37,15 @@ class EmailSettings(Section):
     authserv_id: str = ""
     idle: bool = True  # wait with IMAP IDLE where the server offers it; else poll
     poll_interval: float = Field(default=60.0, ge=1, le=60 * MINUTE)  # seconds between polls
-    # Re-enter IDLE this often (servers drop an IDLE after 30 minutes).
-    idle_timeout: float = Field(default=20 * MINUTE, gt=0, le=29 * MINUTE)
+    # Re-enter IDLE this often (servers end an IDLE after 30 minutes; a connection that died
+    # without a word is noticed by then).
+    idle_timeout: float = Field(default=5 * MINUTE, gt=0, le=29 * MINUTE)
     # The fetching lease; another replica takes over within about 1.4 times this.
     leader_ttl: float = Field(default=10.0, ge=1, le=5 * MINUTE)
-    max_mail_bytes: int = Field(default=25_000_000, ge=1, le=GB)  # larger mail is moved to rejected
-    thread_ttl: float = Field(default=90 * DAY, gt=0, le=3 * 365 * DAY)  # how long a thread's headers are kept
+    # Larger mail is not read: it is moved to the rejected folder.
+    max_mail_bytes: int = Field(default=25_000_000, ge=1, le=GB)
+    # How long a thread's headers are kept for replies in it.
+    thread_ttl: float = Field(default=90 * DAY, gt=0, le=3 * 365 * DAY)
     timeout: float = Field(default=30.0, gt=0, le=10 * MINUTE)  # one IMAP or SMTP step
 
     @field_validator("allowed_senders")

@@ -177,7 +177,7 @@ async def servers() -> AsyncIterator[Mail]:
         yield Mail(dovecot, smtp)
     finally:
         smtp.stop()
-        await asyncio.to_thread(dovecot.stop)
+        await asyncio.to_thread(dovecot.remove)
 
 
 @pytest.fixture
@@ -299,6 +299,20 @@ async def test_an_approval_is_decided_by_the_requesters_authenticated_reply(
     assert not (chat_dir(gw.settings) / "build").exists()
     assert "[exit code 0]" in tool_results(llm.requests[1])[0]
     assert len(llm.requests) == 2  # the decisions never reached the model
+
+
+async def test_fetching_goes_on_after_the_imap_server_restarts(
+    gw: App, servers: Mail, llm: ScriptedLLM
+) -> None:
+    adapter = gw.outbox.adapter("email")
+    assert isinstance(adapter, EmailAdapter)
+    await eventually(lambda: adapter.fetching, what="fetching")
+    await asyncio.sleep(0.5)  # connected and waiting in IDLE
+    await asyncio.to_thread(servers.dovecot.stop)
+    await asyncio.to_thread(servers.dovecot.start)
+    llm.push(Reply.text("Back again."))
+    await servers.deliver(mail("still there?"))
+    await servers.smtp.wait_for(to_alice("Back again."), within=30)
 
 
 async def test_a_sender_not_allowed_gets_nothing(gw: App, servers: Mail, llm: ScriptedLLM) -> None:
