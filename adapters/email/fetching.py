@@ -70,9 +70,16 @@ class MailFetcher:
         idle = settings.idle and mailbox.can_idle
         self.mode = "idle" if idle else "polling"
         log.info("email fetching folder=%s mode=%s", settings.folder, self.mode)
+        before = await mailbox.select(settings.folder)
         while True:
             if not await self._drain(mailbox):
                 await asyncio.sleep(_NOT_STORED_PAUSE)
+                continue
+            # Mail that arrived during the drain is taken before waiting: the server may have
+            # announced it while a command ran, and will not announce it again in IDLE.
+            after = await mailbox.select(settings.folder)
+            if after != before:
+                before = after
                 continue
             if idle:
                 await mailbox.wait_for_mail(settings.idle_timeout)

@@ -17,6 +17,7 @@ import aioimaplib
 from adapters.email.settings import EmailSettings
 
 _UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
+_UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
 _FETCH_UID = re.compile(rb"\bUID (\d+)\b")
 _LOGOUT_SECONDS = 5.0  # a polite goodbye; the connection is closed after it either way
 
@@ -76,14 +77,24 @@ class Mailbox:
             )
         await self.select(folder or settings.folder)
 
-    async def select(self, folder: str) -> None:
+    async def select(self, folder: str) -> int:
+        """Select `folder`; returns its UIDNEXT, which grows with every mail that arrives.
+
+        SELECT is also how the fetch loop learns of mail that came while it searched:
+        aioimaplib drops an EXISTS the server sends during SEARCH or FETCH, and the server
+        does not send it again, while SELECT's own answer carries the folder's state.
+        """
         # SELECT even to read: aioimaplib allows UID FETCH only in the SELECTED state, and
         # BODY.PEEK leaves the flags as they are.
         response = await self._call(self._need().select(folder), f"select {folder}")
+        uidnext = 0
         for line in response.lines:
-            found = _UIDVALIDITY.search(bytes(line))
-            if found:
+            text = bytes(line)
+            if found := _UIDVALIDITY.search(text):
                 self.uidvalidity = int(found.group(1))
+            if found := _UIDNEXT.search(text):
+                uidnext = int(found.group(1))
+        return uidnext
 
     async def unseen(self) -> list[int]:
         response = await self._call(self._need().uid_search("UNSEEN"), "search")
