@@ -163,6 +163,7 @@ def email_settings(
             "allowed_senders": [ALICE, "@team.example"],
             "require_authentication_results": True,
             "leader_ttl": leader_ttl,
+            "timeout": 5.0,  # a connection the restarted server never greets fails soon
         },
     )
 
@@ -233,14 +234,7 @@ async def test_a_mail_is_answered_in_its_thread_and_a_reply_continues_the_sessio
 
 async def test_an_attachment_in_and_a_file_out(gw: App, servers: Mail, llm: ScriptedLLM) -> None:
     report = PDF + b"quarterly numbers" * 200
-    uid = await servers.deliver(
-        mail(
-            "<p>Keep <b>this</b> report</p>",
-            html="<html><body><p>Keep <b>this</b> report</p></body></html>",
-            files=(("q3.pdf", "application/pdf", report),),
-        )
-    )
-    file_id = f"{await servers.uidvalidity()}.{uid}.0"
+    file_id = f"{await servers.uidvalidity()}.1.0"  # the first mail's first attachment
     chart = png(64, 48)
     (chat_dir(gw.settings) / "out").mkdir(parents=True)
     (chat_dir(gw.settings) / "out/chart.png").write_bytes(chart)
@@ -249,6 +243,14 @@ async def test_an_attachment_in_and_a_file_out(gw: App, servers: Mail, llm: Scri
         Reply.calls(("send_file", {"path": "out/chart.png", "caption": "The chart"})),
         Reply.text("Saved, and here is the chart."),
     )
+    uid = await servers.deliver(
+        mail(
+            "<p>Keep <b>this</b> report</p>",
+            html="<html><body><p>Keep <b>this</b> report</p></body></html>",
+            files=(("q3.pdf", "application/pdf", report),),
+        )
+    )
+    assert uid == 1
     await servers.smtp.wait_for(to_alice("Saved, and here is the chart."))
     seen = last_user_text(llm.requests[0])
     assert "[attachment: document q3.pdf (application/pdf" in seen and file_id in seen
@@ -419,8 +421,8 @@ async def test_a_mail_is_marked_seen_only_once_it_is_stored(
         await servers.deliver(mail("while the store is down"))
         await asyncio.sleep(3)  # fetched (or not) again and again, never stored
         assert await servers.count("INBOX", "UNSEEN") == 1
-        redis_server.start()
         llm.push(Reply.text("Stored and answered."))
+        redis_server.start()
         await servers.smtp.wait_for(to_alice("Stored and answered."), within=30)
         await servers.all_seen()
         assert len(servers.smtp.received) == 1
