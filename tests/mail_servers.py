@@ -14,6 +14,7 @@ import pwd
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -179,6 +180,8 @@ class SmtpSink:
 
     username: str
     password: str
+    # (certificate, key): STARTTLS required, and AUTH only after it.
+    tls: tuple[Path, Path] | None = None
     received: list[Outgoing] = field(default_factory=list)
     port: int = 0
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
@@ -210,13 +213,18 @@ class SmtpSink:
 
         loop = asyncio.get_running_loop()
         self.port = free_port()
+        tls: dict[str, Any] = {"auth_require_tls": False}
+        if self.tls is not None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(*self.tls)
+            tls = {"tls_context": context, "require_starttls": True, "auth_require_tls": True}
         self._controller = Controller(
             Handler(),
             hostname="127.0.0.1",
             port=self.port,
             authenticator=authenticator,
             auth_required=True,
-            auth_require_tls=False,
+            **tls,
         )
         self._controller.start()
 
@@ -244,3 +252,18 @@ def dovecot_missing() -> str:
     if not Path(DOVECOT).exists() or shutil.which("doveconf") is None:
         return "Dovecot is not installed (apt-get install dovecot-imapd; tests/run.sh does it)"
     return ""
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key (openssl), for the TLS tests."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
+            *("-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key

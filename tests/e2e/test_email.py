@@ -16,16 +16,26 @@ from pathlib import Path
 from typing import Any
 
 import aioimaplib
+import httpx
 import pytest
+from pydantic import SecretStr
 
 from adapters.email import EmailAdapter
+from adapters.email.plugin import PLUGIN as EMAIL
 from gateway.app.app import App
 from gateway.config import Settings
 from gateway.sdk.messages import ChatRef
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.fixtures_redis import RedisServer
 from tests.harness import configured_gateway, eventually, gateway_settings
-from tests.mail_servers import PASSWORD, Dovecot, Outgoing, SmtpSink, dovecot_missing
+from tests.mail_servers import (
+    PASSWORD,
+    Dovecot,
+    Outgoing,
+    SmtpSink,
+    dovecot_missing,
+    self_signed,
+)
 from tests.media_samples import PDF, png
 from tools.files.workspaces import Workspaces
 
@@ -141,13 +151,16 @@ def email_settings(
     dovecot: Dovecot,
     smtp: SmtpSink,
     *,
-    leader_ttl: float = 1.0,
-    **store: Any,
+    redis_url: str = "",
+    key_prefix: str = "",
+    **email: Any,
 ) -> Settings:
+    """The test gateway's settings; `email` overrides keys of the [email] section."""
     return gateway_settings(
         tmp_path,
         llm.url,
-        **store,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
         scheduler={"leader_ttl": 1.0},
         access={"admins": ["web:ops"], "rate_limit_per_minute": 0},
         email={
@@ -162,8 +175,9 @@ def email_settings(
             "address": BOT,
             "allowed_senders": [ALICE, "@team.example"],
             "require_authentication_results": True,
-            "leader_ttl": leader_ttl,
+            "leader_ttl": 1.0,
             "timeout": 5.0,  # a connection the restarted server never greets fails soon
+            **email,
         },
     )
 
@@ -315,6 +329,38 @@ async def test_fetching_goes_on_after_the_imap_server_restarts(
     llm.push(Reply.text("Back again."))
     await servers.deliver(mail("still there?"))
     await servers.smtp.wait_for(to_alice("Back again."), within=30)
+
+
+async def test_replies_go_out_over_starttls_with_the_password_only_after_it(
+    tmp_path: Path, llm: ScriptedLLM, servers: Mail
+) -> None:
+    cert, key = await asyncio.to_thread(self_signed, tmp_path)
+    smtp = SmtpSink(BOT, PASSWORD, tls=(cert, key))
+    smtp.start()
+    try:
+        # The server's self-signed certificate is checked against tls_ca_file.
+        settings = email_settings(
+            tmp_path, llm, servers.dovecot, smtp, smtp_security="starttls", tls_ca_file=str(cert)
+        )
+        llm.push(Reply.text("Over TLS."))
+        async with configured_gateway(settings):
+            await servers.deliver(mail("secure?"))
+            await smtp.wait_for(to_alice("Over TLS."))
+    finally:
+        smtp.stop()
+
+
+async def test_doctor_logs_in_and_names_a_wrong_password(
+    tmp_path: Path, llm: ScriptedLLM, servers: Mail
+) -> None:
+    settings = email_settings(tmp_path, llm, servers.dovecot, servers.smtp)
+    section = EMAIL.section(settings)
+    assert EMAIL.check is not None
+    async with httpx.AsyncClient() as http:
+        good = await EMAIL.check(section, http)
+        bad = await EMAIL.check(section.model_copy(update={"password": SecretStr("no")}), http)
+    assert good.ok and "bot@example.com" in good.detail
+    assert not bad.ok and "refused the login" in bad.detail and "no" not in bad.detail.split()
 
 
 async def test_a_sender_not_allowed_gets_nothing(gw: App, servers: Mail, llm: ScriptedLLM) -> None:
