@@ -20,6 +20,7 @@ PLATFORMS = (
     "adapters.slack.plugin",
     "adapters.discord.plugin",
     "adapters.email.plugin",
+    "adapters.mattermost.plugin",
     "adapters.console.plugin",
     "adapters.web.plugin",
     "adapters.api.plugin",
