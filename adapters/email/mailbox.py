@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import re
 import ssl
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Any
 
 import aioimaplib
 
@@ -134,8 +136,10 @@ class Mailbox:
     async def move(self, uid: int, folder: str) -> None:
         """Move one mail to `folder` (made when missing): MOVE, or COPY and expunge."""
         client = self._need()
-        created = await client.create(folder)  # NO [ALREADYEXISTS] is fine
-        del created
+        try:
+            await client.create(folder)  # its answer is not checked: NO [ALREADYEXISTS] is fine
+        except (OSError, TimeoutError, aioimaplib.AioImapException) as exc:
+            raise MailboxError(f"IMAP create {folder} failed ({type(exc).__name__})") from None
         if client.has_capability("MOVE"):
             await self._call(client.uid("move", str(uid), folder), "move")
             return
@@ -190,9 +194,9 @@ class Mailbox:
             raise MailboxError("not connected")
         return self._client
 
-    async def _call(self, step: object, what: str) -> aioimaplib.Response:
+    async def _call(self, step: Awaitable[Any], what: str) -> Any:
         try:
-            response = await step  # type: ignore[misc]
+            response = await step
         except (OSError, TimeoutError, aioimaplib.AioImapException) as exc:
             raise MailboxError(f"IMAP {what} failed ({type(exc).__name__})") from None
         if response.result != "OK":
