@@ -20,6 +20,8 @@ PLATFORMS = (
     "adapters.slack.plugin",
     "adapters.discord.plugin",
     "adapters.email.plugin",
+    "adapters.whatsapp.plugin",
+    "adapters.teams.plugin",
     "adapters.mattermost.plugin",
     "adapters.console.plugin",
     "adapters.web.plugin",
