@@ -19,6 +19,7 @@ PLATFORMS = (
     "adapters.telegram.plugin",
     "adapters.slack.plugin",
     "adapters.discord.plugin",
+    "adapters.email.plugin",
     "adapters.whatsapp.plugin",
     "adapters.teams.plugin",
     "adapters.mattermost.plugin",

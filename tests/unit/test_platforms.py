@@ -26,6 +26,7 @@ def test_every_registered_platform_is_one_plugin_with_its_own_section() -> None:
         "telegram",
         "slack",
         "discord",
+        "email",
         "whatsapp",
         "teams",
         "mattermost",
