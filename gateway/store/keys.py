@@ -48,6 +48,10 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     cron:fired:{job}:{slot}[:{what}]  value  a run slot (or its report) was claimed, once
     cron:running:{job}:{slot}         value  a run in progress
     {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
+    {platform}:prompt:{message}       value  a message's buttons offered as reactions: emoji -> data
+                                             (JSON; Matrix)
+    {platform}:cursor:{account}       value  where an account's event stream was read up to (the
+                                             Matrix sync token past the stored events)
     chats                             hash   chat scope -> when it was last active (console)
     errors:recent                     list   recent warnings and errors of every replica (JSON)
     web:session:{digest}              value  a signed-in browser (console or web chat; sealed JSON)
@@ -238,6 +242,14 @@ def cron_running(job_id: str, slot: str) -> str:
 
 def platform_thread(platform: str, chat_id: str, thread_id: str) -> str:
     return f"{platform}:thread:{chat_id}:{thread_id}"
+
+
+def platform_prompt(platform: str, message_id: str) -> str:
+    return f"{platform}:prompt:{message_id}"
+
+
+def platform_cursor(platform: str, account: str) -> str:
+    return f"{platform}:cursor:{account}"
 
 
 def model_choice(key: SessionKey | str) -> str:
