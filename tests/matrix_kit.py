@@ -60,7 +60,7 @@ class Person:
 
     @classmethod
     async def start(cls, homeserver: str, account: Account, store: Path) -> Person:
-        store.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(store.mkdir, parents=True, exist_ok=True)
         config = AsyncClientConfig(encryption_enabled=True, store_sync_tokens=True)
         client = AsyncClient(homeserver, account.user_id, store_path=str(store), config=config)
         client.restore_login(account.user_id, account.device_id, account.access_token)
@@ -118,7 +118,9 @@ class Person:
     async def say(self, room_id: str, text: str, **content: Any) -> str:
         return await self.send(room_id, {"msgtype": "m.text", "body": text, **content})
 
-    async def send(self, room_id: str, content: dict[str, Any], kind: str = "m.room.message") -> str:
+    async def send(
+        self, room_id: str, content: dict[str, Any], kind: str = "m.room.message"
+    ) -> str:
         response = await self.client.room_send(
             room_id, kind, content, ignore_unverified_devices=True
         )
@@ -147,14 +149,14 @@ class Person:
         body = bytes(response.body)
         if not file:
             return body
-        return bytes(decrypt_attachment(body, file["key"]["k"], file["hashes"]["sha256"], file["iv"]))
+        return bytes(
+            decrypt_attachment(body, file["key"]["k"], file["hashes"]["sha256"], file["iv"])
+        )
 
     # -- seeing ------------------------------------------------------------------------------
 
     def messages(self, sender: str, room_id: str | None = None) -> list[Seen]:
-        return [
-            m for m in self.seen if m.sender == sender and room_id in (None, m.room_id)
-        ]
+        return [m for m in self.seen if m.sender == sender and room_id in (None, m.room_id)]
 
     async def wait_message(
         self, sender: str, room_id: str, text: str = "", *, count: int = 1, within: float = 30

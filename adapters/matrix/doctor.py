@@ -61,7 +61,8 @@ async def check(settings: MatrixSettings, http: httpx.AsyncClient) -> CheckResul
 def _crypto_state(
     settings: MatrixSettings, device_id: str, token: str, server_keys: dict[str, Any]
 ) -> CheckResult:
-    from nio import AsyncClient, AsyncClientConfig, TrustState
+    from nio import AsyncClient, AsyncClientConfig
+    from nio.crypto import TrustState
 
     who = f"{settings.user_id} device {device_id}"
     store_file = settings.store_path / f"{settings.user_id}_{device_id}.db"
@@ -79,21 +80,14 @@ def _crypto_state(
     device = server_keys.get("device_keys", {}).get(settings.user_id, {}).get(device_id, {})
     on_server = device.get("keys", {}).get(f"ed25519:{device_id}")
     devices = [d for d in client.device_store if d.user_id != settings.user_id or d.id != device_id]
-    counts = dict.fromkeys(("verified", "unverified", "blacklisted", "ignored"), 0)
-    for known in devices:
-        if known.trust_state is TrustState.verified:
-            counts["verified"] += 1
-        elif known.trust_state is TrustState.blacklisted:
-            counts["blacklisted"] += 1
-        elif known.trust_state is TrustState.ignored:
-            counts["ignored"] += 1
-        else:
-            counts["unverified"] += 1
-    known_text = ", ".join(f"{n} {state}" for state, n in counts.items())
+    verified = sum(d.trust_state is TrustState.verified for d in devices)
+    blacklisted = sum(d.trust_state is TrustState.blacklisted for d in devices)
+    # "ignored" is nio's mark for an unverified device the bot encrypts to all the same.
+    unverified = len(devices) - verified - blacklisted
     detail = (
-        f"logged in as {who}; identity key {_fingerprint(ed25519)}; "
-        f"{len(devices)} other devices known ({known_text}; unverified ones are trusted on "
-        "first use)"
+        f"logged in as {who}; identity key {_fingerprint(ed25519)}; {len(devices)} other "
+        f"devices known: {verified} verified, {unverified} unverified (trusted on first use), "
+        f"{blacklisted} blacklisted"
     )
     if on_server is None:
         return CheckResult(NAME, True, detail + "; keys not published yet (the next sync does)")

@@ -109,6 +109,12 @@ class Syncer:
                 log.warning("matrix sync failed error=%s retry_in=%.1fs", self.problem, delay)
                 await asyncio.sleep(delay)
                 continue
+            except Exception as exc:  # a bug or a malformed event must not end the sync
+                failures += 1
+                self.problem = f"sync failed: {type(exc).__name__}"
+                log.exception("matrix sync step failed")
+                await asyncio.sleep(_BACKOFF.delay(failures))
+                continue
             failures = 0
             self.problem = ""
             if not taken:
