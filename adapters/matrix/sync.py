@@ -105,7 +105,9 @@ class Syncer:
             except (_SyncFailed, StoreUnavailable, aiohttp.ClientError, TimeoutError) as exc:
                 failures += 1
                 delay = _BACKOFF.delay(failures)
-                self.problem = f"sync failed: {exc or type(exc).__name__}"
+                # Only the type of a network error: nio puts the access token in URLs.
+                shown = exc if isinstance(exc, (_SyncFailed, StoreUnavailable)) else None
+                self.problem = f"sync failed: {shown or type(exc).__name__}"
                 log.warning("matrix sync failed error=%s retry_in=%.1fs", self.problem, delay)
                 await asyncio.sleep(delay)
                 continue
