@@ -58,14 +58,14 @@ class Syncer:
         self._timeout_ms = timeout * 1000
         self._task: asyncio.Task[None] | None = None
         self.problem = ""  # why the last /sync failed; empty once one succeeds
-        self.synced = asyncio.Event()  # set after the first sync of this run was taken
+        self.synced = asyncio.Event()  # set once a response was taken (and stays set)
+        self._since: str | None = None  # the last token this process moved past
 
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
     def start(self) -> None:
-        self.synced = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name="matrix sync")
 
     async def stop(self) -> None:
@@ -79,15 +79,18 @@ class Syncer:
         failures = 0
         since: str | None = None
         loaded = False
+        first = True  # this run's first sync: no waiting, and the full state of every room
         while True:
             try:
                 if not loaded:
-                    since, loaded = await self._cursor.load(), True
+                    # A store that lost its data (a Redis without persistence restarted)
+                    # has no token: this process's own last one is still right.
+                    since, loaded = await self._cursor.load() or self._since, True
                     await share_keys(self._client)
                 response = await self._client.sync(
-                    timeout=self._timeout_ms if self.synced.is_set() else 0,
+                    timeout=0 if first else self._timeout_ms,
                     since=since,
-                    full_state=not self.synced.is_set() and since is not None,
+                    full_state=first and since is not None,
                     sync_filter=_FILTER,
                 )
                 if not isinstance(response, SyncResponse):
@@ -120,14 +123,16 @@ class Syncer:
             failures = 0
             self.problem = ""
             if not taken:
-                log.warning("matrix events not stored; fetching them again")
+                self.problem = "events not stored (the store is unreachable); fetching them again"
+                log.warning("matrix %s", self.problem)
                 await asyncio.sleep(_NOT_STORED_PAUSE)
                 continue
-            since = response.next_batch
+            since = self._since = response.next_batch
             try:
                 await self._cursor.save(since)
             except StoreUnavailable as exc:  # kept in memory; what comes again is deduplicated
                 log.warning("matrix sync token not saved error=%s", exc)
+            first = False
             self.synced.set()
 
     async def _fill_gaps(self, response: SyncResponse, since: str) -> None:

@@ -22,6 +22,7 @@ from gateway.app.app import App
 from gateway.config import Settings
 from gateway.sdk.messages import ChatKind, ChatRef
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
+from tests.fixtures_redis import RedisServer
 from tests.fixtures_synapse import Account, Synapse
 from tests.harness import configured_gateway, gateway_settings
 from tests.matrix_kit import Person
@@ -284,6 +285,32 @@ async def test_two_replicas_one_syncs_and_the_other_takes_over(
         await alice.say(room, "second")
         found = await alice.wait_message(bot.user_id, room, "echo: second", count=2)
         assert [m.text for m in found] == ["echo: first", "echo: second"]
+
+
+async def test_the_sync_token_moves_only_past_stored_events(
+    tmp_path: Path,
+    llm: ScriptedLLM,
+    synapse: Synapse,
+    people: dict[str, Any],
+    redis_server: RedisServer,
+) -> None:
+    alice, bot = people["alice"], people["bot"]
+    settings = matrix_settings(tmp_path, llm, synapse, bot, redis_url=redis_server.url)
+    async with matrix_gateway(settings) as app:
+        room = await dm_with_bot(alice, bot)
+        redis_server.stop()
+        await alice.say(room, "while the store is down")
+        # The sync fetches it, cannot store it, and fetches it again from the old token.
+        for _ in range(300):
+            if "not stored" in await adapter(app).state():
+                break
+            await asyncio.sleep(0.1)
+        assert "events not stored" in await adapter(app).state()
+        redis_server.start()
+        await alice.wait_message(bot.user_id, room, "echo: while the store is down", within=60)
+        await asyncio.sleep(1)
+        texts = [m.text for m in alice.messages(bot.user_id)]
+        assert texts.count("echo: while the store is down") == 1, texts
 
 
 async def _eventually(condition: Any, what: str, within: float = 30) -> None:
