@@ -287,6 +287,25 @@ async def test_two_replicas_one_syncs_and_the_other_takes_over(
         assert [m.text for m in found] == ["echo: first", "echo: second"]
 
 
+async def test_a_password_login_is_kept_and_its_device_reused(
+    tmp_path: Path, llm: ScriptedLLM, synapse: Synapse, people: dict[str, Any]
+) -> None:
+    alice, bot = people["alice"], people["bot"]
+    login = {"access_token": None, "password": bot.password, "device_name": "chatgate test"}
+    settings = matrix_settings(tmp_path, llm, synapse, bot, matrix=login)
+    async with matrix_gateway(settings) as app:
+        device = adapter(app).client.device_id
+        assert device != bot.device_id  # a device of its own, not the registration's
+        room = await dm_with_bot(alice, bot, encrypted=True)
+        await alice.say(room, "hi")
+        await alice.wait_message(bot.user_id, room, "echo: hi")
+    saved = settings.matrix.store_path / "login.json"
+    assert saved.stat().st_mode & 0o777 == 0o600
+    assert bot.password not in saved.read_text()
+    async with matrix_gateway(settings) as app:
+        assert adapter(app).client.device_id == device
+
+
 async def test_the_sync_token_moves_only_past_stored_events(
     tmp_path: Path,
     llm: ScriptedLLM,
