@@ -155,6 +155,9 @@ class MatrixAdapter:
     async def _stop_sync(self) -> None:
         if self._syncer is not None and self._syncer.running:
             await self._syncer.stop()
+            # The next holder moves the crypto state on; this process must not encrypt with
+            # its stale copy, so it forgets the rooms (sending.py then asks each room).
+            self.client.rooms.clear()
             log.info("matrix sync stopped instance=%s", self._ctx.instance_id)
 
     # -- the Adapter protocol --------------------------------------------------------------
