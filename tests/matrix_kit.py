@@ -18,6 +18,7 @@ from nio import (
     ReceiptEvent,
     RoomCreateResponse,
     RoomSendResponse,
+    TypingNoticeEvent,
     UploadResponse,
 )
 from nio.crypto.attachments import decrypt_attachment, encrypt_attachment
@@ -52,6 +53,7 @@ class Person:
     seen: list[Seen] = field(default_factory=list)
     undecrypted: list[str] = field(default_factory=list)
     receipts: list[tuple[str, str]] = field(default_factory=list)  # (user, event id)
+    typing: set[str] = field(default_factory=set)  # everyone seen typing
     _task: asyncio.Task[None] | None = None
 
     @property
@@ -68,6 +70,7 @@ class Person:
         client.add_event_callback(person._on_event, Event)
         client.add_event_callback(person._on_megolm, MegolmEvent)
         client.add_ephemeral_callback(person._on_receipt, ReceiptEvent)
+        client.add_ephemeral_callback(person._on_typing, TypingNoticeEvent)
         await client.keys_upload()
         person._task = asyncio.create_task(client.sync_forever(timeout=300, full_state=True))
         await asyncio.wait_for(client.synced.wait(), 30)
@@ -199,6 +202,9 @@ class Person:
 
     async def _on_megolm(self, room: Any, event: MegolmEvent) -> None:
         self.undecrypted.append(event.event_id)
+
+    async def _on_typing(self, room: Any, event: TypingNoticeEvent) -> None:
+        self.typing.update(event.users)
 
     async def _on_receipt(self, room: Any, event: ReceiptEvent) -> None:
         for receipt in event.receipts:

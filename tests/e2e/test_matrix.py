@@ -80,7 +80,7 @@ async def dm_with_bot(person: Person, bot: Account, *, encrypted: bool = False) 
     return room
 
 
-async def test_direct_message_is_answered_and_read(
+async def test_direct_message_is_answered_typed_and_read(
     tmp_path: Path, llm: ScriptedLLM, synapse: Synapse, people: dict[str, Any]
 ) -> None:
     alice, bot = people["alice"], people["bot"]
@@ -89,8 +89,10 @@ async def test_direct_message_is_answered_and_read(
     )
     async with matrix_gateway(settings):
         room = await dm_with_bot(alice, bot)
+        llm.push(Reply.text("echo: hello there", delay=1.5))  # time to see the bot typing
         asked = await alice.say(room, "hello there")
         [answer] = await alice.wait_message(bot.user_id, room, "echo: hello there")
+        assert bot.user_id in alice.typing
         assert answer.relation == {}  # in a DM the answer quotes nothing
         assert "hello there" in last_user_text(llm.requests[0])
         await _eventually(lambda: (bot.user_id, asked) in alice.receipts, "read receipt")
