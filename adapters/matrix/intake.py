@@ -33,7 +33,9 @@ from gateway.sdk import (
     AdapterContext,
     ButtonPress,
     ChatKind,
+    DeliveryError,
     Inbound,
+    Outbound,
     SentRef,
     Status,
     Store,
@@ -45,6 +47,10 @@ from gateway.sdk import (
 log = logging.getLogger(__name__)
 
 PressHandler = Callable[[ButtonPress], Awaitable[None]]
+UNDECRYPTABLE = (
+    "I could not decrypt that message: my device did not get its key. Please send it again; "
+    "if this keeps happening, check that your client shares keys with unverified devices."
+)
 
 
 class SyncIntake:
@@ -116,6 +122,9 @@ class SyncIntake:
         for event in events:
             if isinstance(event, MegolmEvent):
                 event = self._decrypted(event, room_id)
+                if isinstance(event, MegolmEvent):
+                    await self._undecryptable(event, room_id, room)
+                    continue
             if isinstance(event, ReactionEvent):
                 await self._reaction(event, room_id, room)
                 continue
@@ -132,6 +141,34 @@ class SyncIntake:
                 "matrix event not decrypted room=%s event=%s error=%s", room_id, event.event_id, exc
             )
             return event
+
+    async def _undecryptable(
+        self, event: MegolmEvent, room_id: str, room: MatrixRoom | None
+    ) -> None:
+        """Say once that a message could not be read: silence would look like a bot that
+        ignores people."""
+        if event.sender == self._me.user_id:
+            return
+        try:
+            first = await self._ctx.store.set(
+                keys.seen("matrix-undecryptable", event.event_id),
+                "1",
+                ttl=86400,
+                only_if_absent=True,
+            )
+        except StoreUnavailable:
+            return  # the same event comes again with the rest of the response
+        if not first:
+            return
+        chat = chat_ref(room_id, direct=_direct(room))
+        notice = Outbound(chat=chat, text=UNDECRYPTABLE, reply_to=event.event_id, markdown=False)
+        self._spawn(self._send_quietly(notice))
+
+    async def _send_quietly(self, out: Outbound) -> None:
+        try:
+            await self._sender.send(out)
+        except DeliveryError as exc:
+            log.info("matrix notice not sent room=%s error=%s", out.chat.chat_id, exc)
 
     async def _take_message(
         self, source: dict[str, Any], room_id: str, room: MatrixRoom | None

@@ -98,6 +98,29 @@ async def test_direct_message_is_answered_typed_and_read(
         await _eventually(lambda: (bot.user_id, asked) in alice.receipts, "read receipt")
 
 
+async def test_a_message_that_cannot_be_decrypted_is_answered_with_a_notice(
+    tmp_path: Path, llm: ScriptedLLM, synapse: Synapse, people: dict[str, Any]
+) -> None:
+    alice, bot = people["alice"], people["bot"]
+    async with matrix_gateway(matrix_settings(tmp_path, llm, synapse, bot)):
+        room = await dm_with_bot(alice, bot)
+        # A Megolm message of a session the bot's device never received.
+        unreadable = {
+            "algorithm": "m.megolm.v1.aes-sha2",
+            "sender_key": "x" * 43,
+            "device_id": alice.account.device_id,
+            "session_id": "y" * 43,
+            "ciphertext": "AwgAEnA" * 10,
+        }
+        await alice.send(room, unreadable, "m.room.encrypted")
+        [notice] = await alice.wait_message(bot.user_id, room, "could not decrypt")
+        assert notice.relation == {}  # a DM: no quote
+        assert llm.requests == []
+        await alice.say(room, "plain again")
+        found = await alice.wait_message(bot.user_id, room, "echo: plain again", count=2)
+        assert [m.text for m in found].count(notice.text) == 1  # said once
+
+
 async def test_invite_from_someone_not_allowed_is_declined(
     tmp_path: Path, llm: ScriptedLLM, synapse: Synapse, people: dict[str, Any]
 ) -> None:
