@@ -23,6 +23,7 @@ PLATFORMS = (
     "adapters.whatsapp.plugin",
     "adapters.teams.plugin",
     "adapters.mattermost.plugin",
+    "adapters.matrix.plugin",
     "adapters.console.plugin",
     "adapters.web.plugin",
     "adapters.api.plugin",

@@ -63,6 +63,10 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     whatsapp:status:{message id}      value  the latest delivery status of a sent message
     whatsapp:sent:{message id}        value  a free-form message's recipient and text, for an
                                              hour (sent again as the template after a 131047)
+    {platform}:prompt:{message}       value  a message's buttons offered as reactions: emoji -> data
+                                             (JSON; Matrix)
+    {platform}:cursor:{account}       value  where an account's event stream was read up to (the
+                                             Matrix sync token past the stored events)
     chats                             hash   chat scope -> when it was last active (console)
     errors:recent                     list   recent warnings and errors of every replica (JSON)
     web:session:{digest}              value  a signed-in browser (console or web chat; sealed JSON)
@@ -263,6 +267,14 @@ def platform_conversation(platform: str, conversation_id: str) -> str:
 
 def platform_file_offer(platform: str, offer_id: str) -> str:
     return f"{platform}:file_offer:{offer_id}"
+
+
+def platform_prompt(platform: str, message_id: str) -> str:
+    return f"{platform}:prompt:{message_id}"
+
+
+def platform_cursor(platform: str, account: str) -> str:
+    return f"{platform}:cursor:{account}"
 
 
 def model_choice(key: SessionKey | str) -> str:

@@ -30,6 +30,7 @@ def test_every_registered_platform_is_one_plugin_with_its_own_section() -> None:
         "whatsapp",
         "teams",
         "mattermost",
+        "matrix",
         "console",
         "web",
         "api",
