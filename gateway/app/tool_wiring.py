@@ -97,7 +97,10 @@ def builtin_families(services: ToolServices, registry: ToolRegistry) -> list[Too
     return [
         WorkspaceWipeOffer(workspaces, services.store),
         FileTools(
-            workspace_for, max_chars=cfg.max_output_chars, confirm_overwrite=cfg.confirm_overwrite
+            workspace_for,
+            max_chars=cfg.max_output_chars,
+            confirm_overwrite=cfg.confirm_overwrite,
+            document_chars=(settings.media.document_max_chars, settings.media.document_page_chars),
         ),
         FindTools(workspace_for),
         AttachmentTools(workspace_for, attachments),
