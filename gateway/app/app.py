@@ -47,6 +47,7 @@ from gateway.intake.middlewares import (
     SlotMiddlewares,
     Validate,
 )
+from gateway.intake.pairing import Pairing, PairingBook
 from gateway.llm.client import LLMClient
 from gateway.llm.providers import ProviderPool
 from gateway.media.turn import turn_media
@@ -139,6 +140,14 @@ class App:
             grants=self.grants,
         )
         self.approvals.register(self.extensions)
+        codes_last = settings.access.pairing_code_minutes * 60
+        self.pairing = Pairing(
+            book=PairingBook(self.store, self.signer, codes_last),
+            outbox=self.outbox,
+            access=self.access,
+            settings=settings.access,
+        )
+        self.pairing.register(self.extensions)
         self.agent = Agent(
             self.llm, settings.agent, approvals=self.approvals, telemetry=self.telemetry
         )
@@ -261,6 +270,7 @@ class App:
             store=self.store,
             instance_id=self.instance_id,
             approvals=self.approvals,
+            pairing=self.pairing,
             scheduler=self.scheduler,
             sessions=self.sessions,
             metrics=self.metrics,
@@ -282,9 +292,10 @@ class App:
     def _middlewares(self, context: GroupContext) -> list[Middleware]:
         """The admission chain, in order (ARCHITECTURE.md draws it)."""
         router = self.settings.router
+        pairing = self.pairing if self.access.pairs else None
         return [
             Observe(self.access, self.store, context, router.dedupe_ttl),
-            AccessCheck(self.access, self.notifier, self.metrics),
+            AccessCheck(self.access, self.notifier, self.metrics, pairing),
             Validate(router, self.notifier),
             RateLimit(self.access, self.notifier, self.metrics),
             IntakeRoundTrip(
