@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -49,7 +49,7 @@ async def test_a_code_is_short_reused_while_live_and_decided_once(store: Embedde
 async def test_an_expired_code_is_gone(store: EmbeddedStore) -> None:
     pairing = book(store, ttl=0.05)
     record, _ = await pairing.issue(SAM, DM)
-    time.sleep(0.1)
+    await asyncio.sleep(0.1)
     assert await pairing.code(record.code) is None and await pairing.pending() == []
 
 
