@@ -61,6 +61,7 @@ from gateway.runtime.otel import Tracing
 from gateway.runtime.telemetry import MeteredOutbox, Telemetry
 from gateway.scheduling.commands import register_schedule_commands
 from gateway.scheduling.scheduler import Scheduler
+from gateway.scheduling.targets import DeliveryTargets, budget_check
 from gateway.sdk.channels import Adapter, AdapterContext, Outbox
 from gateway.sdk.extensions import Extensions
 from gateway.sdk.messages import Inbound
@@ -212,6 +213,14 @@ class App:
             self.extensions, self.queue, self.sessions, self.memory, self.access
         )
         register_profile_commands(self.extensions, self.planner, self.access)
+        self.targets = DeliveryTargets(
+            self.store,
+            self.access,
+            self.outbox,
+            admins=settings.access.admins,
+            budget=budget_check(self.planner.gate),
+        )
+        self.targets.register(self.extensions)
         self.scheduler = Scheduler(
             settings.scheduler,
             store=self.store,
@@ -223,6 +232,7 @@ class App:
             instance_id=self.instance_id,
             turn_timeout=settings.agent.max_turn_seconds + 30,
             metrics=self.metrics,
+            check_target=self.targets.job_refusal,
         )
         register_schedule_commands(self.extensions, self.scheduler)
         self.tool_services = ToolServices(
@@ -232,6 +242,7 @@ class App:
             outbox=self.outbox,
             extensions=self.extensions,
             scheduler=self.scheduler,
+            targets=self.targets,
             llm=self.llm,
             approvals=self.approvals,
             submit=self.admission.submit,

@@ -61,6 +61,7 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     api:open:{session}                hash   message id -> API request: replies nobody has read
     api:live:{request}                value  a client is waiting for this API request's answer
     relayed:{approval id}             value  an API session's approval went to the admins
+    homes                             hash   home channel name -> the chat (ChatRef JSON), /sethome
     pairing:codes                     hash   pairing code -> the sealed request (who, where, expiry)
     pairing:grants                    hash   person's address -> their sealed pairing grant
     pairing:user:{address}            value  the person's live pairing code
@@ -350,6 +351,7 @@ def relayed(approval_id: str) -> str:
     return f"relayed:{approval_id}"
 
 
+HOME_CHANNELS = "homes"
 PAIRING_CODES = "pairing:codes"
 PAIRING_GRANTS = "pairing:grants"
 
