@@ -101,6 +101,7 @@ class TerminalTurn:
         self._err = err
         self.shown: set[int] = set()  # ids of messages printed to `err`, not part of the answer
         self._approval = False  # the last question is an approval prompt
+        self._asked = False  # a question was shown: typed lines answer it
 
     async def ask(
         self, done: Awaitable[TurnOutcome], lines: TerminalLines | None
@@ -121,6 +122,7 @@ class TerminalTurn:
                     if lines is None:
                         return await waiting_line(self._app, out)
                     self._approval = approval_id(out) is not None
+                    self._asked = True
                     self._print(out.text)
                     self._print(self._how_to_answer(out))
                     question = asyncio.ensure_future(self._console.questions.get())
@@ -137,6 +139,9 @@ class TerminalTurn:
                     task.cancel()
 
     async def _submit(self, line: str) -> None:
+        if not self._asked:  # typed ahead: `ask` takes one message, the one on its command line
+            self._print("(nothing waits for an answer yet; this line is ignored)")
+            return
         if self._approval and not line.startswith("/"):
             self._print("A request is waiting: answer it with /approve ID or /deny ID [reason].")
             return
