@@ -144,8 +144,11 @@ class DeliveryTargets:
                 f"the gateway does not know the chat {platform}:{chat_id} (it delivers only to "
                 "chats it has talked in, and to home channels)"
             )
-        kind = ChatKind.DIRECT if platform in ("console",) else ChatKind.GROUP
-        return ChatRef(platform=platform, chat_id=chat_id, thread_id=thread or None, kind=kind)
+        # The kind is not kept for known chats; a group's only effect on sending is that a
+        # reply may quote, and a delivery quotes nothing.
+        return ChatRef(
+            platform=platform, chat_id=chat_id, thread_id=thread or None, kind=ChatKind.GROUP
+        )
 
     async def _admin_chats(self) -> list[ChatRef]:
         chats = []
