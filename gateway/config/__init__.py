@@ -246,6 +246,11 @@ class AccessSettings(Section):
     approvers: Literal["requester_and_admins", "admins"] = "requester_and_admins"
     # Platform roles (Discord role ids) that may use /new and /forget in groups, like admins.
     moderator_roles: list[str] = []
+    # People not let in (not admins, not in allowed_users): "refuse" them, or let them "pair":
+    # they get a one-time code and the admins Approve/Deny buttons (gateway/intake/pairing.py).
+    # With "pair" an empty allowed_users lets in only admins and paired people.
+    unknown: Literal["refuse", "pair"] = "refuse"
+    pairing_code_minutes: float = Field(default=60.0, gt=0, le=7 * 24 * 60)
 
 
 class ApprovalSettings(Section):

@@ -100,6 +100,7 @@ def test_families_in_the_order_their_tools_are_offered(installed: Any) -> None:
         "todo",
         "read_channel",
         "cron",
+        "send",
         "clarify",
         "skills",
         "skill_manage",
