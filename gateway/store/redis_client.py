@@ -1,0 +1,156 @@
+"""The store's commands on redis-py's asyncio client, sent in batches: what every caller asks in
+one pass of the event loop goes to Redis as one pipeline, on one pooled connection.
+
+redis-py checks a connection out of its pool and arms a timeout for every command it sends
+alone; with hundreds of callers at once that bookkeeping, not Redis, bounded a burst. Batching
+pays it once per pipeline instead (bench/burst.py and bench/telegram_throughput.py measure it;
+the README has the figures). At most `batches` pipelines are in flight; what callers send
+meanwhile waits for the next one, so a burst makes bigger batches, not more connections.
+
+Failures are redis-py's: a connection error or timeout is retried by its Retry (the whole
+pipeline, on a new connection), then raised as redis.ConnectionError / redis.TimeoutError to
+every caller of the batch. Error replies (redis.ResponseError, NOSCRIPT as NoScriptError) are
+raised by `call` and kept in place in the results of `many`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from redis.asyncio import Redis, RedisCluster
+from redis.exceptions import NoScriptError, ResponseError
+
+Command = Sequence[str | int | float | bytes]
+ReplyError = ResponseError  # an error reply: WRONGTYPE, NOSCRIPT, an error a script raised...
+
+
+def is_no_script(reply: Any) -> bool:
+    """A reply saying the server lacks the script (it restarted, failed over, or SCRIPT FLUSH)."""
+    return isinstance(reply, NoScriptError)
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A Lua script, run by its SHA1 (EVALSHA) and loaded when the server lacks it."""
+
+    source: str
+    sha: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
+
+    def command(self, keys: Sequence[str], args: Sequence[Any]) -> list[Any]:
+        return ["EVALSHA", self.sha, len(keys), *keys, *args]
+
+
+class Wire(Protocol):
+    """What the store's parts send commands through: RedisCommands (the tests also pass one
+    over a fakeredis client, tests/fakeredis_wire.py)."""
+
+    async def call(self, *command: str | int | float | bytes) -> Any: ...
+
+    async def many(
+        self, commands: Sequence[Command], *, transaction: bool = False
+    ) -> list[Any]: ...
+
+    async def close(self) -> None: ...
+
+
+class _Group:
+    """The commands of one caller inside a batch, and where their replies go."""
+
+    __slots__ = ("commands", "future")
+
+    def __init__(self, commands: Sequence[Command], future: asyncio.Future[list[Any]]) -> None:
+        self.commands = commands
+        self.future = future
+
+
+class RedisCommands:
+    """`call` for one command, `many` for several in one round trip, over a redis-py client
+    (single server, Sentinel-managed master, or Cluster) whose replies are left unshaped."""
+
+    def __init__(self, client: Redis | RedisCluster, *, batches: int = 4) -> None:
+        if batches < 1:
+            raise ValueError(f"batches must be at least 1, got {batches}")
+        self.client = client
+        self._batches = batches
+        self._in_flight = 0
+        self._waiting: list[_Group] = []
+        self._flush_due = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def call(self, *command: str | int | float | bytes) -> Any:
+        [reply] = await self._queue([command])
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    async def many(self, commands: Sequence[Command], *, transaction: bool = False) -> list[Any]:
+        """Replies in order, error replies in place. With `transaction`, the commands run as
+        one MULTI/EXEC block (all or nothing, nothing in between)."""
+        if not commands:
+            return []
+        if not transaction:
+            return await self._queue(commands)
+        async with self.client.pipeline(transaction=True) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            replies: list[Any] = await pipe.execute()
+        return replies
+
+    def _queue(self, commands: Sequence[Command]) -> asyncio.Future[list[Any]]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Any]] = loop.create_future()
+        self._waiting.append(_Group(commands, future))
+        if not self._flush_due:
+            # Everything asked in this pass of the loop goes in one pipeline.
+            self._flush_due = True
+            loop.call_soon(self._flush)
+        return future
+
+    def _flush(self) -> None:
+        self._flush_due = False
+        if not self._waiting or self._in_flight >= self._batches:
+            return  # a batch that ends sends what waits
+        groups, self._waiting = self._waiting, []
+        self._in_flight += 1
+        task = asyncio.get_running_loop().create_task(self._send(groups))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, groups: list[_Group]) -> None:
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for group in groups:
+                    for command in group.commands:
+                        pipe.execute_command(*command)
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
+        except BaseException as exc:
+            failure = exc if isinstance(exc, Exception) else ConnectionError("cancelled")
+            for group in groups:
+                if not group.future.done():
+                    group.future.set_exception(failure)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            start = 0
+            for group in groups:
+                end = start + len(group.commands)
+                if not group.future.done():  # its caller may have given up (cancelled)
+                    group.future.set_result(replies[start:end])
+                start = end
+        finally:
+            self._in_flight -= 1
+            if self._waiting and not self._flush_due:
+                self._flush_due = True
+                asyncio.get_running_loop().call_soon(self._flush)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await self.client.aclose()
