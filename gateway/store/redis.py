@@ -40,12 +40,10 @@ from gateway.store.redis_base import (
     millis,
     run_in_order,
 )
-from gateway.store.redis_inbox import SCRIPTS as inbox_scripts
-from gateway.store.redis_inbox import RedisInbox, finish_result
 from gateway.store.redis_client import Command, RedisCommands, Script, Wire, is_no_script
+from gateway.store.redis_inbox import RedisInbox, finish_result
 from gateway.store.redis_topology import RedisTarget, open_client
 from gateway.store.search import SearchDoc, SearchIndex
-from gateway.store.search_redis import SCRIPTS as search_scripts
 from gateway.store.search_redis import RedisSearch
 
 log = logging.getLogger(__name__)

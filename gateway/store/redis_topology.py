@@ -4,6 +4,7 @@ the redis-py client for each."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -21,7 +22,7 @@ Mode = Literal["single", "sentinel", "cluster"]
 
 
 def host_port(address: str, default_port: int) -> tuple[str, int]:
-    """"host:port" (or "[v6]:port", or a bare host) as a pair."""
+    """ "host:port" (or "[v6]:port", or a bare host) as a pair."""
     parts = urlsplit(f"//{address}")
     if not parts.hostname:
         raise ValueError(f"{address!r} is not host:port")
@@ -101,6 +102,8 @@ def open_client(
         "health_check_interval": health_check_interval,
         "retry": _retry(retries),
     }
+    if target.url.startswith("unix://"):
+        del common["socket_keepalive"]  # TCP only
     if raw_replies:
         # The store reads replies in RESP2's shapes (HGETALL as a flat list).
         common["protocol"] = 2
@@ -158,3 +161,123 @@ def open_client(
     if raw_replies:
         client.response_callbacks = {}
     return client
+
+
+async def _latency_ms(client: Redis) -> float:
+    started = time.perf_counter()
+    await client.ping()
+    return (time.perf_counter() - started) * 1000
+
+
+def _node_client(target: RedisTarget, host: str, port: int, wait: float) -> Redis:
+    return Redis(
+        host=host,
+        port=port,
+        username=target.username,
+        password=target.password,
+        ssl=target.tls,
+        ssl_ca_certs=target.tls_ca_certs,
+        socket_timeout=wait,
+        socket_connect_timeout=wait,
+        decode_responses=True,
+    )
+
+
+async def _node_line(target: RedisTarget, role: str, host: str, port: int, wait: float) -> str:
+    client = _node_client(target, host, port, wait)
+    try:
+        return f"{role} {host}:{port} {await _latency_ms(client):.1f} ms"
+    except NETWORK_ERRORS as exc:
+        return f"{role} {host}:{port} unreachable ({type(exc).__name__})"
+    finally:
+        await client.aclose()
+
+
+async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
+    """What the store sees of its Redis: the mode, the master and its replicas (or the
+    Cluster's shards and their slots), each node with the latency of one PING."""
+    if target.mode == "cluster":
+        return await _describe_cluster(target, wait)
+    if target.mode == "sentinel":
+        return await _describe_sentinel(target, wait)
+    client = Redis.from_url(
+        target.url, socket_timeout=wait, socket_connect_timeout=wait, decode_responses=True
+    )
+    try:
+        latency = await _latency_ms(client)
+        info = await client.info("replication")
+    finally:
+        await client.aclose()
+    fields: dict[str, Any] = info
+    replicas = int(fields.get("connected_slaves", 0))
+    return (
+        f"single {target.where}: {fields.get('role', '?')}, {latency:.1f} ms, {replicas} replica(s)"
+    )
+
+
+async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
+    auth = target.sentinel_password if target.sentinel_password is not None else target.password
+    lines: list[str] = []
+    master: tuple[str, int] | None = None
+    replicas: list[tuple[str, int]] = []
+    for address in target.sentinels:
+        host, port = host_port(address, 26379)
+        sentinel = Redis(
+            host=host,
+            port=port,
+            username=target.username if auth == target.password else None,
+            password=auth,
+            ssl=target.tls,
+            ssl_ca_certs=target.tls_ca_certs,
+            socket_timeout=wait,
+            socket_connect_timeout=wait,
+            decode_responses=True,
+        )
+        try:
+            latency = await _latency_ms(sentinel)
+            lines.append(f"sentinel {host}:{port} {latency:.1f} ms")
+            if master is None:
+                found = await sentinel.execute_command(  # type: ignore[no-untyped-call]
+                    "SENTINEL", "GET-MASTER-ADDR-BY-NAME", target.sentinel_master
+                )
+                if found:
+                    master = (str(found[0]), int(found[1]))
+                    raw = await sentinel.execute_command(  # type: ignore[no-untyped-call]
+                        "SENTINEL", "REPLICAS", target.sentinel_master
+                    )
+                    replicas = [_sentinel_entry(r) for r in raw]
+        except NETWORK_ERRORS as exc:
+            lines.append(f"sentinel {host}:{port} unreachable ({type(exc).__name__})")
+        finally:
+            await sentinel.aclose()
+    if master is None:
+        return f"sentinel: no sentinel knows master {target.sentinel_master!r}; " + "; ".join(lines)
+    nodes = [await _node_line(target, "master", *master, wait)]
+    nodes += [await _node_line(target, "replica", h, p, wait) for h, p in replicas]
+    return f"sentinel master {target.sentinel_master}: " + "; ".join(nodes + lines)
+
+
+def _sentinel_entry(raw: Any) -> tuple[str, int]:
+    """One entry of SENTINEL REPLICAS (a flat field/value list, or a dict in RESP3)."""
+    fields = raw if isinstance(raw, dict) else dict(zip(raw[::2], raw[1::2], strict=True))
+    return str(fields["ip"]), int(fields["port"])
+
+
+async def _describe_cluster(target: RedisTarget, wait: float) -> str:
+    host, port = host_port(target.cluster_nodes[0], 6379)
+    seed = _node_client(target, host, port, wait)
+    seed.response_callbacks = {}  # CLUSTER SLOTS as sent: [first, last, [host, port, id], ...]
+    try:
+        slots = await seed.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
+    finally:
+        await seed.aclose()
+    shards: list[str] = []
+    for entry in slots if isinstance(slots, list) else []:
+        first, last, primary, *replicas = entry
+        nodes = [await _node_line(target, "master", str(primary[0]), int(primary[1]), wait)]
+        for replica in replicas:
+            nodes.append(
+                await _node_line(target, "replica", str(replica[0]), int(replica[1]), wait)
+            )
+        shards.append(f"slots {first}-{last}: " + ", ".join(nodes))
+    return f"cluster of {len(shards)} shard(s): " + "; ".join(shards)
