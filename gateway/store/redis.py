@@ -49,6 +49,8 @@ from gateway.store.search_redis import RedisSearch
 log = logging.getLogger(__name__)
 
 _BATCHES = 4  # pipelines in flight at once (redis_client.py); each carries many commands
+_RETRIES = 3  # after a network error, for one server: backoff 0.05 s doubling, at most 1 s
+_FAILOVER_RETRIES = 12  # Sentinel and Cluster: ~8 s of retries, the length of a failover
 _SUBSCRIBERS = 10_000  # connections for subscriptions: one per listener
 _SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice a dead peer
 # `listen` reads with this timeout, far below the subscriber socket_timeout (a read that times
@@ -155,11 +157,15 @@ class RedisStore(Store):
         *,
         key_prefix: str = "chatgate",
         max_connections: int = 64,
-        retries: int = 3,
+        retries: int | None = None,
         socket_timeout: float = 5.0,
         target: RedisTarget | None = None,
     ) -> None:
         target = target or RedisTarget(url=url)
+        if retries is None:
+            # Sentinel and Cluster: retry through a failover (a few seconds) rather than
+            # fail the callers; one server: a short blip only.
+            retries = _RETRIES if target.mode == "single" else _FAILOVER_RETRIES
         # Commands go in batches (redis_client.py), a few pipelines in flight, so a burst
         # queues in the batches instead of waiting for pooled connections. No command here
         # blocks server-side, so the timeout only trips on a dead or stuck server.
@@ -169,7 +175,11 @@ class RedisStore(Store):
             socket_timeout=socket_timeout,
             retries=retries,
         )
-        wire = RedisCommands(commands, batches=min(max_connections, _BATCHES))
+        wire = RedisCommands(
+            commands,
+            batches=min(max_connections, _BATCHES),
+            replicas=1 if target.mode == "sentinel" else 0,
+        )
         # Subscribers get their own pool: each holds a connection for as long as it
         # listens. Their reads pass _LISTEN_POLL.
         subscribers = open_client(

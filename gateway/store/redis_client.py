@@ -7,6 +7,10 @@ pays it once per pipeline instead (bench/burst.py and bench/telegram_throughput.
 the README has the figures). At most `batches` pipelines are in flight; what callers send
 meanwhile waits for the next one, so a burst makes bigger batches, not more connections.
 
+With `replicas` (Sentinel), each batch ends with WAIT, so its callers get their replies only
+once that many replicas have the batch's writes: what a caller was told is stored survives a
+failover. Transactions (`many(..., transaction=True)`, used for capped logs) do not wait.
+
 Failures are redis-py's: a connection error or timeout is retried by its Retry (the whole
 pipeline, on a new connection), then raised as redis.ConnectionError / redis.TimeoutError to
 every caller of the batch. Error replies (redis.ResponseError, NOSCRIPT as NoScriptError) are
@@ -60,6 +64,10 @@ class Wire(Protocol):
     async def close(self) -> None: ...
 
 
+_WAIT_MS = 500  # at most this long for a replica to confirm a batch's writes
+_LONE_PAUSE = 5.0  # seconds without WAIT after a replica did not confirm
+
+
 class _Group:
     """The commands of one caller inside a batch, and where their replies go."""
 
@@ -74,11 +82,15 @@ class RedisCommands:
     """`call` for one command, `many` for several in one round trip, over a redis-py client
     (single server, Sentinel-managed master, or Cluster) whose replies are left unshaped."""
 
-    def __init__(self, client: Redis | RedisCluster, *, batches: int = 4) -> None:
+    def __init__(
+        self, client: Redis | RedisCluster, *, batches: int = 4, replicas: int = 0
+    ) -> None:
         if batches < 1:
             raise ValueError(f"batches must be at least 1, got {batches}")
         self.client = client
         self._batches = batches
+        self._replicas = replicas
+        self._lone_until = 0.0  # till then no replica answered WAIT: do not wait for one
         self._in_flight = 0
         self._waiting: list[_Group] = []
         self._flush_due = False
@@ -123,13 +135,28 @@ class RedisCommands:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _wait_for_replicas(self) -> bool:
+        return self._replicas > 0 and asyncio.get_running_loop().time() >= self._lone_until
+
     async def _send(self, groups: list[_Group]) -> None:
         try:
             async with self.client.pipeline(transaction=False) as pipe:
                 for group in groups:
                     for command in group.commands:
                         pipe.execute_command(*command)
+                waits = self._wait_for_replicas()
+                if waits:
+                    # A master killed before a replica has its writes takes them along in a
+                    # failover: a message acknowledged, or a reply marked sent, would be
+                    # lost. WAIT holds the replies until a replica has what this batch wrote.
+                    pipe.execute_command("WAIT", self._replicas, _WAIT_MS)
                 replies: list[Any] = await pipe.execute(raise_on_error=False)
+            if waits:
+                acked = replies.pop()
+                if not isinstance(acked, int) or acked < self._replicas:
+                    # No replica (it is down, or none was promoted yet): wait for none for a
+                    # while rather than _WAIT_MS on every batch.
+                    self._lone_until = asyncio.get_running_loop().time() + _LONE_PAUSE
         except BaseException as exc:
             failure = exc if isinstance(exc, Exception) else ConnectionError("cancelled")
             for group in groups:

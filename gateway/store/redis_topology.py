@@ -13,6 +13,8 @@ from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster, Sentinel
 from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.connection import HiredisRespSerializer
+from redis.utils import HIREDIS_AVAILABLE
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -73,6 +75,30 @@ class RedisTarget:
         """Passwords to mask in messages."""
         found = [self.password, self.sentinel_password, urlsplit(self.url).password]
         return tuple({s for p in found if p for s in (p, unquote(p))})
+
+
+class _HiredisPacking:
+    """Commands packed by hiredis (redis-py's own HiredisRespSerializer), as redis-py's
+    synchronous client does; its asyncio connections pack in Python, which cost a burst more
+    CPU than anything else on the command path."""
+
+    _serializer = HiredisRespSerializer()
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        packed: list[bytes] = self._serializer.pack(*args)
+        return packed
+
+
+_PACKING: dict[type[Any], type[Any]] = {}
+
+
+def _hiredis_packing(connection_class: type[Any]) -> type[Any]:
+    if issubclass(connection_class, _HiredisPacking):
+        return connection_class
+    if connection_class not in _PACKING:
+        name = connection_class.__name__
+        _PACKING[connection_class] = type(name, (_HiredisPacking, connection_class), {})
+    return _PACKING[connection_class]
 
 
 def _retry(retries: int) -> Retry:
@@ -160,6 +186,9 @@ def open_client(
         client = Redis.from_pool(pool)
     if raw_replies:
         client.response_callbacks = {}
+    if HIREDIS_AVAILABLE and isinstance(client, Redis):
+        connections = client.connection_pool
+        connections.connection_class = _hiredis_packing(connections.connection_class)
     return client
 
 
