@@ -1,5 +1,5 @@
-"""The `[redis]` section: one server (`url`), a master behind Sentinel (`sentinels` and
-`sentinel_master`) or a Redis Cluster (`cluster_nodes`); empty means the embedded store."""
+"""The `[redis]` section: one server (`url`) or a master behind Sentinel (`sentinels` and
+`sentinel_master`); neither means the embedded store."""
 
 from __future__ import annotations
 
@@ -25,19 +25,17 @@ def _check_address(address: str) -> str:
 
 
 class RedisSettings(Section):
-    url: str = ""  # empty (and no sentinels or cluster nodes): the embedded store under data_dir
+    url: str = ""  # empty (and no sentinels): the embedded store under data_dir
     # Sentinel: the sentinels' addresses and the name of the master they watch.
     sentinels: list[str] = []
     sentinel_master: str = ""
-    # Redis Cluster: some of its nodes' addresses (the rest are discovered).
-    cluster_nodes: list[str] = []
-    # For Sentinel and Cluster (a URL carries its own): the ACL user and password of the data
-    # nodes, which the sentinels are asked with too unless `sentinel_password` is set.
+    # For Sentinel (a URL carries its own): the ACL user and password of the master and
+    # replicas, which the sentinels are asked with too unless `sentinel_password` is set.
     username: str = ""
     password: SecretStr = SecretStr("")
     sentinel_password: SecretStr = SecretStr("")
-    db: int = Field(default=0, ge=0, le=1_000)  # Sentinel only; a Cluster has database 0
-    tls: bool = False  # Sentinel and Cluster; a URL says rediss://
+    db: int = Field(default=0, ge=0, le=1_000)  # Sentinel; a URL says /0
+    tls: bool = False  # Sentinel; a URL says rediss://
     tls_ca_certs: Path | None = None  # the CA bundle that signed the servers' certificates
     key_prefix: str = "chatgate"
     max_connections: int = Field(default=64, ge=1, le=100_000)
@@ -51,26 +49,15 @@ class RedisSettings(Section):
             check_redis_url(value)
         return value
 
-    @field_validator("sentinels", "cluster_nodes")
+    @field_validator("sentinels")
     @classmethod
     def _addresses(cls, value: list[str]) -> list[str]:
         return [_check_address(a.strip()) for a in value]
 
     @model_validator(mode="after")
     def _one_topology(self) -> RedisSettings:
-        chosen = [
-            name
-            for name, value in (
-                ("url", self.url),
-                ("sentinels", self.sentinels),
-                ("cluster_nodes", self.cluster_nodes),
-            )
-            if value
-        ]
-        if len(chosen) > 1:
-            raise ValueError(
-                f"set one of redis.url, redis.sentinels, redis.cluster_nodes, not {chosen}"
-            )
+        if self.url and self.sentinels:
+            raise ValueError("set redis.url (one server) or redis.sentinels, not both")
         if self.sentinels and not self.sentinel_master:
             raise ValueError("redis.sentinels needs redis.sentinel_master (the monitored name)")
         if self.sentinel_master and not self.sentinels:
@@ -80,4 +67,4 @@ class RedisSettings(Section):
     @property
     def enabled(self) -> bool:
         """The Redis store is configured (else the embedded one is used)."""
-        return bool(self.url or self.sentinels or self.cluster_nodes)
+        return bool(self.url or self.sentinels)

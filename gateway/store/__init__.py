@@ -1,5 +1,5 @@
-"""Shared state for the gateway: Redis when `redis.url`, `redis.sentinels` or `redis.cluster_nodes`
-is set, else the embedded SQLite store."""
+"""Shared state for the gateway: Redis when `redis.url` or `redis.sentinels` is set, else the
+embedded SQLite store."""
 
 from __future__ import annotations
 
@@ -60,7 +60,6 @@ def redis_target(settings: Settings) -> RedisTarget:
         url=conf.url,
         sentinels=tuple(conf.sentinels),
         sentinel_master=conf.sentinel_master,
-        cluster_nodes=tuple(conf.cluster_nodes),
         username=conf.username or None,
         password=conf.password.get_secret_value() or None,
         sentinel_password=conf.sentinel_password.get_secret_value() or None,

@@ -1,6 +1,6 @@
 """The production Store on Redis, shared by every gateway replica: commands go in batches
-through redis_client.py, subscriptions through redis.asyncio's PubSub, on one server, a
-Sentinel-managed master or a Redis Cluster (redis_topology.py).
+through redis_client.py, subscriptions through redis.asyncio's PubSub, on one server or a
+Sentinel-managed master (redis_topology.py).
 
 Key schema, everything under `{prefix}:` (RedisSettings.key_prefix, default `chatgate`):
 
@@ -17,7 +17,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, cast
 
-from redis.asyncio import Redis, RedisCluster
+from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
 from gateway.runtime.backoff import Backoff
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 _BATCHES = 4  # pipelines in flight at once (redis_client.py); each carries many commands
 _RETRIES = 3  # after a network error, for one server: backoff 0.05 s doubling, at most 1 s
-_FAILOVER_RETRIES = 12  # Sentinel and Cluster: ~8 s of retries, the length of a failover
+_FAILOVER_RETRIES = 12  # Sentinel: ~8 s of retries, the length of a failover
 _SUBSCRIBERS = 10_000  # connections for subscriptions: one per listener
 _SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice a dead peer
 # `listen` reads with this timeout, far below the subscriber socket_timeout (a read that times
@@ -149,7 +149,7 @@ def _first_int(raw: list[Any]) -> int:
 
 
 class RedisStore(Store):
-    """Store over Redis (one server, Sentinel or Cluster); connects lazily on first use."""
+    """Store over Redis (one server, or a master behind Sentinel); connects lazily."""
 
     def __init__(
         self,
@@ -163,8 +163,8 @@ class RedisStore(Store):
     ) -> None:
         target = target or RedisTarget(url=url)
         if retries is None:
-            # Sentinel and Cluster: retry through a failover (a few seconds) rather than
-            # fail the callers; one server: a short blip only.
+            # Sentinel: retry through a failover (a few seconds) rather than fail the
+            # callers; one server: a short blip only.
             retries = _RETRIES if target.mode == "single" else _FAILOVER_RETRIES
         # Commands go in batches (redis_client.py), a few pipelines in flight, so a burst
         # queues in the batches instead of waiting for pooled connections. No command here
@@ -205,7 +205,7 @@ class RedisStore(Store):
     def over(
         cls,
         wire: Wire,
-        subscriber: Redis | RedisCluster,
+        subscriber: Redis,
         *,
         key_prefix: str = "chatgate",
         where: str = "redis",
@@ -224,7 +224,7 @@ class RedisStore(Store):
     def _setup(
         self,
         wire: Wire,
-        sub_client: Redis | RedisCluster,
+        sub_client: Redis,
         *,
         key_prefix: str,
         where: str,

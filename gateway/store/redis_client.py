@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from redis.asyncio import Redis, RedisCluster
+from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
 Command = Sequence[str | int | float | bytes]
@@ -80,11 +80,9 @@ class _Group:
 
 class RedisCommands:
     """`call` for one command, `many` for several in one round trip, over a redis-py client
-    (single server, Sentinel-managed master, or Cluster) whose replies are left unshaped."""
+    (single server or Sentinel-managed master) whose replies are left unshaped."""
 
-    def __init__(
-        self, client: Redis | RedisCluster, *, batches: int = 4, replicas: int = 0
-    ) -> None:
+    def __init__(self, client: Redis, *, batches: int = 4, replicas: int = 0) -> None:
         if batches < 1:
             raise ValueError(f"batches must be at least 1, got {batches}")
         self.client = client

@@ -1,6 +1,5 @@
-"""Where the Redis store connects: one server (`redis.url`), a master found through Sentinel
-(`redis.sentinels` + `redis.sentinel_master`), or a Redis Cluster (`redis.cluster_nodes`); and
-the redis-py client for each."""
+"""Where the Redis store connects: one server (`redis.url`) or a master found through Sentinel
+(`redis.sentinels` + `redis.sentinel_master`); and the redis-py client for each."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster, Sentinel
-from redis.asyncio.cluster import ClusterNode
+from redis.asyncio import BlockingConnectionPool, Redis, Sentinel
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.connection import HiredisRespSerializer
@@ -20,7 +18,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError)
 
-Mode = Literal["single", "sentinel", "cluster"]
+Mode = Literal["single", "sentinel"]
 
 
 def host_port(address: str, default_port: int) -> tuple[str, int]:
@@ -33,14 +31,13 @@ def host_port(address: str, default_port: int) -> tuple[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class RedisTarget:
-    """One of the three topologies, with the credentials and TLS every node shares. In Sentinel
-    and Cluster mode `url` is unused; the username, password and TLS settings apply to the data
-    nodes (and to the sentinels too, unless `sentinel_password` is given)."""
+    """One server, or a master behind Sentinel. With Sentinel `url` is unused; the username,
+    password and TLS settings apply to the master and replicas (and to the sentinels too,
+    unless `sentinel_password` is given)."""
 
     url: str = ""
     sentinels: tuple[str, ...] = ()
     sentinel_master: str = ""
-    cluster_nodes: tuple[str, ...] = ()
     username: str | None = None
     password: str | None = None
     sentinel_password: str | None = None
@@ -50,8 +47,6 @@ class RedisTarget:
 
     @property
     def mode(self) -> Mode:
-        if self.cluster_nodes:
-            return "cluster"
         if self.sentinels:
             return "sentinel"
         return "single"
@@ -59,8 +54,6 @@ class RedisTarget:
     @property
     def where(self) -> str:
         """The address without user or password, for messages and logs."""
-        if self.mode == "cluster":
-            return "cluster " + ",".join(self.cluster_nodes)
         if self.mode == "sentinel":
             return f"sentinel master {self.sentinel_master} via " + ",".join(self.sentinels)
         parts = urlsplit(self.url)
@@ -117,7 +110,7 @@ def open_client(
     retries: int,
     health_check_interval: float = 0,
     raw_replies: bool = True,
-) -> Redis | RedisCluster:
+) -> Redis:
     """A redis-py client for `target`; it connects on first use. With `raw_replies`, replies
     come as Redis sends them (no redis-py shaping), as the store's parsing expects."""
     common: dict[str, Any] = {
@@ -141,19 +134,8 @@ def open_client(
     tls: dict[str, Any] = {}
     if target.tls:
         tls = {"ssl": True, "ssl_ca_certs": target.tls_ca_certs}
-    client: Redis | RedisCluster
-    if target.mode == "cluster":
-        nodes = [ClusterNode(*host_port(a, 6379)) for a in target.cluster_nodes]
-        cluster_kwargs = {k: v for k, v in common.items() if k != "retry"}
-        client = RedisCluster(
-            startup_nodes=nodes,
-            max_connections=max_connections,
-            retry=Retry(ExponentialWithJitterBackoff(cap=1.0, base=0.05), retries),
-            **cluster_kwargs,
-            **credentials,
-            **tls,
-        )
-    elif target.mode == "sentinel":
+    client: Redis
+    if target.mode == "sentinel":
         sentinel_auth = dict(credentials)
         if target.sentinel_password is not None:
             sentinel_auth["password"] = target.sentinel_password
@@ -186,7 +168,7 @@ def open_client(
         client = Redis.from_pool(pool)
     if raw_replies:
         client.response_callbacks = {}
-    if HIREDIS_AVAILABLE and isinstance(client, Redis):
+    if HIREDIS_AVAILABLE:
         connections = client.connection_pool
         connections.connection_class = _hiredis_packing(connections.connection_class)
     return client
@@ -223,10 +205,8 @@ async def _node_line(target: RedisTarget, role: str, host: str, port: int, wait:
 
 
 async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
-    """What the store sees of its Redis: the mode, the master and its replicas (or the
-    Cluster's shards and their slots), each node with the latency of one PING."""
-    if target.mode == "cluster":
-        return await _describe_cluster(target, wait)
+    """What the store sees of its Redis: the mode, the master and its replicas, each node
+    with the latency of one PING."""
     if target.mode == "sentinel":
         return await _describe_sentinel(target, wait)
     client = Redis.from_url(
@@ -290,23 +270,3 @@ def _sentinel_entry(raw: Any) -> tuple[str, int]:
     """One entry of SENTINEL REPLICAS (a flat field/value list, or a dict in RESP3)."""
     fields = raw if isinstance(raw, dict) else dict(zip(raw[::2], raw[1::2], strict=True))
     return str(fields["ip"]), int(fields["port"])
-
-
-async def _describe_cluster(target: RedisTarget, wait: float) -> str:
-    host, port = host_port(target.cluster_nodes[0], 6379)
-    seed = _node_client(target, host, port, wait)
-    seed.response_callbacks = {}  # CLUSTER SLOTS as sent: [first, last, [host, port, id], ...]
-    try:
-        slots = await seed.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
-    finally:
-        await seed.aclose()
-    shards: list[str] = []
-    for entry in slots if isinstance(slots, list) else []:
-        first, last, primary, *replicas = entry
-        nodes = [await _node_line(target, "master", str(primary[0]), int(primary[1]), wait)]
-        for replica in replicas:
-            nodes.append(
-                await _node_line(target, "replica", str(replica[0]), int(replica[1]), wait)
-            )
-        shards.append(f"slots {first}-{last}: " + ", ".join(nodes))
-    return f"cluster of {len(shards)} shard(s): " + "; ".join(shards)
