@@ -71,8 +71,12 @@ class SentinelSet:
     def start(self, timeout: float = 30.0) -> None:
         for server in (self.master, self.replica):
             server.workdir.mkdir(parents=True, exist_ok=True)
+        # Either may become the master, so both start the first sync at once (not after
+        # the default 5 s wait for more replicas).
+        for server in (self.master, self.replica):
+            server.extra_args = ["--repl-diskless-sync-delay", "0"]
         self.master.start()
-        self.replica.extra_args = ["--replicaof", "127.0.0.1", str(self.master.port)]
+        self.replica.extra_args += ["--replicaof", "127.0.0.1", str(self.master.port)]
         self.replica.start()
         self.sentinels = [
             Sentinel(self.workdir, self.master.port, self.master.binary) for _ in range(3)
@@ -80,11 +84,22 @@ class SentinelSet:
         # Ready when every sentinel knows the replica and the two other sentinels: only
         # then can two of them agree that the master is down and elect one to fail over.
         deadline = time.monotonic() + timeout
-        while not all(self._knows_everyone(s) for s in self.sentinels):
+        while not self._replica_in_sync() or not all(
+            self._knows_everyone(s) for s in self.sentinels
+        ):
             if time.monotonic() > deadline:
                 self.stop()
                 pytest.fail("the sentinels did not find each other and the replica in time")
             time.sleep(0.2)
+
+    def _replica_in_sync(self) -> bool:
+        client = redis.Redis(port=self.replica.port, socket_timeout=1, decode_responses=True)
+        try:
+            return client.info("replication").get("master_link_status") == "up"
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
 
     @staticmethod
     def _knows_everyone(sentinel: Sentinel) -> bool:

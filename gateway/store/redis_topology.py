@@ -82,16 +82,28 @@ class _HiredisPacking:
         return packed
 
 
-_PACKING: dict[type[Any], type[Any]] = {}
+class _FollowsSentinelMaster:
+    """A Sentinel-managed connection that lost its server asks the sentinels for the master
+    before it sends again. redis-py reconnects there to the address it had instead (its
+    issue 3874): after a failover, to the dead master until the retries run out."""
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if not self.is_connected:  # type: ignore[attr-defined]
+            await self.connect()  # type: ignore[attr-defined]
+        await super().send_packed_command(command, check_health)  # type: ignore[misc]
 
 
-def _hiredis_packing(connection_class: type[Any]) -> type[Any]:
-    if issubclass(connection_class, _HiredisPacking):
-        return connection_class
-    if connection_class not in _PACKING:
-        name = connection_class.__name__
-        _PACKING[connection_class] = type(name, (_HiredisPacking, connection_class), {})
-    return _PACKING[connection_class]
+_CLASSES: dict[tuple[type[Any], bool], type[Any]] = {}
+
+
+def _connection_class(base: type[Any], *, sentinel: bool) -> type[Any]:
+    """`base` with hiredis packing (and, under Sentinel, master lookup on reconnect)."""
+    if (base, sentinel) not in _CLASSES:
+        mixins: list[type[Any]] = [_FollowsSentinelMaster] if sentinel else []
+        if HIREDIS_AVAILABLE:
+            mixins.append(_HiredisPacking)
+        _CLASSES[base, sentinel] = type(base.__name__, (*mixins, base), {})
+    return _CLASSES[base, sentinel]
 
 
 def _retry(retries: int) -> Retry:
@@ -168,9 +180,10 @@ def open_client(
         client = Redis.from_pool(pool)
     if raw_replies:
         client.response_callbacks = {}
-    if HIREDIS_AVAILABLE:
-        connections = client.connection_pool
-        connections.connection_class = _hiredis_packing(connections.connection_class)
+    connections = client.connection_pool
+    connections.connection_class = _connection_class(
+        connections.connection_class, sentinel=target.mode == "sentinel"
+    )
     return client
 
 

@@ -139,7 +139,7 @@ def store_errors(replicas: list[Replica]) -> list[str]:
     for replica in replicas:
         for line in replica.log.read_text(errors="replace").splitlines():
             if "unavailable" in line.lower():
-                seen.setdefault(line.split(" ", 3)[-1][:300], None)
+                seen.setdefault(line[:160] + " ... " + line[-160:], None)
     return list(seen)[:8]
 
 
@@ -157,6 +157,7 @@ async def test_sentinel_master_killed_midway(
 
     def kill_master() -> float:
         old = servers.master_port()
+        print(f"\nkilling the master at {time.strftime('%H:%M:%S')}")
         servers.server_on(old).kill()
         return servers.wait_for_new_master(old)
 
