@@ -19,6 +19,7 @@ PLATFORMS = (
     "adapters.telegram.plugin",
     "adapters.slack.plugin",
     "adapters.discord.plugin",
+    "adapters.mattermost.plugin",
     "adapters.console.plugin",
     "adapters.web.plugin",
     "adapters.api.plugin",

@@ -68,6 +68,14 @@ class InboxState:
             self.fences[session] = self.fences.get(session, 0) + 1
             return self.fences[session]
 
+    def release(self, session: str) -> None:
+        """Let the lease go and move the fence on: a renewal from before the release (the
+        renewal thread's snapshot) must not take a lease back that its run gave up."""
+        with self.lock:
+            self.leases.pop(session, None)
+            if session in self.fences:
+                self.fences[session] += 1
+
     def fenced(self, session: str, token: int) -> bool:
         return self.fences.get(session, 0) == token
 
@@ -183,10 +191,10 @@ async def finish(
     state.started.pop(entry_id, None)
     if head is None:
         state.ready.pop(session, None)
-        state.leases.pop(session, None)
+        state.release(session)
         return FinishResult("released")
     if not keep:
-        state.leases.pop(session, None)
+        state.release(session)
         state.ready[session] = now
         return FinishResult("released")
     next_token = state.grant(session, owner, lease_ttl, now)

@@ -48,6 +48,11 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     cron:fired:{job}:{slot}[:{what}]  value  a run slot (or its report) was claimed, once
     cron:running:{job}:{slot}         value  a run in progress
     {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
+    discord:received / mattermost:received
+                                      hash   event id -> a message received on the gateway or
+                                             WebSocket, not yet through intake (JSON)
+    mattermost:socket                 value  the Mattermost WebSocket's connection id and next
+                                             sequence number, to resume it (JSON)
     chats                             hash   chat scope -> when it was last active (console)
     errors:recent                     list   recent warnings and errors of every replica (JSON)
     web:session:{digest}              value  a signed-in browser (console or web chat; sealed JSON)
@@ -176,6 +181,8 @@ REPLY_PREFIX = "reply:"
 FENCE_PREFIX = "fence:session:"
 DEAD_LETTERS = "deadletters"
 DISCORD_RECEIVED = "discord:received"  # gateway messages received, not yet through intake
+MATTERMOST_RECEIVED = "mattermost:received"  # websocket posts received, not yet through intake
+MATTERMOST_SOCKET = "mattermost:socket"  # the WebSocket's connection id and next sequence
 
 
 def pending(key: SessionKey | str) -> str:
