@@ -174,10 +174,13 @@ class RedisStore(Store):
             max_connections=max_connections,
             socket_timeout=socket_timeout,
             retries=retries,
+            per_reply_timeout=False,
         )
         wire = RedisCommands(
             commands,
             batches=min(max_connections, _BATCHES),
+            # As long as every attempt may take, plus the backoff between them.
+            deadline=socket_timeout * (retries + 1) + retries,
             replicas=1 if target.mode == "sentinel" else 0,
         )
         # Subscribers get their own pool: each holds a connection for as long as it

@@ -122,12 +122,15 @@ def open_client(
     retries: int,
     health_check_interval: float = 0,
     raw_replies: bool = True,
+    per_reply_timeout: bool = True,
 ) -> Redis:
     """A redis-py client for `target`; it connects on first use. With `raw_replies`, replies
-    come as Redis sends them (no redis-py shaping), as the store's parsing expects."""
+    come as Redis sends them (no redis-py shaping), as the store's parsing expects. Without
+    `per_reply_timeout` a read waits as long as it takes: the caller bounds the whole call
+    (RedisCommands does, once per pipeline instead of once per reply)."""
     common: dict[str, Any] = {
         "decode_responses": True,
-        "socket_timeout": socket_timeout,
+        "socket_timeout": socket_timeout if per_reply_timeout else None,
         "socket_connect_timeout": socket_timeout,
         "socket_keepalive": True,
         "health_check_interval": health_check_interval,

@@ -26,9 +26,13 @@ pytestmark = pytest.mark.redis
 
 def commands_for(url: str, *, timeout: float = 5.0, retries: int = 0) -> RedisCommands:
     client = open_client(
-        RedisTarget(url=url), max_connections=16, socket_timeout=timeout, retries=retries
+        RedisTarget(url=url),
+        max_connections=16,
+        socket_timeout=timeout,
+        retries=retries,
+        per_reply_timeout=False,
     )
-    return RedisCommands(client, batches=2)
+    return RedisCommands(client, batches=2, deadline=timeout)
 
 
 @pytest_asyncio.fixture
