@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -38,7 +39,8 @@ class RedisServer:
         extra_args: Sequence[str] = (),  # more redis-server options (--replicaof ...)
         port: int | None = None,
     ) -> None:
-        binary = shutil.which("redis-server")
+        # TEST_REDIS_SERVER runs the tests on another build, e.g. a valkey-server.
+        binary = shutil.which(os.environ.get("TEST_REDIS_SERVER", "redis-server"))
         if binary is None:
             pytest.fail(
                 "redis-server is not on PATH; install it with `apt-get install -y redis-server`"
