@@ -38,6 +38,8 @@ class RedisSettings(Section):
     tls: bool = False  # Sentinel; a URL says rediss://
     tls_ca_certs: Path | None = None  # the CA bundle that signed the servers' certificates
     key_prefix: str = "chatgate"
+    # Pooled connections for commands: at most four pipelines of many commands are in flight,
+    # and each capped-log transaction takes one while it runs.
     max_connections: int = Field(default=64, ge=1, le=100_000)
 
     @field_validator("url")
