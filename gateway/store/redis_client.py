@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -181,7 +182,7 @@ class RedisCommands:
                     # while rather than _WAIT_MS on every batch.
                     self._lone_until = asyncio.get_running_loop().time() + _LONE_PAUSE
         except BaseException as exc:
-            failure = exc if isinstance(exc, Exception) else ConnectionError("cancelled")
+            failure = exc if isinstance(exc, Exception) else RedisConnectionError("closed")
             for group in groups:
                 if not group.future.done():
                     group.future.set_exception(failure)
