@@ -19,6 +19,8 @@ PLATFORMS = (
     "adapters.telegram.plugin",
     "adapters.slack.plugin",
     "adapters.discord.plugin",
+    "adapters.whatsapp.plugin",
+    "adapters.teams.plugin",
     "adapters.mattermost.plugin",
     "adapters.console.plugin",
     "adapters.web.plugin",

@@ -22,7 +22,17 @@ from gateway.sdk.platforms import PlatformPlugin, PlatformUnavailable
 
 def test_every_registered_platform_is_one_plugin_with_its_own_section() -> None:
     names = [p.name for p in plugins()]
-    assert names == ["telegram", "slack", "discord", "mattermost", "console", "web", "api"]
+    assert names == [
+        "telegram",
+        "slack",
+        "discord",
+        "whatsapp",
+        "teams",
+        "mattermost",
+        "console",
+        "web",
+        "api",
+    ]
     assert len(PLATFORMS) == len(names)  # one registration line each
     for found in plugins():
         assert found.settings.__module__ == f"adapters.{found.name}.settings"
