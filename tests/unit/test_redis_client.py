@@ -247,3 +247,11 @@ async def test_tls_with_the_servers_certificate_checked(tmp_path: Path) -> None:
         for wire in (trusted, untrusted, unchecked):
             await wire.close()
         server.stop()
+
+
+async def test_doctor_describes_one_server(redis_url: str) -> None:
+    from gateway.store.redis_topology import describe_topology
+
+    described = await describe_topology(RedisTarget(url=redis_url))
+    assert described.startswith(f"single {redis_url}: master, ")
+    assert described.endswith("ms, 0 replica(s)")
