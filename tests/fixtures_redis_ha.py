@@ -25,9 +25,13 @@ DOWN_AFTER_MS = 1000  # a master silent this long is down (tests: fast failover)
 class Sentinel:
     """One `redis-server --sentinel` watching MASTER_NAME."""
 
-    def __init__(self, workdir: Path, master_port: int, binary: str) -> None:
+    def __init__(
+        self, workdir: Path, master_port: int, binary: str, password: str | None = None
+    ) -> None:
         self.port = free_port()
         self.workdir = workdir
+        self.password = password
+        auth = f"requirepass {password}\nsentinel auth-pass {MASTER_NAME} {password}\n"
         self.conf = workdir / f"sentinel-{self.port}.conf"
         # A sentinel rewrites its own file (epochs, what it learnt), so each has one.
         self.conf.write_text(
@@ -35,7 +39,7 @@ class Sentinel:
             f"sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n"
             f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
             f"sentinel failover-timeout {MASTER_NAME} 10000\n"
-            f"sentinel parallel-syncs {MASTER_NAME} 1\n"
+            f"sentinel parallel-syncs {MASTER_NAME} 1\n" + (auth if password else "")
         )
         log = (workdir / f"sentinel-{self.port}.log").open("ab")
         with log:
@@ -48,7 +52,9 @@ class Sentinel:
         return f"127.0.0.1:{self.port}"
 
     def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=1, decode_responses=True)
+        return redis.Redis(
+            port=self.port, password=self.password, socket_timeout=1, decode_responses=True
+        )
 
     def stop(self) -> None:
         self._proc.terminate()
@@ -62,10 +68,11 @@ class Sentinel:
 class SentinelSet:
     """A master, one replica and three sentinels that agree on them."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, password: str | None = None) -> None:
         self.workdir = workdir
-        self.master = RedisServer(workdir / "master")
-        self.replica = RedisServer(workdir / "replica")
+        self.password = password
+        self.master = RedisServer(workdir / "master", password=password)
+        self.replica = RedisServer(workdir / "replica", password=password)
         self.sentinels: list[Sentinel] = []
 
     def start(self, timeout: float = 30.0) -> None:
@@ -75,11 +82,14 @@ class SentinelSet:
         # the default 5 s wait for more replicas).
         for server in (self.master, self.replica):
             server.extra_args = ["--repl-diskless-sync-delay", "0"]
+            if self.password:
+                server.extra_args += ["--masterauth", self.password]
         self.master.start()
         self.replica.extra_args += ["--replicaof", "127.0.0.1", str(self.master.port)]
         self.replica.start()
         self.sentinels = [
-            Sentinel(self.workdir, self.master.port, self.master.binary) for _ in range(3)
+            Sentinel(self.workdir, self.master.port, self.master.binary, self.password)
+            for _ in range(3)
         ]
         # Ready when every sentinel knows the replica and the two other sentinels: only
         # then can two of them agree that the master is down and elect one to fail over.
@@ -93,7 +103,7 @@ class SentinelSet:
             time.sleep(0.2)
 
     def _replica_in_sync(self) -> bool:
-        client = redis.Redis(port=self.replica.port, socket_timeout=1, decode_responses=True)
+        client = self.data_client(self.replica.port)
         try:
             return client.info("replication").get("master_link_status") == "up"
         except redis.RedisError:
@@ -112,12 +122,19 @@ class SentinelSet:
         finally:
             client.close()
 
+    def data_client(self, port: int) -> redis.Redis:
+        return redis.Redis(
+            port=port, password=self.password, socket_timeout=1, decode_responses=True
+        )
+
     @property
     def addresses(self) -> list[str]:
         return [s.address for s in self.sentinels]
 
     def target(self) -> RedisTarget:
-        return RedisTarget(sentinels=tuple(self.addresses), sentinel_master=MASTER_NAME)
+        return RedisTarget(
+            sentinels=tuple(self.addresses), sentinel_master=MASTER_NAME, password=self.password
+        )
 
     def master_port(self) -> int:
         """The port of the master the sentinels name now."""
@@ -138,7 +155,7 @@ class SentinelSet:
         while time.monotonic() - started < timeout:
             port = self.master_port()
             if port != old_port:
-                check = redis.Redis(port=port, socket_timeout=1)
+                check = self.data_client(port)
                 try:
                     if check.info("replication")["role"] == "master":
                         return time.monotonic() - started

@@ -30,7 +30,8 @@ class RedisSettings(Section):
     sentinels: list[str] = []
     sentinel_master: str = ""
     # For Sentinel (a URL carries its own): the ACL user and password of the master and
-    # replicas, which the sentinels are asked with too unless `sentinel_password` is set.
+    # replicas, which the sentinels are asked with too unless `sentinel_password` is set
+    # (the sentinels' own `requirepass`, then sent without the user).
     username: str = ""
     password: SecretStr = SecretStr("")
     sentinel_password: SecretStr = SecretStr("")

@@ -153,7 +153,8 @@ def open_client(
     if target.mode == "sentinel":
         sentinel_auth = dict(credentials)
         if target.sentinel_password is not None:
-            sentinel_auth["password"] = target.sentinel_password
+            # The sentinels' own `requirepass`: the default user, not the data nodes' ACL one.
+            sentinel_auth = {"password": target.sentinel_password}
         sentinel = Sentinel(  # type: ignore[no-untyped-call]
             [host_port(a, 26379) for a in target.sentinels],
             sentinel_kwargs={
@@ -250,7 +251,7 @@ async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
         sentinel = Redis(
             host=host,
             port=port,
-            username=target.username if auth == target.password else None,
+            username=target.username if target.sentinel_password is None else None,
             password=auth,
             ssl=target.tls,
             ssl_ca_certs=target.tls_ca_certs,

@@ -5,6 +5,7 @@ acknowledged, and `chatgate doctor` shows the topology."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import redis
 
 from gateway.app.app import load_settings
 from gateway.app.doctor import run_checks
+from gateway.store.base import StoreUnavailable
 from gateway.store.redis import RedisStore
 from gateway.store.redis_topology import describe_topology
 from tests.fixtures_redis_ha import MASTER_NAME, SentinelSet
@@ -76,3 +78,23 @@ async def test_doctor_shows_master_replica_and_sentinels(
     )
     results = {r.name: r for r in await run_checks(settings)}
     assert results["store"].ok and f"master 127.0.0.1:{master}" in results["store"].detail
+
+
+async def test_sentinel_with_a_password_and_an_acl_user(tmp_path: Path) -> None:
+    servers = SentinelSet(tmp_path, password="s3cret-pw")
+    servers.start()
+    try:
+        target = servers.target()
+        store = RedisStore(key_prefix="acl", target=replace(target, username="default"))
+        wrong = RedisStore(key_prefix="acl", retries=0, target=replace(target, password="nope-pw"))
+        try:
+            assert await store.set("k", "v")
+            assert await store.get("k") == "v"
+            with pytest.raises(StoreUnavailable) as caught:
+                await wrong.get("k")
+            assert "nope-pw" not in str(caught.value) and "s3cret-pw" not in str(caught.value)
+        finally:
+            await store.close()
+            await wrong.close()
+    finally:
+        servers.stop()
