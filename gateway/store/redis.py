@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 _BATCHES = 4  # pipelines in flight at once (redis_client.py); each carries many commands
 _RETRIES = 3  # after a network error, for one server: backoff 0.05 s doubling, at most 1 s
-_FAILOVER_RETRIES = 12  # Sentinel: ~8 s of retries, the length of a failover
+_FAILOVER_RETRIES = 12  # Sentinel: ~7 s of retries, longer than a failover
 _SUBSCRIBERS = 10_000  # connections for subscriptions: one per listener
 _SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice a dead peer
 # `listen` reads with this timeout, far below the subscriber socket_timeout (a read that times
