@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from gateway.store.embedded import EmbeddedStore
 from gateway.store.redis import RedisStore
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -35,16 +36,20 @@ class RedisServer:
         password: str | None = None,
         unix_socket: Path | None = None,
         tls: tuple[Path, Path] | None = None,  # certificate and key: TLS only, on `port`
+        extra_args: Sequence[str] = (),  # more redis-server options (--replicaof ...)
+        port: int | None = None,
     ) -> None:
-        binary = shutil.which("redis-server")
+        # TEST_REDIS_SERVER runs the tests on another build, e.g. a valkey-server.
+        binary = shutil.which(os.environ.get("TEST_REDIS_SERVER", "redis-server"))
         if binary is None:
             pytest.fail(
                 "redis-server is not on PATH; install it with `apt-get install -y redis-server`"
             )
         self.binary = binary
         self.workdir = workdir
-        self.port = _free_port()
+        self.port = port or free_port()
         self.password = password
+        self.extra_args = list(extra_args)
         self.unix_socket = unix_socket
         self.tls = tls
         self._proc: subprocess.Popen[bytes] | None = None
@@ -76,6 +81,7 @@ class RedisServer:
             args += ["--requirepass", self.password]
         if self.unix_socket is not None:
             args += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
+        args += self.extra_args
         log = (self.workdir / "redis.log").open("ab")
         with log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
@@ -102,6 +108,13 @@ class RedisServer:
                     time.sleep(0.02)
         finally:
             client.close()
+
+    def kill(self) -> None:
+        """SIGKILL, as a machine that dies: no shutdown, no goodbye to the replicas."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
