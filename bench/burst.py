@@ -57,6 +57,7 @@ import redis as redis_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import webhook_burst  # noqa: E402
 from gateway.intake.admission import Status  # noqa: E402
 from gateway.runtime.collector import settle_collector  # noqa: E402
 from gateway.runtime.event_loop import event_loop_runner  # noqa: E402
@@ -64,8 +65,6 @@ from gateway.sdk.messages import Outbound  # noqa: E402
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text  # noqa: E402
 from tests.fixtures_redis import RedisServer  # noqa: E402
 from tests.harness import gateway_settings, running_gateway  # noqa: E402
-
-from bench import webhook_burst  # noqa: E402
 
 
 def redis_cpu_seconds(info: redis_client.Redis) -> float:
@@ -450,6 +449,12 @@ def main() -> None:
         type=int,
         default=100,
         help="with --webhooks: calls in flight at once (Telegram's max_connections, 1..100)",
+    )
+    parser.add_argument(
+        "--gateway-tree",
+        default="",
+        help="with --webhooks: run the gateway from this source tree (default: this checkout), "
+        "to compare two versions on the same machine",
     )
     parser.add_argument(
         "--stall",

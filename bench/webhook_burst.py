@@ -91,6 +91,8 @@ def gateway_env(args: argparse.Namespace, tg: FakeBotAPI, llm_url: str, redis_ur
         "CHATGATE_SCHEDULER__ENABLED": "false",
         "CHATGATE_EVENT_LOOP": args.loop,
         "CHATGATE_LOG_LEVEL": "INFO",
+        # The gateway of this checkout (or --gateway-tree), whatever the venv installed.
+        "PYTHONPATH": str(Path(args.gateway_tree or ROOT).resolve()),
     }
     if redis_url:
         settings["CHATGATE_REDIS__URL"] = redis_url
