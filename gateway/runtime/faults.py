@@ -12,7 +12,13 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("after_intake", "after_reply_claimed", "before_finish", "discord_received")
+POINTS = (
+    "after_intake",
+    "after_reply_claimed",
+    "before_finish",
+    "discord_received",
+    "mattermost_received",
+)
 _ARMED = os.environ.get("CHATGATE_CRASH_AT", "")
 
 

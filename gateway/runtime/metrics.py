@@ -186,6 +186,12 @@ FAMILIES: dict[str, Family] = {
             "429 answers from a platform API, by platform.",
             ("platform",),
         ),
+        Family(
+            "platform_delivery_statuses_total",
+            "counter",
+            "Delivery statuses a platform reported for sent messages (WhatsApp), by status.",
+            ("platform", "status"),
+        ),
         Family("stream_updates_total", "counter", "Drafts and edits of streamed replies."),
     )
 }

@@ -2,9 +2,10 @@
 
 A message whose turn raises is run again (its lease handed back, a claimer takes it); after
 the last attempt the session queue moves it here in the same store step that drops it from
-its session's inbox, and tells the chat once. `/status`, `chatgate doctor`, the console and
-`chatgate dead-letters` show them; retrying puts a message back in its session's inbox as it
-was, dropping forgets it.
+its session's inbox, and tells the chat once. A message whose runs each ended with their
+process never raises here: the claim that would start its fourth run sets it aside instead.
+`/status`, `chatgate doctor`, the console and `chatgate dead-letters` show them; retrying
+puts a message back in its session's inbox as it was, dropping forgets it.
 """
 
 from __future__ import annotations
@@ -128,6 +129,14 @@ class DeadLetters:
 
     async def drop(self, letter_id: str) -> bool:
         return bool(await self._store.hdel(keys.DEAD_LETTERS, letter_id))
+
+
+class RunsEndedWithTheirProcess(Exception):
+    """A message whose every run ended with the process running it: the reason it is set
+    aside without another run."""
+
+    def __init__(self, runs: int) -> None:
+        super().__init__(f"the process running it stopped during each of {runs} runs")
 
 
 async def set_aside(

@@ -55,6 +55,10 @@ class TurnLease:
         self.result: FinishResult | None = None
         self.life = TurnLife()  # claimed: the store step that made this run took the lease
         self._stopped = False  # the stop was counted
+        # The finishing store step is under way: its own answer says whether the run still
+        # held the session, and a renewal that finds the lease gone meanwhile proves nothing
+        # (the step releases it and moves the fence on).
+        self.finishing = False
 
     @property
     def session(self) -> str:
@@ -148,17 +152,21 @@ class TurnLease:
             raise self._stop(transition)
         if not self.life.may(transition):
             raise IllegalTransition(f"{transition} from {self.life.state.value}")
-        self.result = await self._store.finish(
-            self.claimed.session,
-            self.claimed.entry.id,
-            self.claimed.owner,
-            writes,
-            keep=True,
-            lease_ttl=self._ttl,
-            record=record,
-            index=index,
-            token=self.token,
-        )
+        self.finishing = True
+        try:
+            self.result = await self._store.finish(
+                self.claimed.session,
+                self.claimed.entry.id,
+                self.claimed.owner,
+                writes,
+                keep=True,
+                lease_ttl=self._ttl,
+                record=record,
+                index=index,
+                token=self.token,
+            )
+        finally:
+            self.finishing = False
         if self.result.status != "next":  # nothing left to renew, whatever runs before let_go
             self._leases.stop_renewing(self)
         if self.result.status == "lost":
@@ -287,7 +295,7 @@ class SessionLeases:
         for held in leases:
             with self._lock:
                 lease = self._held.get(held.session)
-                if lease is None or lease.held() != held:
+                if lease is None or lease.held() != held or lease.finishing:
                     continue
                 del self._held[held.session]
             lease.mark_stale()  # its next effect stops it (and counts it)

@@ -32,7 +32,12 @@ from gateway.runtime.tasks import stop_tasks
 from gateway.sdk.messages import UserRef
 from gateway.sdk.outcome import TurnOutcome
 from gateway.sessions.claimer import Claimer
-from gateway.sessions.dead_letters import MAX_ATTEMPTS, DeadLetters, set_aside
+from gateway.sessions.dead_letters import (
+    MAX_ATTEMPTS,
+    DeadLetters,
+    RunsEndedWithTheirProcess,
+    set_aside,
+)
 from gateway.sessions.fencing import StaleTurn
 from gateway.sessions.key import SessionKey
 from gateway.sessions.leases import SessionLeases, TurnLease
@@ -388,6 +393,13 @@ class SessionQueue:
         job = TurnJob.from_claimed(lease.claimed)
         lease.start()
         running.job, running.answering = job, False
+        if job.attempt > MAX_ATTEMPTS:
+            # Every earlier run ended with its process (killed, out of memory, a crash that
+            # raised nothing here): only the count of runs tells a message that kills its
+            # process, and running it again would take this one down too.
+            log.error("turn not run again: its process stopped in every run session=%s", job.key)
+            stopped = RunsEndedWithTheirProcess(job.attempt - 1)
+            return await set_aside(lease, job, stopped, self._notifier, self._metrics)
         context_lines = await self._context.take(job.inbound)
 
         def answering() -> None:

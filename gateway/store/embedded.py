@@ -270,6 +270,11 @@ class EmbeddedStore(Store):
                 self._run(sql.DROP_EMPTY_HASH, (name,))
         return removed
 
+    def hash_now(self, name: str) -> dict[str, str]:
+        """`hgetall` for code that runs before the loop does (loading the inbox's state)."""
+        rows = self._run(sql.HGETALL, (name, "h", time.time())).fetchall()
+        return {str(field): str(value) for field, value in rows}
+
     async def hgetall(self, name: str) -> dict[str, str]:
         rows = self._run(sql.HGETALL, (name, "h", time.time())).fetchall()
         return {str(field): str(value) for field, value in rows}

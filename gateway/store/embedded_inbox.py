@@ -68,6 +68,14 @@ class InboxState:
             self.fences[session] = self.fences.get(session, 0) + 1
             return self.fences[session]
 
+    def release(self, session: str) -> None:
+        """Let the lease go and move the fence on: a renewal from before the release (the
+        renewal thread's snapshot) must not take a lease back that its run gave up."""
+        with self.lock:
+            self.leases.pop(session, None)
+            if session in self.fences:
+                self.fences[session] += 1
+
     def fenced(self, session: str, token: int) -> bool:
         return self.fences.get(session, 0) == token
 
@@ -76,10 +84,26 @@ class InboxState:
         return self.started[entry_id]
 
 
+async def count_attempt(store: EmbeddedStore, entry_id: str) -> int:
+    """One more run of the entry, written down: a message whose runs take the process down
+    must reach its last attempt across restarts, as it does on Redis."""
+    attempt = store.inbox.attempt(entry_id)
+    await store.hset(keys.SESSIONS_STARTED, entry_id, str(attempt))
+    return attempt
+
+
+async def forget_attempts(store: EmbeddedStore, *entry_ids: str) -> None:
+    for entry_id in entry_ids:
+        store.inbox.started.pop(entry_id, None)
+    await store.hdel(keys.SESSIONS_STARTED, *entry_ids)
+
+
 def load_state(store: EmbeddedStore) -> InboxState:
     """After opening: every session with pending messages waits for a worker."""
     state = InboxState()
     now = time.time()
+    for entry_id, attempts in store.hash_now(keys.SESSIONS_STARTED).items():
+        state.started[entry_id] = int(attempts)
     for key, count in store.pending_lists(keys.PENDING_PREFIX):
         state.ready[key.removeprefix(keys.PENDING_PREFIX)] = now
         state.total += count
@@ -178,21 +202,22 @@ async def finish(
             await store.pop_head(pending, last=len(first_two) == 1)
             state.total -= 1
             head = first_two[1] if len(first_two) > 1 else None
+        if entry_id:
+            await forget_attempts(store, entry_id)
     if staged is not None:
         store.search.stage(staged)
-    state.started.pop(entry_id, None)
     if head is None:
         state.ready.pop(session, None)
-        state.leases.pop(session, None)
+        state.release(session)
         return FinishResult("released")
     if not keep:
-        state.leases.pop(session, None)
+        state.release(session)
         state.ready[session] = now
         return FinishResult("released")
     next_token = state.grant(session, owner, lease_ttl, now)
     entry = InboxEntry.decode(head)
     reply = await store.get(keys.reply(entry.id))
-    attempt = state.attempt(entry.id)
+    attempt = await count_attempt(store, entry.id)
     return FinishResult(
         "next", Claimed(session, entry, record, owner, attempt, reply, token=next_token)
     )
@@ -247,7 +272,7 @@ async def remove_pending(store: EmbeddedStore, session: str, entry_id: str) -> b
             return False
         empty = store.list_head(pending) is None
     state.total -= 1
-    state.started.pop(entry_id, None)
+    await forget_attempts(store, entry_id)
     if empty:
         state.ready.pop(session, None)
     return True
@@ -258,8 +283,7 @@ async def drop_pending(store: EmbeddedStore, session: str) -> int:
     with store.transaction():
         entries = await store.list_range(pending)
         await store.delete(pending)
-    for raw in entries:
-        state.started.pop(InboxEntry.decode(raw).id, None)
+    await forget_attempts(store, *(InboxEntry.decode(raw).id for raw in entries))
     state.ready.pop(session, None)
     state.total -= len(entries)
     return len(entries)
@@ -287,7 +311,7 @@ async def _claimed(
         entry=head,
         record=await store.get(keys.session(session)),
         owner=owner,
-        attempt=store.inbox.attempt(head.id),
+        attempt=await count_attempt(store, head.id),
         # Read for any older entry: after a restart one whose reply went out has no attempt.
         reply=None if fresh else await store.get(keys.reply(head.id)),
     )

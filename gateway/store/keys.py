@@ -48,6 +48,21 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     cron:fired:{job}:{slot}[:{what}]  value  a run slot (or its report) was claimed, once
     cron:running:{job}:{slot}         value  a run in progress
     {platform}:thread:{chat}:{thread} value  a platform thread the bot takes part in
+    {platform}:conversation:{id}      value  where replies to a conversation go (Teams: its
+                                             serviceUrl and tenant; `user:{user id}`: that
+                                             person's personal chat; sealed JSON)
+    {platform}:file_offer:{id}        value  a file offered for upload until it is accepted
+                                             (Teams file consent; sealed JSON)
+    discord:received / mattermost:received
+                                      hash   event id -> a message received on the gateway or
+                                             WebSocket, not yet through intake (JSON)
+    mattermost:socket                 value  the Mattermost WebSocket's connection id and next
+                                             sequence number, to resume it (JSON)
+    whatsapp:window:{number}          value  a WhatsApp number's last message (time, id): its
+                                             24-hour window (adapters/whatsapp/window.py)
+    whatsapp:status:{message id}      value  the latest delivery status of a sent message
+    whatsapp:sent:{message id}        value  a free-form message's recipient and text, for an
+                                             hour (sent again as the template after a 131047)
     chats                             hash   chat scope -> when it was last active (console)
     errors:recent                     list   recent warnings and errors of every replica (JSON)
     web:session:{digest}              value  a signed-in browser (console or web chat; sealed JSON)
@@ -176,6 +191,8 @@ REPLY_PREFIX = "reply:"
 FENCE_PREFIX = "fence:session:"
 DEAD_LETTERS = "deadletters"
 DISCORD_RECEIVED = "discord:received"  # gateway messages received, not yet through intake
+MATTERMOST_RECEIVED = "mattermost:received"  # websocket posts received, not yet through intake
+MATTERMOST_SOCKET = "mattermost:socket"  # the WebSocket's connection id and next sequence
 
 
 def pending(key: SessionKey | str) -> str:
@@ -238,6 +255,14 @@ def cron_running(job_id: str, slot: str) -> str:
 
 def platform_thread(platform: str, chat_id: str, thread_id: str) -> str:
     return f"{platform}:thread:{chat_id}:{thread_id}"
+
+
+def platform_conversation(platform: str, conversation_id: str) -> str:
+    return f"{platform}:conversation:{conversation_id}"
+
+
+def platform_file_offer(platform: str, offer_id: str) -> str:
+    return f"{platform}:file_offer:{offer_id}"
 
 
 def model_choice(key: SessionKey | str) -> str:

@@ -151,9 +151,18 @@ if head and string.sub(head, 1, #ARGV[2] + 1) == ARGV[2] .. '\\n' then
 end
 redis.call('HDEL', KEYS[5], ARGV[2])
 local nxt = redis.call('LINDEX', KEYS[2], 0)
+-- A release moves the fence on, so a renewal sent before it (the renewal thread's snapshot)
+-- cannot take back the lease this run gave up.
+local function release()
+  redis.call('DEL', KEYS[1])
+  if redis.call('EXISTS', KEYS[6]) == 1 then
+    redis.call('INCR', KEYS[6])
+    redis.call('PEXPIRE', KEYS[6], ARGV[9])
+  end
+end
 if not nxt then
   redis.call('ZREM', KEYS[3], ARGV[3])
-  redis.call('DEL', KEYS[1])
+  release()
   return {'released'}
 end
 if ARGV[4] == '1' then
@@ -166,7 +175,7 @@ if ARGV[4] == '1' then
   local reply = redis.call('GET', ARGV[6] .. nid)
   return {'next', nxt, tostring(attempt), reply and '1' or '0', reply or '', tostring(token)}
 end
-redis.call('DEL', KEYS[1])
+release()
 redis.call('ZADD', KEYS[3], now, ARGV[3])
 return {'released'}
 """

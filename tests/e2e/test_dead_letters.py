@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from adapters.console.adapter import ConsoleAdapter
 from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sessions.dead_letters import DEAD_LETTERED
+from gateway.sessions.key import key_for
+from gateway.store import store_for
+from gateway.store.inbox import InboxEntry, IntakeRequest
 from tests.fakes.llm import Reply, ScriptedLLM
 from tests.harness import Harness, eventually, gateway_settings, running_gateway
 
@@ -131,3 +135,57 @@ async def test_dead_letters_listed_retried_and_dropped_from_the_command_line(
         assert code == 0 and out.strip() == "no dead letters", out
         code, out = await chatgate(env, "dead-letters", "retry", "no-such-id")
         assert code == 1 and "No dead letter 'no-such-id'" in out, out
+
+
+async def test_a_message_whose_runs_end_their_process_is_set_aside_without_another_run(
+    tmp_path: Path, llm: ScriptedLLM, request: pytest.FixtureRequest
+) -> None:
+    """A message whose turn takes its process down (killed, out of memory) raises nothing
+    anywhere a count could be kept: each replica that claims it dies in turn. Three claims
+    whose owners never came back are three runs; the fourth claim sets it aside unrun."""
+    redis_url = request.getfixturevalue("redis_url")
+    prefix = f"dk{uuid.uuid4().hex[:8]}"
+    for redis in (redis_url, ""):
+        settings = gateway_settings(
+            tmp_path / ("redis" if redis else "embedded"),
+            llm.url,
+            redis_url=redis,
+            key_prefix=prefix,
+        )
+        inbound = ConsoleAdapter("chat1", "alice", echo=False).inbound("this one kills")
+        session = str(key_for(inbound))
+        store = store_for(settings)
+        await store.open()
+        try:
+            stored = await store.intake(
+                IntakeRequest(
+                    session=session,
+                    entry=InboxEntry(f"{prefix}-1", inbound.model_dump_json()),
+                    seen=None,
+                    seen_ttl=60,
+                    max_queued=10,
+                    max_total=100,
+                    lease_owner="gone:1",  # the first replica to run it, killed mid-turn
+                    lease_ttl=0.1,
+                )
+            )
+            assert stored.claimed is not None and stored.claimed.attempt == 1
+            for run in (2, 3):  # two more replicas take it over and die the same way
+                await asyncio.sleep(0.2)
+                (taken,) = await store.claim(f"gone:{run}", 0.1)
+                assert taken.attempt == run
+            await asyncio.sleep(0.2)
+        finally:
+            await store.close()
+
+        calls = len(llm.requests)
+        async with running_gateway(settings) as gw:
+            await eventually(lambda: DEAD_LETTERED in gw.texts, 30, "the chat told once")
+            (letter,) = await gw.app.queue.dead_letters.list()
+            assert letter.attempts == 4 and letter.text() == "this one kills"
+            assert letter.reason == (
+                "RunsEndedWithTheirProcess: the process running it stopped during each of 3 runs"
+            )
+            assert await gw.app.store.pending(session) == []
+            assert gw.texts == [DEAD_LETTERED]
+        assert len(llm.requests) == calls  # the model was never asked: nothing ran again

@@ -22,7 +22,17 @@ from gateway.sdk.platforms import PlatformPlugin, PlatformUnavailable
 
 def test_every_registered_platform_is_one_plugin_with_its_own_section() -> None:
     names = [p.name for p in plugins()]
-    assert names == ["telegram", "slack", "discord", "console", "web", "api"]
+    assert names == [
+        "telegram",
+        "slack",
+        "discord",
+        "whatsapp",
+        "teams",
+        "mattermost",
+        "console",
+        "web",
+        "api",
+    ]
     assert len(PLATFORMS) == len(names)  # one registration line each
     for found in plugins():
         assert found.settings.__module__ == f"adapters.{found.name}.settings"
@@ -96,7 +106,12 @@ def test_run_without_a_platform_names_every_way_to_add_one(
     monkeypatch.setenv("CHATGATE_LLM__BASE_URL", "http://127.0.0.1:9/v1")  # a model is set
     assert main(["run"]) == 2
     err = capsys.readouterr().err
-    for var in ("CHATGATE_TELEGRAM__TOKEN", "CHATGATE_SLACK__BOT_TOKEN", "CHATGATE_DISCORD__TOKEN"):
+    for var in (
+        "CHATGATE_TELEGRAM__TOKEN",
+        "CHATGATE_SLACK__BOT_TOKEN",
+        "CHATGATE_DISCORD__TOKEN",
+        "CHATGATE_MATTERMOST__URL and CHATGATE_MATTERMOST__TOKEN",
+    ):
         assert var in err
 
 

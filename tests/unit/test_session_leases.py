@@ -119,3 +119,47 @@ async def test_a_renewal_finds_a_take_over_and_the_runs_next_effect_stops(store:
     finally:
         await leases.stop()
     assert metrics.total("turns_stale_stopped_total") == 1
+
+
+class FinishHeldOpen:
+    """The store, but each finish waits on `go` after it ran: the window in which the
+    renewal thread's answer about a lease the finish just released reaches the loop."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.finished = asyncio.Event()
+        self.go = asyncio.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def finish(self, *args: object, **kwargs: object) -> object:
+        result = await self._store.finish(*args, **kwargs)  # type: ignore[arg-type]
+        self.finished.set()
+        await self.go.wait()
+        return result
+
+
+async def test_a_renewal_that_misses_a_lease_its_commit_released_stops_nothing(
+    store: Store,
+) -> None:
+    """A commit releases the lease and moves the fence on; the renewal thread, working from a
+    snapshot taken before, finds the fence moved. That is no take-over: the commit stands and
+    nothing counts an expiry (under a 10,000-session burst this failed turns after commit)."""
+    metrics = Metrics()
+    slow = FinishHeldOpen(store)
+    leases = SessionLeases(slow, "a", TTL, metrics)  # type: ignore[arg-type]
+    claimed = (await store.intake(intake(leases.new_owner()))).claimed
+    assert claimed is not None
+    lease = leases.turn(claimed)
+    lease.start()
+    commit = asyncio.create_task(lease.commit(Batch().set(keys.session(S1), "h"), "h"))
+    await asyncio.wait_for(slow.finished.wait(), 5)
+    snapshot = [lease.held()]
+    assert await store.renew_sessions(snapshot, TTL) == [False]  # released: nothing to renew
+    leases._lost(snapshot)  # what the renewal thread reports on the loop
+    slow.go.set()
+    await asyncio.wait_for(commit, 5)
+    assert not lease.stale and lease.result is not None and lease.result.status == "released"
+    assert metrics.total("session_leases_expired_total") == 0
+    assert await store.get(keys.session(S1)) == "h"
