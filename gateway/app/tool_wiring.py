@@ -79,7 +79,9 @@ def builtin_families(services: ToolServices, registry: ToolRegistry) -> list[Too
     cfg = settings.tools
     # First: the one family that refuses to build, before anything that must be closed exists.
     mcp = MCPTools(settings, submit=services.submit)
-    workspaces = Workspaces(settings.workspace, cfg.workspace_scope)
+    workspaces = Workspaces(
+        settings.workspace, cfg.workspace_scope, quota_bytes=cfg.workspace_quota_bytes
+    )
     workspace_for = workspaces.for_context
     attachments = AttachmentFetcher(
         services.outbox,
