@@ -27,7 +27,9 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """One redis-server on 127.0.0.1 without persistence; stop() and start() keep the port."""
+    """One redis-server on 127.0.0.1; stop() and start() keep the port. Without persistence
+    unless `persistent`: then every write is in its append-only file before Redis answers,
+    and a restart finds the data as it was."""
 
     def __init__(
         self,
@@ -38,6 +40,7 @@ class RedisServer:
         tls: tuple[Path, Path] | None = None,  # certificate and key: TLS only, on `port`
         extra_args: Sequence[str] = (),  # more redis-server options (--replicaof ...)
         port: int | None = None,
+        persistent: bool = False,
     ) -> None:
         # TEST_REDIS_SERVER runs the tests on another build, e.g. a valkey-server.
         binary = shutil.which(os.environ.get("TEST_REDIS_SERVER", "redis-server"))
@@ -52,6 +55,7 @@ class RedisServer:
         self.extra_args = list(extra_args)
         self.unix_socket = unix_socket
         self.tls = tls
+        self.persistent = persistent
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -76,7 +80,11 @@ class RedisServer:
             args = [self.binary, "--port", "0", "--tls-port", str(self.port)]
             args += ["--bind", "127.0.0.1", "--tls-cert-file", str(cert), "--tls-key-file"]
             args += [str(key), "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"]
-        args += ["--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
+        if self.persistent:
+            args += ["--save", "", "--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            args += ["--save", "", "--appendonly", "no"]
+        args += ["--dir", str(self.workdir)]
         if self.password is not None:
             args += ["--requirepass", self.password]
         if self.unix_socket is not None:
