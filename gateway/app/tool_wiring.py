@@ -23,6 +23,7 @@ from gateway.sdk.tooling import ApprovalGate
 from gateway.sessions.history import SessionStore
 from gateway.store.base import Store
 from gateway.turn.memory import MemoryBook
+from tools.agent.background import BackgroundTasks
 from tools.agent.clarify import ClarifyService
 from tools.agent.delegate import DelegateTools
 from tools.agent.todo import TodoTools
@@ -91,8 +92,18 @@ def builtin_families(services: ToolServices, registry: ToolRegistry) -> list[Too
     data_dir = settings.data_dir.expanduser()
     skills = default_library(data_dir)
     shared_skills = SkillStore(services.store, data_dir / "skills", settings.skills)
+    background = BackgroundTasks(
+        services.store,
+        services.submit,
+        max_per_chat=settings.delegation.max_background_per_chat,
+        admins=settings.access.admins,
+    )
     delegate = DelegateTools(
-        llm=services.llm, catalog=registry, settings=settings, approvals=services.approvals
+        llm=services.llm,
+        catalog=registry,
+        settings=settings,
+        approvals=services.approvals,
+        background=background,
     )
     return [
         WorkspaceWipeOffer(workspaces, services.store),

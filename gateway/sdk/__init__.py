@@ -102,6 +102,7 @@ if TYPE_CHECKING:
     from gateway.sdk.messages import ChatKind as ChatKind
     from gateway.sdk.messages import ChatRef as ChatRef
     from gateway.sdk.messages import Inbound as Inbound
+    from gateway.sdk.messages import InboundKind as InboundKind
     from gateway.sdk.messages import Outbound as Outbound
     from gateway.sdk.messages import OutboundFile as OutboundFile
     from gateway.sdk.messages import PressReply as PressReply
@@ -176,6 +177,7 @@ _EXPORTS: dict[str, str] = {
     "ChatKind": "gateway.sdk.messages",
     "ChatRef": "gateway.sdk.messages",
     "Inbound": "gateway.sdk.messages",
+    "InboundKind": "gateway.sdk.messages",
     "Outbound": "gateway.sdk.messages",
     "OutboundFile": "gateway.sdk.messages",
     "PressReply": "gateway.sdk.messages",

@@ -111,9 +111,7 @@ class TerminalTools(ToolFamily):
                 loop = asyncio.get_running_loop()
             except RuntimeError:  # not called from the gateway's loop: the sweep ends them
                 return
-            task = loop.create_task(
-                self.processes.stop_under(folder, "its workspace was wiped")
-            )
+            task = loop.create_task(self.processes.stop_under(folder, "its workspace was wiped"))
             self._wipes.add(task)
             task.add_done_callback(self._wipes.discard)
 

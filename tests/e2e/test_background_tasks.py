@@ -1,0 +1,123 @@
+"""Background delegation through the real gateway: the call returns at once, the person keeps
+talking (another turn completes), the report arrives later as the agent's message and is in
+the conversation the next turn sees; /tasks lists and cancels; a task running when the gateway
+stops is marked interrupted and the chat is told after the next start."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
+from tests.harness import Harness, eventually, gateway_settings, running_gateway
+from tools.agent.delegate import SUBAGENT_PROMPT, DelegateTools
+
+REPORT_HEAD = "[Background task "
+
+
+def is_child(request: dict[str, Any]) -> bool:
+    return request["messages"][0]["content"] == SUBAGENT_PROMPT
+
+
+class Scripted:
+    """The parent sends a task off, chats, and relays reports; the child waits for `release`."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.child_started = asyncio.Event()
+
+    async def __call__(self, request: dict[str, Any]) -> Reply:
+        if is_child(request):
+            self.child_started.set()
+            await self.release.wait()
+            return Reply.text("the answer is 42")
+        last = request["messages"][-1]
+        text = last_user_text(request)
+        if last["role"] == "tool":
+            return Reply.text("Sent it off; I will tell you when it is back.")
+        if REPORT_HEAD in text:
+            if "was interrupted" in text:
+                return Reply.text("Sorry: the research task was interrupted.")
+            found = "42" if "the answer is 42" in text else "nothing"
+            return Reply.text(f"The research is back: {found}.")
+        if "research" in text:
+            return Reply.call("delegate", task="find the answer to everything", background=True)
+        return Reply.text(f"chatting about: {text.splitlines()[-1]}")
+
+
+def task_id(report: str) -> str:
+    found = re.search(r"background task (t[0-9a-f]{6})", report)
+    assert found, report
+    return found.group(1)
+
+
+async def send_off(gw: Harness, llm: ScriptedLLM, script: Scripted) -> str:
+    outcome = await gw.say("please research this in the background")
+    assert outcome.reply == "Sent it off; I will tell you when it is back."
+    [result] = tool_results(llm.requests[-1])
+    assert result.startswith("Started background task t")
+    await asyncio.wait_for(script.child_started.wait(), 10)
+    return task_id(result)
+
+
+async def test_a_background_report_arrives_while_the_person_keeps_talking(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    script = Scripted()
+    llm.responder = script
+    async with running_gateway(gateway_settings(tmp_path, llm.url)) as gw:
+        ident = await send_off(gw, llm, script)
+        # The person goes on; the task is still running meanwhile.
+        chat = await gw.say("how is the weather")
+        assert chat.reply == "chatting about: how is the weather"
+        assert "running" in ((await gw.say("/tasks")).reply or "")
+        script.release.set()
+        await eventually(lambda: "The research is back: 42." in gw.texts, what="the report")
+        # The report and the agent's message about it are in the conversation.
+        later = await gw.say("what did it find again")
+        assert later.reply == "chatting about: what did it find again"
+        messages = llm.requests[-1]["messages"]
+        reports = [m for m in messages if m["role"] == "user" and REPORT_HEAD in str(m["content"])]
+        assert len(reports) == 1 and "the answer is 42" in reports[0]["content"]
+        assert ident in reports[0]["content"]
+        assert {"role": "assistant", "content": "The research is back: 42."} in messages
+        listing = (await gw.say("/tasks")).reply or ""
+        assert f"{ident}: done" in listing
+
+
+async def test_tasks_lists_and_cancels(tmp_path: Path, llm: ScriptedLLM) -> None:
+    script = Scripted()
+    llm.responder = script
+    async with running_gateway(gateway_settings(tmp_path, llm.url)) as gw:
+        ident = await send_off(gw, llm, script)
+        assert f"{ident}: running" in ((await gw.say("/tasks")).reply or "")
+        other = await gw.say(f"/tasks cancel {ident}", user_id="mallory")
+        assert other.reply == "Only the person who started this task, or an admin, can cancel it."
+        unknown = await gw.say("/tasks cancel t000000")
+        assert unknown.reply == "No background task t000000 in this chat."
+        assert (await gw.say(f"/tasks cancel {ident}")).reply == f"Cancelled task {ident}."
+        assert f"{ident}: cancelled" in ((await gw.say("/tasks")).reply or "")
+        [delegate] = [f for f in gw.app.tool_families if isinstance(f, DelegateTools)]
+        assert delegate.background is not None
+        record = await delegate.background.load(ident)
+        assert record is not None and record.status == "cancelled"
+        await asyncio.sleep(0.5)
+        assert not any("research is back" in t for t in gw.texts)
+
+
+async def test_a_task_running_at_shutdown_is_reported_interrupted_after_restart(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    script = Scripted()
+    llm.responder = script
+    settings = gateway_settings(tmp_path, llm.url)
+    async with running_gateway(settings) as gw:
+        ident = await send_off(gw, llm, script)
+    async with running_gateway(settings) as gw:
+        await eventually(
+            lambda: "Sorry: the research task was interrupted." in gw.texts,
+            what="the interruption told",
+        )
+        assert f"{ident}: interrupted" in ((await gw.say("/tasks")).reply or "")
