@@ -159,7 +159,7 @@ class BackgroundTasks:
             if self._closing:
                 await asyncio.shield(self._end(record, "interrupted", INTERRUPTED))
             else:
-                await asyncio.shield(self._end(record, "cancelled", "Cancelled with /tasks."))
+                await asyncio.shield(self._end(record, "cancelled", CANCELLED))
             raise
         except Exception as exc:  # reported to the chat, never lost in a task nobody awaits
             log.exception("background task crashed id=%s", record.id)
@@ -211,6 +211,7 @@ class BackgroundTasks:
         if task is not None:
             task.cancel()
             await asyncio.wait({task}, timeout=5)
+            await self._ended_unstarted(record.id, "cancelled", CANCELLED)
             return f"Cancelled task {record.id}."
         record.cancel = True  # the replica running it acts on its next heartbeat
         await self.save(record)
@@ -230,11 +231,19 @@ class BackgroundTasks:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
-        running = list(self._running.values())
-        for task in running:
+        running = dict(self._running)
+        for task in running.values():
             task.cancel()
         if running:
-            await asyncio.wait(running, timeout=10)
+            await asyncio.wait(running.values(), timeout=10)
+        for task_id in running:
+            await self._ended_unstarted(task_id, "interrupted", INTERRUPTED)
+
+    async def _ended_unstarted(self, task_id: str, status: TaskStatus, report: str) -> None:
+        """A task cancelled before its first step never saw the cancellation: end its record."""
+        record = await self.load(task_id)
+        if record is not None and record.status == "running":
+            await self._end(record, status, report)
 
     async def sweep(self) -> None:
         """Refresh this process's heartbeats, act on cancel requests for its tasks, and mark
@@ -317,6 +326,7 @@ class BackgroundTasks:
         return f"Cancelled {len(running)} background task(s)." if running else None
 
 
+CANCELLED = "Cancelled before it finished."
 INTERRUPTED = "The gateway stopped while this task ran; it was not finished and will not resume."
 
 
