@@ -20,24 +20,22 @@ from tools.shell.tool import GROUP, ShellArgs, ShellTool
 log = logging.getLogger(__name__)
 
 DESCRIPTION = (
-    "Run a long-lived command in the workspace that keeps going after this call (a dev "
-    "server, a build, a watcher), then read its output, send it input or stop it. "
-    "action=start needs command (judged like shell: destructive ones wait for approval) and "
-    "returns an id and the first output; read returns what it wrote since the last read; "
-    "input writes text to its stdin (add \\n to end a line); stop ends it and all it started; "
-    "list shows this chat's processes. At most {cap} run per chat; one unused for {idle} is "
-    "stopped."
+    "Run a command that keeps going after this call (dev server, build, watcher): start it, "
+    "read its output, send input, stop it, list this chat's. Starting is judged like shell. "
+    "At most {cap} per chat; one unused for {idle} is stopped."
 )
 _FIRST_OUTPUT_SECONDS = 1.0  # how long start waits for a first line to show the model
 _MAX_SECONDS_OF_WAIT = 30.0
 
 
 class ProcessArgs(ToolArgs):
-    action: Literal["start", "read", "input", "stop", "list"]
+    action: Literal["start", "read", "input", "stop", "list"] = Field(
+        description="start returns an id and the first output; read: output since the last read."
+    )
     command: str = Field(default="", description="start: the bash command line.")
     cwd: str | None = Field(default=None, description="start: directory in the workspace.")
     id: str = Field(default="", description="read, input, stop: the process id from start.")
-    text: str = Field(default="", description="input: what to write to its stdin.")
+    text: str = Field(default="", description="input: text for its stdin (\\n ends a line).")
     wait: float = Field(
         default=0.0,
         ge=0,
