@@ -134,3 +134,16 @@ async def test_an_idle_process_is_stopped(tmp_path: Path, llm: ScriptedLLM) -> N
         ended = lambda: proc.running.returncode is not None  # noqa: E731
         await eventually(ended, within=15, what="the idle process stopped")
         assert proc.status() == "stopped (idle for 1 s)"
+
+
+async def test_wiping_the_workspace_ends_its_processes(tmp_path: Path, llm: ScriptedLLM) -> None:
+    async with running_gateway(settings_for(tmp_path, llm)) as gw:
+        ident = process_id(await call(gw, llm, action="start", command="sleep 600"))
+        [proc] = table(gw).all()
+        assert proc.id == ident and proc.alive
+        files = gw.app.extensions.chat_files
+        assert files is not None
+        files.wipe(gw.console.chat)  # the console's /forget "with its files"
+        ended = lambda: proc.running.returncode is not None  # noqa: E731
+        await eventually(ended, within=15, what="the process of the wiped workspace stopped")
+        assert proc.status() == "stopped (its workspace was wiped)"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import secrets
 import time
@@ -352,9 +353,10 @@ def detached(ctx: ToolContext, label: str) -> ToolContext:
     models, and what outside content the turn had read so far, without the turn's own
     hold on its session, typing indicator or streamed reply, which end with the turn."""
     trust = None
-    if ctx.trust is not None:
-        trust = ctx.trust.__class__(**vars(ctx.trust))
-        trust.sources, trust.seen = list(trust.sources), list(trust.seen)
+    if ctx.trust is not None:  # a copy: the turn's own goes on without the task
+        trust = dataclasses.replace(
+            ctx.trust, sources=list(ctx.trust.sources), seen=list(ctx.trust.seen)
+        )
     return ToolContext(
         session=ctx.session,
         chat=ctx.chat,

@@ -76,7 +76,9 @@ class ProcessTool:
             need = await self.shell.side_effects(args.shell_args(), ctx)
             return None if need is None else _kept_running(need)
         if args.action == "input":
-            proc = self._find(args, ctx)
+            proc = self.table.get(ctx.session.chat_scope, args.id)
+            if proc is None:
+                return None  # the handler says there is no such process
             return ApprovalNeed(
                 summary=f"send to {proc.id} ({proc.command}): {args.text!r}",
                 reason="",
