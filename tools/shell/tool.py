@@ -24,7 +24,7 @@ from gateway.sdk import (
 )
 from tools.args import ToolArgs
 from tools.files.workspace import Workspace
-from tools.shell.readonly import read_only
+from tools.shell.readonly import frees_space, read_only
 from tools.shell.safety import ShellPolicy, Verdict, classify
 from tools.shell.safety.shape import exact
 from tools.shell.terminal.base import DRAIN_SECONDS, KILL_GRACE, TerminalBackend, run_command
@@ -158,6 +158,9 @@ class ShellTool:
                 f"refused: {verdict.reason}. This command is blocked and cannot be approved; "
                 "find a safer way or ask the user to run it themselves."
             )
+        full = workspace.over_quota()
+        if full and not (read_only(args.command) or frees_space(args.command)):
+            raise ToolError(f"not run: {full} (rm, rmdir and reading commands still run).")
         timeout = min(args.timeout or self.limit, self.limit)
         env = safe_env(self.secrets() if self.secrets else (), passthrough=self.passthrough)
         result = await run_command(
@@ -177,7 +180,10 @@ class ShellTool:
             result.exit_code,
             result.timed_out,
         )
-        return result.render(timeout)
+        # A command can write past the quota while it runs; the next one is refused then.
+        full = workspace.over_quota()
+        note = f"\n[{full}; until then only rm, rmdir and reading commands run]" if full else ""
+        return result.render(timeout) + note
 
     def specs(self) -> list[ToolSpec[Any]]:
         net = "" if self.settings.terminal.network else ", no network"
