@@ -121,3 +121,15 @@ async def test_a_task_running_at_shutdown_is_reported_interrupted_after_restart(
             what="the interruption told",
         )
         assert f"{ident}: interrupted" in ((await gw.say("/tasks")).reply or "")
+
+
+async def test_stop_all_cancels_the_chats_background_tasks(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    script = Scripted()
+    llm.responder = script
+    async with running_gateway(gateway_settings(tmp_path, llm.url)) as gw:
+        ident = await send_off(gw, llm, script)
+        reply = (await gw.say("/stop all")).reply or ""
+        assert "Cancelled 1 background task(s)." in reply
+        assert f"{ident}: cancelled" in ((await gw.say("/tasks")).reply or "")
