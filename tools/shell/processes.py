@@ -106,7 +106,7 @@ class ProcessTable:
         self._keep_alive = keep_alive
         self._procs: dict[str, ManagedProcess] = {}
         self._sweeper: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
+        self._locks: dict[str, asyncio.Lock] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -149,7 +149,8 @@ class ProcessTable:
         """Start a process for `chat` through `spawn`, unless the chat is at its cap (then
         ProcessLimit). Ended processes stay listed until the chat starts another in their
         place, so their last output can still be read."""
-        async with self._lock:  # two starts at once must not both pass the cap
+        # Two starts in one chat at once must not both pass its cap; other chats go on.
+        async with self._locks.setdefault(chat, asyncio.Lock()):
             self._forget_ended(chat)
             live = [p for p in self.of_chat(chat) if p.alive]
             if len(live) >= self.max_per_chat:
