@@ -115,6 +115,7 @@ if TYPE_CHECKING:
     from gateway.sdk.platforms import PlatformUnavailable as PlatformUnavailable
     from gateway.sdk.tooling import ApprovalGate as ApprovalGate
     from gateway.sdk.tooling import ApprovalNeed as ApprovalNeed
+    from gateway.sdk.tooling import SpunOff as SpunOff
     from gateway.sdk.tooling import ToolCatalog as ToolCatalog
     from gateway.sdk.tooling import ToolContext as ToolContext
     from gateway.sdk.tooling import ToolError as ToolError
@@ -195,6 +196,7 @@ _EXPORTS: dict[str, str] = {
     "ToolCatalog": "gateway.sdk.tooling",
     "ToolContext": "gateway.sdk.tooling",
     "ToolError": "gateway.sdk.tooling",
+    "SpunOff": "gateway.sdk.tooling",
     "ToolScope": "gateway.sdk.tooling",
     "ToolSpec": "gateway.sdk.tooling",
     # Settings

@@ -133,3 +133,30 @@ async def test_stop_all_cancels_the_chats_background_tasks(
         reply = (await gw.say("/stop all")).reply or ""
         assert "Cancelled 1 background task(s)." in reply
         assert f"{ident}: cancelled" in ((await gw.say("/tasks")).reply or "")
+
+
+async def test_what_a_background_task_uses_counts_against_the_chats_usage(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    script = Scripted()
+
+    async def respond(request: dict[str, Any]) -> Reply:
+        reply = await script(request)
+        if is_child(request):
+            reply.usage = (1000, 1)  # the child's own, told apart from the turns' (10, 5)
+        return reply
+
+    llm.responder = respond
+    async with running_gateway(gateway_settings(tmp_path, llm.url)) as gw:
+        await send_off(gw, llm, script)
+        script.release.set()
+        await eventually(lambda: "The research is back: 42." in gw.texts, what="the report")
+        # Two calls of the first turn, the child's one, and the turn that relayed the report.
+        expected = 2 * 15 + 1001 + 15
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            usage = (await gw.say("/usage")).reply or ""
+            if f"this chat: {expected:,} tokens" in usage:
+                break
+            assert asyncio.get_running_loop().time() < deadline, usage
+            await asyncio.sleep(0.2)

@@ -32,6 +32,7 @@ from gateway.sdk import (
     Inbound,
     InboundKind,
     SessionKey,
+    SpunOff,
     Status,
     Store,
     StoreUnavailable,
@@ -146,14 +147,23 @@ class BackgroundTasks:
             beat=now,
         )
         await self.save(record)
-        child = detached(ctx, f"background task {record.id} ({label})")
-        task = asyncio.create_task(self._run(record, work, child), name=f"task {record.id}")
+        # Models of its own on the turn's chain: what it uses is settled when it ends.
+        spun = ctx.spin_off() if ctx.spin_off is not None else None
+        child = detached(ctx, f"background task {record.id} ({label})", spun)
+        settle = spun.settle if spun is not None else None
+        task = asyncio.create_task(self._run(record, work, child, settle), name=f"task {record.id}")
         self._running[record.id] = task
         task.add_done_callback(lambda _t: self._running.pop(record.id, None))
         log.info("background task started id=%s session=%s", record.id, record.session)
         return record
 
-    async def _run(self, record: TaskRecord, work: Work, ctx: ToolContext) -> None:
+    async def _run(
+        self,
+        record: TaskRecord,
+        work: Work,
+        ctx: ToolContext,
+        settle: Callable[[], Awaitable[None]] | None,
+    ) -> None:
         try:
             ok, report = await work(ctx)
         except asyncio.CancelledError:
@@ -165,6 +175,9 @@ class BackgroundTasks:
         except Exception as exc:  # reported to the chat, never lost in a task nobody awaits
             log.exception("background task crashed id=%s", record.id)
             ok, report = False, f"failed: {type(exc).__name__}"
+        finally:
+            if settle is not None:  # what it used counts against the turn's budgets
+                await asyncio.shield(settle())
         await self._end(record, "done" if ok else "failed", report)
 
     async def _end(self, record: TaskRecord, status: TaskStatus, report: str) -> None:
@@ -348,10 +361,11 @@ def outcome_text(record: TaskRecord) -> str:
     )
 
 
-def detached(ctx: ToolContext, label: str) -> ToolContext:
+def detached(ctx: ToolContext, label: str, spun: SpunOff | None = None) -> ToolContext:
     """The context a background sub-agent runs in: the turn's person, chat, session, scope and
-    models, and what outside content the turn had read so far, without the turn's own
-    hold on its session, typing indicator or streamed reply, which end with the turn."""
+    models (`spun`: the same chain with usage of its own), and what outside content the turn
+    had read so far, without the turn's own hold on its session, typing indicator or
+    streamed reply, which end with the turn."""
     trust = None
     if ctx.trust is not None:  # a copy: the turn's own goes on without the task
         trust = dataclasses.replace(
@@ -366,7 +380,7 @@ def detached(ctx: ToolContext, label: str) -> ToolContext:
         message_id=ctx.message_id,
         trust=trust,
         scope=ctx.scope,
-        llm=ctx.llm,
+        llm=spun.llm if spun is not None else ctx.llm,
         depth=ctx.depth,
         task_label=label,
     )
