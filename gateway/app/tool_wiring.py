@@ -103,6 +103,7 @@ def builtin_families(services: ToolServices, registry: ToolRegistry) -> list[Too
         services.submit,
         max_per_chat=settings.delegation.max_background_per_chat,
         admins=settings.access.admins,
+        beat_seconds=settings.delegation.background_heartbeat_seconds,
     )
     delegate = DelegateTools(
         llm=services.llm,

@@ -1,12 +1,15 @@
 """Background delegation through the real gateway: the call returns at once, the person keeps
 talking (another turn completes), the report arrives later as the agent's message and is in
-the conversation the next turn sees; /tasks lists and cancels; a task running when the gateway
-stops is marked interrupted and the chat is told after the next start."""
+the conversation the next turn sees; /tasks lists and cancels, /stop all cancels; what a task
+uses counts in /usage; a task running when the gateway stops, or whose process is killed, is
+marked interrupted and the chat is told after the next start."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from tests.harness import Harness, eventually, gateway_settings, running_gateway
 from tools.agent.delegate import SUBAGENT_PROMPT, DelegateTools
 
 REPORT_HEAD = "[Background task "
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def is_child(request: dict[str, Any]) -> bool:
@@ -160,3 +164,47 @@ async def test_what_a_background_task_uses_counts_against_the_chats_usage(
                 break
             assert asyncio.get_running_loop().time() < deadline, usage
             await asyncio.sleep(0.2)
+
+
+async def test_a_task_whose_process_is_killed_is_reported_interrupted(
+    tmp_path: Path, llm: ScriptedLLM
+) -> None:
+    script = Scripted()
+    llm.responder = script
+    root = ROOT
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+    env.update(
+        PYTHONPATH=str(root),
+        CHATGATE_DATA_DIR=str(tmp_path / "data"),
+        CHATGATE_HTTP__ENABLED="false",
+        CHATGATE_LLM__BASE_URL=llm.url,
+        CHATGATE_LLM__MODEL="fake-model",
+        CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
+        CHATGATE_DELEGATION__BACKGROUND_HEARTBEAT_SECONDS="0.5",
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.e2e.background_worker",
+        cwd=root,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line == b"sent off\n", line
+        await asyncio.wait_for(script.child_started.wait(), 30)
+    finally:
+        proc.kill()  # SIGKILL: nothing is cleaned up, the task's record says "running"
+        await proc.wait()
+    settings = gateway_settings(tmp_path, llm.url, delegation={"background_heartbeat_seconds": 0.5})
+    async with running_gateway(settings) as gw:
+        await eventually(
+            lambda: "Sorry: the research task was interrupted." in gw.texts,
+            within=20,
+            what="the interruption told after the crash",
+        )
+        listing = (await gw.say("/tasks")).reply or ""
+        assert ": interrupted" in listing
