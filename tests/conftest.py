@@ -12,7 +12,13 @@ import pytest
 # variables (slack_sdk ignores NO_PROXY).
 # tests.fixtures_terminal: real bwrap sandboxes, local backends (as a throwaway user when
 # root), directories another user can enter.
-pytest_plugins = ["tests.fixtures_redis", "tests.fixtures_fakes", "tests.fixtures_terminal"]
+# tests.fixtures_synapse: a real Synapse homeserver per session (`synapse`) for Matrix.
+pytest_plugins = [
+    "tests.fixtures_redis",
+    "tests.fixtures_fakes",
+    "tests.fixtures_terminal",
+    "tests.fixtures_synapse",
+]
 
 
 def pytest_asyncio_loop_factories(

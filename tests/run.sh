@@ -49,6 +49,27 @@ if ! command -v chromium >/dev/null 2>&1; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 
+# The email tests run a private Dovecot (its own config, a free port on 127.0.0.1). The
+# package's own system service is not needed, so it is stopped where this installed it.
+if [ ! -x /usr/sbin/dovecot ]; then
+  echo "installing dovecot-imapd for the email tests..." >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq dovecot-imapd >/dev/null
+  if [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now dovecot.service dovecot.socket >/dev/null 2>&1 || true
+  fi
+fi
+
+# The Matrix tests run a real Synapse homeserver. It gets a virtualenv of its own so its
+# pinned dependencies never meet the project's; tests/fixtures_synapse.py starts it.
+if [ ! -x .venv-synapse/bin/python ] || ! .venv-synapse/bin/python -c 'import synapse' 2>/dev/null; then
+  echo "installing Synapse (matrix-synapse) into .venv-synapse for the Matrix tests..." >&2
+  "$PYTHON" -m venv .venv-synapse
+  .venv-synapse/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+  .venv-synapse/bin/python -m pip install -q --disable-pip-version-check 'matrix-synapse>=1.100'
+fi
+
 # slack_sdk ignores NO_PROXY: a proxy from the environment would swallow 127.0.0.1 calls.
 unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy ALL_PROXY all_proxy
 

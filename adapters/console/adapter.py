@@ -45,6 +45,9 @@ class ConsoleAdapter:
         self.sent: list[Outbound] = []  # everything sent, for `ask` and tests
         self.edits: list[tuple[SentRef, Outbound]] = []
         self.received = asyncio.Event()
+        # Messages with buttons wait for the person: `ask` and `chat` show them and read the
+        # answer (`/approve ID`) from the terminal, since the terminal has no buttons to press.
+        self.questions: asyncio.Queue[Outbound] = asyncio.Queue()
 
     def inbound(
         self,
@@ -77,6 +80,8 @@ class ConsoleAdapter:
     async def send(self, out: Outbound) -> SentRef:
         self.sent.append(out)
         self.received.set()
+        if out.buttons:
+            self.questions.put_nowait(out)
         if self._echo:
             if out.text or not out.attachments:
                 self._print(out.text)

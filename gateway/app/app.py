@@ -47,6 +47,7 @@ from gateway.intake.middlewares import (
     SlotMiddlewares,
     Validate,
 )
+from gateway.intake.pairing import Pairing, PairingBook
 from gateway.llm.client import LLMClient
 from gateway.llm.providers import ProviderPool
 from gateway.media.turn import turn_media
@@ -60,6 +61,7 @@ from gateway.runtime.otel import Tracing
 from gateway.runtime.telemetry import MeteredOutbox, Telemetry
 from gateway.scheduling.commands import register_schedule_commands
 from gateway.scheduling.scheduler import Scheduler
+from gateway.scheduling.targets import DeliveryTargets, budget_check
 from gateway.sdk.channels import Adapter, AdapterContext, Outbox
 from gateway.sdk.extensions import Extensions
 from gateway.sdk.messages import Inbound
@@ -140,6 +142,14 @@ class App:
             grants=self.grants,
         )
         self.approvals.register(self.extensions)
+        codes_last = settings.access.pairing_code_minutes * 60
+        self.pairing = Pairing(
+            book=PairingBook(self.store, self.signer, codes_last),
+            outbox=self.outbox,
+            access=self.access,
+            settings=settings.access,
+        )
+        self.pairing.register(self.extensions)
         self.agent = Agent(
             self.llm, settings.agent, approvals=self.approvals, telemetry=self.telemetry
         )
@@ -204,6 +214,14 @@ class App:
             self.extensions, self.queue, self.sessions, self.memory, self.access
         )
         register_profile_commands(self.extensions, self.planner, self.access)
+        self.targets = DeliveryTargets(
+            self.store,
+            self.access,
+            self.outbox,
+            admins=settings.access.admins,
+            budget=budget_check(self.planner.gate),
+        )
+        self.targets.register(self.extensions)
         self.scheduler = Scheduler(
             settings.scheduler,
             store=self.store,
@@ -215,6 +233,7 @@ class App:
             instance_id=self.instance_id,
             turn_timeout=settings.agent.max_turn_seconds + 30,
             metrics=self.metrics,
+            check_target=self.targets.job_refusal,
         )
         register_schedule_commands(self.extensions, self.scheduler)
         self.tool_services = ToolServices(
@@ -224,6 +243,7 @@ class App:
             outbox=self.outbox,
             extensions=self.extensions,
             scheduler=self.scheduler,
+            targets=self.targets,
             llm=self.llm,
             approvals=self.approvals,
             submit=self.admission.submit,
@@ -266,6 +286,7 @@ class App:
             store=self.store,
             instance_id=self.instance_id,
             approvals=self.approvals,
+            pairing=self.pairing,
             scheduler=self.scheduler,
             sessions=self.sessions,
             metrics=self.metrics,
@@ -287,9 +308,10 @@ class App:
     def _middlewares(self, context: GroupContext) -> list[Middleware]:
         """The admission chain, in order (ARCHITECTURE.md draws it)."""
         router = self.settings.router
+        pairing = self.pairing if self.access.pairs else None
         return [
             Observe(self.access, self.store, context, router.dedupe_ttl),
-            AccessCheck(self.access, self.notifier, self.metrics),
+            AccessCheck(self.access, self.notifier, self.metrics, pairing),
             Validate(router, self.notifier),
             RateLimit(self.access, self.notifier, self.metrics),
             IntakeRoundTrip(

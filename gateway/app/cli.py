@@ -1,7 +1,7 @@
 """The `chatgate` command: run | chat | ask | doctor | config | dead-letters, and more.
 
 Exit codes: 0 success, 1 the request failed (LLM unreachable, ...), 2 invalid
-configuration or usage.
+configuration or usage, 3 (`ask`) a decision is needed and there is no terminal to ask.
 """
 
 from __future__ import annotations
@@ -247,6 +247,7 @@ async def _chat(settings: Settings) -> int:
     import asyncio
 
     from gateway.app.app import App
+    from gateway.app.terminal import TerminalLines
 
     app = App(settings)
     console = app.add_terminal_adapter()
@@ -255,17 +256,31 @@ async def _chat(settings: Settings) -> int:
             f"chatgate: talking to {settings.llm.model} at {settings.llm.base_url}. "
             "/help for commands, Ctrl-D to quit."
         )
-        loop = asyncio.get_running_loop()
+        lines = TerminalLines(asyncio.get_running_loop())
+        # Lines are read while a turn runs, so that `/approve ID` answers the prompt it shows.
+        running: set[asyncio.Future[Any]] = set()
+        typed: asyncio.Future[str | None] | None = None
         while True:
-            try:
-                line = await loop.run_in_executor(None, input, "you> ")
-            except EOFError:
+            if typed is None:
+                if not running:
+                    print("you> ", end="", flush=True)
+                typed = asyncio.ensure_future(lines.get())
+            was_running = bool(running)
+            await asyncio.wait({typed, *running}, return_when=asyncio.FIRST_COMPLETED)
+            running = {turn for turn in running if not turn.done()}
+            if not typed.done():
+                if was_running and not running:
+                    print("you> ", end="", flush=True)
+                continue
+            line, typed = typed.result(), None
+            if line is None:
                 print()
                 break
-            if not line.strip():
-                continue
-            submission = await app.admission.submit(console.inbound(line))
-            await submission.done
+            if line.strip():
+                submission = await app.admission.submit(console.inbound(line))
+                running.add(submission.done)
+        if running:
+            await asyncio.wait(running)
     return EXIT_OK
 
 
@@ -278,18 +293,31 @@ def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _ask(settings: Settings, text: str) -> int:
+    import asyncio
+    import os
+
     from gateway.app.app import App
+    from gateway.app.terminal import EXIT_WAITING, TerminalLines, TerminalTurn
 
     app = App(settings)
     console = app.add_terminal_adapter()
+    follow = TerminalTurn(app, console, sys.stderr)
+    # A question (an approval) is answered at the terminal; with none, it cannot be answered.
+    lines = TerminalLines(asyncio.get_running_loop()) if os.isatty(0) else None
     async with app:
         submission = await app.admission.submit(console.inbound(text))
-        outcome = await submission.done
+        outcome = await follow.ask(submission.done, lines)
+        if isinstance(outcome, str):
+            print(outcome, file=sys.stderr)
+            if submission.session is not None:  # the request is closed, its command never runs
+                await app.queue.stop_session(submission.session)
+            return EXIT_WAITING
     if outcome.error:
         print(f"chatgate: {outcome.error}", file=sys.stderr)
         return EXIT_FAILED
     for out in console.sent:
-        print(out.text)
+        if id(out) not in follow.shown:
+            print(out.text)
     return EXIT_OK
 
 

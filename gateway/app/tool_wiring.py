@@ -15,6 +15,7 @@ from gateway.config import Settings
 from gateway.intake.admission import Submission
 from gateway.llm.client import LLMClient
 from gateway.scheduling.scheduler import Scheduler
+from gateway.scheduling.targets import DeliveryTargets
 from gateway.sdk.channels import Outbox
 from gateway.sdk.extensions import Extensions
 from gateway.sdk.families import ToolFamily
@@ -39,6 +40,7 @@ from tools.on_demand import OnDemand
 from tools.policy import ToolPolicy, check_policy
 from tools.registry import ToolRegistry
 from tools.schedule.cron import CronTools
+from tools.schedule.send import SendTools
 from tools.shell.family import TerminalTools
 from tools.skills.library import SkillTools, default_library
 from tools.skills.manage import SkillManageTools
@@ -61,6 +63,8 @@ class ToolServices:
     # Where tools register their buttons, admission middlewares and prompt sections.
     extensions: Extensions
     scheduler: Scheduler | None = None  # None: the cron tools say scheduling is unavailable
+    # Home channels and other chats jobs and send_message deliver to; None: only this chat.
+    targets: DeliveryTargets | None = None
     # Sub-agents run on this client and ask this gate; None: a client of their own, no gate.
     llm: LLMClient | None = None
     approvals: ApprovalGate | None = None
@@ -79,7 +83,9 @@ def builtin_families(services: ToolServices, registry: ToolRegistry) -> list[Too
     cfg = settings.tools
     # First: the one family that refuses to build, before anything that must be closed exists.
     mcp = MCPTools(settings, submit=services.submit)
-    workspaces = Workspaces(settings.workspace, cfg.workspace_scope)
+    workspaces = Workspaces(
+        settings.workspace, cfg.workspace_scope, quota_bytes=cfg.workspace_quota_bytes
+    )
     workspace_for = workspaces.for_context
     attachments = AttachmentFetcher(
         services.outbox,
@@ -97,7 +103,10 @@ def builtin_families(services: ToolServices, registry: ToolRegistry) -> list[Too
     return [
         WorkspaceWipeOffer(workspaces, services.store),
         FileTools(
-            workspace_for, max_chars=cfg.max_output_chars, confirm_overwrite=cfg.confirm_overwrite
+            workspace_for,
+            max_chars=cfg.max_output_chars,
+            confirm_overwrite=cfg.confirm_overwrite,
+            document_chars=(settings.media.document_max_chars, settings.media.document_page_chars),
         ),
         FindTools(workspace_for),
         AttachmentTools(workspace_for, attachments),
@@ -109,7 +118,8 @@ def builtin_families(services: ToolServices, registry: ToolRegistry) -> list[Too
         BrowserTools(settings, guard, workspace_for),
         MemoryTools(services.memory),
         TodoTools(services.store),
-        CronTools(services.scheduler),
+        CronTools(services.scheduler, services.targets),
+        SendTools(services.targets, services.outbox),
         ClarifyService(
             services.store,
             services.outbox,

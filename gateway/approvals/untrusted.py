@@ -72,6 +72,8 @@ def begin(ctx: ToolContext, *, ask: bool) -> ToolContext:
         return ctx
     trust = TurnTrust(ask=ask)
     _note(trust, ctx.user_text)
+    for source in ctx.outside:  # read from what the person sent, before the first step
+        _add_source(trust, source)
     return dataclasses.replace(ctx, trust=trust)
 
 

@@ -98,6 +98,10 @@ class ToolsSettings(Section):
     # Whose files the file tools see: "chat" gives each chat {workspace}/{platform}-{chat_id}/,
     # "user" each person in a chat {...}/u-{user_id}/, "shared" everybody the root itself.
     workspace_scope: Literal["shared", "chat", "user"] = "chat"
+    # The most one conversation's workspace folder may hold (its regular files); 0: no quota.
+    # The file tools never write past it; a command runs only while the folder is under it
+    # (rm, rmdir and reading commands always run), so one command can overrun it once.
+    workspace_quota_bytes: int = Field(default=0, ge=0, le=1 << 50)
     # Ask a person before write_file replaces an existing file.
     confirm_overwrite: bool = False
     attachment_max_bytes: int = Field(default=20_000_000, ge=1, le=2 * GB)  # save_attachment
@@ -230,6 +234,11 @@ class AccessSettings(Section):
     approvers: Literal["requester_and_admins", "admins"] = "requester_and_admins"
     # Platform roles (Discord role ids) that may use /new and /forget in groups, like admins.
     moderator_roles: list[str] = []
+    # People not let in (not admins, not in allowed_users): "refuse" them, or let them "pair":
+    # they get a one-time code and the admins Approve/Deny buttons (gateway/intake/pairing.py).
+    # With "pair" an empty allowed_users lets in only admins and paired people.
+    unknown: Literal["refuse", "pair"] = "refuse"
+    pairing_code_minutes: float = Field(default=60.0, gt=0, le=7 * 24 * 60)
 
 
 class ApprovalSettings(Section):

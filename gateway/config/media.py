@@ -22,6 +22,10 @@ class MediaSettings(Section):
     max_download_mb: float = Field(default=20.0, gt=0, le=10_000)  # any file from a platform
     # Any file sent (platforms cap it lower).
     max_upload_mb: float = Field(default=50.0, gt=0, le=10_000)
+    # Text read from documents people send (PDF, DOCX, XLSX, PPTX, ODT, CSV, HTML) and by
+    # read_file: at most this many characters per file, and per page, sheet or slide.
+    document_max_chars: int = Field(default=40_000, ge=1_000, le=10_000_000)
+    document_page_chars: int = Field(default=8_000, ge=200, le=10_000_000)
 
     @property
     def max_download_bytes(self) -> int:

@@ -21,7 +21,7 @@ class StreamingSettings(Section):
 
     enabled: bool = True
     # Least time between two updates of one streamed message; 0: the platform's own default
-    # (1000 ms on Telegram and Discord, 500 on Slack).
+    # (1000 ms on Telegram, Discord and Matrix, 500 on Slack).
     interval_ms: int = Field(default=0, ge=0, le=60_000)
     # A reply that is over within this long after its first words is sent whole, without a
     # draft or edits first (no flicker and one notification for short, fast answers).

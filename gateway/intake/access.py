@@ -36,6 +36,7 @@ class AccessPolicy:
         self._allowed = frozenset(settings.allowed_users)
         self._blocked = frozenset(settings.blocked_users)
         self._moderator_roles = frozenset(settings.moderator_roles)
+        self.pairs = settings.unknown == "pair"
         # The platforms' rules (Extensions.access_rules), read on every check.
         self._rules = rules
         self._local_counts: dict[str, int] = {}
@@ -67,20 +68,32 @@ class AccessPolicy:
         """The static rules only: no rate limit, no notice (for messages kept as context)."""
         return inbound.kind is InboundKind.AGENT or self.refusal(inbound) is None
 
-    def refusal(self, inbound: Inbound) -> str | None:
-        """Why this person may not use the bot here (None: they may)."""
+    def refusal(self, inbound: Inbound, *, paired: bool = False) -> str | None:
+        """Why this person may not use the bot here (None: they may). `paired`: an admin let
+        them in by pairing, which stands for the allow list (not for the platforms' rules)."""
         user = inbound.sender.address
         if user in self._blocked:
             return NOT_ALLOWED
         if self.is_admin(inbound.sender):
             return None
-        if self._allowed and user not in self._allowed:
+        if (self._allowed or self.pairs) and user not in self._allowed and not paired:
             return NOT_ALLOWED
         for rule in self._rules:
             reason = rule(inbound)
             if reason is not None:
                 return reason
         return None
+
+    def unlisted(self, inbound: Inbound) -> bool:
+        """With `access.unknown = "pair"`: is this a person the allow list does not name (not
+        blocked, not an admin), who may be let in by pairing?"""
+        user = inbound.sender.address
+        return (
+            self.pairs
+            and user not in self._blocked
+            and user not in self._allowed
+            and not self.is_admin(inbound.sender)
+        )
 
     async def tell_refusal(self, inbound: Inbound) -> bool:
         """Whether to tell the person about a refusal: once per chat per hour."""

@@ -30,6 +30,7 @@ from gateway.intake.admission import (
     finished,
 )
 from gateway.intake.group_context import GroupContext
+from gateway.intake.pairing import Pairing
 from gateway.runtime.metrics import Metrics
 from gateway.sdk.extensions import CommandCall, CommandReply, Extensions, Slot
 from gateway.sdk.messages import ChatKind, Inbound, InboundKind
@@ -91,12 +92,21 @@ class Observe:
 
 
 class AccessCheck:
-    """The static rules: blocked, allow lists, the platforms' rules. Told once an hour."""
+    """The static rules: blocked, allow lists, the platforms' rules. Told once an hour. With
+    pairing (`access.unknown = "pair"`), a person the allow list does not name is let in by
+    their sealed pairing grant, or given a code to ask for one."""
 
-    def __init__(self, access: AccessPolicy, notifier: Notifier, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        access: AccessPolicy,
+        notifier: Notifier,
+        metrics: Metrics,
+        pairing: Pairing | None = None,
+    ) -> None:
         self._access = access
         self._notifier = notifier
         self._metrics = metrics
+        self._pairing = pairing
 
     async def __call__(self, admission: Admission, call_next: Next) -> Submission:
         inbound = admission.inbound
@@ -105,6 +115,15 @@ class AccessCheck:
         reason = self._access.refusal(inbound)
         if reason is None:
             return await call_next(admission)
+        pairing = self._pairing
+        if pairing is not None and self._access.unlisted(inbound):
+            if await pairing.paired(inbound.sender):
+                reason = self._access.refusal(inbound, paired=True)
+                if reason is None:
+                    return await call_next(admission)
+            else:
+                self._metrics.inc("refused_total", reason="pairing")
+                return await self._notifier.refuse(inbound, await pairing.ask(inbound))
         self._metrics.inc("refused_total", reason="access")
         notify = await self._access.tell_refusal(inbound)
         return await self._notifier.refuse(inbound, reason if notify else None)

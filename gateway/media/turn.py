@@ -16,11 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.approvals.untrusted import wrap
 from gateway.config import Settings
 from gateway.llm.images import image_part, text_part
 from gateway.llm.types import Message
 from gateway.llm.vision import Vision
 from gateway.media.content import note, recent_images, user_text
+from gateway.media.documents import DocumentError, document_kind, extract, may_be_document
 from gateway.media.fetch import fetch
 from gateway.media.images import ImageError, PreparedImage, prepare_image
 from gateway.media.services import (
@@ -30,7 +32,7 @@ from gateway.media.services import (
     Transcriber,
     endpoint,
 )
-from gateway.media.sniff import sniff
+from gateway.media.sniff import safe_name, sniff
 from gateway.media.speech_text import speakable
 from gateway.sdk.channels import AttachmentError, AttachmentUnavailable, DeliveryError, Outbox
 from gateway.sdk.messages import Attachment, AttachmentKind, Inbound, Outbound, OutboundFile
@@ -56,6 +58,7 @@ class PreparedInput:
     text: str
     images: list[PreparedImage] = field(default_factory=list)
     model_lines: list[str] = field(default_factory=list)  # for this request only
+    outside: tuple[str, ...] = ()  # outside content in model_lines ("file report.pdf")
     notices: list[str] = field(default_factory=list)  # told to the person before the answer
     answer: str | None = None  # set: nothing usable for the model; this line is the answer
     voice: bool = False  # the person spoke (tts.reply_with_voice = when_voice)
@@ -125,7 +128,8 @@ class TurnMedia:
                     said.append(heard)
                     usable = True
             else:
-                usable = True  # a document: the model can save and read it
+                await self._document(inbound, attachment, prepared)
+                usable = True  # a document: its text, or the model can save and read it
         sent_images = any(a.kind is AttachmentKind.IMAGE for a in inbound.attachments)
         if not sent_images and self._refers_back("\n".join(said)):
             await self._earlier_images(inbound, history, prepared)
@@ -246,6 +250,47 @@ class TurnMedia:
     def _refers_back(self, text: str) -> bool:
         """Whether the message (a transcript included) points back at an image."""
         return self._media.image_lookback_turns > 0 and bool(_REFERS.search(text))
+
+    # -- documents ----------------------------------------------------------------------
+
+    async def _document(
+        self, inbound: Inbound, attachment: Attachment, prepared: PreparedInput
+    ) -> None:
+        """The text of a document the person sent, for the model, marked as outside content.
+        A file that is no document is only noted (the model can save it and work with it)."""
+        if not may_be_document(attachment.name, attachment.mime_type):
+            return
+        try:
+            data = await self._fetch(inbound, attachment)
+        except AttachmentError as exc:
+            self._failed(inbound, attachment, exc)
+            prepared.model_lines.append(
+                f"[file {attachment.file_id} could not be fetched for reading: {exc}]"
+            )
+            return
+        kind = document_kind(attachment.name, attachment.mime_type, data)
+        if kind is None:
+            return
+        name = safe_name(attachment.name or f"document.{kind}")
+        try:
+            document = await asyncio.to_thread(
+                extract,
+                data,
+                kind,
+                max_chars=self._media.document_max_chars,
+                max_page_chars=self._media.document_page_chars,
+            )
+        except DocumentError as exc:
+            self._failed(inbound, attachment, exc)
+            prepared.notices.append(f"I could not read the text of your file {name}: {exc}.")
+            prepared.model_lines.append(f"[the text of {name} could not be read: {exc}]")
+            return
+        source = f"file {name}"
+        body = document.summary(name)
+        if document.text and not document.no_text_layer:
+            body += "\n" + document.text
+        prepared.model_lines.append(wrap(source, body))
+        prepared.outside = (*prepared.outside, source)
 
     # -- speech -------------------------------------------------------------------------
 

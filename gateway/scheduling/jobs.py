@@ -50,6 +50,13 @@ class JobSpec(BaseModel):
     paused: bool = False
     # Runs that fell due while paused are skipped, not reported as missed.
     resumed_at: datetime | None = None
+    # Where runs deliver when not to `target` (a home channel or another chat, checked when
+    # named and at each run, gateway/scheduling/targets.py); reports still go to `target`.
+    deliver_to: ChatRef | None = None
+
+    @property
+    def destination(self) -> ChatRef:
+        return self.deliver_to or self.target
 
     @property
     def chat_scope(self) -> str:
@@ -120,6 +127,8 @@ def describe_job(spec: JobSpec, state: JobState | None, *, with_chat: bool = Fal
     else:
         when = f"next {local_time(due, tz)}"
     where = f" in {spec.target.address}" if with_chat else ""
+    if spec.deliver_to is not None:
+        where += f" -> {spec.deliver_to.address}"
     return f"{spec.id} [{spec.kind.value}] {spec.when} ({when}){where}: {spec.preview}"
 
 

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 Submit = Callable[[Inbound], Awaitable[Submission]]
 ForgetSession = Callable[[SessionKey], Awaitable[None]]
+# A job's delivery target checked again at run time: None, or why it may not be used now.
+CheckTarget = Callable[[JobSpec], Awaitable[str | None]]
 
 
 class RunAction(Enum):
@@ -54,6 +56,7 @@ class JobRunner:
         heartbeat: float,
         lock: asyncio.Lock,
         metrics: Metrics | None = None,
+        check_target: CheckTarget | None = None,
     ) -> None:
         self._book = book
         self._courier = courier
@@ -65,6 +68,7 @@ class JobRunner:
         # The scheduler's lock: a run's state update must not interleave with the leader's.
         self._lock = lock
         self._metrics = metrics or Metrics()
+        self._check_target = check_target
 
     async def execute(self, spec: JobSpec, slot: datetime, action: RunAction, final: bool) -> None:
         """Carry out a claimed run, log it, and report a failure (once per streak)."""
@@ -78,8 +82,10 @@ class JobRunner:
             elif action is RunAction.INTERRUPTED:
                 text = self._interrupted_text(spec, slot)
                 record = await self._tell(spec, slot, RunStatus.INTERRUPTED, text)
+            elif refusal := await self._refused_target(spec):
+                record = self._record(slot, RunStatus.FAILED, None, error=refusal)
             elif spec.kind is JobKind.MESSAGE:
-                out = Outbound(chat=spec.target, text=spec.text, markdown=False)
+                out = Outbound(chat=spec.destination, text=spec.text, markdown=False)
                 record = self._record(slot, RunStatus.DELIVERED, await self._courier.send(out))
             else:
                 record = await self._run_agent(spec, slot)
@@ -108,6 +114,11 @@ class JobRunner:
             await self._book.stopped(spec.id, slot)
         except StoreUnavailable as exc:
             log.error("job run not recorded job=%s slot=%s error=%s", spec.id, slot, exc)
+
+    async def _refused_target(self, spec: JobSpec) -> str | None:
+        if spec.deliver_to is None or self._check_target is None:
+            return None
+        return await self._check_target(spec)
 
     async def _beat(self, job_id: str, slot: datetime) -> None:
         while True:
@@ -138,7 +149,9 @@ class JobRunner:
             await self._book.remove(spec.id)
 
     async def _run_agent(self, spec: JobSpec, slot: datetime) -> RunRecord:
-        target = spec.target
+        # Delivered elsewhere, the prompt runs in the chat it is delivered to (its workspace,
+        # its budget), as its creator.
+        target = spec.destination
         # A fresh session per run: the prompt is answered without the chat's conversation.
         session = SessionKey(
             target.platform,
@@ -236,9 +249,10 @@ class JobRunner:
 
     async def _report_failure(self, spec: JobSpec, slot: datetime, record: RunRecord) -> None:
         due = local_time(slot, spec.schedule.tz)
-        chat_text = f"I could not deliver the {self._what(spec)} due at {due}: {record.error}"
+        to = f" to {spec.deliver_to.address}" if spec.deliver_to is not None else ""
+        chat_text = f"I could not deliver the {self._what(spec)}{to} due at {due}: {record.error}"
         admin_text = (
-            f"Scheduled job {spec.id} for {spec.target.address} (made by "
+            f"Scheduled job {spec.id} for {spec.destination.address} (made by "
             f"{spec.creator.address}) was not delivered at {due}: {record.error}"
         )
         told = await self._courier.report(spec.target, chat_text, admin_text)

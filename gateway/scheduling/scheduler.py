@@ -46,7 +46,7 @@ from gateway.scheduling.jobs import (
     slot_key,
     utcnow,
 )
-from gateway.scheduling.runs import ForgetSession, JobRunner, RunAction, Submit
+from gateway.scheduling.runs import CheckTarget, ForgetSession, JobRunner, RunAction, Submit
 from gateway.scheduling.times import Schedule, WhenError, check_schedule, local_time, next_run
 from gateway.scheduling.when import parse_when
 from gateway.sdk.channels import Outbox
@@ -84,6 +84,7 @@ class Scheduler:
         instance_id: str,
         turn_timeout: float,
         metrics: Metrics | None = None,
+        check_target: CheckTarget | None = None,
     ) -> None:
         self.settings = settings
         self.book = JobBook(store, run_log_size=settings.run_log_size)
@@ -117,6 +118,7 @@ class Scheduler:
             heartbeat=settings.leader_ttl,
             lock=self._lock,
             metrics=metrics,
+            check_target=check_target,
         )
         self._runs: dict[tuple[str, str], asyncio.Task[None]] = {}  # (job, slot) in flight here
         self._listener: asyncio.Task[None] | None = None
@@ -150,6 +152,7 @@ class Scheduler:
         user: UserRef,
         timezone: str = "",
         schedule: Schedule | None = None,
+        deliver_to: ChatRef | None = None,
     ) -> JobSpec:
         """Validate and store a new job for `chat`; raises JobError saying what to change."""
         text = text.strip()
@@ -186,6 +189,7 @@ class Scheduler:
             creator=user,
             created_at=now,
             first_run=first,
+            deliver_to=deliver_to,
         )
         await self.book.put(spec)
         log.info("job created job=%s kind=%s chat=%s first=%s", job_id, kind, chat.address, first)

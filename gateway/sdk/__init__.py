@@ -69,6 +69,8 @@ if TYPE_CHECKING:
     from gateway.scheduling.jobs import describe_job as describe_job
     from gateway.scheduling.scheduler import JobError as JobError
     from gateway.scheduling.scheduler import Scheduler as Scheduler
+    from gateway.scheduling.targets import DeliveryTargets as DeliveryTargets
+    from gateway.scheduling.targets import TargetError as TargetError
     from gateway.scheduling.times import local_time as local_time
     from gateway.sdk.callbacks import CallbackData as CallbackData
     from gateway.sdk.callbacks import prefix_of as prefix_of
@@ -260,6 +262,8 @@ _EXPORTS: dict[str, str] = {
     "JobSpec": "gateway.scheduling.jobs",
     "JobError": "gateway.scheduling.scheduler",
     "Scheduler": "gateway.scheduling.scheduler",
+    "DeliveryTargets": "gateway.scheduling.targets",
+    "TargetError": "gateway.scheduling.targets",
     "local_time": "gateway.scheduling.times",
     # Streaming replies
     "inline_code": "gateway.streaming.progress",

@@ -113,6 +113,9 @@ class ToolContext:
     # What outside content entered this turn (approvals/untrusted.py); set by the agent, shared
     # with sub-agents and execute_code's calls. None: not inside an agent run.
     trust: TurnTrust | None = None
+    # Outside content the person's message itself brought in (the text of documents they
+    # sent, "file report.pdf"): the turn starts with it (approvals/untrusted.py `begin`).
+    outside: tuple[str, ...] = ()
     stream: StreamControl = NO_STREAM
     # The run's hold on its session (sessions/fencing.py): effects check it in the store, and a
     # run another took over stops there. None outside a turn (a scheduled job's own calls).

@@ -63,6 +63,10 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     whatsapp:status:{message id}      value  the latest delivery status of a sent message
     whatsapp:sent:{message id}        value  a free-form message's recipient and text, for an
                                              hour (sent again as the template after a 131047)
+    {platform}:prompt:{message}       value  a message's buttons offered as reactions: emoji -> data
+                                             (JSON; Matrix)
+    {platform}:cursor:{account}       value  where an account's event stream was read up to (the
+                                             Matrix sync token past the stored events)
     chats                             hash   chat scope -> when it was last active (console)
     errors:recent                     list   recent warnings and errors of every replica (JSON)
     web:session:{digest}              value  a signed-in browser (console or web chat; sealed JSON)
@@ -76,6 +80,12 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     api:open:{session}                hash   message id -> API request: replies nobody has read
     api:live:{request}                value  a client is waiting for this API request's answer
     relayed:{approval id}             value  an API session's approval went to the admins
+    homes                             hash   home channel name -> the chat (ChatRef JSON), /sethome
+    pairing:codes                     hash   pairing code -> the sealed request (who, where, expiry)
+    pairing:grants                    hash   person's address -> their sealed pairing grant
+    pairing:user:{address}            value  the person's live pairing code
+    pairing:decided:{code}            value  the code's one decision was taken
+    pairing:denied:{address}          value  the person was denied; refused, not asked about again
     model_choice:{session}            value  the model /model chose for a session ("provider/model")
     usage:{period}:{dim}:{id}:{unit}  value  what turns used in a period: `in` / `out` tokens, `usd`
                                              in micro-dollars. period `d2025-01-31` or `m2025-01`;
@@ -265,6 +275,14 @@ def platform_file_offer(platform: str, offer_id: str) -> str:
     return f"{platform}:file_offer:{offer_id}"
 
 
+def platform_prompt(platform: str, message_id: str) -> str:
+    return f"{platform}:prompt:{message_id}"
+
+
+def platform_cursor(platform: str, account: str) -> str:
+    return f"{platform}:cursor:{account}"
+
+
 def model_choice(key: SessionKey | str) -> str:
     return f"model_choice:{key}"
 
@@ -368,3 +386,20 @@ def api_live(request_id: str) -> str:
 
 def relayed(approval_id: str) -> str:
     return f"relayed:{approval_id}"
+
+
+HOME_CHANNELS = "homes"
+PAIRING_CODES = "pairing:codes"
+PAIRING_GRANTS = "pairing:grants"
+
+
+def pairing_user(address: str) -> str:
+    return f"pairing:user:{address}"
+
+
+def pairing_decided(code: str) -> str:
+    return f"pairing:decided:{code}"
+
+
+def pairing_denied(address: str) -> str:
+    return f"pairing:denied:{address}"

@@ -275,7 +275,7 @@ class TurnRunner:
                     await self._system_prompt(record, inbound, sections),
                     prepared.request(history),
                     toolbox,
-                    self._context(job, lease, typing, stream, plan),
+                    self._context(job, lease, typing, stream, plan, prepared.outside),
                     catalog=self._catalog,
                     events=stream,
                     llm=plan.route,
@@ -378,6 +378,7 @@ class TurnRunner:
         typing: TypingIndicator,
         stream: ReplyStream | None,
         plan: TurnPlan,
+        outside: tuple[str, ...] = (),
     ) -> ToolContext:
         inbound = job.inbound
         return ToolContext(
@@ -387,6 +388,7 @@ class TurnRunner:
             turn_id=job.turn_id,
             message_id=inbound.message_id,
             attachments=inbound.attachments,
+            outside=outside,
             # A scheduled prompt was written by the model, not by a person this turn.
             user_text=inbound.text if inbound.kind is InboundKind.USER else "",
             typing=typing,

@@ -446,3 +446,28 @@ async def test_dead_letters_are_listed_read_only(site: Site) -> None:
     finally:
         await site.app.queue.dead_letters.drop(letter.id)
         await page.context.close()
+
+
+async def test_pairing_requests_are_approved_and_grants_revoked_in_the_console(
+    site: Site,
+) -> None:
+    app = site.app
+    stranger = UserRef(platform="web", user_id="sam", display_name="Sam")
+    record, new = await app.pairing.book.issue(stranger, web_chat("sam", "-"))
+    assert new
+    page = await admin_page(site)
+    await page.goto(f"{site.url}/admin/access")
+    request = page.locator(f"#pairing-{record.code}")
+    assert "web:sam" in await request.inner_text()
+    await request.get_by_role("button", name="Approve").click()
+    await page.wait_for_selector(".flash")
+    assert "Approved: Sam (web:sam)" in await page.inner_text(".flash")
+    grant = await app.pairing.book.granted(stranger)
+    assert grant is not None and grant.by == "web:admin"
+    row = page.locator("[id='grant-web:sam']")
+    await row.get_by_role("button", name="Revoke").click()
+    await page.wait_for_selector(".flash")
+    assert "Revoked: web:sam" in await page.inner_text(".flash")
+    assert await app.pairing.book.granted(stranger) is None
+    assert "Nobody was let in by pairing." in await page.inner_text("[data-part=pairing]")
+    await page.context.close()

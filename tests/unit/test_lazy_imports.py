@@ -78,7 +78,18 @@ NOT_LOADED_BY_A_TELEGRAM_GATEWAY = (
     "discord",
     "slack_bolt",
     "slack_sdk",
-    "botbuilder",
+    "microsoft_agents",
+    "nio",  # matrix-nio
+    "vodozemac",
+    "aioimaplib",
+    "aiosmtplib",
+    "jinja2",  # the console's and the web chat's pages
+    "markdown_it",
+    "trafilatura",
+    "pypdf",
+    "docx",
+    "openpyxl",
+    "pptx",
     "tools.shell.safety",  # the classifier: the first command judged
     "tools.shell.readonly",
     "tools.shell.terminal.docker",  # only the configured backend (sandbox)
@@ -92,6 +103,8 @@ NOT_LOADED_BY_A_TELEGRAM_GATEWAY = (
     "adapters.whatsapp.adapter",
     "adapters.teams.adapter",
     "adapters.mattermost.adapter",
+    "adapters.matrix.adapter",
+    "adapters.email.adapter",
     "adapters.web.adapter",
     "adapters.api.adapter",
 )

@@ -2,6 +2,9 @@
 hide a destructive command, harmless look-alikes stay allowed, and it never raises."""
 
 import dataclasses
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -520,3 +523,32 @@ def test_rm_rf_root_is_blocked_wherever_it_appears(steps: list[tuple[str, str]],
     prefix = "".join(step + join for step, join in steps)
     assert classify(prefix + "rm -rf /").action == "block"
     assert classify(f"{prefix}echo $(rm -rf /){last}ls").action == "block"
+
+
+def test_text_that_crashes_the_bash_grammar_never_reaches_it() -> None:
+    """tree-sitter-bash 0.25 segfaults now and then on `{` and two unassigned code points
+    (found by the fuzz test above, which then took its worker down); 3,000 such texts crash
+    it within a run or two. Run in child processes
+    so a crash fails this test instead of the test run."""
+    probe = (
+        "import random\n"
+        "from tools.shell.safety import classify\n"
+        "from tools.shell.safety.syntax import ParseFailure, parse\n"
+        "pick = random.Random(7)\n"
+        "for _ in range(3000):\n"
+        "    text = '{' + ''.join(chr(pick.randrange(0x10000, 0xF0000)) for _ in range(2))\n"
+        "    try:\n"
+        "        parse(text)\n"
+        "    except ParseFailure:\n"
+        "        pass\n"
+        "assert classify('{\\U000be8c5\\U00019044').action == 'ask'\n"
+    )
+    for _ in range(6):
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        assert done.returncode == 0, done.stderr[-2000:]

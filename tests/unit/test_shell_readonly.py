@@ -5,7 +5,7 @@ option the table does not know is not read-only."""
 import pytest
 
 from tools.shell.options import PROGRAMS, reads_only
-from tools.shell.readonly import read_only
+from tools.shell.readonly import frees_space, read_only
 
 # Each of these writes a file or runs a program; the first five counted as read-only.
 WRITES_OR_RUNS = [
@@ -136,3 +136,20 @@ def test_every_refused_option_is_an_option_of_its_program() -> None:
 )
 def test_tests_and_structure(command: str, expected: bool) -> None:
     assert read_only(command) is expected
+
+
+@pytest.mark.parametrize(
+    ("command", "frees"),
+    [
+        ("rm -rf build", True),
+        ("rm a b && rmdir dir; ls -la", True),
+        ("unlink old.log 2>/dev/null", True),
+        ("rm $(cat list)", False),  # what it removes is known only when it runs
+        ("rm a > kept", False),  # a redirect writes
+        ("echo x > f", False),
+        ("rm a && cp b c", False),
+        ("rm 'unclosed", False),
+    ],
+)
+def test_what_a_full_workspace_may_still_run(command: str, frees: bool) -> None:
+    assert frees_space(command) is frees

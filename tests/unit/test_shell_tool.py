@@ -272,3 +272,19 @@ async def test_a_call_whose_targets_move_is_approved_once_only(make: Make, ws: W
     assert isinstance(after, ApprovalNeed) and not after.standing
     plain = await tool.side_effects(ShellArgs(command="echo hi > x"), CTX)
     assert isinstance(plain, ApprovalNeed) and plain.standing
+
+
+async def test_a_workspace_at_its_quota_runs_only_removals_and_reads(
+    open_dir: Path, backend: TerminalBackend
+) -> None:
+    ws = Workspace(open_dir / "quota", quota_bytes=4096)
+    shell = ShellTool(lambda ctx: ws, ToolsSettings(shell_timeout=5.0), backend)
+    (tool,) = shell.specs()
+    out = await run(tool, "head -c 8192 /dev/zero > big && echo wrote")
+    assert "wrote" in out and "past its quota of 4,096 bytes" in out  # told at once
+    with pytest.raises(ToolError, match="not run: the workspace holds 8,192 bytes"):
+        await run(tool, "echo more > other")
+    assert not (ws.root / "other").exists()
+    assert "8192" in await run(tool, "wc -c big")  # reading still runs
+    await run(tool, "rm -f big")  # and removing
+    assert "again" in await run(tool, "echo again > other && cat other")

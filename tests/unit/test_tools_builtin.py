@@ -99,6 +99,7 @@ def test_families_in_the_order_their_tools_are_offered(installed: Any) -> None:
         "memory",
         "todo",
         "cron",
+        "send",
         "clarify",
         "skills",
         "skill_manage",

@@ -159,3 +159,29 @@ def test_wipe_in_the_user_scope_and_never_in_shared(tmp_path: Path) -> None:
     assert not shared.per_conversation
     with pytest.raises(ValueError, match="never wiped"):
         shared.wipe(chat)
+
+
+async def test_the_file_tools_never_write_past_the_quota(tmp_path: Path) -> None:
+    workspace_for = Workspaces(tmp_path, "chat", quota_bytes=1000).for_context
+    tools = {t.name: t for t in FileTools(workspace_for).specs()}
+    a, b = ctx("a"), ctx("b")
+    await call(tools, a, "write_file", path="big.txt", content="x" * 900)
+    with pytest.raises(ToolError, match="past its quota"):
+        await call(tools, a, "write_file", path="more.txt", content="y" * 200)
+    assert not (tmp_path / "telegram-a" / "more.txt").exists()  # nothing half-written
+    # Replacing a file counts its new size, not both; an edit that grows it past is refused.
+    await call(tools, a, "write_file", path="big.txt", content="z" * 949 + "!")
+    with pytest.raises(ToolError, match="past its quota"):
+        await call(tools, a, "edit_file", path="big.txt", old_text="!", new_text="!" * 100)
+    assert (tmp_path / "telegram-a" / "big.txt").read_text() == "z" * 949 + "!"
+    # The quota is each conversation's own.
+    await call(tools, b, "write_file", path="b.txt", content="w" * 900)
+    assert Workspaces(tmp_path, "chat").usage(b.chat).bytes == 900
+
+
+def test_a_full_workspace_says_so(tmp_path: Path) -> None:
+    space = Workspaces(tmp_path, "chat", quota_bytes=10).for_chat(ctx("a").chat, ctx("a").user)
+    assert space.over_quota() is None
+    (space.root / "f").write_bytes(b"0123456789")
+    assert "at or past its quota of 10 bytes" in (space.over_quota() or "")
+    assert Workspaces(tmp_path, "chat").for_chat(ctx("a").chat, ctx("a").user).over_quota() is None

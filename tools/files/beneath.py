@@ -230,6 +230,20 @@ class Entry:
     is_symlink: bool
 
 
+def tree_usage(dir_fd: int) -> tuple[int, int]:
+    """Files (everything but directories; symlinks count, their targets do not) and bytes of
+    the regular files under `dir_fd`."""
+    files = size = 0
+    for entry in walk_fd(dir_fd, lambda _name: False):
+        try:
+            info = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False)
+        except OSError:
+            continue  # removed since the listing
+        files += 1
+        size += info.st_size if stat.S_ISREG(info.st_mode) else 0
+    return files, size
+
+
 def walk_fd(
     dir_fd: int, prune: Callable[[str], bool], rel: PurePosixPath = _HERE
 ) -> Iterator[Entry]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import stat
 from typing import Any
@@ -17,6 +18,7 @@ from gateway.sdk import (
     inline_code,
     untrusted,
 )
+from gateway.sdk.media import DocumentError, document_kind, extract
 from tools.args import ToolArgs
 from tools.files.workspace import OpenFile, Workspace, WorkspaceFor
 
@@ -25,6 +27,8 @@ MAX_READ_BYTES = 10 * 1024 * 1024  # never pull more than this into memory at on
 MAX_EDIT_BYTES = 5 * 1024 * 1024  # edits rewrite the whole file; keep that cheap
 DEFAULT_LINE_LIMIT = 400
 _SNIFF_BYTES = 8192
+# Binary documents read_file shows as their text (CSV and HTML are text already).
+_DOCUMENTS = frozenset({"pdf", "docx", "xlsx", "pptx", "odt"})
 
 
 class ReadFileArgs(ToolArgs):
@@ -56,10 +60,13 @@ class FileTools(ToolFamily):
         *,
         max_chars: int = 16000,
         confirm_overwrite: bool = False,
+        document_chars: tuple[int, int] = (40_000, 8_000),
     ) -> None:
         self.workspace_for = workspace_for
         self.max_chars = max_chars
         self.confirm_overwrite = confirm_overwrite
+        # Text read from a PDF, DOCX, XLSX, PPTX or ODT: per file, per page (media settings).
+        self.document_chars = document_chars
 
     async def overwrite_approval(
         self, args: WriteFileArgs, ctx: ToolContext
@@ -96,9 +103,16 @@ class FileTools(ToolFamily):
         with workspace.open_file(args.path, "read") as file:
             size = file.size
             head = file.read(min(size, MAX_READ_BYTES))
-        if b"\x00" in head[:_SNIFF_BYTES]:
+        kind = document_kind(args.path, None, head)
+        if kind in _DOCUMENTS:
+            if size > MAX_READ_BYTES:
+                return f"{args.path} has {size:,} bytes; documents over that are not read."
+            text = await self._document_text(head, kind, args.path)
+        elif b"\x00" in head[:_SNIFF_BYTES]:
             return f"{args.path} is a binary file ({size:,} bytes); it cannot be shown as text."
-        lines = head.decode("utf-8", errors="replace").splitlines()
+        else:
+            text = head.decode("utf-8", errors="replace")
+        lines = text.splitlines()
         chunk = lines[args.offset - 1 : args.offset - 1 + args.limit]
         if not chunk:
             return f"{args.path} has {len(lines)} lines; nothing at offset {args.offset}."
@@ -110,6 +124,17 @@ class FileTools(ToolFamily):
         if shown_to < len(lines) or size > MAX_READ_BYTES:
             more = f"\n[lines {args.offset}-{shown_to} of {len(lines)}; use offset={shown_to + 1}]"
         return body + more
+
+    async def _document_text(self, data: bytes, kind: str, path: str) -> str:
+        most, per_page = self.document_chars
+        try:
+            document = await asyncio.to_thread(
+                extract, data, kind, max_chars=most, max_page_chars=per_page
+            )
+        except DocumentError as exc:
+            raise ToolError(f"{path}: {exc}.") from None
+        summary = document.summary(path.rsplit("/", 1)[-1])
+        return f"{summary}\n{document.text}" if document.text else summary
 
     async def write_file(self, args: WriteFileArgs, ctx: ToolContext) -> str:
         rel, created = self.workspace_for(ctx).write_bytes(args.path, args.content.encode("utf-8"))
@@ -149,7 +174,8 @@ class FileTools(ToolFamily):
             ToolSpec(
                 name="read_file",
                 description=(
-                    "Read a text file from the workspace. Returns numbered lines; for long files "
+                    "Read a text file from the workspace, or the text of a PDF, Word, Excel, "
+                    "PowerPoint or OpenDocument file. Returns numbered lines; for long files "
                     "read in pages with offset and limit."
                 ),
                 args=ReadFileArgs,

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from gateway.sdk import ToolContext, ToolError
-from tools.files.beneath import Entry, Refused, open_beneath, stat_beneath, walk_fd
+from tools.files.beneath import Entry, Refused, open_beneath, stat_beneath, tree_usage, walk_fd
 
 # How tools find the workspace of the conversation a call runs in (tools/files/workspaces.py).
 WorkspaceFor = Callable[[ToolContext], "Workspace"]
@@ -36,6 +36,7 @@ class OpenFile:
     rel: str  # its path relative to the workspace root, symlinks expanded
     size: int
     created: bool = False
+    room: int | None = None  # the most it may hold under the workspace's quota (None: no quota)
 
     def read(self, limit: int) -> bytes:
         """Up to `limit` bytes from the start."""
@@ -50,6 +51,12 @@ class OpenFile:
 
     def replace(self, data: bytes) -> None:
         """Make `data` the whole content (in place, so the file keeps its inode and mode)."""
+        if self.room is not None and len(data) > self.room:
+            raise ToolError(
+                f"{self.rel!r} was not written: {len(data):,} bytes would take the workspace "
+                f"past its quota ({max(self.room, 0):,} bytes of room for this file). Delete "
+                "files the conversation no longer needs, then try again."
+            )
         os.ftruncate(self.fd, 0)
         view, done = memoryview(data), 0
         while done < len(data):
@@ -70,7 +77,8 @@ class Workspace:
     own workspace (its scope folders are created with mode 0o700 and never followed as links).
     """
 
-    def __init__(self, root: Path, *, scope: tuple[str, ...] = ()) -> None:
+    def __init__(self, root: Path, *, scope: tuple[str, ...] = (), quota_bytes: int = 0) -> None:
+        self.quota_bytes = quota_bytes  # the most its regular files may hold; 0: no quota
         base = root.expanduser()
         base.mkdir(parents=True, exist_ok=True)
         self._base = base.resolve()
@@ -133,7 +141,10 @@ class Workspace:
         try:
             info = os.fstat(fd)
             _check_single_file(path, info)
-            yield OpenFile(fd, "/".join(rel) or ".", info.st_size, created)
+            room = None
+            if self.quota_bytes and mode != "read":
+                room = self.quota_bytes - (self.used_bytes() - info.st_size)
+            yield OpenFile(fd, "/".join(rel) or ".", info.st_size, created, room)
         except OSError as exc:  # reading or writing it: a full disk, an I/O error
             raise ToolError(_os_error(path, exc)) from None
         finally:
@@ -141,9 +152,38 @@ class Workspace:
 
     def write_bytes(self, path: str, data: bytes) -> tuple[str, bool]:
         """Create or replace a file; returns its relative path and whether it was created."""
+        if self.quota_bytes:  # checked before opening too, so a refused file is not created
+            try:
+                size = self.stat(path)[1].st_size
+            except ToolError:
+                size = 0  # a new file (or one the open below refuses, saying why)
+            room = self.quota_bytes - (self.used_bytes() - size)
+            if len(data) > room:
+                raise ToolError(
+                    f"{path!r} was not written: {len(data):,} bytes would take the workspace "
+                    f"past its quota ({max(room, 0):,} bytes of room for this file). Delete "
+                    "files the conversation no longer needs, then try again."
+                )
         with self.open_file(path, "write") as file:
             file.replace(data)
             return file.rel, file.created
+
+    def used_bytes(self) -> int:
+        """Bytes in the workspace's regular files (symlinks are not followed)."""
+        with self._root() as root_fd:
+            return tree_usage(root_fd)[1]
+
+    def over_quota(self) -> str | None:
+        """One sentence when the workspace holds its quota or more; None otherwise."""
+        if not self.quota_bytes:
+            return None
+        used = self.used_bytes()
+        if used < self.quota_bytes:
+            return None
+        return (
+            f"the workspace holds {used:,} bytes, at or past its quota of "
+            f"{self.quota_bytes:,} bytes: delete files the conversation no longer needs"
+        )
 
     def stat(self, path: str) -> tuple[str, os.stat_result]:
         """The relative path and stat of `path`, following symlinks that stay inside."""

@@ -12,14 +12,13 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import stat
 import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from gateway.sdk import ChatRef, ConfigError, ToolContext, UserRef
-from tools.files.beneath import remove_tree, walk_fd
+from tools.files.beneath import remove_tree, tree_usage
 from tools.files.workspace import Workspace
 
 Scope = Literal["shared", "chat", "user"]
@@ -53,8 +52,9 @@ class WorkspaceUnavailable(ConfigError):
 class Workspaces:
     """Finds the workspace for a tool call; `for_context` is the `WorkspaceFor` tools take."""
 
-    def __init__(self, root: Path, scope: Scope = "chat") -> None:
+    def __init__(self, root: Path, scope: Scope = "chat", *, quota_bytes: int = 0) -> None:
         self.root = root.expanduser()
+        self.quota_bytes = quota_bytes  # 0: none
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -71,7 +71,7 @@ class Workspaces:
 
     def for_chat(self, chat: ChatRef, user: UserRef) -> Workspace:
         """The workspace of `user` in `chat`, created (mode 0o700) on first use."""
-        return Workspace(self.root, scope=self.folder(chat, user))
+        return Workspace(self.root, scope=self.folder(chat, user), quota_bytes=self.quota_bytes)
 
     def folder(self, chat: ChatRef, user: UserRef | None = None) -> tuple[str, ...]:
         """Path parts under the root: () for shared; the chat's folder, then the person's in
@@ -95,7 +95,6 @@ class Workspaces:
         parent, name = self._open_parent(chat, user)
         if parent is None:
             return Usage(0, 0)
-        files = size = 0
         try:
             fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
         except OSError:
@@ -103,13 +102,7 @@ class Workspaces:
         finally:
             os.close(parent)
         try:
-            for entry in walk_fd(fd, lambda _name: False):
-                try:
-                    info = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False)
-                except OSError:
-                    continue  # removed since the listing
-                files += 1
-                size += info.st_size if stat.S_ISREG(info.st_mode) else 0
+            files, size = tree_usage(fd)
         finally:
             os.close(fd)
         return Usage(files, size)

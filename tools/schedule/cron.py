@@ -10,10 +10,13 @@ from typing import Any, Literal
 from pydantic import Field
 
 from gateway.sdk import (
+    ChatRef,
+    DeliveryTargets,
     JobError,
     JobKind,
     JobSpec,
     Scheduler,
+    TargetError,
     ToolContext,
     ToolError,
     ToolFamily,
@@ -48,6 +51,13 @@ class ScheduleJobArgs(ToolArgs):
         default="",
         description="IANA time zone of `when`, e.g. Europe/Berlin. Empty: the gateway's default.",
     )
+    deliver_to: str = Field(
+        default="",
+        description=(
+            "Deliver somewhere else than this chat: a home channel's name (e.g. 'team') or a "
+            "chat address like 'slack:C0123'. Empty: this chat."
+        ),
+    )
 
 
 class ListJobsArgs(ToolArgs):
@@ -65,8 +75,9 @@ class CronTools(ToolFamily):
 
     name = "cron"
 
-    def __init__(self, scheduler: Scheduler | None) -> None:
+    def __init__(self, scheduler: Scheduler | None, targets: DeliveryTargets | None = None) -> None:
         self.scheduler = scheduler
+        self.targets = targets
 
     def need(self) -> Scheduler:
         if self.scheduler is None:
@@ -74,6 +85,7 @@ class CronTools(ToolFamily):
         return self.scheduler
 
     async def schedule_job(self, args: ScheduleJobArgs, ctx: ToolContext) -> str:
+        deliver_to = await self._destination(args.deliver_to, ctx)
         try:
             spec = await self.need().create(
                 kind=JobKind(args.kind),
@@ -82,13 +94,30 @@ class CronTools(ToolFamily):
                 timezone=args.timezone,
                 chat=ctx.chat,
                 user=ctx.user,
+                deliver_to=deliver_to,
             )
         except JobError as exc:
             raise ToolError(f"not scheduled: {exc}") from None
+        where = f"to {deliver_to.address}" if deliver_to is not None else "to this chat"
         return (
             f"Scheduled job {spec.id} ({spec.kind.value}), {spec.schedule.describe()}; first run "
-            f"{local_time(spec.first_run, spec.schedule.tz)}. It is delivered to this chat."
+            f"{local_time(spec.first_run, spec.schedule.tz)}. It is delivered {where}."
         )
+
+    async def _destination(self, target: str, ctx: ToolContext) -> ChatRef | None:
+        if not target.strip():
+            return None
+        if self.targets is None:
+            raise ToolError("not scheduled: delivering elsewhere is not available here")
+        try:
+            chats = await self.targets.resolve(target, user=ctx.user, here=ctx.chat)
+        except TargetError as exc:
+            raise ToolError(f"not scheduled: {exc}") from None
+        if len(chats) != 1:
+            raise ToolError("not scheduled: deliver_to names one chat (a home channel or a chat)")
+        chat = chats[0]
+        same = chat.platform == ctx.chat.platform and chat.chat_id == ctx.chat.chat_id
+        return None if same and chat.thread_id == ctx.chat.thread_id else chat
 
     async def list_jobs(self, args: ListJobsArgs, ctx: ToolContext) -> str:
         sched = self.need()
@@ -121,8 +150,8 @@ class CronTools(ToolFamily):
                 name="schedule_job",
                 description=(
                     "Schedule a reminder (kind 'message') or a prompt you will run later (kind "
-                    "'agent') for this chat: once, after a delay, at an interval or on a cron "
-                    "schedule. The answer is delivered to this chat (and thread)."
+                    "'agent'): once, after a delay, at an interval or on a cron schedule, "
+                    "delivered to this chat or to deliver_to (a home channel, another chat)."
                 ),
                 args=ScheduleJobArgs,
                 handler=self.schedule_job,

@@ -191,6 +191,9 @@ class ExecuteCode:
                 f"{MAX_SCRIPT_CHARS:,}. Write it to a file and run it with the shell instead."
             )
         workspace = self.workspace_for(ctx)
+        full = workspace.over_quota()
+        if full:
+            raise ToolError(f"not run: {full} (the shell's rm still runs).")
         timeout = min(args.timeout or self.limit, self.limit)
         token = secrets_module.token_hex(16)
         env = safe_env(

@@ -108,3 +108,35 @@ def _harmless_redirect(node: Node) -> bool:
     if op in (">&", "<&") and target is None:
         return True  # 2>&1
     return op in (">", ">>", "&>", ">&") and target == _QUIET
+
+
+# Programs that only remove files: what a workspace at its quota may still run.
+_REMOVERS = frozenset({"rm", "rmdir", "unlink"})
+
+
+def frees_space(command: str) -> bool:
+    """True when every part of `command` just reads or removes files (`rm -rf build`):
+    literal words only, no redirect but to /dev/null."""
+    try:
+        trees = parse(command)
+    except ParseFailure:
+        return False
+    return bool(trees) and all(_reads_or_removes(tree) for tree in trees)
+
+
+def _reads_or_removes(node: Node) -> bool:
+    if node.kind in ("list", "pipeline"):
+        return all(_reads_or_removes(part) for part in node.parts)
+    if node.kind != "command":
+        return _reads(node)
+    words = [_unquoted(part.text) for part in node.parts if part.kind == "word"]
+    if not words or words[0] not in _REMOVERS:
+        return _reads(node)
+    for part in node.parts:
+        if any(n.kind == "word" and n.parts for n in descendants(part)):
+            return False  # $VAR, $(...): only known when it runs
+        if part.kind == "redirect" and not _harmless_redirect(part):
+            return False
+        if part.kind not in ("word", "redirect"):
+            return False
+    return None not in words

@@ -155,9 +155,7 @@ class ShellTool:
 
     async def side_effects(self, args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
         """After outside content entered the turn: every command but a read-only one asks."""
-        from tools.shell.readonly import read_only
-
-        if read_only(args.command):
+        if _read_only(args.command):
             return None
         workspace = self.workspace_for(ctx)
         cwd = self.where(args, workspace)
@@ -184,6 +182,9 @@ class ShellTool:
                 f"refused: {verdict.reason}. This command is blocked and cannot be approved; "
                 "find a safer way or ask the user to run it themselves."
             )
+        full = workspace.over_quota()
+        if full and not _read_only_or_freeing(args.command):
+            raise ToolError(f"not run: {full} (rm, rmdir and reading commands still run).")
         timeout = min(args.timeout or self.limit, self.limit)
         env = safe_env(self.secrets() if self.secrets else (), passthrough=self.passthrough)
         result = await run_command(
@@ -203,7 +204,10 @@ class ShellTool:
             result.exit_code,
             result.timed_out,
         )
-        return result.render(timeout)
+        # A command can write past the quota while it runs; the next one is refused then.
+        full = workspace.over_quota()
+        note = f"\n[{full}; until then only rm, rmdir and reading commands run]" if full else ""
+        return result.render(timeout) + note
 
     def specs(self) -> list[ToolSpec[Any]]:
         net = "" if self.settings.terminal.network else ", no network"
@@ -244,3 +248,16 @@ def gateway_paths(settings: Settings) -> list[tuple[str, str, bool]]:
         places.append((config, "the gateway's config file", True))
         places += [(path, "the gateway's environment file", True) for path in env_files]
     return [(str(path), label, secret) for path, label, secret in places]
+
+
+def _read_only(command: str) -> bool:
+    # The read-only list parses with the classifier's grammar: loaded with the first command.
+    from tools.shell.readonly import read_only
+
+    return read_only(command)
+
+
+def _read_only_or_freeing(command: str) -> bool:
+    from tools.shell.readonly import frees_space, read_only
+
+    return read_only(command) or frees_space(command)

@@ -63,6 +63,7 @@ class Page:
 PAGES = {
     "overview": Page("Overview", ("replicas", "adapters", "llm", "queue", "errors"), "overview"),
     "approvals": Page("Approvals", ("pending", "audit"), "approvals"),
+    "access": Page("Access", ("pairing",), "access"),
     "scheduler": Page("Scheduler", ("jobs",), "scheduler"),
     "job": Page("Job", ("job",), "scheduler"),
     "conversations": Page("Conversations", ("chats",), "conversations"),
@@ -74,6 +75,7 @@ PAGES = {
 NAV = (
     ("overview", "Overview", ROOT),
     ("approvals", "Approvals", f"{ROOT}/approvals"),
+    ("access", "Access", f"{ROOT}/access"),
     ("scheduler", "Scheduler", f"{ROOT}/scheduler"),
     ("conversations", "Conversations", f"{ROOT}/conversations"),
     ("usage", "Usage", f"{ROOT}/usage"),
@@ -126,6 +128,8 @@ class AdminConsole:
         add("POST", f"{ROOT}/logout", self._logout)
         add("GET", f"{ROOT}/approvals", self._simple("approvals"))
         add("POST", f"{ROOT}/approvals/{{id}}", self._decide)
+        add("GET", f"{ROOT}/access", self._simple("access"))
+        add("POST", f"{ROOT}/access", self._access_action)
         add("GET", f"{ROOT}/scheduler", self._simple("scheduler"))
         add("GET", f"{ROOT}/scheduler/{{id}}", self._job)
         add("POST", f"{ROOT}/scheduler/{{id}}", self._job_action)
@@ -292,6 +296,21 @@ class AdminConsole:
         if decided:
             log.info("console decision id=%s choice=%s by=%s", request_id, choice, operator.address)
         return await self._done(cookie, session, f"{request_id}: {text}", form.get("back", ""))
+
+    async def _access_action(self, request: web.Request) -> web.StreamResponse:
+        """Pairing from the console: approve or deny a code, revoke a grant."""
+        session, cookie, form = await self._change(request)
+        action = form.get("action", "")
+        operator = _operator(session)
+        pairing = self._p.pairing
+        if action in ("approve", "deny"):
+            text = await pairing.decide(form.get("code", ""), action == "approve", operator)
+        elif action == "revoke":
+            text = await pairing.revoke(form.get("user", ""), operator)
+        else:
+            text = "Unknown action."
+        log.info("console access action=%s by=%s", action, operator.address)
+        return await self._done(cookie, session, text, form.get("back", ""))
 
     async def _job_action(self, request: web.Request) -> web.StreamResponse:
         session, cookie, form = await self._change(request)

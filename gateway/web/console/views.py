@@ -15,6 +15,7 @@ from gateway.approvals.service import AUDIT, ApprovalService
 from gateway.budgets.ledger import DIMENSIONS, Spend, UsageLedger
 from gateway.budgets.periods import Periods
 from gateway.config import Settings
+from gateway.intake.pairing import Pairing
 from gateway.llm.types import Message
 from gateway.runtime.metrics import Metrics
 from gateway.scheduling.jobs import JobSpec
@@ -45,6 +46,7 @@ class ConsoleParts:
     store: Store
     instance_id: str
     approvals: ApprovalService
+    pairing: Pairing
     scheduler: Scheduler
     sessions: SessionStore
     metrics: Metrics
@@ -129,6 +131,16 @@ class Views:
             "pending": pending,
             "audit": shown,
             "filters": {"outcome": outcome, "q": query.get("q", "")},
+        }
+
+    # -- access (pairing) -----------------------------------------------------------------------
+
+    async def _access(self, query: Mapping[str, str]) -> dict[str, Any]:
+        book = self._p.pairing.book
+        return {
+            "pairing_on": self._p.settings.access.unknown == "pair",
+            "pairing_codes": await book.pending(),
+            "pairing_grants": await book.grants(),
         }
 
     # -- scheduler ------------------------------------------------------------------------------

@@ -83,12 +83,29 @@ def parse(text: str) -> list[Node]:
     if len(text) > MAX_SOURCE_CHARS:
         raise ParseFailure(f"longer than {MAX_SOURCE_CHARS:,} characters")
     data = text.encode("utf-8", "surrogatepass")
-    tree = _parser().parse(data)
+    tree = _parser().parse(_ascii_stand_in(text, data))
     root = tree.root_node
     if root.has_error:
         raise ParseFailure(_where_error(root, data))
     builder = _Builder(text, data)
     return list(builder.sequence(root, 0).parts)
+
+
+def _ascii_stand_in(text: str, data: bytes) -> bytes:
+    """`data` with every non-ASCII character replaced by as many `%` as it has bytes.
+
+    tree-sitter-bash 0.25's scanner crashes the process (a segfault, now and then) on some
+    code points (`{` then U+BE8C5 U+19044 is one), so it never sees any. Bash's syntax is
+    all ASCII and a non-ASCII character is part of a word, as `%` is: the tree keeps its
+    shape and byte offsets, and the words' text comes from `data`. `%` is no name
+    character, so `é=1 cmd` stays a command named `é=1`, as bash runs it, not an assignment.
+    """
+    if len(data) == len(text):
+        return data
+    return b"".join(
+        ch.encode() if ch < "\x80" else b"%" * len(ch.encode("utf-8", "surrogatepass"))
+        for ch in text
+    )
 
 
 def descendants(node: Node) -> list[Node]:
