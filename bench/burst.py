@@ -8,6 +8,12 @@ answered, refusals, the process's peak RSS, and the Redis memory each waiting me
     .venv/bin/python bench/burst.py [--sessions 10000] [--llm-delay 0.2] [--turns 256]
         [--llm-capacity 256] [--loop auto|uvloop|asyncio] [--model-process] [--replicas 1]
         [--one-intake]
+    .venv/bin/python bench/burst.py --webhooks [--store redis|embedded] [--connections 100]
+
+With --webhooks the burst goes as real Telegram webhook calls into a `chatgate run`
+subprocess, from a client that retries a call not answered within 10 s as Telegram does
+(bench/webhook_burst.py): answered once, duplicated, lost, the acknowledgement's and the
+answer's p50/p99, and the calls that timed out.
 
 "LLM pace floor" is the time the model alone needs: as many rounds of `delay` as it takes
 to serve every session when it serves N at once (its capacity, or the turns, whichever is
@@ -51,6 +57,7 @@ import redis as redis_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import webhook_burst  # noqa: E402
 from gateway.intake.admission import Status  # noqa: E402
 from gateway.runtime.collector import settle_collector  # noqa: E402
 from gateway.runtime.event_loop import event_loop_runner  # noqa: E402
@@ -431,11 +438,37 @@ def main() -> None:
         help="with --replicas: every message goes to the first replica and the others only "
         "claim waiting sessions from the store (as with Telegram's long polling)",
     )
+    parser.add_argument(
+        "--webhooks",
+        action="store_true",
+        help="send the burst as Telegram webhook calls into a `chatgate run` subprocess",
+    )
+    parser.add_argument("--store", choices=["redis", "embedded"], default="redis")
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=100,
+        help="with --webhooks: calls in flight at once (Telegram's max_connections, 1..100)",
+    )
+    parser.add_argument(
+        "--gateway-tree",
+        default="",
+        help="with --webhooks: run the gateway from this source tree (default: this checkout), "
+        "to compare two versions on the same machine",
+    )
+    parser.add_argument(
+        "--stall",
+        type=float,
+        default=60.0,
+        help="with --webhooks: give up waiting for replies after this long without one",
+    )
     # How run_replicas starts each replica; not for the command line.
     for internal in ("--replica-index", "--redis-url", "--key-prefix", "--llm-url", "--work"):
         parser.add_argument(internal, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.replica_index is not None:
+    if args.webhooks:
+        event_loop_runner(args.loop)(webhook_burst.run(args))
+    elif args.replica_index is not None:
         args.replica_index = int(args.replica_index)
         event_loop_runner(args.loop)(replica(args))
     elif args.replicas > 1:

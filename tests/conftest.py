@@ -8,6 +8,8 @@ import pytest
 
 # tests.fixtures_redis: a private redis-server per session (`redis_url`), one per test for
 # outage tests (`redis_server`), and stores on it or on disk (`redis_store`, `embedded_store`).
+# tests.fixtures_redis_ha: Redis with failover on free ports: a Sentinel set (`sentinel_set`,
+# `own_sentinel_set`, `sentinel_store`).
 # tests.fixtures_fakes: the fake platform and LLM servers (`llm`, `tg`, `slack`), and no proxy
 # variables (slack_sdk ignores NO_PROXY).
 # tests.fixtures_terminal: real bwrap sandboxes, local backends (as a throwaway user when
@@ -15,6 +17,7 @@ import pytest
 # tests.fixtures_synapse: a real Synapse homeserver per session (`synapse`) for Matrix.
 pytest_plugins = [
     "tests.fixtures_redis",
+    "tests.fixtures_redis_ha",
     "tests.fixtures_fakes",
     "tests.fixtures_terminal",
     "tests.fixtures_synapse",

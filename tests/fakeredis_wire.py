@@ -7,26 +7,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
 from gateway.store.redis import RedisStore
-from gateway.store.redis_wire import Command, ReplyError
+from gateway.store.redis_client import Command
 
 
 class ClientWire:
-    """RedisWire's calls over a redis-py client the caller owns."""
+    """The store's Wire calls over a redis-py client the caller owns."""
 
     def __init__(self, client: Redis) -> None:
         # A client of our own on the caller's pool, without redis-py's reply shaping, so
-        # replies come as Redis sends them, as from RedisWire.
+        # replies come as Redis sends them, as from RedisCommands.
         self._raw = Redis(connection_pool=client.connection_pool)
         self._raw.response_callbacks = {}
 
     async def call(self, *command: str | int | float | bytes) -> Any:
-        try:
-            reply = await self._raw.execute_command(*command)  # type: ignore[no-untyped-call]
-        except ResponseError as exc:
-            raise _reply_error(exc) from None
+        reply = await self._raw.execute_command(*command)  # type: ignore[no-untyped-call]
         return _as_sent(command, reply)
 
     async def many(self, commands: Sequence[Command], *, transaction: bool = False) -> list[Any]:
@@ -35,7 +32,7 @@ class ClientWire:
                 pipe.execute_command(*command)
             replies: list[Any] = await pipe.execute(raise_on_error=False)
         return [
-            _reply_error(r) if isinstance(r, ResponseError) else _as_sent(c, r)
+            r if isinstance(r, ResponseError) else _as_sent(c, r)
             for c, r in zip(commands, replies, strict=True)
         ]
 
@@ -66,8 +63,3 @@ def _as_sent(command: Command, reply: Any) -> Any:
     if "WITHSCORES" in command and isinstance(reply, list):
         return [str(item) for pair in reply for item in pair]
     return reply
-
-
-def _reply_error(exc: ResponseError) -> ReplyError:
-    # redis-py strips the error code it turned into a class; the store looks for NOSCRIPT.
-    return ReplyError(f"NOSCRIPT {exc}" if isinstance(exc, NoScriptError) else str(exc))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from gateway.store.embedded import EmbeddedStore
 from gateway.store.redis import RedisStore
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -26,7 +27,9 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    """One redis-server on 127.0.0.1 without persistence; stop() and start() keep the port."""
+    """One redis-server on 127.0.0.1; stop() and start() keep the port. Without persistence
+    unless `persistent`: then every write is in its append-only file before Redis answers,
+    and a restart finds the data as it was."""
 
     def __init__(
         self,
@@ -35,18 +38,24 @@ class RedisServer:
         password: str | None = None,
         unix_socket: Path | None = None,
         tls: tuple[Path, Path] | None = None,  # certificate and key: TLS only, on `port`
+        extra_args: Sequence[str] = (),  # more redis-server options (--replicaof ...)
+        port: int | None = None,
+        persistent: bool = False,
     ) -> None:
-        binary = shutil.which("redis-server")
+        # TEST_REDIS_SERVER runs the tests on another build, e.g. a valkey-server.
+        binary = shutil.which(os.environ.get("TEST_REDIS_SERVER", "redis-server"))
         if binary is None:
             pytest.fail(
                 "redis-server is not on PATH; install it with `apt-get install -y redis-server`"
             )
         self.binary = binary
         self.workdir = workdir
-        self.port = _free_port()
+        self.port = port or free_port()
         self.password = password
+        self.extra_args = list(extra_args)
         self.unix_socket = unix_socket
         self.tls = tls
+        self.persistent = persistent
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -71,11 +80,16 @@ class RedisServer:
             args = [self.binary, "--port", "0", "--tls-port", str(self.port)]
             args += ["--bind", "127.0.0.1", "--tls-cert-file", str(cert), "--tls-key-file"]
             args += [str(key), "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"]
-        args += ["--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
+        if self.persistent:
+            args += ["--save", "", "--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            args += ["--save", "", "--appendonly", "no"]
+        args += ["--dir", str(self.workdir)]
         if self.password is not None:
             args += ["--requirepass", self.password]
         if self.unix_socket is not None:
             args += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
+        args += self.extra_args
         log = (self.workdir / "redis.log").open("ab")
         with log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
@@ -102,6 +116,13 @@ class RedisServer:
                     time.sleep(0.02)
         finally:
             client.close()
+
+    def kill(self) -> None:
+        """SIGKILL, as a machine that dies: no shutdown, no goodbye to the replicas."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None

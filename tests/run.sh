@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: virtualenv, packages, a redis-server binary, then
 # every check: ruff, ruff format, mypy --strict, the import contracts, pytest. Any failure
-# fails the run. The tests start their own redis-server on a free port; they never touch
+# fails the run. The tests start their own redis-servers on free ports (one server, and a
+# Sentinel set: a master, a replica and three `redis-server --sentinel`); they never touch
 # one already running.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -38,6 +38,7 @@ from gateway.intake.access import AccessPolicy
 from gateway.intake.admission import Admission, AdmissionPipeline, Middleware, Notifier
 from gateway.intake.commands import register_builtin_commands
 from gateway.intake.group_context import GroupContext
+from gateway.intake.load import IntakeLoad
 from gateway.intake.middlewares import (
     AccessCheck,
     Commands,
@@ -190,6 +191,7 @@ class App:
             loop_lag=LoopLag(self.metrics, settings.router.loop_lag_limit),
             stuck_after=settings.router.lease_stuck_after,
         )
+        intake_load = IntakeLoad()  # turns give way to intake under a burst
         self.queue = SessionQueue(
             store=self.store,
             runner=self.runner,
@@ -201,6 +203,7 @@ class App:
             instance_id=self.instance_id,
             turn_timeout=settings.agent.max_turn_seconds + 60,
             rate_limit=settings.access.rate_limit_per_minute,
+            intake_load=intake_load,
         )
         self.admission = AdmissionPipeline(
             start=self._admission_of,
@@ -209,6 +212,7 @@ class App:
             notifier=self.notifier,
             metrics=self.metrics,
             max_concurrent=settings.router.max_concurrent_intake,
+            load=intake_load,
         )
         register_builtin_commands(
             self.extensions, self.queue, self.sessions, self.memory, self.access

@@ -17,7 +17,7 @@ from gateway.llm.providers import ModelTarget, ProviderPool
 from gateway.profiles.book import ProfileBook, Resolution
 from gateway.sdk.checks import CheckResult, probe_api
 from gateway.sessions.dead_letters import DeadLetters
-from gateway.store import keys, open_store
+from gateway.store import keys, open_store, redis_target
 from gateway.store.base import StoreUnavailable
 
 # One platform's check, bound to its settings by the composition root.
@@ -34,7 +34,7 @@ async def run_checks(
 ) -> list[CheckResult]:
     results = [CheckResult("config", True, "valid")]
     results.append(await _check_store(settings))
-    if settings.redis.url and results[-1].ok:
+    if settings.redis.enabled and results[-1].ok:
         results.append(await _check_replicas(settings))
     if results[1].ok:
         results.append(await _check_dead_letters(settings))
@@ -51,9 +51,14 @@ async def run_checks(
 
 
 async def _check_store(settings: Settings) -> CheckResult:
-    where = (
-        mask_url(settings.redis.url) if settings.redis.url else f"embedded at {settings.data_dir}"
-    )
+    where = f"embedded at {settings.data_dir}"
+    if settings.redis.enabled:
+        from gateway.store.redis_topology import describe_topology
+
+        try:
+            where = await asyncio.wait_for(describe_topology(redis_target(settings)), 10)
+        except Exception as exc:
+            where = mask_url(settings.redis.url) if settings.redis.url else f"Redis ({exc})"
     try:
         store = open_store(settings)
     except StoreUnavailable as exc:
@@ -65,7 +70,8 @@ async def _check_store(settings: Settings) -> CheckResult:
             "store",
             False,
             f"{where} unreachable ({type(exc).__name__})",
-            "start redis-server or fix CHATGATE_REDIS__URL (leave it empty for the embedded store)",
+            "start redis-server or fix CHATGATE_REDIS__URL or __SENTINELS "
+            "(leave both empty for the embedded store)",
         )
     finally:
         await store.close()
@@ -85,7 +91,7 @@ def _check_approvals_key(settings: Settings) -> CheckResult:
     if settings.approvals.secret.get_secret_value():
         return CheckResult("approvals key", True, "approvals.secret")
     detail = f"{key_path(settings)} (made at first start when missing)"
-    if settings.redis.url:
+    if settings.redis.enabled:
         detail += f"; {REPLICA_NOTE}"
     return CheckResult("approvals key", True, detail)
 

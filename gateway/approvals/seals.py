@@ -98,7 +98,7 @@ class EntrySigner:
 def signer_for(settings: Settings, metrics: Metrics | None = None) -> EntrySigner:
     """The gateway's signer; raises ConfigError when no key is usable."""
     key = load_key(settings)
-    if settings.redis.url and not settings.approvals.secret.get_secret_value():
+    if settings.redis.enabled and not settings.approvals.secret.get_secret_value():
         log.warning("approvals key: %s", REPLICA_NOTE)
     return EntrySigner(key, metrics)
 

@@ -65,6 +65,7 @@ from gateway.config.profiles import ProfileBinding as ProfileBinding
 from gateway.config.profiles import ProfileSettings as ProfileSettings
 from gateway.config.profiles import ProfilesSettings as ProfilesSettings
 from gateway.config.profiles import profile_problems
+from gateway.config.redis import RedisSettings as RedisSettings
 from gateway.config.streaming import StreamingOverride as StreamingOverride
 from gateway.config.streaming import StreamingSettings as StreamingSettings
 from gateway.config.terminal import DockerTerminalSettings as DockerTerminalSettings
@@ -72,24 +73,9 @@ from gateway.config.terminal import LocalTerminalSettings as LocalTerminalSettin
 from gateway.config.terminal import SandboxTerminalSettings as SandboxTerminalSettings
 from gateway.config.terminal import SSHTerminalSettings as SSHTerminalSettings
 from gateway.config.terminal import TerminalSettings as TerminalSettings
-from gateway.config.urls import HttpURL, check_redis_url
+from gateway.config.urls import HttpURL
 from gateway.runtime.secrets import is_secret_name
 from gateway.sessions.key import Isolation
-
-
-class RedisSettings(Section):
-    url: str = ""  # empty: the embedded store under data_dir
-    key_prefix: str = "chatgate"
-    max_connections: int = Field(default=64, ge=1, le=100_000)
-
-    @field_validator("url")
-    @classmethod
-    def _redis_url(cls, value: str) -> str:
-        if value and not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix:// (or be empty)")
-        if value:
-            check_redis_url(value)
-        return value
 
 
 class ToolsSettings(Section):

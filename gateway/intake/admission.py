@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gateway.intake.load import IntakeLoad
 from gateway.runtime.metrics import Metrics
 from gateway.sdk.messages import Inbound, Outbound, SentRef
 from gateway.sdk.outcome import TurnOutcome
@@ -130,8 +131,10 @@ class AdmissionPipeline:
         notifier: Notifier,
         metrics: Metrics,
         max_concurrent: int = 256,
+        load: IntakeLoad | None = None,
     ) -> None:
         self._start = start
+        self._load = load or IntakeLoad()  # read by the session queue: turns give way
         self._chain = chain(middlewares, end)
         self._notifier = notifier
         self._metrics = metrics
@@ -147,8 +150,9 @@ class AdmissionPipeline:
         is stored (or refused), after the messages that came before it."""
         self._metrics.inc("messages_total", platform=inbound.chat.platform)
         try:
-            async with self._room:
-                return await self._chain(self._start(inbound))
+            with self._load.entered():
+                async with self._room:
+                    return await self._chain(self._start(inbound))
         except StoreUnavailable as exc:
             log.error("store unavailable on submit chat=%s error=%s", inbound.chat.address, exc)
             self._metrics.inc("refused_total", reason="store")

@@ -6,10 +6,11 @@ it, or when its holder died or got stuck and the lease lapsed. The claimer takes
 the oldest such sessions at once as there are free slots, in one round trip, and hands each
 to the queue to run. With nothing known to wait it sleeps until woken or the poll (lapsed
 leases, other processes' messages), holding no slot, so new messages for idle sessions start
-straight from intake; with a backlog it queues for the next free slot first. While the event
-loop lags it takes one session per claim instead of a batch: more turns at once would only
-starve intake and the turns running, and none at all would stop the queue when the lag is
-not of this process's making (a busy machine).
+straight from intake; with a backlog it queues for the next free slot first. While intake is
+busy or the event loop lags (gateway/sessions/pressure.py) it claims nothing while the
+pressure floor's turns run here, and only up to that floor otherwise: more turns at once
+would only starve intake and the turns running, and none at all would stop the queue when
+the pressure lasts or the lag is not of this process's making (a busy machine).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 from collections.abc import Callable
 
 from gateway.sessions.leases import SessionLeases
+from gateway.sessions.pressure import TurnPressure
 from gateway.sessions.slots import Slots
 from gateway.store.base import Store, StoreUnavailable
 from gateway.store.inbox import Claimed
@@ -28,6 +30,7 @@ log = logging.getLogger(__name__)
 
 CLAIM_POLL = 1.0  # seconds between claims when nothing woke the claimer (expired leases)
 CLAIM_BATCH = 32  # sessions one claim may take at most
+PRESSURE_POLL = 0.25  # seconds between looks at the pressure while it holds claims back
 
 
 class Claimer:
@@ -37,10 +40,12 @@ class Claimer:
         leases: SessionLeases,
         slots: Slots,
         run: Callable[[Claimed], None],
+        pressure: TurnPressure,
     ) -> None:
         self._store = store
         self._leases = leases
         self._slots = slots
+        self._pressure = pressure
         self._run = run  # starts the claimed turn; a slot is held for it
         self._wake = asyncio.Event()
         # `_backlog` is bumped whenever a message may wait with no lease (`more_waiting`);
@@ -60,16 +65,25 @@ class Claimer:
         if self._backlog != self._claimed_at:
             self._wake.set()
 
+    def pressure_eased(self) -> None:
+        """Intake went quiet: claim now, if anything is known to wait."""
+        self.slot_freed()
+
+    async def _sleep(self, seconds: float) -> None:
+        """Until woken, or `seconds` pass."""
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+
     async def run(self) -> None:
         while True:
             if self._backlog == self._claimed_at:
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), CLAIM_POLL)
+                await self._sleep(CLAIM_POLL)
+            # Intake first: while it is busy or the loop lags, wait for the pressure floor.
+            while not self._pressure.room(self._slots.in_use, 1):
+                await self._sleep(PRESSURE_POLL)
             await self._slots.take()
-            # Behind: one session per claim instead of a batch, so intake keeps its turn
-            # between claims without the queue standing still when the lag is not ours.
-            batch = 1 if self._leases.loop_lag.lagging else CLAIM_BATCH
+            batch = max(1, self._pressure.room(self._slots.in_use - 1, CLAIM_BATCH))
             wanted = 1 + self._slots.take_up_to(batch - 1)
             backlog = self._backlog
             try:

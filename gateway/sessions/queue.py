@@ -3,7 +3,9 @@ whichever process has room, under a global cap on turns running here.
 
 Admission's intake stored the message in its session's pending list in the store
 (gateway/store/inbox.py) and, when this process had a free slot and the session was idle,
-took the session's lease in the same round trip: `enqueue` then starts the turn at once.
+took the session's lease in the same round trip: `enqueue` then starts the turn at once
+(unless intake is busy or the loop lags: then turns give way to intake, see
+gateway/sessions/pressure.py).
 Otherwise the message waits in the store, holding no lease: the process running the
 session takes it at the end of its turn, or a claimer (gateway/sessions/claimer.py; any process, as
 slots free up) takes the oldest waiting session. A process that dies leaves its messages
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from gateway.config import RouterSettings
 from gateway.intake.admission import Admission, Notifier, Status, Submission
 from gateway.intake.group_context import GroupContext
+from gateway.intake.load import IntakeLoad
 from gateway.runtime.faults import crash_point
 from gateway.runtime.metrics import Metrics
 from gateway.runtime.tasks import stop_tasks
@@ -38,6 +41,7 @@ from gateway.sessions.dead_letters import (
 from gateway.sessions.fencing import StaleTurn
 from gateway.sessions.key import SessionKey
 from gateway.sessions.leases import SessionLeases, TurnLease
+from gateway.sessions.pressure import TurnPressure, pressure_floor
 from gateway.sessions.slots import Slots
 from gateway.store import keys
 from gateway.store.base import Store, StoreUnavailable
@@ -106,6 +110,7 @@ class SessionQueue:
         instance_id: str,
         turn_timeout: float,
         rate_limit: int = 0,
+        intake_load: IntakeLoad | None = None,
     ) -> None:
         self._store = store
         self._runner = runner
@@ -120,7 +125,12 @@ class SessionQueue:
         self.dead_letters = DeadLetters(store)
         self._running: dict[SessionKey, _Running] = {}
         self._waiters: dict[str, _Waiter] = {}  # entry id -> its submitter, in this process
-        self._claimer = Claimer(store, leases, self._slots, self._claimed)
+        load = intake_load or IntakeLoad()
+        self._pressure = TurnPressure(
+            leases.loop_lag, load, pressure_floor(settings.max_concurrent_turns)
+        )
+        self._claimer = Claimer(store, leases, self._slots, self._claimed, self._pressure)
+        load.when_quiet(self._claimer.pressure_eased)
         self._started: set[str] = set()  # reserved owners whose turn `enqueue` started
         self._rate_limit = rate_limit
         self._tasks: list[asyncio.Task[None]] = []
@@ -174,8 +184,10 @@ class SessionQueue:
     def _reserve(self, key: SessionKey) -> str | None:
         """A lease owner token with a slot reserved for it, when a turn for this session could
         start here right away."""
-        if self._stopping or key in self._running or self._leases.loop_lag.lagging:
-            return None  # while the loop lags, intake stores and claimers start turns later
+        if self._stopping or key in self._running or self._pressure.on:
+            # While intake is busy or the loop lags, intake only stores: the claimers start
+            # turns, within the pressure floor until it eases (gateway/sessions/pressure.py).
+            return None
         if not self._slots.take_now():
             return None
         return self._leases.new_owner()

@@ -16,6 +16,11 @@ class Slots:
         self.free = size
         self._waiters: deque[asyncio.Future[None]] = deque()
 
+    @property
+    def in_use(self) -> int:
+        """Slots held now: turns running here and turns about to start."""
+        return self.size - self.free
+
     def take_now(self) -> bool:
         if self.free > 0 and not self._waiters:
             self.free -= 1

@@ -1,4 +1,5 @@
-"""Shared state for the gateway: Redis when `redis.url` is set, else the embedded SQLite store."""
+"""Shared state for the gateway: Redis when `redis.url` or `redis.sentinels` is set, else the
+embedded SQLite store."""
 
 from __future__ import annotations
 
@@ -8,13 +9,21 @@ from gateway.store.base import Store, StoreLocked, StoreUnavailable
 
 if TYPE_CHECKING:
     from gateway.config import Settings
+    from gateway.store.redis_topology import RedisTarget
 
-__all__ = ["Store", "StoreLocked", "StoreUnavailable", "open_store", "store_for"]
+__all__ = [
+    "Store",
+    "StoreLocked",
+    "StoreUnavailable",
+    "open_store",
+    "redis_target",
+    "store_for",
+]
 
 
 def open_store(settings: Settings) -> Store:
     """The configured store: Redis connects lazily; the embedded store opens and locks now."""
-    if settings.redis.url:
+    if settings.redis.enabled:
         return store_for(settings)
     from gateway.config.data_dir import usable_data_dir
     from gateway.store.embedded import EmbeddedStore
@@ -27,15 +36,34 @@ def store_for(settings: Settings) -> Store:
     `await store.open()` (the embedded store) or the first command (Redis)."""
     # Each backend is imported only here: redis-py takes ~0.2 s to import, which every CLI
     # command and every start on the embedded store would pay for nothing.
-    if settings.redis.url:
+    if settings.redis.enabled:
         from gateway.store.redis import RedisStore
 
         return RedisStore(
-            settings.redis.url,
             key_prefix=settings.redis.key_prefix,
             max_connections=settings.redis.max_connections,
+            target=redis_target(settings),
         )
     from gateway.config.data_dir import usable_data_dir
     from gateway.store.embedded import EmbeddedStore
 
     return EmbeddedStore(usable_data_dir(settings), open_now=False)
+
+
+def redis_target(settings: Settings) -> RedisTarget:
+    """The Redis topology the settings name (gateway/store/redis_topology.py)."""
+    from gateway.store.redis_topology import RedisTarget
+
+    conf = settings.redis
+    ca = conf.tls_ca_certs
+    return RedisTarget(
+        url=conf.url,
+        sentinels=tuple(conf.sentinels),
+        sentinel_master=conf.sentinel_master,
+        username=conf.username or None,
+        password=conf.password.get_secret_value() or None,
+        sentinel_password=conf.sentinel_password.get_secret_value() or None,
+        db=conf.db,
+        tls=conf.tls,
+        tls_ca_certs=str(ca) if ca is not None else None,
+    )

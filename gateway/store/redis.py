@@ -1,5 +1,6 @@
-"""The production Store on Redis, shared by every gateway replica: commands go through
-redis_wire.py (many in flight on two connections), subscriptions through redis.asyncio.
+"""The production Store on Redis, shared by every gateway replica: commands go in batches
+through redis_client.py, subscriptions through redis.asyncio's PubSub, on one server or a
+Sentinel-managed master (redis_topology.py).
 
 Key schema, everything under `{prefix}:` (RedisSettings.key_prefix, default `chatgate`):
 
@@ -15,12 +16,9 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, cast
-from urllib.parse import urlsplit
 
-from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
 
 from gateway.runtime.backoff import Backoff
 from gateway.store.base import Batch, Store
@@ -36,23 +34,24 @@ from gateway.store.inbox import (
 from gateway.store.keys import fence as fence_key
 from gateway.store.redis_base import (
     NETWORK_ERRORS,
-    REDIS_PY_ERRORS,
     RedisKeys,
     ScriptCall,
     Unavailable,
     millis,
     run_in_order,
 )
-from gateway.store.redis_inbox import SCRIPTS as inbox_scripts
+from gateway.store.redis_client import Command, RedisCommands, Script, Wire, is_no_script
 from gateway.store.redis_inbox import RedisInbox, finish_result
-from gateway.store.redis_wire import Command, RedisWire, Script, Wire, is_no_script
+from gateway.store.redis_topology import RedisTarget, open_client
 from gateway.store.search import SearchDoc, SearchIndex
-from gateway.store.search_redis import SCRIPTS as search_scripts
 from gateway.store.search_redis import RedisSearch
 
 log = logging.getLogger(__name__)
 
-_CONNECTIONS = 2  # for commands (redis_wire.py): many commands go on one at once
+_BATCHES = 4  # pipelines in flight at once (redis_client.py); each carries many commands
+_RETRIES = 3  # after a network error, for one server: backoff 0.05 s doubling, at most 1 s
+_FAILOVER_RETRIES = 12  # Sentinel: ~7 s of retries, longer than a failover
+_SUBSCRIBERS = 10_000  # connections for subscriptions: one per listener
 _SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice a dead peer
 # `listen` reads with this timeout, far below the subscriber socket_timeout (a read that times
 # out there drops the connection), so it can notice close() and send a health-check PING on an
@@ -149,68 +148,61 @@ def _first_int(raw: list[Any]) -> int:
     return int(raw[0])
 
 
-def _public_address(url: str) -> str:
-    """The URL without user or password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return f"unix://{parts.path}"
-    host = parts.hostname or "localhost"
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
-
-
-def _retry(retries: int) -> Retry:
-    # After a timeout a retried INCR or RPUSH may apply twice (the first may have run before its
-    # reply was lost); counters here are rate limits and lists are logs, where that is harmless.
-    return Retry(
-        ExponentialWithJitterBackoff(cap=1.0, base=0.05),
-        retries,
-        supported_errors=REDIS_PY_ERRORS,
-    )
-
-
 class RedisStore(Store):
-    """Store over one Redis server; connects lazily on first use."""
+    """Store over Redis (one server, or a master behind Sentinel); connects lazily."""
 
     def __init__(
         self,
-        url: str,
+        url: str = "",
         *,
         key_prefix: str = "chatgate",
         max_connections: int = 64,
-        retries: int = 3,
+        retries: int | None = None,
         socket_timeout: float = 5.0,
+        target: RedisTarget | None = None,
     ) -> None:
-        # Commands share a few connections, many in flight on each (redis_wire.py), so a
-        # burst queues in the sockets instead of waiting for a pooled connection. No command
-        # here blocks server-side, so the timeout only trips on a dead or stuck server.
-        wire = RedisWire(
-            url,
-            connections=min(max_connections, _CONNECTIONS),
-            timeout=socket_timeout,
-            connect_timeout=socket_timeout,
+        target = target or RedisTarget(url=url)
+        if retries is None:
+            # Sentinel: retry through a failover (a few seconds) rather than fail the
+            # callers; one server: a short blip only.
+            retries = _RETRIES if target.mode == "single" else _FAILOVER_RETRIES
+        # Commands go in batches (redis_client.py), a few pipelines in flight, so a burst
+        # queues in the batches instead of waiting for pooled connections. No command here
+        # blocks server-side, so the timeout only trips on a dead or stuck server.
+        commands = open_client(
+            target,
+            max_connections=max_connections,
+            socket_timeout=socket_timeout,
             retries=retries,
-            scripts=(*_SCRIPTS, *inbox_scripts, *search_scripts),
+            per_reply_timeout=False,
         )
-        # Subscribers get their own unbounded pool: each holds a connection for as long as it
+        wire = RedisCommands(
+            commands,
+            batches=min(max_connections, _BATCHES),
+            # As long as every attempt may take, plus the backoff between them.
+            deadline=socket_timeout * (retries + 1) + retries,
+            replicas=1 if target.mode == "sentinel" else 0,
+        )
+        # Subscribers get their own pool: each holds a connection for as long as it
         # listens. Their reads pass _LISTEN_POLL.
-        sub_pool = ConnectionPool.from_url(
-            url,
-            health_check_interval=_SUBSCRIBER_HEALTH_CHECK,
+        subscribers = open_client(
+            target,
+            max_connections=_SUBSCRIBERS,
             socket_timeout=max(socket_timeout, 5 * _LISTEN_POLL),
-            socket_connect_timeout=socket_timeout,
-            decode_responses=True,
-            retry=_retry(min(retries, 2)),
+            retries=min(retries, 2),
+            health_check_interval=_SUBSCRIBER_HEALTH_CHECK,
+            raw_replies=False,
         )
         self._setup(
             wire,
-            Redis.from_pool(sub_pool),
+            subscribers,
             key_prefix=key_prefix,
-            where=_public_address(url),
-            password=urlsplit(url).password,
+            where=target.where,
+            secrets=target.secrets,
             owned=True,
         )
-        self._twin_of = (url, key_prefix, socket_timeout)
+        self.target = target
+        self._twin_of = (target, key_prefix, socket_timeout)
 
     @classmethod
     def over(
@@ -226,8 +218,9 @@ class RedisStore(Store):
         over fakeredis, tests/fakeredis_wire.py): `close()` leaves both open. `subscriber`
         must decode responses; `where` and `password` are for error messages."""
         store = cls.__new__(cls)
+        secrets = (password,) if password else ()
         store._setup(
-            wire, subscriber, key_prefix=key_prefix, where=where, password=password, owned=False
+            wire, subscriber, key_prefix=key_prefix, where=where, secrets=secrets, owned=False
         )
         return store
 
@@ -238,7 +231,7 @@ class RedisStore(Store):
         *,
         key_prefix: str,
         where: str,
-        password: str | None,
+        secrets: tuple[str, ...],
         owned: bool,
     ) -> None:
         self._r = wire
@@ -246,7 +239,7 @@ class RedisStore(Store):
         self._owned = owned
         self._closed = False
         self.keys = RedisKeys(key_prefix)
-        self._guard = Unavailable(where, password)
+        self._guard = Unavailable(where, secrets)
         self._inbox = RedisInbox(wire, self.keys, self._guard)
         self._search = RedisSearch(wire, self.keys.data, self._guard)
 
@@ -570,14 +563,18 @@ class RedisStore(Store):
         return True
 
     def lease_renewal_twin(self) -> Callable[[], Store] | None:
-        twin_of: tuple[str, str, float] | None = getattr(self, "_twin_of", None)
+        twin_of: tuple[RedisTarget, str, float] | None = getattr(self, "_twin_of", None)
         if twin_of is None:  # a client the caller owns (from_client): renew on its loop
             return None
-        url, prefix, timeout = twin_of
+        target, prefix, timeout = twin_of
         # One connection of its own, so a renewal never queues behind the main loop's
         # commands; one retry: a renewal that fails is simply made again a third of a TTL on.
         return lambda: RedisStore(
-            url, key_prefix=prefix, max_connections=1, retries=1, socket_timeout=timeout
+            key_prefix=prefix,
+            max_connections=1,
+            retries=1,
+            socket_timeout=timeout,
+            target=target,
         )
 
 

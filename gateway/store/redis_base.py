@@ -9,18 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
-from urllib.parse import unquote
-
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.store.base import StoreUnavailable
-from gateway.store.redis_wire import ReplyError, Script, Wire, WireError, is_no_script
-
-# redis-py's, from the subscribers (and a wire over a redis-py client, as the tests use);
-# WireError from the store's commands.
-REDIS_PY_ERRORS = (RedisConnectionError, RedisTimeoutError)
-NETWORK_ERRORS = (WireError, *REDIS_PY_ERRORS)
+from gateway.store.redis_client import ReplyError, Script, Wire, is_no_script
+from gateway.store.redis_topology import NETWORK_ERRORS as NETWORK_ERRORS
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +34,9 @@ class RedisKeys:
 class Unavailable:
     """`with` block turning network errors (after the retries) into StoreUnavailable."""
 
-    def __init__(self, where: str, password: str | None) -> None:
+    def __init__(self, where: str, secrets: tuple[str, ...]) -> None:
         self._where = where
-        self._password = password
+        self._secrets = secrets
 
     def __enter__(self) -> None:
         return None
@@ -60,9 +52,8 @@ class Unavailable:
 
     def describe(self, exc: BaseException) -> str:
         detail = " ".join(str(exc).split()) or type(exc).__name__
-        if self._password:
-            for secret in {self._password, unquote(self._password)}:
-                detail = detail.replace(secret, "****")
+        for secret in self._secrets:
+            detail = detail.replace(secret, "****")
         return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
 
 
@@ -82,7 +73,7 @@ class ScriptCall:
         try:
             return await wire.call(*self.command())
         except ReplyError as exc:
-            if not exc.no_script:
+            if not is_no_script(exc):
                 raise
         await wire.call("SCRIPT", "LOAD", self.script.source)
         return await wire.call(*self.command())

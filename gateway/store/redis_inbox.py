@@ -28,7 +28,7 @@ from gateway.store.inbox import (
     ReplyClaim,
 )
 from gateway.store.redis_base import RedisKeys, ScriptCall, Unavailable, millis
-from gateway.store.redis_wire import Script, Wire
+from gateway.store.redis_client import Script, Wire
 
 FENCE_TTL = 7 * 86400.0  # far beyond any turn: a fence must not lapse under a running one
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.store import keys
 from gateway.store.redis_base import ScriptCall
-from gateway.store.redis_wire import Command, Script, Wire
+from gateway.store.redis_client import Command, Script, Wire
 from gateway.store.search import PruneResult, SearchDoc, SearchIndex
 
 _CHUNK = 500

@@ -240,3 +240,44 @@ def test_an_unusable_data_dir_is_one_config_error(
     monkeypatch.setenv("CHATGATE_DATA_DIR", str(tmp_path / "data"))
     assert main(["config", "check"]) == 0
     assert (tmp_path / "data").is_dir()
+
+
+def test_sentinels_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.store import redis_target
+
+    monkeypatch.setenv("CHATGATE_REDIS__SENTINELS", '["10.0.0.5:26379", "[::1]:26380"]')
+    monkeypatch.setenv("CHATGATE_REDIS__SENTINEL_MASTER", "main")
+    monkeypatch.setenv("CHATGATE_REDIS__PASSWORD", "hunter22")
+    settings = load_settings(None)
+    assert settings.redis.enabled
+    target = redis_target(settings)
+    assert target.mode == "sentinel"
+    assert target.sentinels == ("10.0.0.5:26379", "[::1]:26380")
+    assert target.password == "hunter22"
+    assert "hunter22" not in target.where
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [
+        ({"CHATGATE_REDIS__SENTINELS": '["10.0.0.5:26379"]'}, "needs redis.sentinel_master"),
+        ({"CHATGATE_REDIS__SENTINEL_MASTER": "main"}, "needs redis.sentinels"),
+        (
+            {
+                "CHATGATE_REDIS__URL": "redis://localhost:6379/0",
+                "CHATGATE_REDIS__SENTINELS": '["10.0.0.5:26379"]',
+                "CHATGATE_REDIS__SENTINEL_MASTER": "main",
+            },
+            "not both",
+        ),
+        (
+            {"CHATGATE_REDIS__SENTINELS": '["10.0.0.5"]', "CHATGATE_REDIS__SENTINEL_MASTER": "m"},
+            "is not host:port",
+        ),
+    ],
+)
+def test_a_sentinel_setup_that_cannot_work_is_refused(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], why: str
+) -> None:
+    [line] = problems(monkeypatch, **env)
+    assert line.startswith("redis") and why in line

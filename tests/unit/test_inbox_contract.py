@@ -33,7 +33,14 @@ async def fakeredis_store() -> AsyncIterator[RedisStore]:
     await client.aclose()
 
 
-@pytest.fixture(params=[pytest.param("redis", marks=pytest.mark.redis), "fakeredis", "embedded"])
+@pytest.fixture(
+    params=[
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("sentinel", marks=pytest.mark.redis),
+        "fakeredis",
+        "embedded",
+    ]
+)
 def store(request: pytest.FixtureRequest) -> Store:
     fixture: Store = request.getfixturevalue(f"{request.param}_store")
     return fixture

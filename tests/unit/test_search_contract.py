@@ -14,7 +14,14 @@ from tests.unit.test_store_contract import fakeredis_store  # noqa: F401
 A, B = "telegram:100", "slack:C9"
 
 
-@pytest.fixture(params=[pytest.param("redis", marks=pytest.mark.redis), "fakeredis", "embedded"])
+@pytest.fixture(
+    params=[
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("sentinel", marks=pytest.mark.redis),
+        "fakeredis",
+        "embedded",
+    ]
+)
 def backend(request: pytest.FixtureRequest) -> Store:
     fixture: Store = request.getfixturevalue(f"{request.param}_store")
     return fixture

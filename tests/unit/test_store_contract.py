@@ -35,7 +35,12 @@ async def fakeredis_store() -> AsyncIterator[RedisStore]:
 
 
 @pytest.fixture(
-    params=[pytest.param("redis", marks=pytest.mark.redis), "fakeredis", "embedded"],
+    params=[
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("sentinel", marks=pytest.mark.redis),
+        "fakeredis",
+        "embedded",
+    ],
 )
 def store(request: pytest.FixtureRequest) -> Store:
     fixture: Store = request.getfixturevalue(f"{request.param}_store")

@@ -1,0 +1,252 @@
+"""The burst as real Telegram webhook calls into a `chatgate run` subprocess (burst.py --webhooks).
+
+Each chat sends one message at once. The updates go over HTTP, with the secret header, to a
+`chatgate run` on Redis or on the embedded store that answers through a fake Bot API in this
+process, with the model in a process of its own. The client behaves like Telegram's delivery:
+at most `--connections` calls in flight (Telegram's `max_connections`, 40 by default, up to
+100), and a call not answered within 10 s is dropped and sent again, as is one answered with
+anything but 200. Measured: each chat's reply counted at the fake Bot API (answered once,
+duplicated, lost), how long each call waited for its answer (the acknowledgement, counted
+from the moment the call was sent, not from when it queued for a connection), how long each
+chat waited for its reply from its first call, and the calls that reached the 10 s timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import re
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from tests.fakes.telegram import Call, FakeBotAPI
+from tests.fixtures_redis import RedisServer
+from tests.replicas import WEBHOOK_SECRET, Replica, base_env, start_replica
+
+ROOT = Path(__file__).resolve().parent.parent
+WEBHOOK_TIMEOUT = 10.0  # Telegram gives up on a webhook call after this long and sends it again
+RETRY_PAUSE = 1.0  # before sending again a call answered with an error
+SETTLE = 8.0  # after the last reply, how long to keep counting replies (a late second run)
+ANSWER_FORMAT = re.compile(r"echo: hello (\d+)$")
+# Counted in the gateway's log after the run: what it says about repeats and take-overs.
+LOG_LINES = (
+    "duplicate event dropped",
+    "session lease expired while held",
+    "session lease lost",
+    "turn run again after its process stopped",
+    "session taken over from a stuck run",
+)
+
+
+@dataclass
+class Tally:
+    """What the client and the fake Bot API saw, per chat and per call."""
+
+    sent_at: dict[int, float] = field(default_factory=dict)  # chat -> its first call
+    acked: list[float] = field(default_factory=list)  # each call answered 200: seconds
+    answered_at: dict[int, float] = field(default_factory=dict)  # chat -> its first reply
+    replies: Counter[int] = field(default_factory=Counter)
+    timed_out: int = 0
+    refused: Counter[int] = field(default_factory=Counter)  # status -> calls
+    failed: int = 0  # connection errors
+    retried: set[int] = field(default_factory=set)  # chats whose update was sent again
+    last_ack: float = 0.0
+    last_reply: float = 0.0
+
+    def reply(self, call: Call) -> None:
+        if call.method != "sendMessage" or call.status != 200:
+            return
+        match = ANSWER_FORMAT.match(call.text)
+        if match is None:
+            return
+        chat = int(match.group(1))
+        self.replies[chat] += 1
+        self.answered_at.setdefault(chat, call.at)
+        self.last_reply = call.at
+
+
+def gateway_env(args: argparse.Namespace, tg: FakeBotAPI, llm_url: str, redis_url: str) -> Any:
+    settings = {
+        "CHATGATE_TELEGRAM__TOKEN": tg.token,
+        "CHATGATE_TELEGRAM__API_URL": tg.url,
+        "CHATGATE_TELEGRAM__MODE": "webhook",
+        "CHATGATE_TELEGRAM__WEBHOOK_URL": "https://bot.example.org/telegram/webhook",
+        "CHATGATE_TELEGRAM__WEBHOOK_SECRET": WEBHOOK_SECRET,
+        "CHATGATE_LLM__BASE_URL": llm_url,
+        "CHATGATE_LLM__MODEL": "fake-model",
+        "CHATGATE_LLM__STREAM": "false",
+        "CHATGATE_ROUTER__MAX_CONCURRENT_TURNS": str(args.turns),
+        "CHATGATE_ROUTER__TYPING_DELAY": "30",
+        "CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE": "0",
+        "CHATGATE_SCHEDULER__ENABLED": "false",
+        "CHATGATE_EVENT_LOOP": args.loop,
+        "CHATGATE_LOG_LEVEL": "INFO",
+        # The gateway of this checkout (or --gateway-tree), whatever the venv installed.
+        "PYTHONPATH": str(Path(args.gateway_tree or ROOT).resolve()),
+    }
+    if redis_url:
+        settings["CHATGATE_REDIS__URL"] = redis_url
+        settings["CHATGATE_REDIS__KEY_PREFIX"] = f"whburst{uuid.uuid4().hex[:8]}"
+        settings["CHATGATE_REDIS__MAX_CONNECTIONS"] = str(args.pool)
+    return base_env(**settings)
+
+
+@contextlib.asynccontextmanager
+async def model_process(args: argparse.Namespace) -> AsyncIterator[str]:
+    """The model as an HTTP server in its own process (tests/fakes/llm.py); its address."""
+    model = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tests.fakes.llm", "--delay", str(args.llm_delay)),
+        *("--capacity", str(args.llm_capacity or args.turns)),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert model.stdout is not None
+    try:
+        yield (await model.stdout.readline()).decode().strip()
+    finally:
+        model.terminate()
+        await model.wait()
+
+
+@contextlib.asynccontextmanager
+async def redis_server(args: argparse.Namespace, work: Path) -> AsyncIterator[str]:
+    """A private redis-server's URL, or "" for the embedded store."""
+    if args.store == "embedded":
+        yield ""
+        return
+    (work / "redis").mkdir()
+    server = RedisServer(work / "redis")
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+async def deliver(
+    http: aiohttp.ClientSession,
+    room: asyncio.Semaphore,
+    url: str,
+    chat: int,
+    update: dict[str, Any],
+    tally: Tally,
+) -> None:
+    """Send one update until a call is answered 200, as Telegram does."""
+    headers = {"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET}
+    timeout = aiohttp.ClientTimeout(total=WEBHOOK_TIMEOUT)
+    first = True
+    while True:
+        async with room:  # a connection of Telegram's max_connections for this bot
+            sent = time.monotonic()
+            if first:
+                tally.sent_at[chat] = sent
+                first = False
+            try:
+                async with http.post(url, json=update, headers=headers, timeout=timeout) as reply:
+                    await reply.read()
+                    status = reply.status
+            except TimeoutError:
+                tally.timed_out += 1
+                tally.retried.add(chat)
+                continue
+            except aiohttp.ClientError:
+                tally.failed += 1
+                status = 0
+            if status == 200:
+                tally.acked.append(time.monotonic() - sent)
+                tally.last_ack = time.monotonic()
+                return
+        tally.refused[status] += 1
+        tally.retried.add(chat)
+        await asyncio.sleep(RETRY_PAUSE)
+
+
+async def burst(args: argparse.Namespace, replica: Replica, tg: FakeBotAPI, tally: Tally) -> float:
+    """Send every chat's message; returns when the burst started."""
+    updates = [
+        {"update_id": n + 1, "message": tg.message(f"hello {n}", chat_id=n + 1, user_id=n + 1)}
+        for n in range(args.sessions)
+    ]
+    connector = aiohttp.TCPConnector(limit=args.connections)
+    room = asyncio.Semaphore(args.connections)
+    url = f"{replica.url}/telegram/webhook"
+    started = time.monotonic()
+    async with aiohttp.ClientSession(connector=connector) as http:
+        await asyncio.gather(
+            *(deliver(http, room, url, n, u, tally) for n, u in enumerate(updates))
+        )
+    return started
+
+
+async def wait_answers(args: argparse.Namespace, tally: Tally) -> None:
+    """Until every chat is answered, or no reply came for `--stall` seconds; then a while
+    longer, so that a second reply from a run taken over late is counted too."""
+    last_count, last_change = -1, time.monotonic()
+    while len(tally.replies) < args.sessions:
+        if len(tally.replies) != last_count:
+            last_count, last_change = len(tally.replies), time.monotonic()
+        elif time.monotonic() - last_change > args.stall:
+            break
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(SETTLE)
+
+
+async def run(args: argparse.Namespace) -> None:
+    work = Path(tempfile.mkdtemp(prefix="chatgate-webhook-burst-"))
+    tally = Tally()
+    async with (
+        redis_server(args, work) as redis_url,
+        model_process(args) as llm_url,
+        FakeBotAPI() as tg,
+    ):
+        tg.listeners.append(tally.reply)
+        replica = await start_replica("gateway", work, gateway_env(args, tg, llm_url, redis_url))
+        try:
+            started = await burst(args, replica, tg, tally)
+            await wait_answers(args, tally)
+        finally:
+            await replica.stop()
+        log = replica.log.read_text(errors="replace")
+    print_table(args, tally, started, log)
+
+
+def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(int(share * len(ordered)), len(ordered) - 1)]
+
+
+def print_table(args: argparse.Namespace, tally: Tally, started: float, log: str) -> None:
+    waits = [tally.answered_at[c] - tally.sent_at[c] for c in tally.answered_at]
+    once = sum(1 for n in tally.replies.values() if n == 1)
+    duplicated = sum(1 for n in tally.replies.values() if n > 1)
+    lost = args.sessions - len(tally.replies)
+    print(
+        "| store | chats | connections | answered once | duplicated | lost | ack p50 | "
+        "ack p99 | ack max | answer p50 | answer p99 | POSTs timed out (10 s) | "
+        "updates sent again | all acked | all answered |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        f"| {args.store} | {args.sessions} | {args.connections} | {once} | {duplicated} | "
+        f"{lost} | {percentile(tally.acked, 0.5):.2f} s | {percentile(tally.acked, 0.99):.2f} s "
+        f"| {max(tally.acked, default=float('nan')):.2f} s | {percentile(waits, 0.5):.1f} s | "
+        f"{percentile(waits, 0.99):.1f} s | {tally.timed_out} | {len(tally.retried)} | "
+        f"{tally.last_ack - started:.1f} s | {tally.last_reply - started:.1f} s |"
+    )
+    refused = ", ".join(f"{status or 'no connection'}: {n}" for status, n in tally.refused.items())
+    if refused:
+        print(f"calls answered with an error: {refused}")
+    counts = ", ".join(f'"{line}": {log.count(line)}' for line in LOG_LINES if line in log)
+    print(f"gateway log: {counts or 'no repeats or take-overs'}")

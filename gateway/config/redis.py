@@ -1,0 +1,73 @@
+"""The `[redis]` section: one server (`url`) or a master behind Sentinel (`sentinels` and
+`sentinel_master`); neither means the embedded store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from gateway.config.base import Section
+from gateway.config.urls import check_redis_url
+
+
+def _check_address(address: str) -> str:
+    try:
+        parts = urlsplit(f"//{address}")
+        port = parts.port
+    except ValueError:
+        port = None
+        parts = None
+    if parts is None or not parts.hostname or port is None or port == 0:
+        raise ValueError(f"{address!r} is not host:port (e.g. 10.0.0.5:26379)")
+    return address
+
+
+class RedisSettings(Section):
+    url: str = ""  # empty (and no sentinels): the embedded store under data_dir
+    # Sentinel: the sentinels' addresses and the name of the master they watch.
+    sentinels: list[str] = []
+    sentinel_master: str = ""
+    # For Sentinel (a URL carries its own): the ACL user and password of the master and
+    # replicas, which the sentinels are asked with too unless `sentinel_password` is set
+    # (the sentinels' own `requirepass`, then sent without the user).
+    username: str = ""
+    password: SecretStr = SecretStr("")
+    sentinel_password: SecretStr = SecretStr("")
+    db: int = Field(default=0, ge=0, le=1_000)  # Sentinel; a URL says /0
+    tls: bool = False  # Sentinel; a URL says rediss://
+    tls_ca_certs: Path | None = None  # the CA bundle that signed the servers' certificates
+    key_prefix: str = "chatgate"
+    # Pooled connections for commands: at most four pipelines of many commands are in flight,
+    # and each capped-log transaction takes one while it runs.
+    max_connections: int = Field(default=64, ge=1, le=100_000)
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix:// (or be empty)")
+        if value:
+            check_redis_url(value)
+        return value
+
+    @field_validator("sentinels")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        return [_check_address(a.strip()) for a in value]
+
+    @model_validator(mode="after")
+    def _one_topology(self) -> RedisSettings:
+        if self.url and self.sentinels:
+            raise ValueError("set redis.url (one server) or redis.sentinels, not both")
+        if self.sentinels and not self.sentinel_master:
+            raise ValueError("redis.sentinels needs redis.sentinel_master (the monitored name)")
+        if self.sentinel_master and not self.sentinels:
+            raise ValueError("redis.sentinel_master needs redis.sentinels (host:port of each)")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        """The Redis store is configured (else the embedded one is used)."""
+        return bool(self.url or self.sentinels)

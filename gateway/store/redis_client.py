@@ -1,0 +1,207 @@
+"""The store's commands on redis-py's asyncio client, sent in batches: what every caller asks in
+one pass of the event loop goes to Redis as one pipeline, on one pooled connection.
+
+redis-py checks a connection out of its pool and arms a timeout for every command it sends
+alone; with hundreds of callers at once that bookkeeping, not Redis, bounded a burst. Batching
+pays it once per pipeline instead (bench/burst.py and bench/telegram_throughput.py measure it;
+the README has the figures). At most `batches` pipelines are in flight; what callers send
+meanwhile waits for the next one, so a burst makes bigger batches, not more connections.
+
+With `replicas` (Sentinel), each batch ends with WAIT, so its callers get their replies only
+once that many replicas have the batch's writes: what a caller was told is stored survives a
+failover. Transactions (`many(..., transaction=True)`, used for capped logs) do not wait.
+
+Failures are redis-py's: a connection error is retried by its Retry (the whole pipeline, on a
+new connection), then raised as redis.ConnectionError to every caller of the batch. With a
+`deadline`, a pipeline (retries included) that has not finished by then fails with
+redis.TimeoutError: one timer per pipeline, where redis-py's per-reply socket timeout armed
+one per reply and cost a third of the CPU of a command. Error replies (redis.ResponseError,
+NOSCRIPT as NoScriptError) are raised by `call` and kept in place in the results of `many`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+Command = Sequence[str | int | float | bytes]
+ReplyError = ResponseError  # an error reply: WRONGTYPE, NOSCRIPT, an error a script raised...
+
+
+def is_no_script(reply: Any) -> bool:
+    """A reply saying the server lacks the script (it restarted, failed over, or SCRIPT FLUSH)."""
+    return isinstance(reply, NoScriptError)
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A Lua script, run by its SHA1 (EVALSHA) and loaded when the server lacks it."""
+
+    source: str
+    sha: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
+
+    def command(self, keys: Sequence[str], args: Sequence[Any]) -> list[Any]:
+        return ["EVALSHA", self.sha, len(keys), *keys, *args]
+
+
+class Wire(Protocol):
+    """What the store's parts send commands through: RedisCommands (the tests also pass one
+    over a fakeredis client, tests/fakeredis_wire.py)."""
+
+    async def call(self, *command: str | int | float | bytes) -> Any: ...
+
+    async def many(
+        self, commands: Sequence[Command], *, transaction: bool = False
+    ) -> list[Any]: ...
+
+    async def close(self) -> None: ...
+
+
+_WAIT_MS = 500  # at most this long for a replica to confirm a batch's writes
+_LONE_PAUSE = 5.0  # seconds without WAIT after a replica did not confirm
+
+
+class _Group:
+    """The commands of one caller inside a batch, and where their replies go."""
+
+    __slots__ = ("commands", "future")
+
+    def __init__(self, commands: Sequence[Command], future: asyncio.Future[list[Any]]) -> None:
+        self.commands = commands
+        self.future = future
+
+
+class RedisCommands:
+    """`call` for one command, `many` for several in one round trip, over a redis-py client
+    (single server or Sentinel-managed master) whose replies are left unshaped."""
+
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        batches: int = 4,
+        replicas: int = 0,
+        deadline: float | None = None,
+    ) -> None:
+        if batches < 1:
+            raise ValueError(f"batches must be at least 1, got {batches}")
+        self.client = client
+        self._deadline = deadline
+        self._batches = batches
+        self._replicas = replicas
+        self._lone_until = 0.0  # till then no replica answered WAIT: do not wait for one
+        self._in_flight = 0
+        self._waiting: list[_Group] = []
+        self._flush_due = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def call(self, *command: str | int | float | bytes) -> Any:
+        [reply] = await self._queue([command])
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    async def many(self, commands: Sequence[Command], *, transaction: bool = False) -> list[Any]:
+        """Replies in order, error replies in place. With `transaction`, the commands run as
+        one MULTI/EXEC block (all or nothing, nothing in between)."""
+        if not commands:
+            return []
+        if not transaction:
+            return await self._queue(commands)
+        async with self._bounded(), self.client.pipeline(transaction=True) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            replies: list[Any] = await pipe.execute()
+        return replies
+
+    @contextlib.asynccontextmanager
+    async def _bounded(self) -> AsyncIterator[None]:
+        """The deadline of one pipeline, retries included; past it, redis-py drops the
+        connection it was reading (the reply may still come) and callers get TimeoutError."""
+        if self._deadline is None:
+            yield
+            return
+        try:
+            async with asyncio.timeout(self._deadline):
+                yield
+        except TimeoutError:
+            raise RedisTimeoutError(f"no reply within {self._deadline:g} s") from None
+
+    def _queue(self, commands: Sequence[Command]) -> asyncio.Future[list[Any]]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Any]] = loop.create_future()
+        self._waiting.append(_Group(commands, future))
+        if not self._flush_due:
+            # Everything asked in this pass of the loop goes in one pipeline.
+            self._flush_due = True
+            loop.call_soon(self._flush)
+        return future
+
+    def _flush(self) -> None:
+        self._flush_due = False
+        if not self._waiting or self._in_flight >= self._batches:
+            return  # a batch that ends sends what waits
+        groups, self._waiting = self._waiting, []
+        self._in_flight += 1
+        task = asyncio.get_running_loop().create_task(self._send(groups))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _wait_for_replicas(self) -> bool:
+        return self._replicas > 0 and asyncio.get_running_loop().time() >= self._lone_until
+
+    async def _send(self, groups: list[_Group]) -> None:
+        try:
+            async with self._bounded(), self.client.pipeline(transaction=False) as pipe:
+                for group in groups:
+                    for command in group.commands:
+                        pipe.execute_command(*command)
+                waits = self._wait_for_replicas()
+                if waits:
+                    # A master killed before a replica has its writes takes them along in a
+                    # failover: a message acknowledged, or a reply marked sent, would be
+                    # lost. WAIT holds the replies until a replica has what this batch wrote.
+                    pipe.execute_command("WAIT", self._replicas, _WAIT_MS)
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
+            if waits:
+                acked = replies.pop()
+                if not isinstance(acked, int) or acked < self._replicas:
+                    # No replica (it is down, or none was promoted yet): wait for none for a
+                    # while rather than _WAIT_MS on every batch.
+                    self._lone_until = asyncio.get_running_loop().time() + _LONE_PAUSE
+        except BaseException as exc:
+            failure = exc if isinstance(exc, Exception) else RedisConnectionError("closed")
+            for group in groups:
+                if not group.future.done():
+                    group.future.set_exception(failure)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            start = 0
+            for group in groups:
+                end = start + len(group.commands)
+                if not group.future.done():  # its caller may have given up (cancelled)
+                    group.future.set_result(replies[start:end])
+                start = end
+        finally:
+            self._in_flight -= 1
+            if self._waiting and not self._flush_due:
+                self._flush_due = True
+                asyncio.get_running_loop().call_soon(self._flush)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await self.client.aclose()

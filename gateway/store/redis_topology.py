@@ -1,0 +1,289 @@
+"""Where the Redis store connects: one server (`redis.url`) or a master found through Sentinel
+(`redis.sentinels` + `redis.sentinel_master`); and the redis-py client for each."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
+
+from redis.asyncio import BlockingConnectionPool, Redis, Sentinel
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.connection import HiredisRespSerializer
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.utils import HIREDIS_AVAILABLE
+
+NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError)
+
+Mode = Literal["single", "sentinel"]
+
+
+def host_port(address: str, default_port: int) -> tuple[str, int]:
+    """ "host:port" (or "[v6]:port", or a bare host) as a pair."""
+    parts = urlsplit(f"//{address}")
+    if not parts.hostname:
+        raise ValueError(f"{address!r} is not host:port")
+    return parts.hostname, parts.port or default_port
+
+
+@dataclass(frozen=True, slots=True)
+class RedisTarget:
+    """One server, or a master behind Sentinel. With Sentinel `url` is unused; the username,
+    password and TLS settings apply to the master and replicas (and to the sentinels too,
+    unless `sentinel_password` is given)."""
+
+    url: str = ""
+    sentinels: tuple[str, ...] = ()
+    sentinel_master: str = ""
+    username: str | None = None
+    password: str | None = None
+    sentinel_password: str | None = None
+    db: int = 0
+    tls: bool = False
+    tls_ca_certs: str | None = None
+
+    @property
+    def mode(self) -> Mode:
+        if self.sentinels:
+            return "sentinel"
+        return "single"
+
+    @property
+    def where(self) -> str:
+        """The address without user or password, for messages and logs."""
+        if self.mode == "sentinel":
+            return f"sentinel master {self.sentinel_master} via " + ",".join(self.sentinels)
+        parts = urlsplit(self.url)
+        if parts.scheme == "unix":
+            return f"unix://{parts.path}"
+        host = parts.hostname or "localhost"
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}{parts.path}"
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Passwords to mask in messages."""
+        found = [self.password, self.sentinel_password, urlsplit(self.url).password]
+        return tuple({s for p in found if p for s in (p, unquote(p))})
+
+
+class _HiredisPacking:
+    """Commands packed by hiredis (redis-py's own HiredisRespSerializer), as redis-py's
+    synchronous client does; its asyncio connections pack in Python, which cost a burst more
+    CPU than anything else on the command path."""
+
+    _serializer = HiredisRespSerializer()
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        packed: list[bytes] = self._serializer.pack(*args)
+        return packed
+
+
+class _FollowsSentinelMaster:
+    """A Sentinel-managed connection that lost its server asks the sentinels for the master
+    before it sends again. redis-py reconnects there to the address it had instead (its
+    issue 3874): after a failover, to the dead master until the retries run out."""
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if not self.is_connected:  # type: ignore[attr-defined]
+            await self.connect()  # type: ignore[attr-defined]
+        await super().send_packed_command(command, check_health)  # type: ignore[misc]
+
+
+_CLASSES: dict[tuple[type[Any], bool], type[Any]] = {}
+
+
+def _connection_class(base: type[Any], *, sentinel: bool) -> type[Any]:
+    """`base` with hiredis packing (and, under Sentinel, master lookup on reconnect)."""
+    if (base, sentinel) not in _CLASSES:
+        mixins: list[type[Any]] = [_FollowsSentinelMaster] if sentinel else []
+        if HIREDIS_AVAILABLE:
+            mixins.append(_HiredisPacking)
+        _CLASSES[base, sentinel] = type(base.__name__, (*mixins, base), {})
+    return _CLASSES[base, sentinel]
+
+
+def _retry(retries: int) -> Retry:
+    # After a timeout a retried INCR or RPUSH may apply twice (the first may have run before its
+    # reply was lost); counters here are rate limits and lists are logs, where that is harmless.
+    return Retry(
+        ExponentialWithJitterBackoff(cap=1.0, base=0.05), retries, supported_errors=NETWORK_ERRORS
+    )
+
+
+def open_client(
+    target: RedisTarget,
+    *,
+    max_connections: int,
+    socket_timeout: float,
+    retries: int,
+    health_check_interval: float = 0,
+    raw_replies: bool = True,
+    per_reply_timeout: bool = True,
+) -> Redis:
+    """A redis-py client for `target`; it connects on first use. With `raw_replies`, replies
+    come as Redis sends them (no redis-py shaping), as the store's parsing expects. Without
+    `per_reply_timeout` a read waits as long as it takes: the caller bounds the whole call
+    (RedisCommands does, once per pipeline instead of once per reply)."""
+    common: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_timeout": socket_timeout if per_reply_timeout else None,
+        "socket_connect_timeout": socket_timeout,
+        "socket_keepalive": True,
+        "health_check_interval": health_check_interval,
+        "retry": _retry(retries),
+    }
+    if target.url.startswith("unix://"):
+        del common["socket_keepalive"]  # TCP only
+    if raw_replies:
+        # The store reads replies in RESP2's shapes (HGETALL as a flat list).
+        common["protocol"] = 2
+    credentials: dict[str, Any] = {}
+    if target.username:
+        credentials["username"] = target.username
+    if target.password:
+        credentials["password"] = target.password
+    tls: dict[str, Any] = {}
+    if target.tls:
+        tls = {"ssl": True, "ssl_ca_certs": target.tls_ca_certs}
+    client: Redis
+    if target.mode == "sentinel":
+        sentinel_auth = dict(credentials)
+        if target.sentinel_password is not None:
+            # The sentinels' own `requirepass`: the default user, not the data nodes' ACL one.
+            sentinel_auth = {"password": target.sentinel_password}
+        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+            [host_port(a, 26379) for a in target.sentinels],
+            sentinel_kwargs={
+                "socket_timeout": socket_timeout,
+                "socket_connect_timeout": socket_timeout,
+                "decode_responses": True,
+                **sentinel_auth,
+                **tls,
+            },
+        )
+        client = sentinel.master_for(
+            target.sentinel_master,
+            db=target.db,
+            max_connections=max_connections,
+            **common,
+            **credentials,
+            **tls,
+        )
+    else:
+        pool = BlockingConnectionPool.from_url(
+            target.url,
+            max_connections=max_connections,
+            timeout=socket_timeout,
+            **common,
+            **credentials,
+        )
+        client = Redis.from_pool(pool)
+    if raw_replies:
+        client.response_callbacks = {}
+    connections = client.connection_pool
+    connections.connection_class = _connection_class(
+        connections.connection_class, sentinel=target.mode == "sentinel"
+    )
+    return client
+
+
+async def _latency_ms(client: Redis) -> float:
+    started = time.perf_counter()
+    await client.ping()
+    return (time.perf_counter() - started) * 1000
+
+
+def _node_client(target: RedisTarget, host: str, port: int, wait: float) -> Redis:
+    return Redis(
+        host=host,
+        port=port,
+        username=target.username,
+        password=target.password,
+        ssl=target.tls,
+        ssl_ca_certs=target.tls_ca_certs,
+        socket_timeout=wait,
+        socket_connect_timeout=wait,
+        decode_responses=True,
+    )
+
+
+async def _node_line(target: RedisTarget, role: str, host: str, port: int, wait: float) -> str:
+    client = _node_client(target, host, port, wait)
+    try:
+        return f"{role} {host}:{port} {await _latency_ms(client):.1f} ms"
+    except NETWORK_ERRORS as exc:
+        return f"{role} {host}:{port} unreachable ({type(exc).__name__})"
+    finally:
+        await client.aclose()
+
+
+async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
+    """What the store sees of its Redis: the mode, the master and its replicas, each node
+    with the latency of one PING."""
+    if target.mode == "sentinel":
+        return await _describe_sentinel(target, wait)
+    client = Redis.from_url(
+        target.url, socket_timeout=wait, socket_connect_timeout=wait, decode_responses=True
+    )
+    try:
+        latency = await _latency_ms(client)
+        info = await client.info("replication")
+    finally:
+        await client.aclose()
+    fields: dict[str, Any] = info
+    replicas = int(fields.get("connected_slaves", 0))
+    return (
+        f"single {target.where}: {fields.get('role', '?')}, {latency:.1f} ms, {replicas} replica(s)"
+    )
+
+
+async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
+    auth = target.sentinel_password if target.sentinel_password is not None else target.password
+    lines: list[str] = []
+    master: tuple[str, int] | None = None
+    replicas: list[tuple[str, int]] = []
+    for address in target.sentinels:
+        host, port = host_port(address, 26379)
+        sentinel = Redis(
+            host=host,
+            port=port,
+            username=target.username if target.sentinel_password is None else None,
+            password=auth,
+            ssl=target.tls,
+            ssl_ca_certs=target.tls_ca_certs,
+            socket_timeout=wait,
+            socket_connect_timeout=wait,
+            decode_responses=True,
+        )
+        try:
+            latency = await _latency_ms(sentinel)
+            lines.append(f"sentinel {host}:{port} {latency:.1f} ms")
+            if master is None:
+                found = await sentinel.execute_command(  # type: ignore[no-untyped-call]
+                    "SENTINEL", "GET-MASTER-ADDR-BY-NAME", target.sentinel_master
+                )
+                if found:
+                    master = (str(found[0]), int(found[1]))
+                    raw = await sentinel.execute_command(  # type: ignore[no-untyped-call]
+                        "SENTINEL", "REPLICAS", target.sentinel_master
+                    )
+                    replicas = [_sentinel_entry(r) for r in raw]
+        except NETWORK_ERRORS as exc:
+            lines.append(f"sentinel {host}:{port} unreachable ({type(exc).__name__})")
+        finally:
+            await sentinel.aclose()
+    if master is None:
+        return f"sentinel: no sentinel knows master {target.sentinel_master!r}; " + "; ".join(lines)
+    nodes = [await _node_line(target, "master", *master, wait)]
+    nodes += [await _node_line(target, "replica", h, p, wait) for h, p in replicas]
+    return f"sentinel master {target.sentinel_master}: " + "; ".join(nodes + lines)
+
+
+def _sentinel_entry(raw: Any) -> tuple[str, int]:
+    """One entry of SENTINEL REPLICAS (a flat field/value list, or a dict in RESP3)."""
+    fields = raw if isinstance(raw, dict) else dict(zip(raw[::2], raw[1::2], strict=True))
+    return str(fields["ip"]), int(fields["port"])

@@ -1,0 +1,201 @@
+"""Fixtures that run Redis with failover on 127.0.0.1: a Sentinel set (a master, a replica and
+three sentinels) and, for the Cluster tests, a Redis Cluster of three masters and three
+replicas. Each process is a real redis-server on a free port."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+import redis
+
+from gateway.store.redis import RedisStore
+from gateway.store.redis_topology import RedisTarget
+from tests.fixtures_redis import RedisServer, free_port
+
+MASTER_NAME = "chatgate-master"
+DOWN_AFTER_MS = 1000  # a master silent this long is down (tests: fast failover)
+
+
+class Sentinel:
+    """One `redis-server --sentinel` watching MASTER_NAME."""
+
+    def __init__(
+        self, workdir: Path, master_port: int, binary: str, password: str | None = None
+    ) -> None:
+        self.port = free_port()
+        self.workdir = workdir
+        self.password = password
+        auth = f"requirepass {password}\nsentinel auth-pass {MASTER_NAME} {password}\n"
+        self.conf = workdir / f"sentinel-{self.port}.conf"
+        # A sentinel rewrites its own file (epochs, what it learnt), so each has one.
+        self.conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {workdir}\n"
+            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n"
+            f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {MASTER_NAME} 10000\n"
+            f"sentinel parallel-syncs {MASTER_NAME} 1\n" + (auth if password else "")
+        )
+        log = (workdir / f"sentinel-{self.port}.log").open("ab")
+        with log:
+            self._proc = subprocess.Popen(
+                [binary, str(self.conf), "--sentinel"], stdout=log, stderr=subprocess.STDOUT
+            )
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(
+            port=self.port, password=self.password, socket_timeout=1, decode_responses=True
+        )
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+class SentinelSet:
+    """A master, one replica and three sentinels that agree on them."""
+
+    def __init__(self, workdir: Path, password: str | None = None) -> None:
+        self.workdir = workdir
+        self.password = password
+        self.master = RedisServer(workdir / "master", password=password)
+        self.replica = RedisServer(workdir / "replica", password=password)
+        self.sentinels: list[Sentinel] = []
+
+    def start(self, timeout: float = 30.0) -> None:
+        for server in (self.master, self.replica):
+            server.workdir.mkdir(parents=True, exist_ok=True)
+        # Either may become the master, so both start the first sync at once (not after
+        # the default 5 s wait for more replicas).
+        for server in (self.master, self.replica):
+            server.extra_args = ["--repl-diskless-sync-delay", "0"]
+            if self.password:
+                server.extra_args += ["--masterauth", self.password]
+        self.master.start()
+        self.replica.extra_args += ["--replicaof", "127.0.0.1", str(self.master.port)]
+        self.replica.start()
+        self.sentinels = [
+            Sentinel(self.workdir, self.master.port, self.master.binary, self.password)
+            for _ in range(3)
+        ]
+        # Ready when every sentinel knows the replica and the two other sentinels: only
+        # then can two of them agree that the master is down and elect one to fail over.
+        deadline = time.monotonic() + timeout
+        while not self._replica_in_sync() or not all(
+            self._knows_everyone(s) for s in self.sentinels
+        ):
+            if time.monotonic() > deadline:
+                self.stop()
+                pytest.fail("the sentinels did not find each other and the replica in time")
+            time.sleep(0.2)
+
+    def _replica_in_sync(self) -> bool:
+        client = self.data_client(self.replica.port)
+        try:
+            return client.info("replication").get("master_link_status") == "up"
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+    @staticmethod
+    def _knows_everyone(sentinel: Sentinel) -> bool:
+        client = sentinel.client()
+        try:
+            state = client.sentinel_master(MASTER_NAME)
+            return int(state["num-other-sentinels"]) == 2 and int(state["num-slaves"]) == 1
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+    def data_client(self, port: int) -> redis.Redis:
+        return redis.Redis(
+            port=port, password=self.password, socket_timeout=1, decode_responses=True
+        )
+
+    @property
+    def addresses(self) -> list[str]:
+        return [s.address for s in self.sentinels]
+
+    def target(self) -> RedisTarget:
+        return RedisTarget(
+            sentinels=tuple(self.addresses), sentinel_master=MASTER_NAME, password=self.password
+        )
+
+    def master_port(self) -> int:
+        """The port of the master the sentinels name now."""
+        for sentinel in self.sentinels:
+            client = sentinel.client()
+            try:
+                _, port = client.sentinel_get_master_addr_by_name(MASTER_NAME)
+                return int(port)
+            except (redis.RedisError, TypeError):
+                continue
+            finally:
+                client.close()
+        raise RuntimeError("no sentinel answers")
+
+    def wait_for_new_master(self, old_port: int, timeout: float = 30.0) -> float:
+        """Seconds until the sentinels name another master than `old_port`, and it is one."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            port = self.master_port()
+            if port != old_port:
+                check = self.data_client(port)
+                try:
+                    if check.info("replication")["role"] == "master":
+                        return time.monotonic() - started
+                except redis.RedisError:
+                    pass
+                finally:
+                    check.close()
+            time.sleep(0.1)
+        raise TimeoutError(f"no failover within {timeout} s")
+
+    def server_on(self, port: int) -> RedisServer:
+        return self.master if self.master.port == port else self.replica
+
+    def stop(self) -> None:
+        for sentinel in self.sentinels:
+            sentinel.stop()
+        self.replica.stop()
+        self.master.stop()
+
+
+@pytest.fixture(scope="session")
+def sentinel_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSet]:
+    """A Sentinel set shared by the session's contract tests (they separate by key prefix)."""
+    servers = SentinelSet(tmp_path_factory.mktemp("sentinel"))
+    servers.start()
+    yield servers
+    servers.stop()
+
+
+@pytest.fixture
+def own_sentinel_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSet]:
+    """A Sentinel set of this test's own, for failover tests."""
+    servers = SentinelSet(tmp_path_factory.mktemp("sentinel-own"))
+    servers.start()
+    yield servers
+    servers.stop()
+
+
+@pytest_asyncio.fixture
+async def sentinel_store(sentinel_set: SentinelSet) -> AsyncIterator[RedisStore]:
+    store = RedisStore(key_prefix=f"test-{uuid.uuid4().hex[:12]}", target=sentinel_set.target())
+    yield store
+    await store.close()

@@ -1,0 +1,100 @@
+"""The Redis store behind Sentinel, on a real Sentinel set (a master, a replica and three
+sentinels on 127.0.0.1): it follows a failover, its writes are on the replica when they are
+acknowledged, and `chatgate doctor` shows the topology."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import redis
+
+from gateway.app.app import load_settings
+from gateway.app.doctor import run_checks
+from gateway.store.base import StoreUnavailable
+from gateway.store.redis import RedisStore
+from gateway.store.redis_topology import describe_topology
+from tests.fixtures_redis_ha import MASTER_NAME, SentinelSet
+
+pytestmark = pytest.mark.redis
+
+
+async def test_the_store_follows_a_failover_on_the_connection_it_had(
+    own_sentinel_set: SentinelSet,
+) -> None:
+    servers = own_sentinel_set
+    # One connection: after the failover it is the same connection object that reconnects,
+    # and it must reconnect to the new master, not to the address it had.
+    store = RedisStore(key_prefix="follow", max_connections=1, target=servers.target())
+    try:
+        assert await store.set("before", "1")
+        old = servers.master_port()
+        servers.server_on(old).kill()
+        # Sent while the sentinels have not yet noticed: the write retries through the
+        # failover, reconnecting to whichever master the sentinels name at each attempt.
+        assert await store.set("after", "2")
+        assert servers.master_port() != old
+        assert await store.get("before") == "1"  # it was on the replica before the kill
+        new = servers.master_port()
+        check = redis.Redis(port=new, decode_responses=True)
+        assert check.get("follow:k:after") == "2"
+        check.close()
+    finally:
+        await store.close()
+
+
+async def test_an_acknowledged_write_is_already_on_the_replica(sentinel_set: SentinelSet) -> None:
+    store = RedisStore(key_prefix=f"wait-{uuid.uuid4().hex[:8]}", target=sentinel_set.target())
+    replica_port = next(
+        s.port
+        for s in (sentinel_set.master, sentinel_set.replica)
+        if s.port != sentinel_set.master_port()
+    )
+    replica = redis.Redis(port=replica_port, decode_responses=True)
+    try:
+        for n in range(50):
+            await store.set(f"k{n}", str(n))
+            # Read from the replica at once: the store's reply came after WAIT.
+            assert replica.get(store.keys.data(f"k{n}")) == str(n)
+    finally:
+        replica.close()
+        await store.close()
+
+
+async def test_doctor_shows_master_replica_and_sentinels(
+    sentinel_set: SentinelSet, tmp_path: Path
+) -> None:
+    described = await describe_topology(sentinel_set.target())
+    master = sentinel_set.master_port()
+    assert described.startswith(f"sentinel master {MASTER_NAME}: master 127.0.0.1:{master} ")
+    assert "replica 127.0.0.1:" in described and described.count("sentinel 127.0.0.1:") == 3
+    assert " ms" in described and "unreachable" not in described
+    settings = load_settings(
+        None,
+        data_dir=str(tmp_path),
+        redis={"sentinels": sentinel_set.addresses, "sentinel_master": MASTER_NAME},
+    )
+    results = {r.name: r for r in await run_checks(settings)}
+    assert results["store"].ok and f"master 127.0.0.1:{master}" in results["store"].detail
+
+
+async def test_sentinel_with_a_password_and_an_acl_user(tmp_path: Path) -> None:
+    servers = SentinelSet(tmp_path, password="s3cret-pw")
+    servers.start()
+    try:
+        target = servers.target()
+        store = RedisStore(key_prefix="acl", target=replace(target, username="default"))
+        wrong = RedisStore(key_prefix="acl", retries=0, target=replace(target, password="nope-pw"))
+        try:
+            assert await store.set("k", "v")
+            assert await store.get("k") == "v"
+            with pytest.raises(StoreUnavailable) as caught:
+                await wrong.get("k")
+            assert "nope-pw" not in str(caught.value) and "s3cret-pw" not in str(caught.value)
+        finally:
+            await store.close()
+            await wrong.close()
+    finally:
+        servers.stop()
