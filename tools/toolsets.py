@@ -16,7 +16,7 @@ WILDCARD = "*"
 # The toolsets chatgate declares, whether or not any tool in them is registered yet.
 TOOLSETS: dict[str, str] = {
     "fs": "workspace files: read_file, write_file, edit_file, glob, search, save_attachment",
-    "runtime": "running commands: shell, execute_code",
+    "runtime": "running commands: shell, execute_code, process",
     "web": "the web: web_fetch, web_search, web_extract, web_crawl",
     "browser": "a real browser for pages that need JavaScript, forms or several steps",
     "memory": "durable notes about the chat and the person: memory",

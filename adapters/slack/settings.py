@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
@@ -14,7 +15,9 @@ class SlackSettings(Section):
     signing_secret: SecretStr | None = None
     app_token: SecretStr | None = Field(default=None, validate_default=True)  # set: Socket Mode
     api_url: HttpURL = "https://slack.com/api/"
-    slash_command: str = Field(default="/chatgate", pattern=r"^/[\w-]{1,31}$")
+    # A compiled pattern runs on Python's re: Rust's regex engine (pydantic's default) would
+    # build Unicode \w tables of several MB at start for it.
+    slash_command: str = Field(default="/chatgate", pattern=re.compile(r"^/[\w-]{1,31}\Z"))
     # In a thread the bot answered, later messages are answered without a new mention.
     thread_followups: bool = False
     thread_ttl: float = Field(default=WEEK, gt=0, le=365 * DAY)  # seconds it is remembered

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import Field, SecretStr, model_validator
@@ -30,7 +31,9 @@ class TeamsSettings(Section):
     # The Entra token endpoint for replies; empty: derived from tenant_id.
     token_url: str = ""
     token_scope: str = TOKEN_SCOPE
-    endpoint_path: str = Field(default="/teams/messages", pattern=r"^/[\w/-]{1,100}$")
+    # A compiled pattern runs on Python's re: Rust's regex engine (pydantic's default) would
+    # build Unicode \w tables of several MB at start for it.
+    endpoint_path: str = Field(default="/teams/messages", pattern=re.compile(r"^/[\w/-]{1,100}\Z"))
     # Plain-HTTP serviceUrls and file links on this machine (the Bot Framework Emulator,
     # tests); off: HTTPS only, as Teams uses.
     allow_local_urls: bool = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Self
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
@@ -25,7 +26,9 @@ class WhatsAppSettings(Section):
     verify_token: SecretStr | None = None  # the string set as "Verify token" for the webhook
     api_version: str = Field(default="v23.0", pattern=r"^v[0-9]+\.[0-9]+$")
     api_url: HttpURL = "https://graph.facebook.com"
-    webhook_path: str = Field(default="/whatsapp/webhook", pattern=r"^/[\w/-]{1,100}$")
+    # A compiled pattern runs on Python's re: Rust's regex engine (pydantic's default) would
+    # build Unicode \w tables of several MB at start for it.
+    webhook_path: str = Field(default="/whatsapp/webhook", pattern=re.compile(r"^/[\w/-]{1,100}\Z"))
     allowed_numbers: list[str] = []  # wa ids (digits, country code first); empty: everyone
     templates: WhatsAppTemplate = WhatsAppTemplate()
     send_retries: int = Field(default=3, ge=0, le=20)  # after a throttle error or a 5xx

@@ -14,7 +14,7 @@ import logging
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from pydantic import BaseModel
@@ -78,12 +78,13 @@ from gateway.store.base import Store
 from gateway.turn.agent import Agent
 from gateway.turn.memory import MemoryBook
 from gateway.turn.runner import TurnRunner
-from gateway.web.console.site import AdminConsole
-from gateway.web.console.views import ConsoleParts
 from gateway.web.relay import ApprovalRelay
 from gateway.web.settings import WebSettings
 from tools.overview import tool_overview
 from tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from gateway.web.console.site import AdminConsole
 
 log = logging.getLogger(__name__)
 
@@ -282,6 +283,10 @@ class App:
         web = getattr(self.settings, "web", None)
         if not isinstance(web, WebSettings) or not web.console_enabled or self.http is None:
             return None
+        # Imported here: a gateway without an operator token never loads the console.
+        from gateway.web.console.site import AdminConsole
+        from gateway.web.console.views import ConsoleParts
+
         parts = ConsoleParts(
             settings=self.settings,
             store=self.store,

@@ -24,6 +24,7 @@ from gateway.sdk.tooling import ApprovalGate
 from gateway.sessions.history import SessionStore
 from gateway.store.base import Store
 from gateway.turn.memory import MemoryBook
+from tools.agent.background import BackgroundTasks
 from tools.agent.clarify import ClarifyService
 from tools.agent.delegate import DelegateTools
 from tools.agent.read_channel import ReadChannelTools
@@ -98,8 +99,19 @@ def builtin_families(services: ToolServices, registry: ToolRegistry) -> list[Too
     data_dir = settings.data_dir.expanduser()
     skills = default_library(data_dir)
     shared_skills = SkillStore(services.store, data_dir / "skills", settings.skills)
+    background = BackgroundTasks(
+        services.store,
+        services.submit,
+        max_per_chat=settings.delegation.max_background_per_chat,
+        admins=settings.access.admins,
+        beat_seconds=settings.delegation.background_heartbeat_seconds,
+    )
     delegate = DelegateTools(
-        llm=services.llm, catalog=registry, settings=settings, approvals=services.approvals
+        llm=services.llm,
+        catalog=registry,
+        settings=settings,
+        approvals=services.approvals,
+        background=background,
     )
     return [
         WorkspaceWipeOffer(workspaces, services.store),
@@ -112,7 +124,13 @@ def builtin_families(services: ToolServices, registry: ToolRegistry) -> list[Too
         FindTools(workspace_for),
         AttachmentTools(workspace_for, attachments),
         MediaTools(settings, services.outbox, workspace_for, attachments),
-        TerminalTools(settings, workspace_for, catalog=registry, approvals=services.approvals),
+        TerminalTools(
+            settings,
+            workspace_for,
+            catalog=registry,
+            approvals=services.approvals,
+            workspaces=workspaces,
+        ),
         WebFetchTools(fetcher, max_chars=cfg.max_output_chars),
         WebSearchTools(provider_from_settings(cfg)),
         WebExtractTools(fetcher, max_chars=cfg.max_output_chars, fetch_timeout=cfg.web_timeout),

@@ -33,3 +33,8 @@ class DelegationSettings(Section):
     max_depth: int = Field(default=1, ge=1, le=4)
     # prompt + completion tokens for one sub-agent task
     max_tokens_per_task: int = Field(default=200_000, ge=1000, le=1_000_000_000)
+    # delegate(background=true) tasks running at once per chat; 0: background is refused.
+    max_background_per_chat: int = Field(default=3, ge=0, le=100)
+    # A running task's record is refreshed this often; one not refreshed for three times as
+    # long belongs to a process that died, and is marked interrupted.
+    background_heartbeat_seconds: float = Field(default=10.0, ge=0.2, le=600)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
@@ -71,4 +72,5 @@ class ImagesSettings(MediaEndpoint):
     """Image generation: POST {base_url}/images/generations; empty base_url: no image_generate."""
 
     model: str = "gpt-image-1"
-    size: str = Field(default="1024x1024", pattern=r"^(auto|\d{2,5}x\d{2,5})$")
+    # Compiled: Python's re runs it (see adapters/slack/settings.py `slash_command`).
+    size: str = Field(default="1024x1024", pattern=re.compile(r"^(auto|\d{2,5}x\d{2,5})\Z"))

@@ -40,6 +40,16 @@ class DockerTerminalSettings(Section):
     cli: str = "docker"  # the docker command (talks to the engine at DOCKER_HOST)
 
 
+class ProcessSettings(Section):
+    """The `process` tool (tools/shell/process_tool.py): commands that outlive the call."""
+
+    max_per_chat: int = Field(default=3, ge=0, le=100)  # 0: the tool is not offered
+    # Stopped when no call read, wrote to or listed it for this long.
+    idle_seconds: float = Field(default=1800.0, gt=0, le=WEEK)
+    max_seconds: float = Field(default=DAY, gt=0, le=WEEK)  # stopped after running this long
+    output_bytes: int = Field(default=65536, ge=1024, le=64 * 1024 * 1024)  # kept per process
+
+
 class TerminalSettings(Section):
     """Where shell commands and execute_code scripts run (tools/shell/terminal/)."""
 
@@ -63,6 +73,7 @@ class TerminalSettings(Section):
     local: LocalTerminalSettings = LocalTerminalSettings()
     ssh: SSHTerminalSettings = SSHTerminalSettings()
     docker: DockerTerminalSettings = DockerTerminalSettings()
+    processes: ProcessSettings = ProcessSettings()
 
     @model_validator(mode="after")
     def _backend_needs(self) -> TerminalSettings:

@@ -73,9 +73,16 @@ def register_builtin_commands(
     async def stop(call: CommandCall) -> str:
         sender = call.inbound.sender
         anyone = access.is_admin(sender) or access.may_moderate(sender, call.inbound)
+        everything = call.args.strip().lower() == "all"
+        if everything and not anyone:
+            return MODERATORS_ONLY.format(name="stop all")
         stopped = await queue.stop_session(call.session, by=None if anyone else sender)
         if stopped.refused:
             return NOT_YOURS
+        if everything:
+            more = [line for hook in extensions.stop_hooks if (line := await hook(call))]
+            head = "Stopped." if stopped.running_here else "Nothing was answering."
+            return " ".join([head, *more]) if more else f"{head} Nothing else was running."
         if stopped.dropped:
             return f"Stopped. {stopped.dropped} waiting message(s) were dropped as well."
         return (
@@ -138,7 +145,11 @@ def register_builtin_commands(
 
     for command in (
         Command("new", "start a new conversation (forget the current one)", new, ("reset",)),
-        Command("stop", "stop the request I am working on", stop),
+        Command(
+            "stop",
+            "stop the request I am working on (/stop all: also background tasks and processes)",
+            stop,
+        ),
         Command("help", "show this help", help_, ("start",)),
         Command("status", "show this conversation's size, token use and queue", status),
         Command("memory", "show what I remember about this chat and you", show_memory),

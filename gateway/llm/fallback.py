@@ -89,6 +89,20 @@ class ModelRoute:
         self.usage: dict[ModelTarget, Usage] = {}
         self.estimated = False  # some usage was estimated: the server reported none
 
+    def fresh(self) -> ModelRoute:
+        """The same models and settings with nothing used yet: for work that goes on after
+        the turn (a background task), whose usage is settled on its own."""
+        return ModelRoute(
+            self._pool,
+            self._breakers,
+            self.chain,
+            telemetry=self._telemetry,
+            temperature=self._temperature,
+            max_tokens=self._max_tokens,
+            stream=self._stream,
+            on_switch=self._on_switch,
+        )
+
     @property
     def current(self) -> ModelTarget:
         return self.chain[self._position]

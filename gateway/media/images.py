@@ -12,10 +12,15 @@ import base64
 import io
 import warnings
 from dataclasses import dataclass
-
-from PIL import Image, ImageOps
+from typing import TYPE_CHECKING
 
 from gateway.media.sniff import WEB_IMAGES, sniff
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+# Pillow (about 3 MB resident) is imported by the first image, not at start: most
+# gateways go a long while without one.
 
 # Pixels decoded at most: a 10,000 x 10,000 image; more is a decompression bomb or a scan
 # nobody needs in full, and Pillow would allocate it all.
@@ -51,6 +56,8 @@ def prepare_image(data: bytes, max_px: int) -> PreparedImage:
             if mime != "image/heic"
             else "HEIC images are not supported; send it as a JPEG or PNG (or as a photo)"
         )
+    from PIL import Image, ImageOps
+
     try:
         with warnings.catch_warnings():
             # Pillow warns above its own limit; ours, below, is checked before decoding.
@@ -95,6 +102,8 @@ def _encode(image: Image.Image, *, lossless: bool) -> PreparedImage:
 
 def _flatten(image: Image.Image) -> Image.Image:
     """RGB for JPEG: transparency onto white, as the chat apps show it."""
+    from PIL import Image
+
     if image.mode == "RGB":
         return image
     rgba = image.convert("RGBA")
@@ -105,6 +114,8 @@ def _flatten(image: Image.Image) -> Image.Image:
 
 def image_size(data: bytes) -> tuple[int, int] | None:
     """Width and height from the header alone (no decoding); None when unreadable."""
+    from PIL import Image
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)

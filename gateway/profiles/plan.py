@@ -4,6 +4,7 @@ added to the ledger with any budget warning told in the chat."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from gateway.profiles.book import ProfileBook, Resolution
 from gateway.profiles.choices import ModelChoices
 from gateway.runtime.telemetry import Telemetry
 from gateway.sdk.messages import Inbound
-from gateway.sdk.tooling import ToolScope
+from gateway.sdk.tooling import SpunOff, ToolScope
 from gateway.sessions.key import SessionKey
 from gateway.store.base import StoreUnavailable
 
@@ -67,6 +68,12 @@ class TurnPlan:
     def vision(self) -> Vision:
         """Whether the turn's first model takes images (gateway/llm/vision.py)."""
         return self.route.vision
+
+    def spin_off(self) -> SpunOff:
+        """Models for work that outlives the turn (a background task): the turn's chain, with
+        usage of its own that `settle` records against the same person, chat and profile."""
+        plan = dataclasses.replace(self, route=self.route.fresh())
+        return SpunOff(plan.route, plan.settle)
 
     async def settle(self) -> None:
         """Record what the turn used and tell the chat about budgets; never raises."""

@@ -104,6 +104,7 @@ if TYPE_CHECKING:
     from gateway.sdk.messages import ChatKind as ChatKind
     from gateway.sdk.messages import ChatRef as ChatRef
     from gateway.sdk.messages import Inbound as Inbound
+    from gateway.sdk.messages import InboundKind as InboundKind
     from gateway.sdk.messages import Outbound as Outbound
     from gateway.sdk.messages import OutboundFile as OutboundFile
     from gateway.sdk.messages import PressReply as PressReply
@@ -114,6 +115,7 @@ if TYPE_CHECKING:
     from gateway.sdk.platforms import PlatformUnavailable as PlatformUnavailable
     from gateway.sdk.tooling import ApprovalGate as ApprovalGate
     from gateway.sdk.tooling import ApprovalNeed as ApprovalNeed
+    from gateway.sdk.tooling import SpunOff as SpunOff
     from gateway.sdk.tooling import ToolCatalog as ToolCatalog
     from gateway.sdk.tooling import ToolContext as ToolContext
     from gateway.sdk.tooling import ToolError as ToolError
@@ -178,6 +180,7 @@ _EXPORTS: dict[str, str] = {
     "ChatKind": "gateway.sdk.messages",
     "ChatRef": "gateway.sdk.messages",
     "Inbound": "gateway.sdk.messages",
+    "InboundKind": "gateway.sdk.messages",
     "Outbound": "gateway.sdk.messages",
     "OutboundFile": "gateway.sdk.messages",
     "PressReply": "gateway.sdk.messages",
@@ -193,6 +196,7 @@ _EXPORTS: dict[str, str] = {
     "ToolCatalog": "gateway.sdk.tooling",
     "ToolContext": "gateway.sdk.tooling",
     "ToolError": "gateway.sdk.tooling",
+    "SpunOff": "gateway.sdk.tooling",
     "ToolScope": "gateway.sdk.tooling",
     "ToolSpec": "gateway.sdk.tooling",
     # Settings

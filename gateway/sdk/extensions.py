@@ -11,6 +11,7 @@ platform while they are built. What they register here is what the core consults
 - `add_prompt_section`: a part of the system prompt, rendered every turn (the skills index);
 - `add_buttons`: the handler for presses of one kind of button (`CallbackData` class);
 - `add_forget_hook`: what else `/forget` should offer to delete (a chat's workspace files);
+- `add_stop_hook`: what else `/stop all` stops (background tasks, processes);
 - `set_chat_files`: the same files for the operator console's /forget.
 """
 
@@ -67,6 +68,9 @@ class Command:
 
 
 PressHandler = Callable[[ButtonPress], Awaitable[PressReply]]
+# Called for `/stop all` after the running request was stopped; it stops more (background
+# tasks, processes) and says what, or returns None when it had nothing to stop.
+StopHook = Callable[[CommandCall], Awaitable[str | None]]
 # Called after /forget deleted the chat's history and notes; it may offer more (a message sent
 # after /forget's answer).
 ForgetHook = Callable[[CommandCall], Awaitable[Outbound | None]]
@@ -93,6 +97,7 @@ class Extensions:
         self.prompt_sections: list[PromptSection] = []
         self._presses: dict[str, PressHandler] = {}
         self.forget_hooks: list[ForgetHook] = []
+        self.stop_hooks: list[StopHook] = []
         self.chat_files: ChatFiles | None = None
 
     # -- registering -------------------------------------------------------------------
@@ -114,6 +119,9 @@ class Extensions:
 
     def add_forget_hook(self, hook: ForgetHook) -> None:
         self.forget_hooks.append(hook)
+
+    def add_stop_hook(self, hook: StopHook) -> None:
+        self.stop_hooks.append(hook)
 
     def set_chat_files(self, files: ChatFiles) -> None:
         self.chat_files = files

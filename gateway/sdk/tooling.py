@@ -95,6 +95,15 @@ class ShownImages:
 
 
 @dataclass(frozen=True)
+class SpunOff:
+    """Models for work that goes on after its turn (a background task), and how to record
+    what it used against the turn's budgets once it is done (never raises)."""
+
+    llm: Completer
+    settle: Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
 class ToolContext:
     """Who and where a tool call runs for; long-lived dependencies are bound at build time."""
 
@@ -123,6 +132,9 @@ class ToolContext:
     # The turn's tool scope and models (its profile's chain), for sub-agents to share.
     scope: ToolScope | None = None
     llm: Completer | None = None
+    # Models of the turn's chain for work that outlives the turn, with usage settled on its
+    # own (TurnPlan.spin_off); None outside a planned turn.
+    spin_off: Callable[[], SpunOff] | None = None
     # How many delegations deep this call runs (0: the agent the person talks to).
     depth: int = 0
     # Which sub-task of a delegate batch made the call, shown when it asks for approval.

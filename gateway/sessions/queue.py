@@ -29,7 +29,7 @@ from gateway.intake.load import IntakeLoad
 from gateway.runtime.faults import crash_point
 from gateway.runtime.metrics import Metrics
 from gateway.runtime.tasks import stop_tasks
-from gateway.sdk.messages import UserRef
+from gateway.sdk.messages import InboundKind, UserRef
 from gateway.sdk.outcome import TurnOutcome
 from gateway.sessions.claimer import Claimer
 from gateway.sessions.dead_letters import (
@@ -277,8 +277,11 @@ class SessionQueue:
             self._start(result.claimed)
             return Submission(Status.STARTED, future, key)
         running = self._running.get(key)
+        # A synthetic message (a scheduled prompt, a background task's report) never
+        # interrupts a person's turn, nor tells them it waits.
+        synthetic = admission.inbound.kind is not InboundKind.USER
         if result.holder is not None:
-            if self._settings.busy_mode == "interrupt":
+            if self._settings.busy_mode == "interrupt" and not synthetic:
                 await self._interrupt(key, result.holder)
             elif self._settings.busy_mode == "steer":
                 pass  # the running turn takes it in at its next step, or it runs right after
@@ -301,7 +304,7 @@ class SessionQueue:
                     and running.job.inbound.sender.address == admission.inbound.sender.address
                 )
                 ending = ending or begun or joins
-                if result.notice and self._settings.queue_notice and not ending:
+                if result.notice and self._settings.queue_notice and not (ending or synthetic):
                     await self._notifier.say(admission.inbound, QUEUED_NOTICE)
         else:
             self._claimer.more_waiting()  # no room here now: claimed when a slot frees

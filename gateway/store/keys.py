@@ -26,6 +26,8 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     memory:chat:{platform}:{chat_id}  value  the chat's notes (JSON list)
     memory:user:{platform}:{user_id}  value  a person's notes (JSON list)
     todo:{session}                    value  the session's todo list (JSON)
+    background_tasks                  hash   background sub-agent tasks: id -> record (JSON,
+                                             tools/agent/background.py)
     pending:{session}                 list   messages stored at intake, waiting for their turn
                                              (`{entry_id}\n{json}`, oldest first)
     sessions:ready                    zset/hash  sessions with pending messages -> first queued
@@ -133,6 +135,7 @@ CHATS = "chats"
 RECENT_ERRORS = "errors:recent"
 WEB_CHANNEL = "web:events"
 API_CHANNEL = "api:events"
+BACKGROUND_TASKS = "background_tasks"
 
 
 def session(key: SessionKey | str) -> str:

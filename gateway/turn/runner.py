@@ -426,6 +426,7 @@ class TurnRunner:
             fence=lease,
             scope=plan.scope,
             llm=plan.route,
+            spin_off=plan.spin_off,
             images=(
                 ShownImages(self._settings.media.max_image_px)
                 if self._media.may_show_images(plan.vision)

@@ -7,6 +7,8 @@ own iteration, token and time limits. One call may carry a batch of up to
 per task, and a child that fails or runs out of time never fails the others. Children may
 delegate again only while `delegation.max_depth` allows. Approvals still apply: a destructive
 call from a child waits for a person's Approve in the chat, which says which sub-task asked.
+With `background=true` the call returns at once with a task id per task, and each report
+comes back to the chat later (tools/agent/background.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pydantic import Field, model_validator
 from gateway.sdk import (
     Agent,
     ApprovalGate,
+    Extensions,
     LLMClient,
     LLMError,
     Settings,
@@ -33,6 +36,7 @@ from gateway.sdk import (
     TurnTimeout,
     untrusted,
 )
+from tools.agent.background import BackgroundTasks
 from tools.args import ToolArgs
 from tools.scope import call_scope
 
@@ -65,6 +69,13 @@ class DelegateArgs(ToolArgs):
         default_factory=list, description="Or several independent tasks, run at once."
     )
     context: str = Field(default="", description="Facts from this conversation they need.")
+    background: bool = Field(
+        default=False,
+        description=(
+            "Return at once with a task id; the report arrives in the chat later as a new "
+            "message from you, while the conversation goes on."
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> DelegateArgs:
@@ -102,7 +113,10 @@ class DelegateTools(ToolFamily):
         catalog: ToolCatalog,
         settings: Settings,
         approvals: ApprovalGate | None,
+        background: BackgroundTasks | None = None,
     ) -> None:
+        """`background`: where background tasks run and are recorded (None: not offered)."""
+        self.background = background
         self.own_llm = llm is None
         self.llm = LLMClient(settings.llm) if llm is None else llm
         self.catalog = catalog
@@ -118,7 +132,17 @@ class DelegateTools(ToolFamily):
         )
         self.agent = Agent(self.llm, limits, approvals=approvals)
 
+    def register(self, extensions: Extensions) -> None:
+        if self.background is not None:
+            self.background.register(extensions)
+
+    async def start(self) -> None:
+        if self.background is not None:
+            await self.background.start()
+
     async def close(self) -> None:
+        if self.background is not None:
+            await self.background.close()
         if self.own_llm:
             await self.llm.aclose()
 
@@ -161,6 +185,8 @@ class DelegateTools(ToolFamily):
                 f"at most {self.delegation.max_parallel} tasks at once; send the rest in "
                 "another call."
             )
+        if args.background:
+            return await self.send_off(batch, ctx)
         if len(batch) == 1:
             report = await self.run_child(batch[0], ctx, "sub-task")
             if not report.ok:
@@ -184,6 +210,33 @@ class DelegateTools(ToolFamily):
             )
         return "\n".join(parts)
 
+    async def send_off(self, batch: list[SubTask], ctx: ToolContext) -> str:
+        """Start each task in the background; their reports come back to the chat."""
+        tasks = self.background
+        if tasks is None or not tasks.available or self.delegation.max_background_per_chat < 1:
+            raise ToolError("background tasks are not available here; delegate without it.")
+        if ctx.is_subagent:
+            raise ToolError("a sub-agent cannot start background tasks; delegate without it.")
+        lines = []
+        for sub in batch:
+            label = _short(sub.task)
+
+            async def work(child: ToolContext, sub: SubTask = sub) -> tuple[bool, str]:
+                report = await self.run_child(sub, child, child.task_label)
+                return report.ok, _report_text(report)
+
+            try:
+                record = await tasks.launch(ctx, label, work)
+            except ValueError as exc:
+                lines.append(f"Not started ({label}): {exc}")
+                continue
+            lines.append(f"Started background task {record.id}: {label}")
+        lines.append(
+            "Each report will arrive in the chat as a new message from you when it is done; "
+            "the person can list or cancel tasks with /tasks. Do not wait for it."
+        )
+        return "\n".join(lines)
+
     def specs(self) -> list[ToolSpec[Any]]:
         return [
             ToolSpec(
@@ -200,6 +253,12 @@ class DelegateTools(ToolFamily):
                 timeout=self.seconds + _GRACE + 5,
             )
         ]
+
+
+def _report_text(report: ChildReport) -> str:
+    note = "" if report.status == "done" else f" ({report.status})"
+    steps = f", {report.steps} steps, {report.tool_calls} tool calls" if report.ok else ""
+    return f"Sub-agent report{note}{steps}:\n{report.text}".rstrip()
 
 
 def _depth(ctx: ToolContext) -> int:

@@ -13,6 +13,7 @@ import errno
 import hashlib
 import os
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -63,6 +64,9 @@ class Workspaces:
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise WorkspaceUnavailable(self.root, "not writable")
         self.scope: Scope = scope
+        # Called with a folder about to be wiped, before its files go (processes running in
+        # it are stopped: tools/shell/processes.py).
+        self.wiping: list[Callable[[Path], None]] = []
 
     def for_context(self, ctx: ToolContext) -> Workspace:
         """The workspace of the conversation a call runs in (sub-agents share their parent's
@@ -116,6 +120,9 @@ class Workspaces:
         """
         if not self.per_conversation:
             raise ValueError("the shared workspace belongs to every chat and is never wiped")
+        folder = self.root.resolve().joinpath(*self.folder(chat, user))
+        for listener in self.wiping:
+            listener(folder)
         parent, name = self._open_parent(chat, user)
         if parent is None:
             return Usage(0, 0)

@@ -14,7 +14,7 @@ from tools.mcp.arguments import MCPArguments, arguments_model
 from tools.mcp.connection import ServerConnection
 from tools.mcp.naming import tool_name
 from tools.mcp.results import tool_output
-from tools.shell.safety.shape import exact
+from tools.shell.exact import exact
 
 GROUP = "mcp"
 _SHOWN_ARGUMENTS = 1500  # characters of arguments in an approval prompt

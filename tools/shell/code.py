@@ -33,7 +33,7 @@ from gateway.sdk import (
 )
 from tools.args import ToolArgs
 from tools.scope import call_scope
-from tools.shell.safety.shape import exact
+from tools.shell.exact import exact
 from tools.shell.terminal.base import (
     DRAIN_SECONDS,
     KILL_GRACE,

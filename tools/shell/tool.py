@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -24,12 +25,13 @@ from gateway.sdk import (
 )
 from tools.args import ToolArgs
 from tools.files.workspace import Workspace
-from tools.shell.readonly import frees_space, read_only
-from tools.shell.safety import ShellPolicy, Verdict, classify
-from tools.shell.safety.shape import exact
+from tools.shell.exact import exact
 from tools.shell.terminal.base import DRAIN_SECONDS, KILL_GRACE, TerminalBackend, run_command
 from tools.shell.terminal.env import safe_env
 from tools.skills.library import bundled_skills_dir
+
+if TYPE_CHECKING:
+    from tools.shell.safety import ShellPolicy, Verdict, classify
 
 __all__ = [
     "ShellArgs",
@@ -42,6 +44,17 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+def __getattr__(name: str) -> Any:
+    # The classifier (tree-sitter-bash and its rules, about 2.5 MB resident) loads with the
+    # first command judged, not with the gateway.
+    if name in ("ShellPolicy", "Verdict", "classify"):
+        from tools.shell import safety
+
+        return getattr(safety, name)
+    raise AttributeError(name)
+
 
 GROUP = "runtime"
 WorkspaceFor = Callable[[ToolContext], Workspace]
@@ -91,15 +104,24 @@ class ShellTool:
         self.settings = settings
         self.backend = backend
         self.secrets = secrets
-        self.policy = ShellPolicy.compile(
+        self.protected = tuple(protected)
+        self.workspace_root = workspace_root
+        self.limit = settings.shell_timeout
+        self.passthrough = settings.terminal.env_passthrough
+
+    @cached_property
+    def policy(self) -> ShellPolicy:
+        """Compiled with the first command judged (the settings checked the patterns)."""
+        from tools.shell.safety import ShellPolicy
+
+        settings = self.settings
+        return ShellPolicy.compile(
             allow=settings.shell_extra_allow,
             ask=settings.shell_extra_ask,
             block=settings.shell_extra_block,
-            protected_paths=protected,
-            workspace=str(workspace_root) if workspace_root else "",
+            protected_paths=self.protected,
+            workspace=str(self.workspace_root) if self.workspace_root else "",
         )
-        self.limit = settings.shell_timeout
-        self.passthrough = settings.terminal.env_passthrough
 
     def where(self, args: ShellArgs, workspace: Workspace) -> Path:
         path = workspace.resolve(args.cwd) if args.cwd else workspace.root
@@ -112,6 +134,8 @@ class ShellTool:
             raise ToolError("the command contains a NUL byte; remove it.")
         # The workspace is on this machine's disk (the sandbox and containers mount it), so
         # a symbolic link among the targets is resolved into the shape.
+        from tools.shell.safety import classify
+
         return classify(args.command, policy=self.policy, cwd=str(cwd), resolve_links=True)
 
     async def approval(self, args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
@@ -131,7 +155,7 @@ class ShellTool:
 
     async def side_effects(self, args: ShellArgs, ctx: ToolContext) -> ApprovalNeed | None:
         """After outside content entered the turn: every command but a read-only one asks."""
-        if read_only(args.command):
+        if _read_only(args.command):
             return None
         workspace = self.workspace_for(ctx)
         cwd = self.where(args, workspace)
@@ -159,7 +183,7 @@ class ShellTool:
                 "find a safer way or ask the user to run it themselves."
             )
         full = workspace.over_quota()
-        if full and not (read_only(args.command) or frees_space(args.command)):
+        if full and not _read_only_or_freeing(args.command):
             raise ToolError(f"not run: {full} (rm, rmdir and reading commands still run).")
         timeout = min(args.timeout or self.limit, self.limit)
         env = safe_env(self.secrets() if self.secrets else (), passthrough=self.passthrough)
@@ -224,3 +248,16 @@ def gateway_paths(settings: Settings) -> list[tuple[str, str, bool]]:
         places.append((config, "the gateway's config file", True))
         places += [(path, "the gateway's environment file", True) for path in env_files]
     return [(str(path), label, secret) for path, label, secret in places]
+
+
+def _read_only(command: str) -> bool:
+    # The read-only list parses with the classifier's grammar: loaded with the first command.
+    from tools.shell.readonly import read_only
+
+    return read_only(command)
+
+
+def _read_only_or_freeing(command: str) -> bool:
+    from tools.shell.readonly import frees_space, read_only
+
+    return read_only(command) or frees_space(command)

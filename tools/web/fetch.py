@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import html2text
 import httpx
 from pydantic import Field
 
@@ -246,6 +245,8 @@ def _charset(declared: str | None, body: bytes, media: str) -> str:
 
 
 def html_to_markdown(html: str, base_url: str = "") -> str:
+    import html2text  # with the first page converted, not at start
+
     converter = html2text.HTML2Text(baseurl=base_url, bodywidth=0)
     converter.ignore_images = True
     converter.unicode_snob = True

@@ -3,9 +3,9 @@ program, its subcommand, its flags and its exact targets, so that it never cover
 
 from __future__ import annotations
 
-import hashlib
 import re
 
+from tools.shell.exact import exact as exact
 from tools.shell.safety.model import Command, Word
 from tools.shell.safety.names import PACKAGE_MANAGERS, is_interpreter, is_shell
 from tools.shell.safety.paths import HOME, Scope
@@ -213,14 +213,6 @@ def _redirects(cmd: Command, scope: Scope | None) -> list[str]:
         shown = quoted(target.text) if redirect.op == "<<<" else _operand(target, scope, "")
         out.append(f"{redirect.op} {shown}")
     return out
-
-
-def exact(text: str) -> str:
-    """A shape only the same text has (long text is cut and fingerprinted)."""
-    text = text.strip()
-    if len(text) <= 400:
-        return text
-    return text[:300] + " …#" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def show_path(path: str) -> str:

@@ -10,10 +10,6 @@ from pathlib import Path
 
 from gateway.sdk import Settings, config_secrets_files, started_config
 from tools.shell.terminal.base import BackendUnavailable, Limits, TerminalBackend
-from tools.shell.terminal.docker import DockerBackend
-from tools.shell.terminal.local import LocalBackend
-from tools.shell.terminal.sandbox import SandboxBackend
-from tools.shell.terminal.ssh import SSHBackend
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +60,11 @@ def _choose(settings: Settings) -> BackendChoice:
     cfg = settings.tools.terminal
     limits = limits_from(settings)
     notes: list[str] = []
+    # Each backend is imported when chosen: only the configured one is loaded.
     try:
         if cfg.backend == "sandbox":
+            from tools.shell.terminal.sandbox import SandboxBackend
+
             return BackendChoice(
                 SandboxBackend(
                     limits,
@@ -76,8 +75,12 @@ def _choose(settings: Settings) -> BackendChoice:
                 )
             )
         if cfg.backend == "docker":
+            from tools.shell.terminal.docker import DockerBackend
+
             return BackendChoice(DockerBackend(cfg.docker, limits, network=cfg.network))
         if cfg.backend == "ssh":
+            from tools.shell.terminal.ssh import SSHBackend
+
             return BackendChoice(SSHBackend(cfg.ssh, limits, workspaces=settings.workspace))
     except BackendUnavailable as exc:
         if cfg.backend == "ssh" or not cfg.allow_unsandboxed:
@@ -94,6 +97,8 @@ def _choose(settings: Settings) -> BackendChoice:
             "backend because tools.terminal.allow_unsandboxed is set."
         )
         log.warning("terminal fallback: %s", notes[-1])
+    from tools.shell.terminal.local import LocalBackend
+
     try:
         return BackendChoice(LocalBackend(limits, user=cfg.local.user), tuple(notes))
     except BackendUnavailable as exc:

@@ -11,10 +11,10 @@ import httpx
 from gateway.sdk import CheckResult, Settings, ToolFamily, ToolSpec, secret_values
 from tools.files.workspace import WorkspaceFor
 from tools.web.browser.chromium import Chromium, ChromiumMissing, describe, find_chromium
-from tools.web.browser.manager import BrowserManager
 from tools.web.netguard import AddressGuard
 
 if TYPE_CHECKING:
+    from tools.web.browser.manager import BrowserManager
     from tools.web.browser.tools import BrowserActions
 
 __all__ = [
@@ -26,6 +26,15 @@ __all__ = [
     "doctor_check",
     "find_chromium",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The manager (and its proxy) load only when the browser is enabled and found.
+    if name == "BrowserManager":
+        from tools.web.browser.manager import BrowserManager
+
+        return BrowserManager
+    raise AttributeError(name)
 
 
 class BrowserTools(ToolFamily):
@@ -44,6 +53,7 @@ class BrowserTools(ToolFamily):
             chromium = find_chromium(settings.browser)
         except ChromiumMissing:
             return
+        from tools.web.browser.manager import BrowserManager
         from tools.web.browser.tools import BrowserActions
 
         self.actions = BrowserActions(
