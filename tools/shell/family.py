@@ -22,7 +22,6 @@ from tools.files.workspaces import Workspaces
 from tools.shell.code import ExecuteCode
 from tools.shell.process_tool import ProcessTool
 from tools.shell.processes import ProcessTable
-from tools.shell.terminal.docker import DockerBackend
 from tools.shell.terminal.factory import BackendChoice, build_backend
 from tools.shell.tool import ShellTool, gateway_paths
 
@@ -53,7 +52,9 @@ class TerminalTools(ToolFamily):
         self._wipes: set[asyncio.Task[int]] = set()
         backend = self.terminal.backend
         cfg = settings.tools.terminal.processes
-        keep_alive = backend.container if isinstance(backend, DockerBackend) else None
+        # Only a Docker backend keeps containers to hold alive; its module loads only then.
+        docker = backend is not None and backend.name == "docker"
+        keep_alive = getattr(backend, "container", None) if docker else None
         self.processes = ProcessTable(
             max_per_chat=cfg.max_per_chat,
             idle_seconds=cfg.idle_seconds,
