@@ -236,6 +236,11 @@ class SessionQueue:
             await self._leases.let_go(self._leases.turn(claimed))
             self._claimer.more_waiting()
 
+    @property
+    def sessions_here(self) -> int:
+        """Sessions whose turns run in this process now (their workers not yet finished)."""
+        return len(self._running)
+
     def is_running(self, key: SessionKey) -> bool:
         running = self._running.get(key)
         return bool(running and running.turn and not running.turn.done())

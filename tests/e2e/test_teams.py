@@ -33,7 +33,7 @@ from tests.fakes.teams import (
     TENANT,
     FakeBotFramework,
 )
-from tests.harness import configured_gateway, gateway_settings
+from tests.harness import configured_gateway, eventually, gateway_settings
 from tests.media_samples import PDF, image_parts, png
 from tools.files.workspaces import Workspaces
 
@@ -182,7 +182,11 @@ async def test_channel_and_group_messages_need_a_mention(
     # Answered in the channel thread it was asked in; what was not addressed to the bot is
     # only context for the question that was.
     assert answer.conversation == thread
-    assert answer.body["text"].endswith("Alice: just chatting\n\nAlice: what time is it?")
+    # The channel's earlier message reaches the model as context, marked as data.
+    assert answer.body["text"].endswith(
+        '<untrusted-data source="chat messages">\nAlice: just chatting\n</untrusted-data>'
+        "\n\nAlice: what time is it?"
+    )
     assert len(llm.requests) == 1
     mentioned = bf.activity(GROUP, text="and you?", kind="groupChat", mention=True)
     assert await bf.deliver(url, mentioned) == 200
@@ -399,6 +403,8 @@ async def test_throttling_and_a_revoked_token_are_retried(
 ) -> None:
     assert await bf.deliver(endpoint(gw), bf.activity(PERSONAL, text="one")) == 200
     await bf.wait_for_text("echo: one")
+    # The session is idle again before "two", so no "answer after" notice takes the 429.
+    await eventually(lambda: gw.queue.sessions_here == 0, 10, "the first turn finished")
     assert len(bf.token_requests) == 1  # the token is cached between calls
     bf.tokens.clear()  # the token stops working: the next call gets 401, then a new one
     bf.failures = [(429, {"Retry-After": "1"}), (503, {})]
