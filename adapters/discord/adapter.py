@@ -38,7 +38,6 @@ from adapters.discord.normalize import (
     user_ref,
 )
 from adapters.discord.presses import answer_press, show
-from adapters.discord.received import ReceivedJournal
 from adapters.discord.sending import MAX_LEN, DiscordSender
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.uploads import MAX_UPLOAD_BYTES, DiscordUploads
@@ -51,6 +50,7 @@ from gateway.sdk import (
     LeaderElection,
     Outbound,
     PressReply,
+    ReceivedJournal,
     SentRef,
     Status,
     StoreUnavailable,
@@ -58,6 +58,7 @@ from gateway.sdk import (
     Submission,
     TurnOutcome,
     crash_point,
+    keys,
 )
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,9 @@ class DiscordAdapter:
         self._sender = DiscordSender(self._rest_client, self._replies)
         self._uploads = DiscordUploads(self._rest_client, self._replies, self._sender)
         self._files = DiscordFiles(self._rest_client, settings.api_url)
-        self._received = ReceivedJournal(ctx.store, ctx.submit)
+        self._received = ReceivedJournal(
+            ctx.store, ctx.submit, key=keys.DISCORD_RECEIVED, what="discord message"
+        )
         self._rest: discord.Client | None = None
         self._gateway: discord.Client | None = None
         self._trace = rate_limit_trace(

@@ -27,7 +27,7 @@ from adapters.mattermost.normalize import (
     post_inbound,
     posted_post,
 )
-from adapters.mattermost.received import ReceivedJournal, SocketPosition
+from adapters.mattermost.received import SocketPosition
 from adapters.mattermost.sending import MAX_LEN, MattermostSender
 from adapters.mattermost.settings import MattermostSettings
 from adapters.mattermost.websocket import EventStream, websocket_url
@@ -43,11 +43,13 @@ from gateway.sdk import (
     LeaderElection,
     Outbound,
     PressReply,
+    ReceivedJournal,
     SentRef,
     Status,
     StoreUnavailable,
     StreamSupport,
     crash_point,
+    keys,
 )
 
 log = logging.getLogger(__name__)
@@ -88,7 +90,9 @@ class MattermostAdapter:
         self._signer = ActionSigner.from_settings(secret, token)
         self._access = MattermostAccess(settings)
         ctx.extensions.add_access_rule(self._access.rule)
-        self._received = ReceivedJournal(ctx.store, ctx.submit)
+        self._received = ReceivedJournal(
+            ctx.store, ctx.submit, key=keys.MATTERMOST_RECEIVED, what="mattermost post"
+        )
         self._position = SocketPosition(ctx.store)
         self._sender: MattermostSender | None = None
         self._stream: EventStream | None = None

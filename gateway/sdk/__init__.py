@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from gateway.intake.admission import Status as Status
     from gateway.intake.admission import Submission as Submission
     from gateway.intake.admission import finished as finished
+    from gateway.intake.received import ReceivedJournal as ReceivedJournal
     from gateway.llm.client import LLMClient as LLMClient
     from gateway.llm.errors import LLMError as LLMError
     from gateway.llm.images import image_part as image_part
@@ -180,6 +181,7 @@ _EXPORTS: dict[str, str] = {
     "ChatKind": "gateway.sdk.messages",
     "ChatRef": "gateway.sdk.messages",
     "Inbound": "gateway.sdk.messages",
+    "ReceivedJournal": "gateway.intake.received",
     "InboundKind": "gateway.sdk.messages",
     "Outbound": "gateway.sdk.messages",
     "OutboundFile": "gateway.sdk.messages",
