@@ -72,6 +72,11 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
         "PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
         f"AllowUsers {getpass.getuser()}\nLogLevel ERROR\nMaxSessions 50\nMaxStartups 50\n"
+        # A home of its own: the login shell reads ~/.bashrc, and where the user's runs
+        # `pyenv init`, its rehash waits up to 60 s on a lock file that a login killed
+        # mid-rehash (a timed-out test command) left behind: every later command would
+        # time out. Nothing here needs the user's own rc files.
+        f"SetEnv HOME={base}\n"
     )
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation dir
