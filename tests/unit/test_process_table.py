@@ -102,3 +102,35 @@ async def test_the_sweep_stops_idle_old_and_homeless_processes(tmp_path: Path) -
         assert homeless.status() == "stopped (its workspace was deleted)"
     finally:
         await table.close()
+
+
+async def test_a_command_reads_its_input_from_a_pipe_and_skips_the_shell_set_up(
+    tmp_path: Path,
+) -> None:
+    """uvloop hands a child a socket for stdin, and bash takes a socket for an rshd login:
+    it would source ~/.bashrc for every `bash -c` (a pyenv rehash there waited on its lock
+    for 60 s). The launcher gives the command a pipe, fed from that socket."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text(f"touch {tmp_path}/sourced\n")
+    env = {**safe_env(), "HOME": str(home)}
+    running = await launch(
+        ["bash", "-c", "[ -p /dev/stdin ] && echo pipe; cat"],
+        cwd=tmp_path,
+        env=env,
+        limits=Limits(),
+        stdin=True,
+    )
+    assert running.stdin is not None
+    running.stdin.write(b"line one\nline two\n")
+    await running.stdin.drain()
+    running.stdin.close()
+    out = await asyncio.wait_for(running.stdout.read(), 10)
+    assert out == b"pipe\nline one\nline two\n"
+    for _ in range(250):
+        if running.returncode is not None:
+            break
+        await asyncio.sleep(0.02)
+    assert running.returncode == 0
+    assert not (tmp_path / "sourced").exists()
+    await running.stop()

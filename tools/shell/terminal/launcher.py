@@ -16,8 +16,10 @@ import json
 import os
 import resource
 import signal
+import stat
 import struct
 import sys
+import threading
 import time
 import warnings  # noqa: F401 - os.execvp imports it late, maybe after a uid switch
 
@@ -195,6 +197,36 @@ def _exec(argv: list[str], spec: dict[str, int]) -> None:
     os._exit(127)
 
 
+def stdin_as_pipe() -> None:
+    """Give the command a pipe for stdin when the gateway handed over a socket (uvloop's
+    subprocess pipes are socket pairs), fed from that socket by a thread of this launcher.
+
+    Bash takes a socket on stdin for a login by rshd and sources ~/.bashrc for every
+    `bash -c`: the command would run the user's shell set-up (a pyenv rehash that waits on
+    a lock, say) and see a socket where a shell pipeline gives a pipe."""
+    try:
+        if not stat.S_ISSOCK(os.fstat(0).st_mode):
+            return
+    except OSError:
+        return
+    source = os.dup(0)
+    read_end, write_end = os.pipe()
+    os.dup2(read_end, 0)
+    os.close(read_end)
+    os.set_inheritable(source, False)
+    os.set_inheritable(write_end, False)
+
+    def relay() -> None:
+        with contextlib.suppress(OSError):  # the command closed its stdin or exited
+            while chunk := os.read(source, 65536):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(write_end, view) :]
+        os.close(write_end)
+
+    threading.Thread(target=relay, daemon=True).start()
+
+
 def main(args: list[str]) -> int:
     spec = json.loads(args[0])
     argv = args[1:]
@@ -206,6 +238,7 @@ def main(args: list[str]) -> int:
         signal.signal(sig, _stop)
     if os.getppid() != spec.get("parent", os.getppid()):
         return 125  # the gateway died before the death signal was armed
+    stdin_as_pipe()
     child = os.fork()
     if child == 0:
         _exec(argv, spec)
