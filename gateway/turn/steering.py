@@ -4,7 +4,7 @@
 before it goes on.
 
 A message joins a turn only in memory; it stays in the session's inbox until the turn's commit
-drops it with the turn's own message (TurnLease.absorbed), so a run that dies before then is
+drops it with the turn's own message (TurnRun.absorbed), so a run that dies before then is
 run again with it. Only a contiguous run of plain messages joins, in the order they came: a
 message with files (its media is prepared by a turn of its own) or a scheduled prompt stops it.
 """
@@ -23,10 +23,10 @@ from gateway.llm.types import Message
 from gateway.media.content import user_content
 from gateway.runtime.faults import crash_point
 from gateway.sdk.messages import Inbound, InboundKind
-from gateway.sessions.leases import TurnLease
 from gateway.store import keys
 from gateway.store.base import Batch, StoreUnavailable
 from gateway.store.inbox import InboxEntry
+from gateway.turn.states import TurnRun
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class Steering:
 
     def __init__(
         self,
-        lease: TurnLease,
+        lease: TurnRun,
         head: Inbound,
         *,
         steer: bool,

@@ -21,11 +21,12 @@ from gateway.runtime.metrics import Metrics
 from gateway.sdk.messages import Outbound, SentRef
 from gateway.sdk.outcome import TurnOutcome
 from gateway.sessions.key import SessionKey
-from gateway.sessions.leases import SessionLeases, TurnLease
+from gateway.sessions.leases import SessionLeases
 from gateway.sessions.queue import SessionQueue
 from gateway.store.base import Batch, Store
 from gateway.store.inbox import InboxEntry, IntakeRequest
 from gateway.turn.runner import TurnJob
+from gateway.turn.states import TurnRun
 from tests.harness import eventually
 
 
@@ -41,7 +42,7 @@ class HoldingRunner:
     async def run(
         self,
         job: TurnJob,
-        lease: TurnLease,
+        lease: TurnRun,
         *,
         context_lines: Sequence[str] = (),
         on_answering: Any = None,

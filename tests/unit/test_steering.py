@@ -11,10 +11,11 @@ import pytest
 
 from gateway.runtime.metrics import Metrics
 from gateway.sdk.messages import Attachment, AttachmentKind, ChatRef, Inbound, InboundKind, UserRef
-from gateway.sessions.leases import SessionLeases, TurnLease
+from gateway.sessions.leases import SessionLeases
 from gateway.store.base import Batch
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.inbox import InboxEntry, IntakeRequest
+from gateway.turn.states import TurnRun
 from gateway.turn.steering import (
     STEERED_NOTE,
     Steering,
@@ -100,7 +101,7 @@ async def store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
     await opened.close()
 
 
-async def stored(store: EmbeddedStore, item: Inbound, owner: str | None = None) -> TurnLease | None:
+async def stored(store: EmbeddedStore, item: Inbound, owner: str | None = None) -> TurnRun | None:
     result = await store.intake(
         IntakeRequest(
             session=SESSION,
@@ -181,5 +182,5 @@ async def test_the_merge_window_waits_for_follow_ups_and_gathers_them(
     assert await steering.take() == []  # not steering: a turn of its own
 
 
-def lease_head(lease: TurnLease) -> Inbound:
+def lease_head(lease: TurnRun) -> Inbound:
     return Inbound.model_validate_json(lease.claimed.entry.payload)
