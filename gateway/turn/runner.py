@@ -342,12 +342,12 @@ class TurnRunner:
             text = await self._reply(
                 job, lease, plan, prepared, outcome, history, stream, on_answering
             )
-        doc = self._doc(job, started_at, added, text)
+        # The one save of the turn: history, search document and the commit in one step. A
+        # stopped turn's is shielded: /stop waits for it, so a /new right after is not undone
+        # by a late save.
+        saving = self._save(key, record, history, lease, self._doc(job, started_at, added, text))
         try:
-            # The one save of the turn: history, search document and the commit in one step.
-            # Shielded, so a /stop that lands meanwhile (or was the reason) waits for it and a
-            # /new right after is not undone by a late save.
-            await asyncio.shield(self._save(key, record, history, lease, doc))
+            await (asyncio.shield(saving) if outcome.cancelled else saving)
         finally:
             if outcome.cancelled and stream is not None:
                 await asyncio.shield(self._stop_stream(stream))
