@@ -41,7 +41,8 @@ class IntakeTicket:
         return self.result.claimed
 
     def took(self, result: IntakeResult) -> None:
-        """The store step's answer: stored, and claimed when it took the lease too."""
+        """The store step's answer (stored, or refused: a duplicate, a limit); claimed when
+        it took the lease too."""
         self.result = result
         if result.claimed is not None:
             self.life.move("claim")
