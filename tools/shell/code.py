@@ -30,6 +30,7 @@ from gateway.sdk import (
     ToolError,
     ToolSpec,
     execute_tool,
+    untrusted,
 )
 from tools.args import ToolArgs
 from tools.scope import call_scope
@@ -201,32 +202,38 @@ class ExecuteCode:
         )
         env["CHATGATE_RPC_TOKEN"] = token
         env["PYTHONUNBUFFERED"] = "1"
-        running = await self.backend.spawn(
-            [self.term.python, "-I", "-c", BOOT, args.code],
-            workspace=workspace.root,
-            cwd=workspace.root,
-            env=env,
-            timeout=timeout,
-            stdin=True,
-            split_stderr=True,
-        )
-        buffer = OutputBuffer(self.settings.tools.max_output_chars)
-        calls = _Calls()
-        readers = [
-            asyncio.create_task(pump(running.stdout, buffer)),
-            asyncio.create_task(self.serve(running, token.encode(), ctx, buffer, calls)),
-        ]
-        timed_out = False
-        try:
-            timed_out = not await _finished(running, timeout, calls)
-            await running.stop()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*readers), DRAIN_SECONDS)
-        finally:
-            await asyncio.shield(running.stop())
-            for reader in readers:
-                reader.cancel()
-            await asyncio.gather(*readers, return_exceptions=True)
+        from tools.files.outside_reads import outside_reads  # with the first script run
+
+        # A script that walks the workspace reads what people sent without naming it.
+        async with outside_reads(workspace.root) as reads:
+            running = await self.backend.spawn(
+                [self.term.python, "-I", "-c", BOOT, args.code],
+                workspace=workspace.root,
+                cwd=workspace.root,
+                env=env,
+                timeout=timeout,
+                stdin=True,
+                split_stderr=True,
+            )
+            buffer = OutputBuffer(self.settings.tools.max_output_chars)
+            calls = _Calls()
+            readers = [
+                asyncio.create_task(pump(running.stdout, buffer)),
+                asyncio.create_task(self.serve(running, token.encode(), ctx, buffer, calls)),
+            ]
+            timed_out = False
+            try:
+                timed_out = not await _finished(running, timeout, calls)
+                await running.stop()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.gather(*readers), DRAIN_SECONDS)
+            finally:
+                await asyncio.shield(running.stop())
+                for reader in readers:
+                    reader.cancel()
+                await asyncio.gather(*readers, return_exceptions=True)
+        if reads.first:
+            untrusted.note_outside(ctx, f"execute_code read {reads.first}")
         result = RunResult(buffer.render(), running.returncode, timed_out)
         log.info(
             "execute_code ran session=%s backend=%s exit=%s timed_out=%s calls=%d",

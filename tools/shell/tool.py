@@ -22,6 +22,7 @@ from gateway.sdk import (
     ToolSpec,
     ToolsSettings,
     config_secrets_files,
+    untrusted,
 )
 from tools.args import ToolArgs
 from tools.files.workspace import Workspace
@@ -187,15 +188,23 @@ class ShellTool:
             raise ToolError(f"not run: {full} (rm, rmdir and reading commands still run).")
         timeout = min(args.timeout or self.limit, self.limit)
         env = safe_env(self.secrets() if self.secrets else (), passthrough=self.passthrough)
-        result = await run_command(
-            self.backend,
-            args.command,
-            workspace=workspace.root,
-            cwd=cwd,
-            env=env,
-            timeout=timeout,
-            max_chars=self.settings.max_output_chars,
-        )
+        from tools.files.outside_reads import outside_reads  # with the first command run
+
+        # `grep -r x .` or `cat *` reads what people sent without naming its folder: what
+        # the command opened there, not its text, decides whether the result is outside
+        # content.
+        async with outside_reads(workspace.root) as reads:
+            result = await run_command(
+                self.backend,
+                args.command,
+                workspace=workspace.root,
+                cwd=cwd,
+                env=env,
+                timeout=timeout,
+                max_chars=self.settings.max_output_chars,
+            )
+        if reads.first:
+            untrusted.note_outside(ctx, f"shell read {reads.first}")
         log.info(
             "shell ran session=%s backend=%s verdict=%s exit=%s timed_out=%s",
             ctx.session,
