@@ -14,7 +14,7 @@ from tools.files.outside_reads import outside_reads
 
 WALK = (
     "python3 -c 'import os; "
-    "[open(os.path.join(d, f)).read() for d, _, fs in os.walk(\".\") for f in fs]'"
+    '[open(os.path.join(d, f)).read() for d, _, fs in os.walk(".") for f in fs]\''
 )
 
 
