@@ -5,6 +5,7 @@ person's approval in the chat (the prompt says where it will run), block never r
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
@@ -58,6 +59,7 @@ def __getattr__(name: str) -> Any:
 
 
 GROUP = "runtime"
+_ASKED_KEPT = 1024
 WorkspaceFor = Callable[[ToolContext], Workspace]
 
 DESCRIPTION = (
@@ -109,6 +111,9 @@ class ShellTool:
         self.workspace_root = workspace_root
         self.limit = settings.shell_timeout
         self.passthrough = settings.terminal.env_passthrough
+        # The shape each command had when it was put to a person (or matched a standing
+        # grant), by (turn, cwd, command): it runs only if it still has that shape.
+        self._asked: OrderedDict[tuple[str, str, str], str] = OrderedDict()
 
     @cached_property
     def policy(self) -> ShellPolicy:
@@ -145,6 +150,7 @@ class ShellTool:
         verdict = self.judge(args, cwd)
         if verdict.action != "ask":
             return None  # allow runs; block is refused by the handler without asking anyone
+        self._remember(ctx, cwd, args.command, verdict.shape)
         return ApprovalNeed(
             summary=args.command,
             reason=verdict.reason,
@@ -163,6 +169,7 @@ class ShellTool:
         verdict = self.judge(args, cwd)
         if verdict.action == "block":
             return None  # refused by the handler; nobody is asked
+        self._remember(ctx, cwd, args.command, verdict.shape)
         return ApprovalNeed(
             summary=args.command,
             reason="",
@@ -183,6 +190,14 @@ class ShellTool:
                 f"refused: {verdict.reason}. This command is blocked and cannot be approved; "
                 "find a safer way or ask the user to run it themselves."
             )
+        asked = self._asked.pop((ctx.turn_id, str(cwd), args.command), None)
+        if asked is not None and asked != verdict.shape:
+            # A target became (or stopped being) a symbolic link while the person decided:
+            # what they approved is not what would run.
+            raise ToolError(
+                "not run: what the command touches changed since it was approved (now: "
+                f"{verdict.shape or 'nothing risky'}); call it again to have it judged as it is"
+            )
         full = workspace.over_quota()
         if full and not _read_only_or_freeing(args.command):
             raise ToolError(f"not run: {full} (rm, rmdir and reading commands still run).")
@@ -202,6 +217,7 @@ class ShellTool:
                 env=env,
                 timeout=timeout,
                 max_chars=self.settings.max_output_chars,
+                pins=verdict.pins,
             )
         if reads.first:
             untrusted.note_outside(ctx, f"shell read {reads.first}")
@@ -217,6 +233,11 @@ class ShellTool:
         full = workspace.over_quota()
         note = f"\n[{full}; until then only rm, rmdir and reading commands run]" if full else ""
         return result.render(timeout) + note
+
+    def _remember(self, ctx: ToolContext, cwd: Path, command: str, shape: str) -> None:
+        self._asked[(ctx.turn_id, str(cwd), command)] = shape
+        while len(self._asked) > _ASKED_KEPT:
+            self._asked.popitem(last=False)  # asked and never run (denied, or the turn ended)
 
     def specs(self) -> list[ToolSpec[Any]]:
         net = "" if self.settings.terminal.network else ", no network"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,9 @@ from typing import Protocol
 
 KILL_GRACE = 2.0  # seconds a stopped command gets between SIGTERM and SIGKILL
 DRAIN_SECONDS = 0.5  # how long output is still read after the command has exited
+# The exit code of a command that did not start because a path it names leads elsewhere than
+# when it was judged (the launcher's, tools/shell/terminal/launcher.py, is the same).
+MOVED = 123
 _READ_CHUNK = 65536
 _POLL_SECONDS = 0.02
 
@@ -47,6 +51,19 @@ class RunResult:
         else:
             status = f"[exit code {self.exit_code}]"
         return f"{body}\n{status}"
+
+
+def moved(pins: Sequence[tuple[str, str]]) -> str:
+    """Which pinned path leads elsewhere now, as a line for the command's output ("" if
+    none)."""
+    for path, then in pins:
+        now = os.path.realpath(path)
+        if now != then:
+            return (
+                f"not run: {path} leads to {now} now, not to {then} as when the command was "
+                "judged; run it again to have it judged (and approved) as it is now\n"
+            )
+    return ""
 
 
 class Running(Protocol):
@@ -108,9 +125,13 @@ class TerminalBackend(Protocol):
         timeout: float,  # noqa: ASYNC109 - advisory, see below
         stdin: bool = False,
         split_stderr: bool = False,
+        pins: Sequence[tuple[str, str]] = (),
     ) -> Running:
         """Start `argv` in `cwd` (a directory inside `workspace`). `timeout` is advisory for
-        backends that enforce it remotely as well; the caller stops the command in time."""
+        backends that enforce it remotely as well; the caller stops the command in time.
+        `pins`: paths on this machine and where they led when the command was judged; if
+        one leads elsewhere when it would start, it does not start (exit `MOVED`, a line
+        on its output saying which). Backends whose commands run elsewhere ignore them."""
         ...
 
 
@@ -123,10 +144,15 @@ async def run_command(
     env: Mapping[str, str],
     timeout: float,  # noqa: ASYNC109 - the command's own limit, enforced by stopping it
     max_chars: int,
+    pins: Sequence[tuple[str, str]] = (),
 ) -> RunResult:
-    """Run `bash -c command` on `backend`; stop it and everything it started when done."""
+    """Run `bash -c command` on `backend`; stop it and everything it started when done.
+    `pins`: see `TerminalBackend.spawn`; checked here too, for backends that cannot check
+    them at the last moment."""
+    if why := moved(pins):
+        return RunResult(why, MOVED, False)
     running = await backend.spawn(
-        ["bash", "-c", command], workspace=workspace, cwd=cwd, env=env, timeout=timeout
+        ["bash", "-c", command], workspace=workspace, cwd=cwd, env=env, timeout=timeout, pins=pins
     )
     buffer = OutputBuffer(max_chars)
     reader = asyncio.create_task(pump(running.stdout, buffer))
