@@ -4,9 +4,10 @@ person's approval in the chat (the prompt says where it will run), block never r
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -218,6 +219,9 @@ class ShellTool:
                 timeout=timeout,
                 max_chars=self.settings.max_output_chars,
                 pins=verdict.pins,
+                # At the quota only reading and removing run; below it, a command that
+                # fills the workspace is stopped within a guard's period of passing it.
+                guard=None if full or not workspace.quota_bytes else _quota_guard(workspace),
             )
         if reads.first:
             untrusted.note_outside(ctx, f"shell read {reads.first}")
@@ -229,7 +233,8 @@ class ShellTool:
             result.exit_code,
             result.timed_out,
         )
-        # A command can write past the quota while it runs; the next one is refused then.
+        # A command may pass the quota by what it writes between two checks: the next one
+        # is refused then.
         full = workspace.over_quota()
         note = f"\n[{full}; until then only rm, rmdir and reading commands run]" if full else ""
         return result.render(timeout) + note
@@ -278,6 +283,13 @@ def gateway_paths(settings: Settings) -> list[tuple[str, str, bool]]:
         places.append((config, "the gateway's config file", True))
         places += [(path, "the gateway's environment file", True) for path in env_files]
     return [(str(path), label, secret) for path, label, secret in places]
+
+
+def _quota_guard(workspace: Workspace) -> Callable[[], Awaitable[str]]:
+    async def over() -> str:
+        return await asyncio.to_thread(workspace.over_quota) or ""
+
+    return over
 
 
 def _read_only(command: str) -> bool:
