@@ -221,7 +221,7 @@ class ShellTool:
                 pins=verdict.pins,
                 # At the quota only reading and removing run; below it, a command that
                 # fills the workspace is stopped within a guard's period of passing it.
-                guard=None if full or not workspace.quota_bytes else _quota_guard(workspace),
+                guard=None if full or not workspace.quota_bytes else quota_guard(workspace),
             )
         if reads.first:
             untrusted.note_outside(ctx, f"shell read {reads.first}")
@@ -285,7 +285,10 @@ def gateway_paths(settings: Settings) -> list[tuple[str, str, bool]]:
     return [(str(path), label, secret) for path, label, secret in places]
 
 
-def _quota_guard(workspace: Workspace) -> Callable[[], Awaitable[str]]:
+def quota_guard(workspace: Workspace) -> Callable[[], Awaitable[str]]:
+    """For `run_command`'s guard: why a running command must stop (the workspace passed
+    its quota), or ""."""
+
     async def over() -> str:
         return await asyncio.to_thread(workspace.over_quota) or ""
 
