@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from asyncinotify import Inotify, Mask
@@ -28,41 +27,72 @@ _MASK = Mask.OPEN | Mask.ACCESS
 _MAX_DIRECTORIES = 512  # watched below the two folders; deeper trees count as read
 
 
-@dataclass
 class OutsideReads:
-    """What the watched command read of outside files: the first path found (relative to
-    the workspace), or "" when it read none."""
+    """A watch on a workspace's folders of outside files from its creation until `close`:
+    `check()` gives the first file found opened there so far (relative to the workspace),
+    or "" when none was."""
 
-    first: str = ""
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.first = ""
+        self._inotify: Inotify | None = None
+        names = untrusted.OUTSIDE_FOLDERS
+        folders = [root / name for name in names if _real_directory(root / name)]
+        if not folders:
+            return
+        try:
+            self._inotify = Inotify(sync_timeout=0)
+            _watch(self._inotify, folders)
+        except OSError as exc:
+            self.close()
+            self._assume_read(folders, exc)
 
-    def found(self, rel: str) -> None:
-        if not self.first:
-            self.first = rel
+    def check(self) -> str:
+        if not self.first and self._inotify is not None:
+            self._collect(self._inotify)
+        return self.first
+
+    def close(self) -> None:
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
+
+    def _found(self, path: Path) -> None:
+        if self.first:
+            return
+        try:
+            self.first = path.relative_to(self.root).as_posix()
+        except ValueError:
+            self.first = path.name
+
+    def _collect(self, inotify: Inotify) -> None:
+        """Every event the kernel queued so far (the read never waits)."""
+        while (event := inotify.sync_get()) is not None:
+            if event.mask & Mask.Q_OVERFLOW:  # so many reads that the kernel dropped some
+                self._found(self.root / untrusted.OUTSIDE_FOLDERS[0])
+                return
+            if event.path is not None and event.mask & _MASK and not event.mask & Mask.ISDIR:
+                self._found(event.path)
+                return
+
+    def _assume_read(self, folders: list[Path], exc: OSError) -> None:
+        for folder in folders:
+            if any(folder.iterdir()):
+                log.warning("outside folders not watched (%s): %s counts as read", exc, folder.name)
+                self._found(folder)
+                return
 
 
 @contextlib.asynccontextmanager
 async def outside_reads(root: Path) -> AsyncIterator[OutsideReads]:
     """Watch `root`'s folders of outside files for the duration of the block; read
     `.first` after it."""
-    reads = OutsideReads()
-    folders = [root / name for name in untrusted.OUTSIDE_FOLDERS if _real_directory(root / name)]
-    if not folders:
-        yield reads
-        return
+    reads = OutsideReads(root)
     try:
-        inotify = Inotify(sync_timeout=0)
-    except OSError as exc:
-        _assume_read(reads, root, folders, exc)
         yield reads
-        return
-    with inotify:
-        try:
-            _watch(inotify, folders)
-        except OSError as exc:
-            _assume_read(reads, root, folders, exc)
-        yield reads
-        if not reads.first:
-            _collect(inotify, root, reads)
+        reads.check()
+    finally:
+        reads.close()
 
 
 def _watch(inotify: Inotify, folders: list[Path]) -> None:
@@ -77,32 +107,7 @@ def _watch(inotify: Inotify, folders: list[Path]) -> None:
         inotify.add_watch(directory, _MASK)
 
 
-def _collect(inotify: Inotify, root: Path, reads: OutsideReads) -> None:
-    """Every event the kernel queued while the command ran (the read never waits)."""
-    while (event := inotify.sync_get()) is not None:
-        if event.mask & Mask.Q_OVERFLOW:
-            reads.found(untrusted.OUTSIDE_FOLDERS[0])  # so many reads that the kernel dropped some
-            return
-        if event.path is not None and event.mask & _MASK and not event.mask & Mask.ISDIR:
-            reads.found(_relative(event.path, root))
-            return
-
-
-def _assume_read(reads: OutsideReads, root: Path, folders: list[Path], exc: OSError) -> None:
-    for folder in folders:
-        if any(folder.iterdir()):
-            log.warning("outside folders not watched (%s): %s counts as read", exc, folder.name)
-            reads.found(_relative(folder, root))
-            return
-
-
 def _real_directory(path: Path) -> bool:
     with contextlib.suppress(OSError):
         return path.is_dir() and not path.is_symlink()
     return False
-
-
-def _relative(path: Path, root: Path) -> str:
-    with contextlib.suppress(ValueError):
-        return path.relative_to(root).as_posix()
-    return path.name

@@ -191,14 +191,7 @@ class ShellTool:
                 f"refused: {verdict.reason}. This command is blocked and cannot be approved; "
                 "find a safer way or ask the user to run it themselves."
             )
-        asked = self._asked.pop((ctx.turn_id, str(cwd), args.command), None)
-        if asked is not None and asked != verdict.shape:
-            # A target became (or stopped being) a symbolic link while the person decided:
-            # what they approved is not what would run.
-            raise ToolError(
-                "not run: what the command touches changed since it was approved (now: "
-                f"{verdict.shape or 'nothing risky'}); call it again to have it judged as it is"
-            )
+        self.confirm(ctx, cwd, args.command, verdict)
         full = workspace.over_quota()
         if full and not _read_only_or_freeing(args.command):
             raise ToolError(f"not run: {full} (rm, rmdir and reading commands still run).")
@@ -238,6 +231,17 @@ class ShellTool:
         full = workspace.over_quota()
         note = f"\n[{full}; until then only rm, rmdir and reading commands run]" if full else ""
         return result.render(timeout) + note
+
+    def confirm(self, ctx: ToolContext, cwd: Path, command: str, verdict: Verdict) -> None:
+        """Refuse a command whose shape changed since it was put to a person: a target
+        became (or stopped being) a symbolic link while they decided, so what they approved
+        is not what would run."""
+        asked = self._asked.pop((ctx.turn_id, str(cwd), command), None)
+        if asked is not None and asked != verdict.shape:
+            raise ToolError(
+                "not run: what the command touches changed since it was approved (now: "
+                f"{verdict.shape or 'nothing risky'}); call it again to have it judged as it is"
+            )
 
     def _remember(self, ctx: ToolContext, cwd: Path, command: str, shape: str) -> None:
         self._asked[(ctx.turn_id, str(cwd), command)] = shape
