@@ -616,6 +616,25 @@ async def test_batch_after_the_server_lost_its_scripts(redis_store: RedisStore) 
     assert await redis_store.get("s:other") == "2"
 
 
+async def test_a_batch_reads_in_order_when_the_server_had_only_some_scripts(
+    redis_store: RedisStore,
+) -> None:
+    """One script used alone after a restart loads every script: a batch whose counter
+    script was missing while its lease scripts were there re-read the lease after the
+    batch's own release (None where "me" was due)."""
+    await redis_store._r.call("SCRIPT", "FLUSH")
+    await redis_store.acquire_lease("s:warm", "w", 5)  # lease scripts alone, first
+    await redis_store.release_lease("s:warm", "w")
+    results = await redis_store.run(
+        Batch()
+        .incr("s:count", 3, ttl=5)
+        .acquire_lease("s:lease", "me", 5)
+        .lease_owner("s:lease")
+        .release_lease("s:lease", "me")
+    )
+    assert results == [3, True, "me", True]
+
+
 async def test_a_run_of_counters_sets_a_ttl_on_new_ones_only(redis_store: RedisStore) -> None:
     await redis_store.incr("t:old", 1, ttl=600)
     assert await redis_store.run(Batch().incr("t:old", 1, ttl=5).incr("t:new", 1, ttl=5)) == [2, 1]
