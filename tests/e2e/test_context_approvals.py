@@ -14,8 +14,8 @@ import pytest
 
 from tests.e2e.test_conversation_context import DATA
 from tests.e2e.test_discord import discord_app
-from tests.e2e.test_telegram import GROUP, telegram_gateway
 from tests.e2e.test_slack_events import settings_for
+from tests.e2e.test_telegram import GROUP, telegram_gateway
 from tests.fakes.discord import ALICE, BOB, BOT_ID, GENERAL_ID, FakeDiscord
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.fakes.slack import (
