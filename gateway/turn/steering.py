@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from gateway.llm.types import Message
 from gateway.media.content import user_content
 from gateway.runtime.faults import crash_point
-from gateway.sdk.messages import Inbound, InboundKind
+from gateway.sdk.messages import ChatKind, Inbound, InboundKind
 from gateway.sessions.leases import TurnLease
 from gateway.store import keys
 from gateway.store.base import Batch, StoreUnavailable
@@ -98,8 +98,8 @@ def steered(waiting: Sequence[Waiting], taken: Sequence[str], room: int) -> list
 
 def as_message(head: Inbound, inbound: Inbound, *, steered: bool) -> Message:
     """A joined message as the user message the model reads."""
-    text = user_content(inbound)
-    if inbound.sender.address != head.sender.address:
+    text = user_content(inbound)  # in a group: "Name: text" already
+    if inbound.sender.address != head.sender.address and inbound.chat.kind is ChatKind.DIRECT:
         text = f"{inbound.sender.label}: {text}"
     if steered:
         text = f"{STEERED_NOTE}\n{text}"

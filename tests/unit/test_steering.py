@@ -6,11 +6,20 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gateway.runtime.metrics import Metrics
-from gateway.sdk.messages import Attachment, AttachmentKind, ChatRef, Inbound, InboundKind, UserRef
+from gateway.sdk.messages import (
+    Attachment,
+    AttachmentKind,
+    ChatKind,
+    ChatRef,
+    Inbound,
+    InboundKind,
+    UserRef,
+)
 from gateway.sessions.leases import SessionLeases, TurnLease
 from gateway.store.base import Batch
 from gateway.store.embedded import EmbeddedStore
@@ -31,10 +40,9 @@ BEN = UserRef(platform="telegram", user_id="2", display_name="Ben")
 SESSION = "telegram:42"
 
 
-def inbound(text: str, at: float, sender: UserRef = ANA, **extra: object) -> Inbound:
-    return Inbound(
-        event_id=f"e-{text}", chat=CHAT, sender=sender, text=text, received_at=at, **extra
-    )
+def inbound(text: str, at: float, sender: UserRef = ANA, **extra: Any) -> Inbound:
+    extra.setdefault("chat", CHAT)
+    return Inbound(event_id=f"e-{text}", sender=sender, text=text, received_at=at, **extra)
 
 
 def waiting(*items: Inbound) -> list[Waiting]:
@@ -83,6 +91,13 @@ def test_a_joined_message_names_another_sender_and_a_steered_one_says_when_it_ca
         "content": "more",
     }
     content = as_message(head, inbound("stop", 2.0, BEN), steered=True)["content"]
+    assert content == f"{STEERED_NOTE}\nBen: stop"
+
+
+def test_a_steered_message_in_a_group_names_its_sender_once() -> None:
+    group = ChatRef(platform="telegram", chat_id="-100", kind=ChatKind.GROUP)
+    head = inbound("build it", 1.0, chat=group)
+    content = as_message(head, inbound("stop", 2.0, BEN, chat=group), steered=True)["content"]
     assert content == f"{STEERED_NOTE}\nBen: stop"
 
 
