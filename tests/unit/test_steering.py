@@ -147,11 +147,11 @@ async def test_a_steered_turn_takes_follow_ups_once_and_its_commit_drops_them(
         lease, lease_head(lease), steer=True, merge_window=0, acknowledge=acknowledge
     )
     await steering.gather()
-    assert await steering.take() == []
+    assert (await steering.take()).messages == []
     await stored(store, inbound("and test it", now + 1))
-    [message] = await steering.take()
+    [message] = (await steering.take()).messages
     assert message["content"] == f"{STEERED_NOTE}\nand test it"
-    assert await steering.take() == []  # taken once
+    assert (await steering.take()).messages == []  # taken once
     assert acknowledged == ["and test it"]
     assert lease.absorbed == ["id-and test it"]
     lease.start()
@@ -169,7 +169,7 @@ async def test_a_rerun_takes_in_at_its_start_what_the_dead_run_took_in(
     await stored(store, inbound("and test it", now + 1))
     steering = Steering(lease, lease_head(lease), steer=True, merge_window=0)
     await steering.gather()
-    assert [m["content"] for m in await steering.take()] == ["and test it"]
+    assert [m["content"] for m in (await steering.take()).messages] == ["and test it"]
     assert lease.absorbed == ["id-and test it"]
 
 
@@ -191,9 +191,9 @@ async def test_the_merge_window_waits_for_follow_ups_and_gathers_them(
     await steering.gather()
     assert time.time() >= now + 0.4  # waited out the window after the last one
     assert gathered == [True]
-    assert [m["content"] for m in await steering.take()] == ["I need help"]
+    assert [m["content"] for m in (await steering.take()).messages] == ["I need help"]
     await stored(store, inbound("later", time.time()))
-    assert await steering.take() == []  # not steering: a turn of its own
+    assert (await steering.take()).messages == []  # not steering: a turn of its own
 
 
 def lease_head(lease: TurnLease) -> Inbound:
