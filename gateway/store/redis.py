@@ -40,7 +40,14 @@ from gateway.store.redis_base import (
     millis,
     run_in_order,
 )
-from gateway.store.redis_client import Command, RedisCommands, Script, Wire, is_no_script
+from gateway.store.redis_client import (
+    Command,
+    RedisCommands,
+    Script,
+    Wire,
+    is_no_script,
+    load_scripts,
+)
 from gateway.store.redis_inbox import RedisInbox, finish_result
 from gateway.store.redis_topology import RedisTarget, open_client
 from gateway.store.search import SearchDoc, SearchIndex
@@ -95,9 +102,6 @@ for i, key in ipairs(KEYS) do
 end
 return values
 """)
-
-
-_SCRIPTS = (_ACQUIRE, _RENEW, _RELEASE, _INCR_WITH_TTL)  # what a batch may run
 
 
 def _run_end(ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]], start: int) -> int:
@@ -359,8 +363,7 @@ class RedisStore(Store):
                 # The server lost its script cache (a restart). The other operations ran, in
                 # order; run the failed scripts again, then the reads that followed them, so
                 # every result is as if the batch had run once, in order.
-                for script in _SCRIPTS:
-                    await self._r.call("SCRIPT", "LOAD", script.source)
+                await load_scripts(self._r)
                 again = [
                     i
                     for i in range(missing[0], len(batch.ops))

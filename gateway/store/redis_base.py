@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from gateway.store.base import StoreUnavailable
-from gateway.store.redis_client import ReplyError, Script, Wire, is_no_script
+from gateway.store.redis_client import ReplyError, Script, Wire, is_no_script, load_scripts
 from gateway.store.redis_topology import NETWORK_ERRORS as NETWORK_ERRORS
 
 
@@ -75,7 +75,7 @@ class ScriptCall:
         except ReplyError as exc:
             if not is_no_script(exc):
                 raise
-        await wire.call("SCRIPT", "LOAD", self.script.source)
+        await load_scripts(wire)
         return await wire.call(*self.command())
 
 

@@ -51,9 +51,23 @@ class Script:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
+        _EVERY_SCRIPT.append(self)
 
     def command(self, keys: Sequence[str], args: Sequence[Any]) -> list[Any]:
         return ["EVALSHA", self.sha, len(keys), *keys, *args]
+
+
+_EVERY_SCRIPT: list[Script] = []  # every script made: loaded together (load_scripts)
+
+
+async def load_scripts(wire: Wire) -> None:
+    """Load every script the store runs, in one round trip, once the server lacks one.
+
+    All at once, never only the one found missing: a batch that met a missing script runs
+    it again with the reads that followed it, which is right only when every script in the
+    batch was missing alike. Loaded one by one, a batch's later script (a lease release)
+    could have run while an earlier one had not, and the re-read saw the release."""
+    await wire.many([["SCRIPT", "LOAD", script.source] for script in _EVERY_SCRIPT])
 
 
 class Wire(Protocol):
