@@ -40,6 +40,10 @@ QUIET_BATCH = 64
 # Updates received and not yet read, past which a call is answered 503 (Telegram sends it
 # again later) instead of growing the backlog without bound under sustained overload.
 MAX_BACKLOG = 20_000
+# A webhook call counts as arriving in intake's load from its write until this long after:
+# between the calls of a crowd (each answered in about a millisecond) intake stays busy, so
+# turns keep giving way until the crowd has passed, not only while a write is in flight.
+ARRIVAL_LINGER = 0.1
 RETRY_PAUSE = 1.0  # before reading again an update the store could not take
 SWEEP_EVERY = 10.0  # seconds between looks for updates a stopped process left
 
@@ -198,8 +202,12 @@ class ReceivedUpdates:
         Raises StoreUnavailable when the store did not take it."""
         if update.update_id in self._held:
             return False
-        with self._load.entered():
+        arriving = contextlib.ExitStack()
+        arriving.enter_context(self._load.entered())
+        try:
             await self._writes.hset(str(update.update_id), update.encode(self._owner))
+        finally:
+            asyncio.get_running_loop().call_later(ARRIVAL_LINGER, arriving.close)
         return True
 
     def hand_over(self, update: RawUpdate) -> None:
