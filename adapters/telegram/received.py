@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -171,6 +171,9 @@ class ReceivedUpdates:
         self._writes = GroupWrite(store, keys.TELEGRAM_RECEIVED)
         self._backlog: deque[RawUpdate] = deque()
         self._held: set[int] = set()  # received here and not yet taken by admission
+        # Chats whose next update the store could not take: theirs wait, in order, until
+        # it is tried again (RETRY_PAUSE), so no later message of a chat overtakes it.
+        self._stalled: dict[str, list[RawUpdate]] = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -231,31 +234,31 @@ class ReceivedUpdates:
             batch = [self._backlog.popleft() for _ in range(min(size, len(self._backlog)))]
             try:
                 await self._process_batch(batch)
-            except Exception:  # never let one bad batch stop the loop; they stay stored
+            except Exception:  # a fault here must not stop reading; they stay stored
                 log.exception("telegram received updates not processed count=%d", len(batch))
-                self._retry_later(batch)
+                self._put_back_later(batch)
             await asyncio.sleep(BUSY_PAUSE if busy else 0)
 
     async def _process_batch(self, batch: list[RawUpdate]) -> None:
         lanes: dict[str, list[RawUpdate]] = {}
         for update in batch:
-            lanes.setdefault(update.lane, []).append(update)
+            if update.lane in self._stalled:
+                self._stalled[update.lane].append(update)
+            else:
+                lanes.setdefault(update.lane, []).append(update)
         taken: list[RawUpdate] = []
-        untaken: list[RawUpdate] = []
 
         async def run(lane: list[RawUpdate]) -> None:
             for index, update in enumerate(lane):
                 if await self._take_raw(update):
                     taken.append(update)
                 else:  # the rest of this chat waits too, in order
-                    untaken.extend(lane[index:])
+                    self._stall(update.lane, lane[index:])
                     return
 
         await asyncio.gather(*(run(lane) for lane in lanes.values()))
         if taken:
             await self._forget(taken)
-        if untaken:
-            self._retry_later(untaken)
 
     async def _take_raw(self, raw: RawUpdate) -> bool:
         crash_point("telegram_received")
@@ -279,12 +282,24 @@ class ReceivedUpdates:
             log.warning("telegram received updates not cleared count=%d error=%s", len(ids), exc)
         self._held.difference_update(update.update_id for update in taken)
 
-    def _retry_later(self, updates: Iterable[RawUpdate]) -> None:
-        def back() -> None:
-            self._backlog.extend(updates)
+    def _put_back_later(self, updates: list[RawUpdate]) -> None:
+        """Read them again after a pause (intake's dedupe drops any that were taken)."""
+
+        def again() -> None:
+            self._backlog.extendleft(reversed(updates))
             self._wake.set()
 
-        asyncio.get_running_loop().call_later(RETRY_PAUSE, back)
+        asyncio.get_running_loop().call_later(RETRY_PAUSE, again)
+
+    def _stall(self, lane: str, updates: list[RawUpdate]) -> None:
+        self._stalled[lane] = updates
+
+        def again() -> None:
+            # Ahead of the backlog: whatever of this chat is still there came after these.
+            self._backlog.extendleft(reversed(self._stalled.pop(lane, [])))
+            self._wake.set()
+
+        asyncio.get_running_loop().call_later(RETRY_PAUSE, again)
 
     # -- updates a stopped process left ----------------------------------------------------
 
