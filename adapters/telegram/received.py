@@ -316,19 +316,24 @@ class ReceivedUpdates:
         first; how many. On a store of its own (not shared) that is every update another
         run of the gateway left; on a shared one, those whose owner's heartbeat lapsed."""
         entries = await self._store.hgetall(keys.TELEGRAM_RECEIVED)
-        found: list[tuple[str, RawUpdate]] = []
-        for field, raw in entries.items():
+        # Only the owner is read first: under a burst most entries are this process's own.
+        others = {
+            field: raw for field, raw in entries.items() if raw.partition("\n")[0] != self._owner
+        }
+        owners = {raw.partition("\n")[0] for raw in others.values()}
+        gone = {owner for owner in owners if not await self._alive(owner)}
+        orphans: list[RawUpdate] = []
+        for field, raw in others.items():
+            if raw.partition("\n")[0] not in gone:
+                continue
             try:
                 update_id = int(field)
-                if update_id in self._held:
-                    continue
-                found.append(RawUpdate.decode(update_id, raw))
+                if update_id not in self._held:
+                    orphans.append(RawUpdate.decode(update_id, raw)[1])
             except ValueError:
                 log.warning("unreadable telegram received entry dropped update=%s", field)
                 await self._store.hdel(keys.TELEGRAM_RECEIVED, field)
-        owners = {owner for owner, _ in found if owner != self._owner}
-        gone = {owner for owner in owners if not await self._alive(owner)}
-        orphans = sorted((u for owner, u in found if owner in gone), key=lambda u: u.at)
+        orphans.sort(key=lambda update: update.at)
         if not orphans:
             return 0
         batch = Batch()  # ours now: other replicas leave them to this one
