@@ -448,7 +448,8 @@ def main() -> None:
         "--connections",
         type=int,
         default=100,
-        help="with --webhooks: calls in flight at once (Telegram's max_connections, 1..100)",
+        help="with --webhooks: calls in flight at once (Telegram's max_connections is 1..100; "
+        "more stands for several bots or a balancer in front of many)",
     )
     parser.add_argument(
         "--gateway-tree",

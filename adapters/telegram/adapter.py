@@ -3,8 +3,9 @@
 Updates arrive by long polling (only the holder of a leader lease polls when the store is
 shared, since Telegram allows one getUpdates consumer per token) or by webhook on the
 gateway's HTTP server. Either way they go through `UpdateIntake`, which hands each message
-to admission and acknowledges it (moves the offset, answers the webhook) only once it is
-stored; presses go to the core (Extensions.press) as tasks of their own.
+to admission; polling moves the offset only once it is stored there, and a webhook call is
+answered once its raw update is stored (received.py), before it is read. Presses go to the
+core (Extensions.press) as tasks of their own.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from adapters.telegram.files import download
 from adapters.telegram.intake import UpdateIntake
 from adapters.telegram.normalize import PLATFORM, BotIdentity
 from adapters.telegram.polling import Poller
+from adapters.telegram.received import ReceivedUpdates
 from adapters.telegram.render import TELEGRAM_LIMIT, streamed_size
 from adapters.telegram.sending import TelegramSender
 from adapters.telegram.settings import TelegramSettings
@@ -111,6 +113,7 @@ class TelegramAdapter:
             on_press=self._answer_press,
             spawn=self._spawn,
         )
+        self._received: ReceivedUpdates | None = None  # webhook mode
         self._poller = Poller(
             self._bot, self.intake, timeout=settings.poll_timeout, allowed=ALLOWED_UPDATES
         )
@@ -166,6 +169,9 @@ class TelegramAdapter:
         if self._leader is not None:
             await _bounded(self._leader.stop(), "leader lease")
         await _bounded(self._stop_polling(), "polling")
+        if self._received is not None:
+            # What is left stays stored; the next start (or another replica) reads it.
+            await _bounded(self._received.stop(), "received updates")
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=_DRAIN_SECONDS)
         if self._initialized:
@@ -284,9 +290,16 @@ class TelegramAdapter:
             raise TelegramStartError("telegram.mode = webhook needs the HTTP server (http.enabled)")
         assert self._settings.webhook_secret is not None
         secret = self._settings.webhook_secret.get_secret_value()
-        self._ctx.http.add_route(
-            "POST", WEBHOOK_PATH, webhook_handler(secret, self._bot, self.intake.take_one)
+        self._received = ReceivedUpdates(
+            self._ctx.store,
+            self._bot,
+            self.intake.take_one,
+            instance_id=self._ctx.instance_id,
+            load=self._ctx.intake_load,
         )
+        self._ctx.http.add_route("POST", WEBHOOK_PATH, webhook_handler(secret, self._received))
+        # Started before setWebhook: this also picks up what a stopped process left.
+        self._received.start()
         # Every replica sets the same webhook; Telegram keeps one, so this is idempotent.
         try:
             await self._bot.set_webhook(

@@ -1,23 +1,25 @@
 """The `/telegram/webhook` route on the gateway's own HTTP server.
 
 Telegram sends the secret given to `setWebhook` in a header on every call; a request
-without it (or with another) gets 403 and is not read further. An accepted update is
-taken (stored) before the call is answered 200; when the store is unreachable the answer
-is 503 and Telegram sends the update again later.
+without it (or with another) gets 403 and is not read further. A body that is not a JSON
+object with an integer `update_id`, or whose fields the gateway reads have the wrong shape,
+gets 400. An accepted update is written to the store as it came (received.py) and the call
+answered 200; python-telegram-bot reads it, and admission takes it, after the answer. When
+the store is unreachable the answer is 503 and Telegram sends the update again later.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Awaitable, Callable
+import time
 from typing import Any
 
 from aiohttp import web
-from telegram import Bot, Update
 
+from adapters.telegram.received import RawUpdate, ReceivedUpdates, lane_of
 from adapters.telegram.update_check import shape_problem
-from gateway.sdk import Handler, parse_json
+from gateway.sdk import Handler, StoreUnavailable, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -25,29 +27,41 @@ WEBHOOK_PATH = "/telegram/webhook"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
-def webhook_handler(secret: str, bot: Bot, take: Callable[[Update], Awaitable[bool]]) -> Handler:
+def webhook_handler(secret: str, received: ReceivedUpdates) -> Handler:
     expected = secret.encode()
 
-    async def handle(request: web.Request) -> web.Response:
+    async def handle(request: web.Request) -> web.StreamResponse:
         given = request.headers.get(SECRET_HEADER, "").encode()
         if not hmac.compare_digest(given, expected):
             log.warning("telegram webhook call with a wrong or missing secret refused")
             return web.Response(status=403)
-        update = parse_update(await request.read(), bot)
+        update = raw_update(await request.read())
         if update is None:
             return web.Response(status=400, text="not a Telegram update")
-        # Storing takes one store round trip; the turn itself runs after the answer.
-        if not await take(update):
+        if received.full():
+            return web.Response(status=503, text="too many updates waiting; send it again")
+        try:
+            await received.write(update)
+        except StoreUnavailable as exc:
+            log.error("telegram update not stored update=%d error=%s", update.update_id, exc)
             return web.Response(status=503, text="storage unavailable; send it again")
-        return web.Response(status=200)
+        # Answered before the update is read: the answer goes out even if this process
+        # stops right after, and the stored update is read by whoever comes next.
+        response = web.Response(status=200)
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        finally:
+            received.hand_over(update)
+        return response
 
     return handle
 
 
-def parse_update(body: bytes, bot: Bot) -> Update | None:
-    """The update in a webhook body, or None when the body is not one (not JSON, not an
-    object with an integer `update_id`, or fields of the wrong shape): only such a body is
-    refused, so nothing malformed reaches the processing path."""
+def raw_update(body: bytes) -> RawUpdate | None:
+    """The update in a webhook body, or None when the body is not one (not UTF-8 JSON, not
+    an object with an integer `update_id`, or fields of the wrong shape): only such a body is
+    refused, so nothing malformed is stored. python-telegram-bot builds nothing here."""
     try:
         data: Any = parse_json(body)
     except ValueError:  # not UTF-8, not JSON, or nested deeper than any update
@@ -59,9 +73,5 @@ def parse_update(body: bytes, bot: Bot) -> Update | None:
     if problem:
         log.warning("telegram webhook update refused update_id=%d reason=%r", update_id, problem)
         return None
-    try:
-        # python-telegram-bot trusts the shape it is given: a string where an object belongs
-        # raises whatever the first attribute access on it raises.
-        return Update.de_json(data, bot)
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
+    # parse_json took it as UTF-8 already.
+    return RawUpdate(update_id, lane_of(data, update_id), body.decode(), time.time())

@@ -193,7 +193,7 @@ class App:
             loop_lag=LoopLag(self.metrics, settings.router.loop_lag_limit),
             stuck_after=settings.router.lease_stuck_after,
         )
-        intake_load = IntakeLoad()  # turns give way to intake under a burst
+        intake_load = self.intake_load = IntakeLoad()  # turns give way to intake under a burst
         self.queue = SessionQueue(
             store=self.store,
             runner=self.runner,
@@ -357,6 +357,7 @@ class App:
             refusal=self.access.refusal,
             context_messages=self.settings.context.max_messages,
             context_chars=self.settings.context.max_chars,
+            intake_load=self.intake_load,
         )
 
     def add_adapter(self, adapter: Adapter) -> None:

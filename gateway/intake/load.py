@@ -1,4 +1,6 @@
-"""How busy intake is: the messages inside admission now, so that turns give way to intake.
+"""How busy intake is: the messages inside admission now, and the webhook calls an adapter
+answers before admission (Telegram's, counted until shortly after their store write), so
+that turns give way to intake.
 
 Under a burst, every turn that starts competes for the event loop with the webhook calls still
 waiting to be stored and acknowledged; the session queue reads `busy` to start no more turns

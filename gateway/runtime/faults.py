@@ -19,6 +19,7 @@ POINTS = (
     "after_steered",
     "discord_received",
     "mattermost_received",
+    "telegram_received",
 )
 _ARMED = os.environ.get("CHATGATE_CRASH_AT", "")
 

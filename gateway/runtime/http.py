@@ -13,6 +13,11 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ReadinessCheck = Callable[[], Awaitable[str | None]]  # None when ready, else the reason
+# Connections the kernel keeps waiting to be accepted (capped by net.core.somaxconn). aiohttp's
+# 128 overflowed under a burst of webhook calls: a connection past it has its handshake
+# dropped and the caller sends it again after a 1 s, then 3 s pause, so calls answered in
+# milliseconds once accepted still waited seconds.
+LISTEN_BACKLOG = 4096
 
 
 class HttpServer:
@@ -37,7 +42,7 @@ class HttpServer:
     async def start(self) -> None:
         self._runner = web.AppRunner(self._app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
+        site = web.TCPSite(self._runner, self._host, self._port, backlog=LISTEN_BACKLOG)
         await site.start()
         # The port actually bound (port 0 asks the system for a free one).
         addresses = self._runner.addresses

@@ -127,6 +127,7 @@ if TYPE_CHECKING:
     from gateway.store import StoreLocked as StoreLocked
     from gateway.store import keys as keys
     from gateway.store import open_store as open_store
+    from gateway.store.base import Batch as Batch
     from gateway.store.base import Store as Store
     from gateway.store.base import StoreUnavailable as StoreUnavailable
     from gateway.store.search import SearchDoc as SearchDoc
@@ -228,6 +229,7 @@ _EXPORTS: dict[str, str] = {
     # The store
     "open_store": "gateway.store",
     "StoreLocked": "gateway.store",
+    "Batch": "gateway.store.base",
     "Store": "gateway.store.base",
     "StoreUnavailable": "gateway.store.base",
     "keys": "gateway.store.keys",

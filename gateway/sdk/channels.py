@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from gateway.intake.load import IntakeLoad
 from gateway.sdk.messages import (
     ButtonPress,
     ChatKind,
@@ -248,3 +249,6 @@ class AdapterContext:
     # How much of a conversation an adapter reads into a turn (`context.*`).
     context_messages: int = 20
     context_chars: int = 4000
+    # How busy intake is: an adapter that answers a platform's call before admission (the
+    # Telegram webhook) counts the calls waiting for their answer in it, so turns give way.
+    intake_load: IntakeLoad = field(default_factory=IntakeLoad)

@@ -58,6 +58,8 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     discord:received / mattermost:received
                                       hash   event id -> a message received on the gateway or
                                              WebSocket, not yet through intake (JSON)
+    telegram:received                 hash   update id -> a webhook update answered 200 and not yet
+                                             through intake (`{owner}\n{time}\n{body}`)
     mattermost:socket                 value  the Mattermost WebSocket's connection id and next
                                              sequence number, to resume it (JSON)
     whatsapp:window:{number}          value  a WhatsApp number's last message (time, id): its
@@ -206,6 +208,7 @@ FENCE_PREFIX = "fence:session:"
 DEAD_LETTERS = "deadletters"
 DISCORD_RECEIVED = "discord:received"  # gateway messages received, not yet through intake
 MATTERMOST_RECEIVED = "mattermost:received"  # websocket posts received, not yet through intake
+TELEGRAM_RECEIVED = "telegram:received"  # webhook updates answered 200, not yet through intake
 MATTERMOST_SOCKET = "mattermost:socket"  # the WebSocket's connection id and next sequence
 
 

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from gateway.app.app import App
+from gateway.store import keys
 from tests.e2e.test_telegram import SECRET as TG_SECRET
 from tests.e2e.test_telegram import telegram_gateway
 from tests.fakes.llm import ScriptedLLM
@@ -102,6 +103,8 @@ async def test_telegram_webhook_refuses_bodies_that_are_not_updates(
             assert statuses == dict.fromkeys(statuses, 400)
             await asyncio.sleep(0.3)
             assert llm.requests == [] and tg.sent() == []
+            # Refused before anything was stored for reading later.
+            assert await app.store.hgetall(keys.TELEGRAM_RECEIVED) == {}
             update = {"update_id": 7001, "message": tg.message("still here")}
             response = await client.post(url, content=json.dumps(update), headers=headers)
             assert response.status_code == 200
