@@ -137,7 +137,7 @@ class TurnLease:
         if self.absorbed:
             record["absorbed"] = self.absorbed
         value = json.dumps(record, ensure_ascii=False)
-        await self._store.set(keys.reply(self.claimed.entry.id), value, ttl=REPLY_TTL)
+        await self._store.record_reply(self.session, self.claimed.entry.id, value, REPLY_TTL)
 
     async def pending(self) -> list[InboxEntry]:
         """The session's stored messages, this run's own first."""

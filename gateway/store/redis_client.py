@@ -85,7 +85,9 @@ class _Group:
 
 class RedisCommands:
     """`call` for one command, `many` for several in one round trip, over a redis-py client
-    (single server or Sentinel-managed master) whose replies are left unshaped."""
+    (single server, Sentinel-managed master or RedisCluster) whose replies are left unshaped.
+    A RedisCluster pipeline sends each command to the node of its key's slot, one pipeline
+    per node, and follows MOVED and ASK."""
 
     def __init__(
         self,
@@ -108,6 +110,10 @@ class RedisCommands:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def call(self, *command: str | int | float | bytes) -> Any:
+        if [str(c).upper() for c in command[:2]] == ["SCRIPT", "LOAD"]:
+            # Not batched: on Redis Cluster it goes to every master (redis-py sends it so).
+            async with self._bounded():
+                return await self.client.script_load(str(command[2]))
         [reply] = await self._queue([command])
         if isinstance(reply, Exception):
             raise reply
