@@ -33,6 +33,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway.store.redis_topology import NETWORK_ERRORS
+
 Command = Sequence[str | int | float | bytes]
 ReplyError = ResponseError  # an error reply: WRONGTYPE, NOSCRIPT, an error a script raised...
 
@@ -71,6 +73,8 @@ class Wire(Protocol):
 
 _WAIT_MS = 500  # at most this long for a replica to confirm a batch's writes
 _LONE_PAUSE = 5.0  # seconds without WAIT after a replica did not confirm
+_RESEND_PAUSE = 0.25  # Cluster: before sending again what lost its connection mid-reply
+_RESENDS = 40  # at most this many times (the deadline bounds them too)
 
 
 class _Group:
@@ -170,23 +174,26 @@ class RedisCommands:
 
     async def _send(self, groups: list[_Group]) -> None:
         try:
-            async with self._bounded(), self.client.pipeline(transaction=False) as pipe:
-                for group in groups:
-                    for command in group.commands:
+            commands = [command for group in groups for command in group.commands]
+            async with self._bounded():
+                async with self.client.pipeline(transaction=False) as pipe:
+                    for command in commands:
                         pipe.execute_command(*command)
-                waits = self._wait_for_replicas()
+                    waits = self._wait_for_replicas()
+                    if waits:
+                        # A master killed before a replica has its writes takes them along
+                        # in a failover: a message acknowledged, or a reply marked sent,
+                        # would be lost. WAIT holds the replies until a replica has what
+                        # this batch wrote.
+                        pipe.execute_command("WAIT", self._replicas, _WAIT_MS)
+                    replies: list[Any] = await pipe.execute(raise_on_error=False)
                 if waits:
-                    # A master killed before a replica has its writes takes them along in a
-                    # failover: a message acknowledged, or a reply marked sent, would be
-                    # lost. WAIT holds the replies until a replica has what this batch wrote.
-                    pipe.execute_command("WAIT", self._replicas, _WAIT_MS)
-                replies: list[Any] = await pipe.execute(raise_on_error=False)
-            if waits:
-                acked = replies.pop()
-                if not isinstance(acked, int) or acked < self._replicas:
-                    # No replica (it is down, or none was promoted yet): wait for none for a
-                    # while rather than _WAIT_MS on every batch.
-                    self._lone_until = asyncio.get_running_loop().time() + _LONE_PAUSE
+                    acked = replies.pop()
+                    if not isinstance(acked, int) or acked < self._replicas:
+                        # No replica (it is down, or none was promoted yet): wait for none
+                        # for a while rather than _WAIT_MS on every batch.
+                        self._lone_until = asyncio.get_running_loop().time() + _LONE_PAUSE
+                await self._send_lost_again(commands, replies)
         except BaseException as exc:
             failure = exc if isinstance(exc, Exception) else RedisConnectionError("closed")
             for group in groups:
@@ -206,6 +213,24 @@ class RedisCommands:
             if self._waiting and not self._flush_due:
                 self._flush_due = True
                 asyncio.get_running_loop().call_soon(self._flush)
+
+    async def _send_lost_again(self, commands: list[Command], replies: list[Any]) -> None:
+        """A RedisCluster pipeline whose node's connection broke while its replies were read
+        leaves the network error in place of each reply (a failover under way). Those
+        commands go again, after a pause, as redis-py does with a pipeline that could not be
+        sent: the next attempt reads the slot map again once a node refuses it. Like every
+        retry here, a command that ran before its reply was lost runs twice."""
+        for _ in range(_RESENDS):
+            lost = [n for n, reply in enumerate(replies) if isinstance(reply, NETWORK_ERRORS)]
+            if not lost:
+                return
+            await asyncio.sleep(_RESEND_PAUSE)
+            async with self.client.pipeline(transaction=False) as pipe:
+                for n in lost:
+                    pipe.execute_command(*commands[n])
+                again: list[Any] = await pipe.execute(raise_on_error=False)
+            for n, reply in zip(lost, again, strict=True):
+                replies[n] = reply
 
     async def close(self) -> None:
         for task in list(self._tasks):
