@@ -1,0 +1,91 @@
+"""The Redis store on a real Redis Cluster (three masters, three replicas on 127.0.0.1): the
+names of what one script touches share a slot, one server and Sentinel keep the names they
+had, sessions spread over the masters, and `chatgate doctor` shows the topology."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from redis.crc import key_slot
+
+from gateway.app.app import load_settings
+from gateway.app.doctor import run_checks
+from gateway.store import keys
+from gateway.store.base import Batch
+from gateway.store.redis import RedisStore
+from gateway.store.redis_base import RedisKeys
+from gateway.store.redis_topology import describe_topology
+from tests.fixtures_redis_ha import RedisClusterSet
+
+SESSION = "telegram:-100123:t7"
+
+
+def test_one_server_keeps_its_names() -> None:
+    # A deployment on one server or Sentinel upgraded in place reads what it wrote before.
+    plain = RedisKeys("gw")
+    assert plain.data(keys.pending(SESSION)) == f"gw:k:pending:{SESSION}"
+    assert plain.data(keys.SESSIONS_READY) == "gw:k:sessions:ready"
+    assert plain.near(SESSION, keys.reply("e1")) == "gw:k:reply:e1"
+    assert plain.lease(keys.session_lease(SESSION)) == f"gw:lease:lease:session:{SESSION}"
+    assert plain.data(keys.search_doc("t1")) == "gw:k:search:doc:t1"
+
+
+def test_a_sessions_script_keys_share_one_slot() -> None:
+    tagged = RedisKeys("gw", shards=16)
+    shard = tagged.shard(SESSION)
+    names = [
+        tagged.data(keys.pending(SESSION)),
+        tagged.data(keys.session(SESSION)),
+        tagged.data(keys.fence(SESSION)),
+        tagged.lease(keys.session_lease(SESSION)),
+        tagged.near(SESSION, keys.reply("e1")),
+        tagged.near(SESSION, keys.joined("e2")),
+        tagged.at(shard, keys.SESSIONS_READY),
+        tagged.at(shard, keys.SESSIONS_STARTED),
+        tagged.at(shard, keys.PENDING_TOTAL),
+    ]
+    assert len({key_slot(n.encode()) for n in names}) == 1
+    assert all(tagged.same_slot(n, SESSION) for n in names)
+    # What spans chats has a tag of its own, or none.
+    assert tagged.data(keys.PENDING_TOTAL) == "gw:k:pending:total"
+    search = [tagged.data(keys.search_doc("t1")), tagged.data(keys.search_session(SESSION))]
+    assert len({key_slot(n.encode()) for n in search}) == 1
+    assert not tagged.same_slot(tagged.data(keys.CHATS), SESSION)
+
+
+@pytest.mark.redis
+async def test_sessions_spread_over_every_master(redis_cluster: RedisClusterSet) -> None:
+    store = RedisStore(key_prefix=f"spread-{uuid.uuid4().hex[:8]}", target=redis_cluster.target())
+    try:
+        for n in range(64):
+            await store.run(Batch().set(keys.session(f"telegram:{n}"), "{}"))
+        masters = Counter(
+            redis_cluster.master_of_slot(
+                key_slot(store.keys.data(keys.session(f"telegram:{n}")).encode())
+            ).port
+            for n in range(64)
+        )
+        assert len(masters) == 3, masters
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_doctor_shows_masters_slots_and_replicas(
+    redis_cluster: RedisClusterSet, tmp_path: Path
+) -> None:
+    described = await describe_topology(redis_cluster.target())
+    assert described.startswith("cluster ok, 3 master(s), 3 replica(s): ")
+    assert described.count("master 127.0.0.1:") == 3 and described.count("replica 127.0.0.1:") == 3
+    slots = [int(n) for n in re.findall(r"(\d+) slots", described)]
+    assert sum(slots) == 16384
+    assert " ms" in described and "unreachable" not in described
+    settings = load_settings(
+        None, data_dir=str(tmp_path), redis={"cluster_nodes": redis_cluster.addresses[:1]}
+    )
+    results = {r.name: r for r in await run_checks(settings)}
+    assert results["store"].ok and "3 master(s)" in results["store"].detail
