@@ -15,11 +15,20 @@ from redis.asyncio.connection import Connection, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.connection import HiredisRespSerializer
+from redis.exceptions import ClusterDownError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.utils import HIREDIS_AVAILABLE
 
-NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError)
+# What a failover looks like to a caller: the connection broke or timed out, or (Cluster) the
+# cluster said it is down or to try again, or its slot map lacks the slot for now.
+NETWORK_ERRORS = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ClusterDownError,
+    TryAgainError,
+    SlotNotCoveredError,
+)
 
 Mode = Literal["single", "sentinel", "cluster"]
 # Commands the store sends, pipelines included, whose replies the cluster client must not

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.fakes.llm import ScriptedLLM
-from tests.fakes.telegram import FakeBotAPI
 from redis.crc import key_slot
 
 from gateway.store.redis import QUEUE_SHARDS
 from gateway.store.redis_base import queue_shard
+from tests.fakes.llm import ScriptedLLM
+from tests.fakes.telegram import FakeBotAPI
 from tests.fixtures_redis_ha import RedisClusterSet, SentinelSet
 from tests.harness import eventually
 from tests.replicas import WEBHOOK_SECRET, Replica, base_env, post_webhook, start_replica
