@@ -130,7 +130,9 @@ def _retry(retries: int) -> Retry:
     # After a timeout a retried INCR or RPUSH may apply twice (the first may have run before its
     # reply was lost); counters here are rate limits and lists are logs, where that is harmless.
     return Retry(
-        ExponentialWithJitterBackoff(cap=1.0, base=0.05), retries, supported_errors=NETWORK_ERRORS
+        ExponentialWithJitterBackoff(cap=1.0, base=0.05),
+        retries,
+        supported_errors=(RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError),
     )
 
 
