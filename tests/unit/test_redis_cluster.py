@@ -4,6 +4,8 @@ had, sessions spread over the masters, and `chatgate doctor` shows the topology.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import uuid
 from collections import Counter
@@ -89,3 +91,55 @@ async def test_doctor_shows_masters_slots_and_replicas(
     )
     results = {r.name: r for r in await run_checks(settings)}
     assert results["store"].ok and "3 master(s)" in results["store"].detail
+
+
+@pytest.mark.redis
+async def test_commands_and_a_listener_follow_a_failover(
+    own_redis_cluster: RedisClusterSet,
+) -> None:
+    servers = own_redis_cluster
+    store = RedisStore(key_prefix="follow", target=servers.target())
+    channel = store.keys.channel("control")
+    # The node the subscription starts on serves the channel name's slot: that one dies.
+    slot = key_slot(channel.encode())
+    victim = servers.master_of_slot(slot)
+    heard: list[str] = []
+    messages = store.listen("control")
+
+    async def consume() -> None:
+        async for message in messages:
+            heard.append(message)
+
+    listener = asyncio.create_task(consume())
+    try:
+        await eventually_heard(store, heard, "before")
+        name = f"k{{{channel}}}"  # a hash tag: the channel name's slot
+        assert _slot(store, name) == slot
+        assert await store.set(name, "1")
+        victim.kill()
+        # Sent while the cluster has not noticed yet: retried until a replica took the slots.
+        assert await store.set(name, "2")
+        assert servers.master_of_slot(slot).port != victim.port
+        assert await store.get(name) == "2"
+        await eventually_heard(store, heard, "after")
+    finally:
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener
+        await messages.aclose()
+        await store.close()
+
+
+def _slot(store: RedisStore, key: str) -> int:
+    return key_slot(store.keys.data(key).encode())
+
+
+async def eventually_heard(store: RedisStore, heard: list[str], text: str) -> None:
+    """Publish `text` until the listener hears it (a subscription takes a moment, and moves
+    to another node after a failure)."""
+    for _ in range(200):
+        await store.publish("control", text)
+        await asyncio.sleep(0.1)
+        if text in heard:
+            return
+    raise AssertionError(f"{text!r} never heard; heard {heard}")
