@@ -144,7 +144,7 @@ async def run_in_order(wire: Wire, calls: Sequence[ScriptCall]) -> list[Any]:
     for n, (call, result) in enumerate(zip(calls, results, strict=True)):
         if is_no_script(result):
             results[n] = await call.run(wire)
-        elif isinstance(result, ReplyError):
+        elif isinstance(result, Exception):
             raise result
     return results
 

@@ -15,17 +15,18 @@ from redis.asyncio.connection import Connection, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.connection import HiredisRespSerializer
-from redis.exceptions import ClusterDownError, SlotNotCoveredError, TryAgainError
+from redis.exceptions import ClusterError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.utils import HIREDIS_AVAILABLE
 
 # What a failover looks like to a caller: the connection broke or timed out, or (Cluster) the
-# cluster said it is down or to try again, or its slot map lacks the slot for now.
+# cluster said it is down, or to try again while a slot moves (redis-py gives up on that with
+# ClusterError "TTL exhausted"), or its slot map lacks the slot for now. None of these ran.
 NETWORK_ERRORS = (
     RedisConnectionError,
     RedisTimeoutError,
-    ClusterDownError,
+    ClusterError,  # ClusterDownError among them
     TryAgainError,
     SlotNotCoveredError,
 )
@@ -132,7 +133,7 @@ def _retry(retries: int) -> Retry:
     return Retry(
         ExponentialWithJitterBackoff(cap=1.0, base=0.05),
         retries,
-        supported_errors=(RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError),
+        supported_errors=(RedisConnectionError, RedisTimeoutError, ClusterError, TryAgainError),
     )
 
 

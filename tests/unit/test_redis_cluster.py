@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -18,6 +19,7 @@ from gateway.app.app import load_settings
 from gateway.app.doctor import run_checks
 from gateway.store import keys
 from gateway.store.base import Batch
+from gateway.store.inbox import Claimed, InboxEntry, IntakeRequest
 from gateway.store.redis import RedisStore
 from gateway.store.redis_base import RedisKeys
 from gateway.store.redis_topology import describe_topology
@@ -81,7 +83,7 @@ async def test_doctor_shows_masters_slots_and_replicas(
     redis_cluster: RedisClusterSet, tmp_path: Path
 ) -> None:
     described = await describe_topology(redis_cluster.target())
-    assert described.startswith("cluster ok, 3 master(s), 3 replica(s): ")
+    assert described.startswith("cluster ok, 3 master(s), 3 replica(s): "), described
     assert described.count("master 127.0.0.1:") == 3 and described.count("replica 127.0.0.1:") == 3
     slots = [int(n) for n in re.findall(r"(\d+) slots", described)]
     assert sum(slots) == 16384
@@ -90,7 +92,7 @@ async def test_doctor_shows_masters_slots_and_replicas(
         None, data_dir=str(tmp_path), redis={"cluster_nodes": redis_cluster.addresses[:1]}
     )
     results = {r.name: r for r in await run_checks(settings)}
-    assert results["store"].ok and "3 master(s)" in results["store"].detail
+    assert results["store"].ok and "3 master(s)" in results["store"].detail, results["store"]
 
 
 @pytest.mark.redis
@@ -143,3 +145,89 @@ async def eventually_heard(store: RedisStore, heard: list[str], text: str) -> No
         if text in heard:
             return
     raise AssertionError(f"{text!r} never heard; heard {heard}")
+
+
+def move_slot(servers: RedisClusterSet, slot: int, pause: float) -> tuple[int, int]:
+    """Move `slot` to another master as `redis-cli --cluster reshard` does (IMPORTING and
+    MIGRATING, then MIGRATE a few keys at a time, `pause` between batches, then the new
+    owner for everyone); returns the (source, target) ports."""
+    source = servers.master_of_slot(slot)
+    target = next(
+        s
+        for s in servers.nodes
+        if s is not source and servers.client(s.port).info("replication")["role"] == "master"
+    )
+    src, dst = servers.client(source.port), servers.client(target.port)
+    src_id, dst_id = src.execute_command("CLUSTER MYID"), dst.execute_command("CLUSTER MYID")
+    dst.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)
+    src.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
+    while names := src.execute_command("CLUSTER GETKEYSINSLOT", slot, 3):
+        src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *names)
+        time.sleep(pause)
+    for client in (dst, src):
+        client.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
+    src.close()
+    dst.close()
+    return source.port, target.port
+
+
+@pytest.mark.redis
+async def test_a_shard_moved_to_another_master_mid_run_loses_nothing(
+    own_redis_cluster: RedisClusterSet,
+) -> None:
+    servers = own_redis_cluster
+    store = RedisStore(key_prefix="move", target=servers.target(), queue_shards=2)
+    sessions = [f"telegram:{n}" for n in range(12)]
+    moved = [s for s in sessions if store.keys.shard(s) == 0]
+    assert moved, "some sessions are in the shard that moves"
+    finished: Counter[str] = Counter()
+    stored: list[str] = []
+    producing = True
+
+    async def produce() -> None:
+        for n in range(40):
+            for session in sessions:
+                request = IntakeRequest(
+                    session=session,
+                    entry=InboxEntry(f"{session}-e{n}", "{}"),
+                    seen=keys.seen("test", f"{session}-{n}"),
+                    seen_ttl=60,
+                    max_queued=1000,
+                    max_total=100_000,
+                )
+                assert (await store.intake(request)).status == "stored"
+                stored.append(request.entry.id)
+            await asyncio.sleep(0.01)
+
+    async def consume() -> None:
+        while producing or (await store.inbox_stats())[0]:
+            for claimed in await store.claim("w:1", 5, limit=8):
+                turn: Claimed | None = claimed
+                while turn is not None:
+                    finished[turn.entry.id] += 1
+                    done = await store.finish(
+                        turn.session, turn.entry.id, turn.owner, Batch(), keep=True,
+                        lease_ttl=5, token=turn.token,
+                    )  # fmt: skip
+                    turn = done.next
+            await asyncio.sleep(0.005)
+
+    consumer = asyncio.create_task(consume())
+    try:
+        producer = asyncio.create_task(produce())
+        await asyncio.sleep(0.2)
+        slot = key_slot(b"{q0}")
+        source, target = await asyncio.to_thread(move_slot, servers, slot, 0.02)
+        await producer
+        producing = False
+        await asyncio.wait_for(consumer, 60)
+        assert servers.master_of_slot(slot).port == target != source
+        assert len(stored) == 40 * len(sessions)
+        assert sorted(finished) == sorted(stored)
+        assert set(finished.values()) == {1}, "each message ran once"
+        assert await store.inbox_stats() == (0, 0.0)
+    finally:
+        consumer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await consumer
+        await store.close()
