@@ -55,7 +55,8 @@ from gateway.store.redis_base import (
     run_in_order,
 )
 from gateway.store.redis_client import Command, RedisCommands, Script, Wire, is_no_script
-from gateway.store.redis_inbox import RedisInbox, finish_result
+from gateway.store.redis_inbox import RedisInbox
+from gateway.store.redis_inbox_scripts import finish_result
 from gateway.store.redis_topology import RedisTarget, open_client
 from gateway.store.search import SearchDoc, SearchIndex
 from gateway.store.search_redis import RedisSearch

@@ -75,6 +75,17 @@ _WAIT_MS = 500  # at most this long for a replica to confirm a batch's writes
 _LONE_PAUSE = 5.0  # seconds without WAIT after a replica did not confirm
 _RESEND_PAUSE = 0.25  # Cluster: before sending again what lost its connection mid-reply
 _RESENDS = 40  # at most this many times (the deadline bounds them too)
+# Redis's error for a script that reached a key (named from a prefix, not declared) which a
+# resharding has already moved off this node.
+_MOVED_KEY = "non local key"
+
+
+def _lost(reply: Any) -> bool:
+    """A reply that says the command did not get through: the connection broke, or (Redis
+    Cluster) its slot is moving to another master and a key the script reached is gone."""
+    if isinstance(reply, NETWORK_ERRORS):
+        return True
+    return isinstance(reply, ResponseError) and _MOVED_KEY in str(reply)
 
 
 class _Group:
@@ -218,10 +229,12 @@ class RedisCommands:
         """A RedisCluster pipeline whose node's connection broke while its replies were read
         leaves the network error in place of each reply (a failover under way). Those
         commands go again, after a pause, as redis-py does with a pipeline that could not be
-        sent: the next attempt reads the slot map again once a node refuses it. Like every
-        retry here, a command that ran before its reply was lost runs twice."""
+        sent: the next attempt reads the slot map again once a node refuses it. A script
+        that reached a key of its slot already moved to another master (resharding) goes
+        again too. Like every retry here, a command that ran before its reply was lost (or a
+        script up to the moved key) runs twice."""
         for _ in range(_RESENDS):
-            lost = [n for n, reply in enumerate(replies) if isinstance(reply, NETWORK_ERRORS)]
+            lost = [n for n, reply in enumerate(replies) if _lost(reply)]
             if not lost:
                 return
             await asyncio.sleep(_RESEND_PAUSE)
