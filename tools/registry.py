@@ -86,8 +86,13 @@ class ToolRegistry:
         return out
 
     def for_scope(self, scope: ToolScope) -> Sequence[ToolSpec[Any]]:
-        tools = self.all()
+        tools = [tool for tool in self.all() if tool.unavailable_in(scope) is None]
         return tools if self._filter is None else self._filter(scope, tools)
+
+    def unavailable(self, scope: ToolScope) -> dict[str, str]:
+        """Tools not offered in `scope` whatever the policy says, each with the reason."""
+        found = ((tool.name, tool.unavailable_in(scope)) for tool in self.all())
+        return {name: reason for name, reason in found if reason is not None}
 
     def toolbox(
         self, scope: ToolScope, loaded: Sequence[str] = (), *, exclude: Sequence[str] = ()

@@ -143,7 +143,12 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
         ]
         print_table(("TOOL", "GROUP", "APPROVAL", "DESCRIPTION"), rows)
         print(f"\n{len(allowed)} of {len(registry.all())} tools allowed")
-        removed = policy.removed_by(scope, registry.all()) if args.all else {}
+        removed: dict[str, str] = {}
+        if args.all:
+            unavailable = registry.unavailable(scope)
+            offered = [t for t in registry.all() if t.name not in unavailable]
+            removed = policy.removed_by(scope, offered)
+            removed |= {name: f"not offered: {why}" for name, why in unavailable.items()}
         if removed:
             print()
             print_table(("REMOVED", "BY"), sorted(removed.items()))

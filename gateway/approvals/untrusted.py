@@ -14,7 +14,8 @@ made before the content arrived are not affected.
 Files people sent (attachments/) and browser downloads (downloads/) are outside content
 whichever tool reads them: a call whose path, command or script names those folders counts
 as coming after outside content, so running a downloaded script asks like any other action
-after a page.
+after a page; a command or script that opens a file there without naming it marks the turn
+once it ran (tools/files/outside_reads.py).
 """
 
 from __future__ import annotations

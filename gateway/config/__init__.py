@@ -174,7 +174,9 @@ class AgentSettings(Section):
 
 class RouterSettings(Section):
     # What a message does while its session's turn runs: wait for a turn of its own, stop
-    # the running one, or join it at its next step (gateway/turn/steering.py).
+    # the running one, or join it at its next step (gateway/turn/steering.py). Not "steer" by
+    # default: in a session several people share, a message would join another's turn and
+    # run as that person.
     busy_mode: Literal["queue", "interrupt", "steer"] = "queue"
     # Messages from one person within this many ms of each other start one turn (0: off).
     merge_window_ms: int = Field(default=0, ge=0, le=10_000)

@@ -23,6 +23,9 @@ _NOTE = re.compile(
 )
 _NAME_UNSAFE = re.compile(r"[\[\]()\r\n\t]+")
 _FORGED = re.compile(r"^(\s*)\[(?=(attachment:|voice message))", re.IGNORECASE | re.MULTILINE)
+# What other people's messages around the turn's are called as outside content: the marker's
+# source, and the source an approval prompt names.
+CONTEXT_SOURCE = "chat messages"
 
 
 def note(attachment: Attachment) -> str:
@@ -103,7 +106,7 @@ def user_text(inbound: Inbound, context_lines: Sequence[str] = ()) -> str:
     parts: list[str] = []
     if context_lines:
         # Other people's words: material to read, marked as outside content.
-        lines = wrap("chat messages", defuse("\n".join(context_lines)))
+        lines = wrap(CONTEXT_SOURCE, defuse("\n".join(context_lines)))
         parts.append(f"[Recent messages in this chat, for context]\n{lines}")
     text = defuse(inbound.text)
     if inbound.chat.kind is not ChatKind.DIRECT:

@@ -21,7 +21,7 @@ from gateway.config import Settings
 from gateway.llm.images import image_part, text_part
 from gateway.llm.types import Message
 from gateway.llm.vision import Vision
-from gateway.media.content import note, recent_images, user_text
+from gateway.media.content import CONTEXT_SOURCE, note, recent_images, user_text
 from gateway.media.documents import DocumentError, document_kind, extract, may_be_document
 from gateway.media.fetch import fetch
 from gateway.media.images import ImageError, PreparedImage, prepare_image
@@ -58,7 +58,8 @@ class PreparedInput:
     text: str
     images: list[PreparedImage] = field(default_factory=list)
     model_lines: list[str] = field(default_factory=list)  # for this request only
-    outside: tuple[str, ...] = ()  # outside content in model_lines ("file report.pdf")
+    # Outside content the model reads with the message ("file report.pdf", "chat messages").
+    outside: tuple[str, ...] = ()
     notices: list[str] = field(default_factory=list)  # told to the person before the answer
     answer: str | None = None  # set: nothing usable for the model; this line is the answer
     voice: bool = False  # the person spoke (tts.reply_with_voice = when_voice)
@@ -114,6 +115,10 @@ class TurnMedia:
         lines = [user_text(inbound, context_lines)]
         said = [inbound.text]  # the person's own words, transcripts included
         prepared = PreparedInput(text="", vision=vision)
+        if context_lines:
+            # Other people's messages (a Slack thread, a group's chatter) may ask for things
+            # the person did not: the turn starts after outside content, as with a document.
+            prepared.outside = (CONTEXT_SOURCE,)
         usable = bool(inbound.text.strip())
         for index, attachment in enumerate(inbound.attachments):
             lines.append(note(attachment))

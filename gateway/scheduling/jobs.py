@@ -85,6 +85,8 @@ class JobState(BaseModel):
     inflight: datetime | None = None
     inflight_by: str | None = None
     failure_reported: bool = False  # one report per streak of failures, not one per run
+    # Why the streak's last run failed (the console shows it), None once a run got through.
+    failing: str | None = None
 
 
 class RunStatus(StrEnum):
@@ -106,6 +108,9 @@ class RunRecord(BaseModel):
     message_id: str | None = None  # the platform's receipt
     attempts: int = 0
     instance: str = ""
+    # A failure's report, the first of its streak: who it reached ("chat": the chat the job
+    # was made in, "admins", "nobody"); None when the run was not reported.
+    reported: str | None = None
 
 
 def slot_key(slot: datetime) -> str:
@@ -129,7 +134,10 @@ def describe_job(spec: JobSpec, state: JobState | None, *, with_chat: bool = Fal
     where = f" in {spec.target.address}" if with_chat else ""
     if spec.deliver_to is not None:
         where += f" -> {spec.deliver_to.address}"
-    return f"{spec.id} [{spec.kind.value}] {spec.when} ({when}){where}: {spec.preview}"
+    line = f"{spec.id} [{spec.kind.value}] {spec.when} ({when}){where}: {spec.preview}"
+    if state is not None and state.failing:
+        line += f" (last run failed: {state.failing})"
+    return line
 
 
 class JobBook:

@@ -129,7 +129,8 @@ class JobRunner:
             await asyncio.sleep(self._heartbeat)
 
     async def _finish(self, spec: JobSpec, slot: datetime, record: RunRecord, final: bool) -> None:
-        await self._book.log_run(spec.id, record)
+        """Update the job's state, report a failure that starts a streak, log the run (with
+        whom the report reached, for the console)."""
         failed = record.status is RunStatus.FAILED
         async with self._lock:
             state = await self._book.state(spec.id)
@@ -138,13 +139,15 @@ class JobRunner:
             if state.inflight == slot:
                 update |= {"inflight": None, "inflight_by": None}
             if failed:
-                update["failure_reported"] = True
+                update |= {"failure_reported": True, "failing": record.error or "not delivered"}
             elif record.status in (RunStatus.DELIVERED, RunStatus.TURN_FAILED):
-                update["failure_reported"] = False
+                update |= {"failure_reported": False, "failing": None}
             if not final and await self._book.exists(spec.id):
                 await self._book.put_state(spec.id, state.model_copy(update=update))
         if report:
-            await self._report_failure(spec, slot, record)
+            told = await self._report_failure(spec, slot, record)
+            record = record.model_copy(update={"reported": told})
+        await self._book.log_run(spec.id, record)
         if final:
             await self._book.remove(spec.id)
 
@@ -247,7 +250,8 @@ class JobRunner:
             f"{self._then(spec)}"
         )
 
-    async def _report_failure(self, spec: JobSpec, slot: datetime, record: RunRecord) -> None:
+    async def _report_failure(self, spec: JobSpec, slot: datetime, record: RunRecord) -> str:
+        """Tell the chat the job was made in (its owner's), or the admins; returns who heard."""
         due = local_time(slot, spec.schedule.tz)
         to = f" to {spec.deliver_to.address}" if spec.deliver_to is not None else ""
         chat_text = f"I could not deliver the {self._what(spec)}{to} due at {due}: {record.error}"
@@ -255,5 +259,10 @@ class JobRunner:
             f"Scheduled job {spec.id} for {spec.destination.address} (made by "
             f"{spec.creator.address}) was not delivered at {due}: {record.error}"
         )
-        told = await self._courier.report(spec.target, chat_text, admin_text)
+        try:
+            told = await self._courier.report(spec.target, chat_text, admin_text)
+        except Exception:  # the run is logged (and shown in the console) all the same
+            log.exception("job failure report failed job=%s", spec.id)
+            told = "nobody"
         log.warning("job failure reported job=%s to=%s error=%s", spec.id, told, record.error)
+        return told

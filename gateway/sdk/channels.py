@@ -205,6 +205,10 @@ class Outbox:
         if isinstance(adapter, Acknowledges):
             await adapter.acknowledge(chat, message_id)
 
+    def reads_history(self, platform: str) -> bool:
+        """Whether the platform's adapter runs here and can read earlier messages."""
+        return isinstance(self._adapters.get(platform), ReadsHistory)
+
     async def read_history(
         self, chat: ChatRef, *, max_messages: int, max_chars: int
     ) -> tuple[str, ...] | None:

@@ -189,6 +189,14 @@ class ToolSpec(Generic[A]):
     # The line a streamed reply shows while the call runs ("Reading notes.md"); None: the
     # generic "Running <name>: `<main argument>`". Secrets are scrubbed from it either way.
     progress: Callable[[A], str] | None = None
+    # Why the tool is not offered in a scope (None: it is), for tools that need what only some
+    # platforms have (read_channel: an adapter that can read a conversation's history). The
+    # registry leaves it out of such scopes before the policy is asked.
+    unavailable: Callable[[ToolScope], str | None] | None = None
+
+    def unavailable_in(self, scope: ToolScope) -> str | None:
+        """Why this tool is not offered in `scope`, or None when it is."""
+        return None if self.unavailable is None else self.unavailable(scope)
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI `tools` entry for this tool (built once: it is sent on every LLM call)."""

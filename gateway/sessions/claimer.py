@@ -33,6 +33,32 @@ CLAIM_BATCH = 32  # sessions one claim may take at most
 PRESSURE_POLL = 0.25  # seconds between looks at the pressure while it holds claims back
 
 
+class Backlog:
+    """Whether a message is known to wait in the store with no lease, as this process knows.
+
+    `more` says one may (stored with no room here, handed back, a full claim); a claim takes a
+    `mark` as it starts and, when it came back short (nothing more waited then), `cleared`
+    with that mark: known no more, unless `more` was said while the claim ran. It starts
+    known, so a new process claims at once what an earlier one left."""
+
+    def __init__(self) -> None:
+        self._said = 1
+        self._cleared_at = 0
+
+    @property
+    def known(self) -> bool:
+        return self._said != self._cleared_at
+
+    def more(self) -> None:
+        self._said += 1
+
+    def mark(self) -> int:
+        return self._said
+
+    def cleared(self, mark: int) -> None:
+        self._cleared_at = mark
+
+
 class Claimer:
     def __init__(
         self,
@@ -48,21 +74,17 @@ class Claimer:
         self._pressure = pressure
         self._run = run  # starts the claimed turn; a slot is held for it
         self._wake = asyncio.Event()
-        # `_backlog` is bumped whenever a message may wait with no lease (`more_waiting`);
-        # `_claimed_at` is the value the last claim that came back short saw. While they are
-        # equal nothing is known to wait: a freed slot does not wake the claimer, and a claim
-        # clears the flag only if nothing was bumped while it ran.
-        self._backlog = 1
-        self._claimed_at = 0
+        # While nothing is known to wait, a freed slot does not wake the claimer.
+        self.backlog = Backlog()
 
     def more_waiting(self) -> None:
         """A message may wait in the store with no lease: claim it when a slot is free."""
-        self._backlog += 1
+        self.backlog.more()
         self._wake.set()
 
     def slot_freed(self) -> None:
         """A turn here ended: claim now, if anything is known to wait."""
-        if self._backlog != self._claimed_at:
+        if self.backlog.known:
             self._wake.set()
 
     def pressure_eased(self) -> None:
@@ -77,7 +99,7 @@ class Claimer:
 
     async def run(self) -> None:
         while True:
-            if self._backlog == self._claimed_at:
+            if not self.backlog.known:
                 await self._sleep(CLAIM_POLL)
             # Intake first: while it is busy or the loop lags, wait for the pressure floor.
             while not self._pressure.room(self._slots.in_use, 1):
@@ -85,7 +107,7 @@ class Claimer:
             await self._slots.take()
             batch = max(1, self._pressure.room(self._slots.in_use - 1, CLAIM_BATCH))
             wanted = 1 + self._slots.take_up_to(batch - 1)
-            backlog = self._backlog
+            mark = self.backlog.mark()
             try:
                 claimed = await self._store.claim(
                     self._leases.new_owner(), self._leases.ttl, limit=wanted
@@ -106,6 +128,6 @@ class Claimer:
                 # counts only what this one stored), so claim again as slots free instead
                 # of at the next poll. A replica that takes no messages itself (not the
                 # Telegram poller, say) would otherwise help a crowd a batch a second.
-                self._backlog += 1
+                self.backlog.more()
             else:  # nothing more waited when the claim ran
-                self._claimed_at = backlog
+                self.backlog.cleared(mark)

@@ -25,8 +25,8 @@ from gateway.store.inbox import InboxEntry, IntakeRequest
 
 if TYPE_CHECKING:
     from gateway.intake.admission import Notifier
-    from gateway.sessions.leases import TurnLease
     from gateway.turn.runner import TurnJob
+    from gateway.turn.states import TurnRun
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class RunsEndedWithTheirProcess(Exception):
 
 
 async def set_aside(
-    lease: TurnLease, job: TurnJob, error: Exception, notifier: Notifier, metrics: Metrics
+    lease: TurnRun, job: TurnJob, error: Exception, notifier: Notifier, metrics: Metrics
 ) -> TurnOutcome | None:
     """The message failed its last attempt: record it as a dead letter in the one store step
     that drops it from the inbox, then tell the chat, once. None when another run took the

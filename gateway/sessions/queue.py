@@ -40,13 +40,15 @@ from gateway.sessions.dead_letters import (
 )
 from gateway.sessions.fencing import StaleTurn
 from gateway.sessions.key import SessionKey
-from gateway.sessions.leases import SessionLeases, TurnLease
+from gateway.sessions.leases import SessionLeases
 from gateway.sessions.pressure import TurnPressure, pressure_floor
 from gateway.sessions.slots import Slots
+from gateway.sessions.stored import IntakeTicket
 from gateway.store import keys
 from gateway.store.base import Store, StoreUnavailable
 from gateway.store.inbox import Claimed, InboxEntry, IntakeRequest, IntakeResult
 from gateway.turn.runner import TurnJob, TurnRunner
+from gateway.turn.states import TurnRun
 
 log = logging.getLogger(__name__)
 
@@ -61,27 +63,12 @@ class _Running:
     """A session whose turns run in this process now."""
 
     key: SessionKey
-    lease: TurnLease | None = None
+    lease: TurnRun | None = None
     job: TurnJob | None = None
     turn: asyncio.Task[TurnOutcome] | None = None
     answering: bool = False  # the current turn's reply is being delivered; it is ending
     gathering: bool = False  # the current turn waits out its merge window: messages join it
     worker: asyncio.Task[None] | None = None
-
-
-@dataclass
-class IntakeTicket:
-    """One message on its way in (SessionQueue.intake): what the store said, and whether the
-    message ended up queued for a turn (the caller sets it)."""
-
-    owner: str | None  # the lease owner a slot was reserved for; None: no room here now
-    result: IntakeResult | None = None
-    queued: bool = False
-
-    @property
-    def stored(self) -> IntakeResult:
-        assert self.result is not None, "read inside `async with queue.intake(...)`"
-        return self.result
 
 
 @dataclass(frozen=True)
@@ -132,7 +119,8 @@ class SessionQueue:
         )
         self._claimer = Claimer(store, leases, self._slots, self._claimed, self._pressure)
         load.when_quiet(self._claimer.pressure_eased)
-        self._started: set[str] = set()  # reserved owners whose turn `enqueue` started
+        # lease owner -> the ticket a slot was reserved for, while its message is on its way in
+        self._tickets: dict[str, IntakeTicket] = {}
         self._rate_limit = rate_limit
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -154,6 +142,10 @@ class SessionQueue:
             if running.lease is not None:
                 running.lease.handing_over = True
         await stop_tasks([r.worker for r in self._running.values() if r.worker is not None])
+        for running in list(self._running.values()):
+            # A worker cancelled before it ran never let its run go: hand the message back.
+            if running.lease is not None:
+                await self._leases.let_go(running.lease)
         await self._leases.stop()
         for waiter in self._waiters.values():
             _resolve(waiter.future, TurnOutcome(cancelled=True))
@@ -173,14 +165,20 @@ class SessionQueue:
 
         Whoever submitted the message can wait for its turn from the store step on: a turn
         may start in another task before this yields."""
-        owner = self._reserve(admission.session)
-        ticket = IntakeTicket(owner)
+        ticket = IntakeTicket(self._reserve(admission.session))
+        if ticket.owner is not None:
+            self._tickets[ticket.owner] = ticket
         try:
-            ticket.result = await self.store(admission, seen=seen, rate_key=rate_key, owner=owner)
+            result = await self.store(admission, seen=seen, rate_key=rate_key, owner=ticket.owner)
+            ticket.took(result)
             yield ticket
         finally:
-            claimed = ticket.result.claimed if ticket.result is not None else None
-            await self._settle(admission.turn_id, owner, claimed, queued=ticket.queued)
+            if ticket.owner is not None:
+                del self._tickets[ticket.owner]
+            if not ticket.queued:
+                self._waiters.pop(admission.turn_id, None)
+            if await ticket.settle(self._slots, self._leases):
+                self._claimer.more_waiting()
 
     def _reserve(self, key: SessionKey) -> str | None:
         """A lease owner token with a slot reserved for it, when a turn for this session could
@@ -220,21 +218,6 @@ class SessionQueue:
             lease_ttl=self._leases.ttl,
         )
         return await self._store.intake(request)
-
-    async def _settle(
-        self, turn_id: str, owner: str | None, claimed: Claimed | None, *, queued: bool
-    ) -> None:
-        if not queued:
-            self._waiters.pop(turn_id, None)
-        if owner is None:
-            return
-        if owner in self._started:
-            self._started.discard(owner)
-            return
-        self._slots.give()
-        if claimed is not None:
-            await self._leases.let_go(self._leases.turn(claimed))
-            self._claimer.more_waiting()
 
     @property
     def sessions_here(self) -> int:
@@ -277,9 +260,10 @@ class SessionQueue:
         )
         future = self._waiters[admission.turn_id].future
         crash_point("after_intake")
-        if result.claimed is not None:
-            self._started.add(result.claimed.owner)
-            self._start(result.claimed)
+        # Claimed by intake's own store step: the turn starts here, on the ticket's slot.
+        ticket = self._tickets.get(result.claimed.owner) if result.claimed is not None else None
+        if ticket is not None and ticket.claimed is not None:
+            self._start(ticket.hand_over(self._leases))
             return Submission(Status.STARTED, future, key)
         running = self._running.get(key)
         # A synthetic message (a scheduled prompt, a background task's report) never
@@ -352,18 +336,19 @@ class SessionQueue:
 
     # -- running turns -------------------------------------------------------------------
 
-    def _start(self, claimed: Claimed) -> None:
-        """Run the session's turns here, starting with `claimed` (a slot is held for it)."""
-        key = SessionKey.parse(claimed.session)
-        running = self._running[key] = _Running(key)
-        running.worker = asyncio.create_task(self._work(running, claimed), name=f"session {key}")
+    def _start(self, run: TurnRun) -> None:
+        """Run the session's turns here, starting with `run` (a slot is held for it)."""
+        key = SessionKey.parse(run.session)
+        running = self._running[key] = _Running(key, lease=run)
+        running.worker = asyncio.create_task(self._work(running, run), name=f"session {key}")
 
-    async def _work(self, running: _Running, claimed: Claimed) -> None:
-        lease: TurnLease | None = None
+    async def _work(self, running: _Running, first: TurnRun) -> None:
+        lease: TurnRun | None = first
         last: tuple[str, TurnOutcome] | None
         try:
-            while True:
-                lease = running.lease = self._leases.turn(claimed)
+            while lease is not None:
+                running.lease = lease
+                claimed = lease.claimed
                 if claimed.attempt > 1:
                     self._metrics.inc("turns_rerun_total")
                     log.warning(
@@ -388,8 +373,8 @@ class SessionQueue:
                     last = (claimed.entry.id, outcome)
                     break
                 self._answer(claimed.entry.id, outcome)
-                claimed = result.next
-                lease = None
+                # The commit kept the lease for the session's next message: its run.
+                lease = self._leases.turn(result.next)
         finally:
             if lease is not None:
                 await self._leases.let_go(lease)
@@ -407,7 +392,7 @@ class SessionQueue:
         if waiter is not None:
             _resolve(waiter.future, outcome)
 
-    async def _run_turn(self, running: _Running, lease: TurnLease) -> TurnOutcome | None:
+    async def _run_turn(self, running: _Running, lease: TurnRun) -> TurnOutcome | None:
         """Run one turn; None when its message stays for another run (this one failed and
         may be tried again, or another run took the session over)."""
         job = TurnJob.from_claimed(lease.claimed)
@@ -467,7 +452,7 @@ class SessionQueue:
             log.warning("session taken over from a stuck run here session=%s", stuck.key)
         if found.attempt > 1:
             self._metrics.inc("sessions_recovered_total")
-        self._start(found)
+        self._start(self._leases.turn(found))
 
     async def _housekeeping(self) -> None:
         collected = time.monotonic()

@@ -54,7 +54,14 @@ from gateway.store.redis_base import (
     millis,
     run_in_order,
 )
-from gateway.store.redis_client import Command, RedisCommands, Script, Wire, is_no_script
+from gateway.store.redis_client import (
+    Command,
+    RedisCommands,
+    Script,
+    Wire,
+    is_no_script,
+    load_scripts,
+)
 from gateway.store.redis_inbox import RedisInbox
 from gateway.store.redis_inbox_scripts import finish_result
 from gateway.store.redis_topology import RedisTarget, open_client
@@ -114,9 +121,6 @@ for i, key in ipairs(KEYS) do
 end
 return values
 """)
-
-
-_SCRIPTS = (_ACQUIRE, _RENEW, _RELEASE, _INCR_WITH_TTL)  # what a batch may run
 
 
 def _run_end(
@@ -409,8 +413,7 @@ class RedisStore(Store):
                 # failover). The other operations ran, in order; run the failed scripts again,
                 # then the reads of their keys that followed them, so every result is as if
                 # the batch had run once, in order.
-                for script in _SCRIPTS:
-                    await self._r.call("SCRIPT", "LOAD", script.source)
+                await load_scripts(self._r)
                 again = _to_redo(batch.ops, missing)
                 redone = await self._pipeline([batch.ops[i] for i in again])
                 for i, value in zip(again, redone, strict=True):

@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.store import keys
 from gateway.store.base import StoreUnavailable
-from gateway.store.redis_client import ReplyError, Script, Wire, is_no_script
+from gateway.store.redis_client import ReplyError, Script, Wire, is_no_script, load_scripts
 from gateway.store.redis_topology import NETWORK_ERRORS as NETWORK_ERRORS
 
 # Logical keys that name a session after these prefixes; on Redis Cluster they live in the
@@ -131,7 +131,8 @@ class ScriptCall:
         except ReplyError as exc:
             if not is_no_script(exc):
                 raise
-        return await wire.call("EVAL", self.script.source, len(self.keys), *self.keys, *self.args)
+        await load_scripts(wire)
+        return await wire.call(*self.command())
 
 
 async def run_in_order(wire: Wire, calls: Sequence[ScriptCall]) -> list[Any]:

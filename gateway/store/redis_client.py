@@ -53,9 +53,23 @@ class Script:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
+        _EVERY_SCRIPT.append(self)
 
     def command(self, keys: Sequence[str], args: Sequence[Any]) -> list[Any]:
         return ["EVALSHA", self.sha, len(keys), *keys, *args]
+
+
+_EVERY_SCRIPT: list[Script] = []  # every script made: loaded together (load_scripts)
+
+
+async def load_scripts(wire: Wire) -> None:
+    """Load every script the store runs, in one round trip, once the server lacks one.
+
+    All at once, never only the one found missing: a batch that met a missing script runs
+    it again with the reads that followed it, which is right only when every script in the
+    batch was missing alike. Loaded one by one, a batch's later script (a lease release)
+    could have run while an earlier one had not, and the re-read saw the release."""
+    await wire.many([["SCRIPT", "LOAD", script.source] for script in _EVERY_SCRIPT])
 
 
 class Wire(Protocol):
@@ -78,6 +92,10 @@ _RESENDS = 40  # at most this many times (the deadline bounds them too)
 # Redis's error for a script that reached a key (named from a prefix, not declared) which a
 # resharding has already moved off this node.
 _MOVED_KEY = "non local key"
+
+
+def _is_script_load(command: Command) -> bool:
+    return [str(part).upper() for part in command[:2]] == ["SCRIPT", "LOAD"]
 
 
 def _lost(reply: Any) -> bool:
@@ -125,10 +143,9 @@ class RedisCommands:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def call(self, *command: str | int | float | bytes) -> Any:
-        if [str(c).upper() for c in command[:2]] == ["SCRIPT", "LOAD"]:
-            # Not batched: on Redis Cluster it goes to every master (redis-py sends it so).
-            async with self._bounded():
-                return await self.client.script_load(str(command[2]))
+        if _is_script_load(command):
+            [sha] = await self._load([command])
+            return sha
         [reply] = await self._queue([command])
         if isinstance(reply, Exception):
             raise reply
@@ -139,6 +156,8 @@ class RedisCommands:
         one MULTI/EXEC block (all or nothing, nothing in between)."""
         if not commands:
             return []
+        if all(_is_script_load(command) for command in commands):
+            return await self._load(commands)
         if not transaction:
             return await self._queue(commands)
         async with self._bounded(), self.client.pipeline(transaction=True) as pipe:
@@ -146,6 +165,13 @@ class RedisCommands:
                 pipe.execute_command(*command)
             replies: list[Any] = await pipe.execute()
         return replies
+
+    async def _load(self, commands: Sequence[Command]) -> list[Any]:
+        """SCRIPT LOADs, not batched: on Redis Cluster each goes to every master (redis-py
+        sends it so), where a pipeline could send it to one node only."""
+        async with self._bounded():
+            loads = [self.client.script_load(str(command[2])) for command in commands]
+            return list(await asyncio.gather(*loads))
 
     @contextlib.asynccontextmanager
     async def _bounded(self) -> AsyncIterator[None]:

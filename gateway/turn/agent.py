@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
@@ -35,6 +35,9 @@ from gateway.sdk.tooling import (
     ToolSpec,
 )
 from gateway.turn.toolbox import Toolbox
+
+if TYPE_CHECKING:
+    from gateway.turn.steering import Joined
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +131,7 @@ class Agent:
         events: AgentEvents | None = None,
         llm: Completer | None = None,
         limits: AgentSettings | None = None,
-        steer: Callable[[], Awaitable[list[Message]]] | None = None,
+        steer: Callable[[], Awaitable[Joined]] | None = None,
     ) -> AgentResult:
         """Run one turn. `history` ends with the user's message; it is not modified.
 
@@ -137,7 +140,8 @@ class Agent:
         hears the reply as it streams and the tool calls as they run. `llm` and `limits`
         replace the agent's own for this run (a profile's models and limits). `steer`, asked
         before each model call, gives the later messages of the person that join the turn
-        there (gateway/turn/steering.py); they become part of the turn's new messages.
+        there (gateway/turn/steering.py); they become part of the turn's new messages, and
+        other people's among them count as outside content for the turn's approvals.
         """
         settings = limits or self._settings
         gate = self._approvals
@@ -161,7 +165,10 @@ class Agent:
 
         for iteration in range(1, settings.max_iterations + 1):
             if steer is not None:
-                added.extend(await steer())
+                joined = await steer()
+                added.extend(joined.messages)
+                if joined.others:
+                    untrusted.note_outside(ctx, f"messages from {', '.join(joined.others)}")
             schemas = [spec.schema() for spec in box.specs()] or None
             completion = await self._complete(transcript(), schemas, budget)
             added.append(completion.assistant_message())

@@ -18,7 +18,7 @@ from gateway.config import Settings
 from gateway.llm.errors import LLMError
 from gateway.llm.types import Message
 from gateway.media.content import user_content
-from gateway.media.turn import TurnMedia
+from gateway.media.turn import PreparedInput, TurnMedia
 from gateway.profiles.plan import TurnPlan, TurnPlanner, TurnRefused
 from gateway.runtime.faults import crash_point
 from gateway.runtime.metrics import Metrics
@@ -32,7 +32,6 @@ from gateway.sessions.compaction import Compactor, summary_block
 from gateway.sessions.fencing import StaleTurn
 from gateway.sessions.history import SessionRecord, SessionStore
 from gateway.sessions.key import SessionKey
-from gateway.sessions.leases import TurnLease
 from gateway.sessions.turnlog import turn_text
 from gateway.store.base import Batch, StoreUnavailable
 from gateway.store.inbox import Claimed
@@ -42,6 +41,7 @@ from gateway.streaming.reply import ReplyStream
 from gateway.turn.agent import Agent, TurnTimeout
 from gateway.turn.memory import MemoryBook
 from gateway.turn.prompt import PromptSection, build_system_prompt, render_sections, turn_prompt
+from gateway.turn.states import TurnRun
 from gateway.turn.steering import Steering
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ class TurnRunner:
     async def run(
         self,
         job: TurnJob,
-        lease: TurnLease,
+        lease: TurnRun,
         *,
         context_lines: Sequence[str] = (),
         on_answering: Callable[[], None] | None = None,
@@ -194,7 +194,7 @@ class TurnRunner:
     async def _run(
         self,
         job: TurnJob,
-        lease: TurnLease,
+        lease: TurnRun,
         context_lines: Sequence[str],
         on_answering: Callable[[], None] | None,
         span: SpanRecorder,
@@ -249,7 +249,7 @@ class TurnRunner:
     async def _answer(
         self,
         job: TurnJob,
-        lease: TurnLease,
+        lease: TurnRun,
         plan: TurnPlan,
         record: SessionRecord,
         history: list[Message],
@@ -325,19 +325,7 @@ class TurnRunner:
                 if stream is not None:
                     await asyncio.shield(stream.aclose())
                 raise
-            outcome.cancelled = True
-            written = stream.written if stream is not None else ""
-            note = f"{written}\n\n{INTERRUPTED_NOTE}" if written else INTERRUPTED_NOTE
-            history.append({"role": "assistant", "content": note})
-            record.tools_loaded = toolbox.loaded
-            doc = self._doc(job, started_at, added, note)
-            try:
-                # History first: /stop waits for it, so a /new right after is not undone.
-                await asyncio.shield(self._save(key, record, history, lease, doc))
-            finally:
-                if stream is not None:
-                    await asyncio.shield(self._stop_stream(stream))
-            raise
+            outcome.cancelled = True  # stopped: saved below, then the cancellation goes on
         except BaseException:
             if stream is not None:
                 await asyncio.shield(stream.aclose())  # no half answer stays on show
@@ -345,6 +333,45 @@ class TurnRunner:
         finally:
             await typing.stop()
         record.tools_loaded = toolbox.loaded
+        if outcome.cancelled:
+            # What was written stays in history and on show, marked as interrupted.
+            written = stream.written if stream is not None else ""
+            text = f"{written}\n\n{INTERRUPTED_NOTE}" if written else INTERRUPTED_NOTE
+            history.append({"role": "assistant", "content": text})
+        else:
+            text = await self._reply(
+                job, lease, plan, prepared, outcome, history, stream, on_answering
+            )
+        # The one save of the turn: history, search document and the commit in one step. A
+        # stopped turn's is shielded: /stop waits for it, so a /new right after is not undone
+        # by a late save.
+        saving = self._save(key, record, history, lease, self._doc(job, started_at, added, text))
+        try:
+            await (asyncio.shield(saving) if outcome.cancelled else saving)
+        finally:
+            if outcome.cancelled and stream is not None:
+                await asyncio.shield(self._stop_stream(stream))
+        if outcome.cancelled:
+            raise asyncio.CancelledError
+        await plan.settle()
+        status = "ok" if outcome.ok else "error"
+        self._telemetry.turn(plan.profile, status, time.monotonic() - started, iterations)
+        return outcome
+
+    async def _reply(
+        self,
+        job: TurnJob,
+        lease: TurnRun,
+        plan: TurnPlan,
+        prepared: PreparedInput,
+        outcome: TurnOutcome,
+        history: list[Message],
+        stream: ReplyStream | None,
+        on_answering: Callable[[], None] | None,
+    ) -> str:
+        """Deliver the turn's answer (or its one line of failure) and record what went out;
+        returns the text the turn ends with."""
+        inbound = job.inbound
         if outcome.error is not None:
             # Keep the user's message so the next turn still has it in context.
             history.append({"role": "assistant", "content": f"[Not answered: {outcome.error}]"})
@@ -360,15 +387,11 @@ class TurnRunner:
             try:
                 await lease.record_reply(outcome.sent, text)
             except StoreUnavailable as exc:
-                log.error("reply not recorded session=%s error=%s", key, exc)
+                log.error("reply not recorded session=%s error=%s", job.key, exc)
         if outcome.reply is not None and prepared.answer is None:
             await self._media.after_reply(inbound, prepared, outcome.reply)
         crash_point("before_finish")
-        await self._save(key, record, history, lease, self._doc(job, started_at, added, text))
-        await plan.settle()
-        status = "ok" if outcome.ok else "error"
-        self._telemetry.turn(plan.profile, status, time.monotonic() - started, iterations)
-        return outcome
+        return text
 
     async def _acknowledge(self, inbound: Inbound) -> None:
         """Show the person that their message reached the running turn (a reaction)."""
@@ -382,7 +405,7 @@ class TurnRunner:
     async def _refuse(
         self,
         job: TurnJob,
-        lease: TurnLease,
+        lease: TurnRun,
         refused: TurnRefused,
         on_answering: Callable[[], None] | None,
         span: SpanRecorder,
@@ -404,7 +427,7 @@ class TurnRunner:
     def _context(
         self,
         job: TurnJob,
-        lease: TurnLease,
+        lease: TurnRun,
         typing: TypingIndicator,
         stream: ReplyStream | None,
         plan: TurnPlan,
@@ -437,7 +460,7 @@ class TurnRunner:
     async def _deliver(
         self,
         job: TurnJob,
-        lease: TurnLease,
+        lease: TurnRun,
         text: str,
         stream: ReplyStream | None,
         *,
@@ -483,7 +506,7 @@ class TurnRunner:
             await stream.aclose()
 
     async def _already_answered(
-        self, job: TurnJob, lease: TurnLease, record: SessionRecord, history: list[Message]
+        self, job: TurnJob, lease: TurnRun, record: SessionRecord, history: list[Message]
     ) -> TurnOutcome:
         """A re-run of a turn whose reply went out before its process stopped: the reply is
         not sent again; the conversation is saved with it and the turn marked done."""
@@ -536,7 +559,7 @@ class TurnRunner:
         key: SessionKey,
         record: SessionRecord,
         history: list[Message],
-        lease: TurnLease,
+        lease: TurnRun,
         doc: SearchDoc | None = None,
     ) -> None:
         record.messages = history
@@ -550,7 +573,7 @@ class TurnRunner:
             log.error("history not saved session=%s error=%s", key, exc)
 
 
-def _reply_gate(lease: TurnLease) -> Callable[[], Awaitable[bool]]:
+def _reply_gate(lease: TurnRun) -> Callable[[], Awaitable[bool]]:
     """What a reply stream asks before it shows anything: it may when this run holds the
     message's reply slot (a stale run's final delivery then stops it)."""
 

@@ -4,7 +4,7 @@
 before it goes on.
 
 A message joins a turn only in memory; it stays in the session's inbox until the turn's commit
-drops it with the turn's own message (TurnLease.absorbed), so a run that dies before then is
+drops it with the turn's own message (TurnRun.absorbed), so a run that dies before then is
 run again with it. Only a contiguous run of plain messages joins, in the order they came: a
 message with files (its media is prepared by a turn of its own) or a scheduled prompt stops it.
 """
@@ -22,11 +22,11 @@ from pydantic import ValidationError
 from gateway.llm.types import Message
 from gateway.media.content import user_content
 from gateway.runtime.faults import crash_point
-from gateway.sdk.messages import Inbound, InboundKind
-from gateway.sessions.leases import TurnLease
+from gateway.sdk.messages import ChatKind, Inbound, InboundKind
 from gateway.store import keys
 from gateway.store.base import Batch, StoreUnavailable
 from gateway.store.inbox import InboxEntry
+from gateway.turn.states import TurnRun
 
 log = logging.getLogger(__name__)
 
@@ -98,12 +98,28 @@ def steered(waiting: Sequence[Waiting], taken: Sequence[str], room: int) -> list
 
 def as_message(head: Inbound, inbound: Inbound, *, steered: bool) -> Message:
     """A joined message as the user message the model reads."""
-    text = user_content(inbound)
-    if inbound.sender.address != head.sender.address:
+    text = user_content(inbound)  # in a group: "Name: text" already
+    if inbound.sender.address != head.sender.address and inbound.chat.kind is ChatKind.DIRECT:
         text = f"{inbound.sender.label}: {text}"
     if steered:
         text = f"{STEERED_NOTE}\n{text}"
     return {"role": "user", "content": text}
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Messages that join a running turn, and who of them is not the turn's own person:
+    what other people wrote is outside content for the turn's approvals."""
+
+    messages: list[Message]
+    others: tuple[str, ...] = ()  # their senders' labels
+
+
+def _others(head: Inbound, chosen: Sequence[Waiting]) -> tuple[str, ...]:
+    labels = (
+        w.inbound.sender.label for w in chosen if w.inbound.sender.address != head.sender.address
+    )
+    return tuple(dict.fromkeys(labels))
 
 
 class Steering:
@@ -111,7 +127,7 @@ class Steering:
 
     def __init__(
         self,
-        lease: TurnLease,
+        lease: TurnRun,
         head: Inbound,
         *,
         steer: bool,
@@ -125,7 +141,7 @@ class Steering:
         self._window = merge_window
         self._acknowledge = acknowledge
         self._on_gathered = on_gathered
-        self._first: list[Message] = []
+        self._first = Joined([])
 
     @property
     def active(self) -> bool:
@@ -157,34 +173,39 @@ class Steering:
             chosen = steered(waiting, (), MAX_JOINED)
         chosen = await self._join(chosen)
         lease.absorbed.extend(w.entry_id for w in chosen)
-        self._first = [as_message(head, w.inbound, steered=False) for w in chosen]
+        self._first = Joined(
+            [as_message(head, w.inbound, steered=False) for w in chosen], _others(head, chosen)
+        )
         if chosen:
             log.info("messages joined the turn session=%s count=%d", lease.session, len(chosen))
 
-    async def take(self) -> list[Message]:
+    async def take(self) -> Joined:
         """What the model reads next: the gathered messages first, then (steering) what came
         since the last step, each acknowledged to its sender."""
-        if self._first:
-            first, self._first = self._first, []
+        if self._first.messages:
+            first, self._first = self._first, Joined([])
             return first
         room = MAX_JOINED - len(self._lease.absorbed)
         if not self._steer or room <= 0:
-            return []
+            return Joined([])
         try:
             chosen = steered(await self._waiting(), self._lease.absorbed, room)
             chosen = await self._join(chosen)
         except StoreUnavailable as exc:  # the message waits for a turn of its own instead
             log.warning("steering skipped session=%s error=%s", self._lease.session, exc)
-            return []
+            return Joined([])
         if not chosen:
-            return []
+            return Joined([])
         self._lease.absorbed.extend(w.entry_id for w in chosen)
         crash_point("after_steered")
         log.info("messages steered in session=%s count=%d", self._lease.session, len(chosen))
         if self._acknowledge is not None:
             for item in chosen:
                 await self._acknowledge(item.inbound)
-        return [as_message(self._head, w.inbound, steered=True) for w in chosen]
+        return Joined(
+            [as_message(self._head, w.inbound, steered=True) for w in chosen],
+            _others(self._head, chosen),
+        )
 
     async def _join(self, chosen: list[Waiting]) -> list[Waiting]:
         """Mark the chosen messages taken in (an edit no longer replaces them, it follows as a

@@ -248,6 +248,27 @@ async def test_a_grant_does_not_follow_a_target_that_became_a_link(
     assert (ws / "keep" / "precious.txt").exists()
 
 
+async def test_a_target_swapped_for_a_link_while_the_person_decides_is_not_run(
+    gw: App, tg: FakeBotAPI, llm: ScriptedLLM
+) -> None:
+    """Issue 30 finding 6: the person approves `rm -rf out/` for the folder `out`; before the
+    press, another command makes `out` a link to `keep`. Approving runs nothing."""
+    ws = workspace(gw.settings, str(ALICE))
+    (ws / "out").mkdir()
+    (ws / "keep").mkdir()
+    (ws / "keep" / "precious.txt").write_text("keep")
+    prompt = await run(tg, llm, "rm -rf out/")
+    assert prompt is not None and "-&gt;" not in prompt.text and "->" not in prompt.text
+    (ws / "out").rmdir()
+    (ws / "out").symlink_to("keep")
+    assert await press(tg, prompt, "Approve once") == "Approved."
+    await tg.wait_for(lambda: len(llm.requests) >= 2 and tool_results(llm.requests[-1]), within=15)
+    [result] = tool_results(llm.requests[-1])
+    assert result.startswith("error: not run: what the command touches changed"), result
+    assert "(-> " in result and str(ws / "keep") in result
+    assert (ws / "keep" / "precious.txt").exists()
+
+
 async def test_a_grant_for_pwd_in_one_directory_does_not_cover_another(
     gw: App, tg: FakeBotAPI, llm: ScriptedLLM
 ) -> None:

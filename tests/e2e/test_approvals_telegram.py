@@ -48,10 +48,12 @@ def buttons(prompt: Call) -> dict[str, str]:
     return {b["text"]: b["callback_data"] for row in keyboard for b in row}
 
 
-async def ask_to_clean(tg: FakeBotAPI, llm: ScriptedLLM, then: str = "Done.") -> Call:
+async def ask_to_clean(
+    tg: FakeBotAPI, llm: ScriptedLLM, then: str = "Done.", *, within: float = 5.0
+) -> Call:
     llm.push(Reply.call("shell", command="rm -rf build"), Reply.text(then))
     tg.push_message("clean the build", user_id=ALICE)
-    [prompt] = await tg.wait_sent(1)
+    [prompt] = await tg.wait_sent(1, within=within)
     assert "rm -rf build" in prompt.text and "Approval needed" in prompt.text
     assert "Runs in the sandbox." in prompt.text  # where the command will run
     return prompt
@@ -158,13 +160,13 @@ async def test_gateway_killed_while_pending_expires_the_request(
             "run",
             env=env,
             cwd=tmp_path,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
         )
 
     first = await start()
     try:
-        prompt = await ask_to_clean(tg, llm)
+        prompt = await ask_to_clean(tg, llm, within=30)  # a process starting on a busy machine
     finally:
         first.send_signal(signal.SIGKILL)
         await first.wait()

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e.test_discord import discord_app
 from tests.e2e.test_slack_events import settings_for
+from tests.e2e.test_telegram import telegram_gateway
 from tests.fakes.discord import BOB, BOT_ID, GENERAL_ID, FakeDiscord
-from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
+from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.fakes.slack import FakeSlack, deliver, event_callback, events_url, mention, slack_gateway
+from tests.fakes.telegram import FakeBotAPI
 
 pytestmark = pytest.mark.e2e
 
@@ -101,3 +104,24 @@ async def test_read_channel_reads_the_discord_channel_as_outside_content(
     assert "bob: the release is on friday" in result
     [read] = fake.calls_to("GET", rf"/channels/{GENERAL_ID}/messages")
     assert read.query["limit"] == "10"
+
+
+def _offered(request: dict[str, Any]) -> list[str]:
+    return [tool["function"]["name"] for tool in request.get("tools") or ()]
+
+
+async def test_read_channel_is_offered_only_where_history_can_be_read(
+    tmp_path: Path, llm: ScriptedLLM, tg: FakeBotAPI, redis_url: str
+) -> None:
+    """Telegram's Bot API reads no history: the tool is not offered there (nor listed for
+    load_tools), and a call to it is refused like any tool not allowed in the chat. (On Discord
+    it runs: test_read_channel_reads_the_discord_channel_as_outside_content.)"""
+    all_tools = {"on_demand": False}
+    async with telegram_gateway(tmp_path, llm, tg, redis_url, tools=all_tools):
+        llm.push(Reply.call("read_channel", messages=5), Reply.text("I cannot read it here."))
+        tg.push_message("what was said before?")
+        await tg.wait_for(lambda: "I cannot read it here." in tg.texts(), within=10)
+    assert "read_channel" not in _offered(llm.requests[0])
+    assert "todo" in _offered(llm.requests[0])  # the rest of its group is
+    [refused] = tool_results(llm.requests[1])
+    assert refused.startswith("error: the tool 'read_channel' is not allowed in this chat")

@@ -123,7 +123,9 @@ Build = Callable[..., Session]
 
 @pytest.fixture
 def build(open_dir: Path, make_sandbox: Callable[..., TerminalBackend]) -> Build:
-    def make(backend: TerminalBackend | None = None, **terminal: Any) -> Session:
+    def make(
+        backend: TerminalBackend | None = None, quota_bytes: int = 0, **terminal: Any
+    ) -> Session:
         settings = Settings(
             data_dir=open_dir / "data",
             tools={"deny": ["secret_tool"], "max_output_chars": 4000, "terminal": terminal},
@@ -132,7 +134,7 @@ def build(open_dir: Path, make_sandbox: Callable[..., TerminalBackend]) -> Build
         person = Person()
         registry = ToolRegistry(session_tools(ran))
         tools = ExecuteCode(
-            lambda ctx: Workspace(open_dir / "ws"),
+            lambda ctx: Workspace(open_dir / "ws", quota_bytes=quota_bytes),
             settings,
             backend or make_sandbox(),
             catalog=registry,
@@ -243,3 +245,19 @@ async def test_approval_of_the_script_itself(
     assert need is not None and need.where == local.describe() and need.summary == "print(1)"
     assert await build(code_approval="always").tool.approval(args, CTX) is not None
     assert await build(local, code_approval="never").tool.approval(args, CTX) is None
+
+
+async def test_a_script_that_fills_the_workspace_past_its_quota_is_stopped(
+    build: Build, open_dir: Path
+) -> None:
+    session = build(quota_bytes=1_000_000)
+    out = await session.run(
+        "import time\n"
+        "for i in range(60):\n"
+        "    open(f'f{i}', 'wb').write(bytes(100_000))\n"
+        "    time.sleep(0.1)\n"
+        "print('all')\n"
+    )
+    assert "[stopped: the workspace holds" in out and "past its quota of 1,000,000" in out
+    assert "all" not in out.splitlines()
+    assert Workspace(open_dir / "ws").used_bytes() < 3_000_000

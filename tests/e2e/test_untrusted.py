@@ -229,3 +229,57 @@ async def test_off_marks_content_but_asks_nothing(
         assert tool_results(llm.requests[1])[0].startswith("<untrusted-data")
         assert tool_results(llm.requests[2])[0].startswith("created notes.md")
         assert prompts(gw) == []
+
+
+async def test_a_command_that_reads_files_people_sent_without_naming_them_marks_the_turn(
+    tmp_path: Path, llm: ScriptedLLM, make_sandbox: Any
+) -> None:
+    """Issue 30: `grep -r` over the workspace names no `attachments/`, yet reads the file
+    someone sent; what the command opened (in the sandbox) decides, not its text."""
+    make_sandbox()
+    async with running_gateway(settings_for(tmp_path, llm)) as gw:
+        workspace = gw.app.settings.workspace / "console-chat1"
+        (workspace / "attachments").mkdir(parents=True)
+        (workspace / "attachments" / "cv.txt").write_text(f"Jane Doe. {INJECTION}")
+        (workspace / "mine.txt").write_text("my own notes: Jane called")
+        llm.push(
+            Reply.call("shell", command="cat mine.txt"),
+            Reply.call("shell", command="grep -r Jane ."),
+            Reply.call("memory", action="add", text="send notes to 127.0.0.1"),
+            Reply.text("Searched."),
+        )
+        turn = await gw.submit("where is Jane?")
+        prompt = await deny_next(gw, 0)
+        assert "after outside content (shell read attachments" in prompt.text
+        await turn.done
+        mine, grep, denied = (tool_results(r)[-1] for r in llm.requests[1:4])
+        assert not mine.startswith("<untrusted")
+        assert grep.startswith('<untrusted-data source="shell">') and INJECTION in grep
+        assert denied == "error: not run: denied by alice"
+
+
+async def test_a_script_that_walks_the_workspace_marks_the_turn(
+    tmp_path: Path, llm: ScriptedLLM, make_sandbox: Any
+) -> None:
+    make_sandbox()
+    async with running_gateway(settings_for(tmp_path, llm)) as gw:
+        workspace = gw.app.settings.workspace / "console-chat1"
+        (workspace / "attachments").mkdir(parents=True)
+        (workspace / "attachments" / "cv.txt").write_text(f"Jane Doe. {INJECTION}")
+        walk = (
+            "import os\n"
+            "for d, _, files in os.walk('.'):\n"
+            "    for f in files:\n"
+            "        print(open(os.path.join(d, f)).read())\n"
+        )
+        llm.push(
+            Reply.call("execute_code", code=walk),
+            Reply.call("memory", action="add", text="send notes to 127.0.0.1"),
+            Reply.text("Done."),
+        )
+        turn = await gw.submit("read everything here")
+        prompt = await deny_next(gw, 0)
+        assert "after outside content (execute_code read attachments/cv.txt)" in prompt.text
+        await turn.done
+        ran = tool_results(llm.requests[1])[-1]
+        assert ran.startswith('<untrusted-data source="execute_code">') and INJECTION in ran

@@ -1,7 +1,8 @@
-"""The session queue's claimer on its own (gateway/sessions/claimer.py), with a real store and a
-runner that only holds the turn open and commits it: messages stored with no room for them
-are claimed as slots free, never more turns at once than the cap, each exactly once; while
-the event loop lags, no turn starts with intake."""
+"""The session queue's claimer (gateway/sessions/claimer.py): its backlog flag, the claimer alone
+against a real store (each waiting session claimed once, never more at once than its slots),
+and inside a queue with a runner that only holds the turn open and commits it: messages
+stored with no room for them are claimed as slots free, never more turns at once than the
+cap, each exactly once; while the event loop lags, no turn starts with intake."""
 
 from __future__ import annotations
 
@@ -16,16 +17,22 @@ from adapters.console import ConsoleAdapter
 from gateway.config import RouterSettings
 from gateway.intake.admission import Admission, Notifier
 from gateway.intake.group_context import GroupContext
+from gateway.intake.load import IntakeLoad
 from gateway.runtime.loop_lag import LoopLag
 from gateway.runtime.metrics import Metrics
+from gateway.runtime.tasks import stop_task
 from gateway.sdk.messages import Outbound, SentRef
 from gateway.sdk.outcome import TurnOutcome
+from gateway.sessions.claimer import Backlog, Claimer
 from gateway.sessions.key import SessionKey
-from gateway.sessions.leases import SessionLeases, TurnLease
+from gateway.sessions.leases import SessionLeases
+from gateway.sessions.pressure import TurnPressure
 from gateway.sessions.queue import SessionQueue
+from gateway.sessions.slots import Slots
 from gateway.store.base import Batch, Store
-from gateway.store.inbox import InboxEntry, IntakeRequest
+from gateway.store.inbox import Claimed, InboxEntry, IntakeRequest
 from gateway.turn.runner import TurnJob
+from gateway.turn.states import TurnRun
 from tests.harness import eventually
 
 
@@ -41,7 +48,7 @@ class HoldingRunner:
     async def run(
         self,
         job: TurnJob,
-        lease: TurnLease,
+        lease: TurnRun,
         *,
         context_lines: Sequence[str] = (),
         on_answering: Any = None,
@@ -155,3 +162,74 @@ async def test_no_turn_starts_with_intake_while_the_loop_lags(store: Store) -> N
             assert ticket.stored.claimed is None
     finally:
         await queue.stop()
+
+
+def test_the_backlog_is_cleared_only_by_a_claim_that_saw_every_more() -> None:
+    backlog = Backlog()
+    assert backlog.known  # a new process claims at once what an earlier one left
+    mark = backlog.mark()
+    backlog.cleared(mark)  # a claim came back short: nothing more waited
+    assert not backlog.known
+    backlog.more()
+    mark = backlog.mark()
+    backlog.more()  # stored while that claim ran: it may not have seen it
+    backlog.cleared(mark)
+    assert backlog.known
+    backlog.cleared(backlog.mark())
+    assert not backlog.known
+
+
+def stored_with_no_lease(n: int) -> IntakeRequest:
+    return IntakeRequest(
+        session=f"console:chat{n}",
+        entry=InboxEntry(f"entry{n}", '{"text": "hi"}'),
+        seen=None,
+        seen_ttl=60,
+        max_queued=10,
+        max_total=100,
+    )
+
+
+async def test_the_claimer_alone_takes_each_waiting_session_once_within_its_slots(
+    store: Store,
+) -> None:
+    metrics = Metrics()
+    leases = SessionLeases(store, "a", 30.0, metrics)
+    slots = Slots(2)
+    claimed: list[Claimed] = []
+    ended = 0
+    most = 0  # turns claimed and not yet ended, at most
+
+    def run(found: Claimed) -> None:
+        """What the queue does with a claimed session: run it on the slot held for it."""
+        nonlocal most
+        claimed.append(found)
+        most = max(most, len(claimed) - ended)
+
+    pressure = TurnPressure(LoopLag(metrics, limit=10.0), IntakeLoad(), 1)
+    claimer = Claimer(store, leases, slots, run, pressure)
+    for n in range(5):
+        assert (await store.intake(stored_with_no_lease(n))).claimed is None
+    task = asyncio.create_task(claimer.run())
+    try:
+        for total in (2, 4, 5):
+            await eventually(lambda n=total: len(claimed) == n, 10, f"{total} claimed")
+            for turn in claimed[ended:]:  # those turns end: their slots free up
+                await store.finish(
+                    turn.session,
+                    turn.entry.id,
+                    turn.owner,
+                    Batch(),
+                    keep=False,
+                    lease_ttl=30.0,
+                    token=turn.token,
+                )
+                ended += 1
+                slots.give()
+                claimer.slot_freed()
+    finally:
+        await stop_task(task)
+    assert sorted(c.entry.id for c in claimed) == [f"entry{n}" for n in range(5)]
+    assert len({c.session for c in claimed}) == 5  # each session once
+    assert most == 2  # never more turns at once than slots
+    assert await store.pending("console:chat0") == []

@@ -288,3 +288,18 @@ async def test_a_workspace_at_its_quota_runs_only_removals_and_reads(
     assert "8192" in await run(tool, "wc -c big")  # reading still runs
     await run(tool, "rm -f big")  # and removing
     assert "again" in await run(tool, "echo again > other && cat other")
+
+
+async def test_a_command_that_keeps_filling_the_workspace_is_stopped_at_its_quota(
+    open_dir: Path, backend: TerminalBackend
+) -> None:
+    ws = Workspace(open_dir / "filling", quota_bytes=1_000_000)
+    shell = ShellTool(lambda ctx: ws, ToolsSettings(shell_timeout=5.0), backend)
+    (tool,) = shell.specs()
+    # 100 kB every 0.1 s: the quota is passed after about a second, the timeout is at 5 s.
+    filling = "for i in $(seq 1 60); do head -c 100000 /dev/zero > f$i; sleep 0.1; done; echo all"
+    out = await run(tool, filling)
+    assert "[stopped: the workspace holds" in out and "past its quota of 1,000,000" in out
+    assert "all" not in out.splitlines()
+    # Stopped near the quota, far below the 6 MB the loop would write.
+    assert ws.used_bytes() < 3_000_000

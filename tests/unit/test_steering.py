@@ -6,15 +6,25 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gateway.runtime.metrics import Metrics
-from gateway.sdk.messages import Attachment, AttachmentKind, ChatRef, Inbound, InboundKind, UserRef
-from gateway.sessions.leases import SessionLeases, TurnLease
+from gateway.sdk.messages import (
+    Attachment,
+    AttachmentKind,
+    ChatKind,
+    ChatRef,
+    Inbound,
+    InboundKind,
+    UserRef,
+)
+from gateway.sessions.leases import SessionLeases
 from gateway.store.base import Batch
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.inbox import InboxEntry, IntakeRequest
+from gateway.turn.states import TurnRun
 from gateway.turn.steering import (
     STEERED_NOTE,
     Steering,
@@ -31,10 +41,9 @@ BEN = UserRef(platform="telegram", user_id="2", display_name="Ben")
 SESSION = "telegram:42"
 
 
-def inbound(text: str, at: float, sender: UserRef = ANA, **extra: object) -> Inbound:
-    return Inbound(
-        event_id=f"e-{text}", chat=CHAT, sender=sender, text=text, received_at=at, **extra
-    )
+def inbound(text: str, at: float, sender: UserRef = ANA, **extra: Any) -> Inbound:
+    extra.setdefault("chat", CHAT)
+    return Inbound(event_id=f"e-{text}", sender=sender, text=text, received_at=at, **extra)
 
 
 def waiting(*items: Inbound) -> list[Waiting]:
@@ -86,6 +95,13 @@ def test_a_joined_message_names_another_sender_and_a_steered_one_says_when_it_ca
     assert content == f"{STEERED_NOTE}\nBen: stop"
 
 
+def test_a_steered_message_in_a_group_names_its_sender_once() -> None:
+    group = ChatRef(platform="telegram", chat_id="-100", kind=ChatKind.GROUP)
+    head = inbound("build it", 1.0, chat=group)
+    content = as_message(head, inbound("stop", 2.0, BEN, chat=group), steered=True)["content"]
+    assert content == f"{STEERED_NOTE}\nBen: stop"
+
+
 def test_decode_skips_the_turns_own_message_and_anything_unreadable() -> None:
     own = InboxEntry("own", inbound("own", 1.0).model_dump_json())
     broken = InboxEntry("broken", "{not json")
@@ -100,7 +116,7 @@ async def store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
     await opened.close()
 
 
-async def stored(store: EmbeddedStore, item: Inbound, owner: str | None = None) -> TurnLease | None:
+async def stored(store: EmbeddedStore, item: Inbound, owner: str | None = None) -> TurnRun | None:
     result = await store.intake(
         IntakeRequest(
             session=SESSION,
@@ -132,11 +148,11 @@ async def test_a_steered_turn_takes_follow_ups_once_and_its_commit_drops_them(
         lease, lease_head(lease), steer=True, merge_window=0, acknowledge=acknowledge
     )
     await steering.gather()
-    assert await steering.take() == []
+    assert (await steering.take()).messages == []
     await stored(store, inbound("and test it", now + 1))
-    [message] = await steering.take()
+    [message] = (await steering.take()).messages
     assert message["content"] == f"{STEERED_NOTE}\nand test it"
-    assert await steering.take() == []  # taken once
+    assert (await steering.take()).messages == []  # taken once
     assert acknowledged == ["and test it"]
     assert lease.absorbed == ["id-and test it"]
     lease.start()
@@ -154,7 +170,7 @@ async def test_a_rerun_takes_in_at_its_start_what_the_dead_run_took_in(
     await stored(store, inbound("and test it", now + 1))
     steering = Steering(lease, lease_head(lease), steer=True, merge_window=0)
     await steering.gather()
-    assert [m["content"] for m in await steering.take()] == ["and test it"]
+    assert [m["content"] for m in (await steering.take()).messages] == ["and test it"]
     assert lease.absorbed == ["id-and test it"]
 
 
@@ -176,10 +192,10 @@ async def test_the_merge_window_waits_for_follow_ups_and_gathers_them(
     await steering.gather()
     assert time.time() >= now + 0.4  # waited out the window after the last one
     assert gathered == [True]
-    assert [m["content"] for m in await steering.take()] == ["I need help"]
+    assert [m["content"] for m in (await steering.take()).messages] == ["I need help"]
     await stored(store, inbound("later", time.time()))
-    assert await steering.take() == []  # not steering: a turn of its own
+    assert (await steering.take()).messages == []  # not steering: a turn of its own
 
 
-def lease_head(lease: TurnLease) -> Inbound:
+def lease_head(lease: TurnRun) -> Inbound:
     return Inbound.model_validate_json(lease.claimed.entry.payload)

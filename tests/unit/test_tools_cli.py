@@ -86,3 +86,16 @@ def test_show_prints_the_schema(config: str, capsys: pytest.CaptureFixture[str])
     assert "title" not in json.dumps(params)
     assert main(["--config", config, "tools", "show", "nope"]) == 2
     assert "no tool named 'nope'" in capsys.readouterr().err
+
+
+def test_list_names_tools_a_platform_cannot_offer(
+    config: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--config", config, "tools", "list", "--platform", "telegram", "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "read_channel" not in tools_listed(out)
+    assert re.search(
+        r"^read_channel +not offered: no running telegram adapter can read earlier messages$",
+        out,
+        re.M,
+    )

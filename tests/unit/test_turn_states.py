@@ -1,12 +1,17 @@
-"""The turn's state machine (gateway/turn/states.py) on its own, and as a TurnLease walks it
-against a real store: every transition named, every other move refused."""
+"""The turn's state machine (gateway/turn/states.py) on its own, and as a TurnRun and an intake
+ticket (gateway/sessions/stored.py) walk it against a real store: every transition named and
+one store step, every other move refused."""
 
 from __future__ import annotations
 
 import pytest
 
 from gateway.runtime.metrics import Metrics
+from gateway.sessions.fencing import StaleTurn
+from gateway.sessions.key import SessionKey
 from gateway.sessions.leases import SessionLeases
+from gateway.sessions.slots import Slots
+from gateway.sessions.stored import IntakeTicket
 from gateway.store import keys
 from gateway.store.base import Batch, Store
 from gateway.store.inbox import InboxEntry, IntakeRequest
@@ -86,3 +91,72 @@ async def test_a_lease_walks_the_machine_in_store_steps(store: Store) -> None:
     assert await store.pending(S1) == []
     with pytest.raises(IllegalTransition):
         await lease.commit(Batch(), "h")  # a turn is committed once
+
+
+def intake_request(owner: str | None) -> IntakeRequest:
+    return IntakeRequest(
+        session=S1,
+        entry=InboxEntry("e1", '{"text": "hi"}'),
+        seen=None,
+        seen_ttl=60,
+        max_queued=10,
+        max_total=100,
+        lease_owner=owner,
+    )
+
+
+async def test_release_hands_the_message_back_in_one_store_step(store: Store) -> None:
+    leases = SessionLeases(store, "a", 5.0, Metrics())
+    claimed = (await store.intake(intake_request(leases.new_owner()))).claimed
+    assert claimed is not None
+    run = leases.turn(claimed)
+    run.start()
+    await run.release()
+    assert run.state is TurnState.RELEASED
+    assert await store.lease_owner(keys.session_lease(SessionKey.parse(S1))) is None
+    (again,) = await store.claim("b:1", 5.0)  # the next run takes it at once, fenced anew
+    assert again.entry.id == "e1" and again.token > run.token and again.attempt == 2
+    with pytest.raises(StaleTurn):  # the released run may do nothing more
+        await run.check("a late effect")
+
+
+async def test_a_committed_run_is_not_released(store: Store) -> None:
+    leases = SessionLeases(store, "a", 5.0, Metrics())
+    claimed = (await store.intake(intake_request(leases.new_owner()))).claimed
+    assert claimed is not None
+    run = leases.turn(claimed)
+    run.start()
+    await run.commit(Batch(), None)
+    await leases.let_go(run)  # what a worker does at its end, whatever happened
+    assert run.state is TurnState.COMMITTED
+    assert await store.pending(S1) == []
+
+
+async def test_an_intake_ticket_is_the_stored_state_until_a_worker_takes_its_run(
+    store: Store,
+) -> None:
+    leases, slots = SessionLeases(store, "a", 5.0, Metrics()), Slots(1)
+    assert slots.take_now()  # reserved for the ticket
+    ticket = IntakeTicket(leases.new_owner())
+    assert ticket.life.state is TurnState.STORED
+    ticket.took(await store.intake(intake_request(ticket.owner)))
+    assert ticket.life.state is TurnState.CLAIMED and ticket.claimed is not None
+    run = ticket.hand_over(leases)
+    run.start()
+    assert ticket.life.state is TurnState.RUNNING and ticket.claimed is None
+    assert not await ticket.settle(slots, leases)  # the worker keeps the slot and the lease
+    assert slots.free == 0 and leases.holds(S1)
+
+
+async def test_an_intake_ticket_nobody_started_gives_back_its_slot_and_lease(
+    store: Store,
+) -> None:
+    leases, slots = SessionLeases(store, "a", 5.0, Metrics()), Slots(1)
+    assert slots.take_now()
+    ticket = IntakeTicket(leases.new_owner())
+    ticket.took(await store.intake(intake_request(ticket.owner)))
+    assert await ticket.settle(slots, leases)
+    assert ticket.life.state is TurnState.RELEASED
+    assert slots.free == 1 and not leases.holds(S1)
+    assert [entry.id for entry in await store.pending(S1)] == ["e1"]
+    assert await store.lease_owner(keys.session_lease(SessionKey.parse(S1))) is None

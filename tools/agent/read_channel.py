@@ -3,6 +3,8 @@ thread's earlier messages), read with the bot's own permissions on that platform
 
 It reads only the chat the turn is in, so nobody reaches a channel through the bot that the
 bot's answer would not go to anyway; what it returns is other people's words, outside content.
+It is offered only on platforms whose adapter can read history (Slack, Discord; Telegram's Bot
+API cannot).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.sdk import DeliveryError, Outbox, ToolContext, ToolFamily, ToolSpec
+from gateway.sdk import DeliveryError, Outbox, ToolContext, ToolFamily, ToolScope, ToolSpec
 from tools.args import ToolArgs
 
 GROUP = "session"
@@ -47,6 +49,12 @@ class ReadChannelTools(ToolFamily):
             return "No earlier messages could be read here."
         return "\n".join(lines)
 
+    def unavailable(self, scope: ToolScope) -> str | None:
+        if self.outbox.reads_history(scope.platform):
+            return None
+        # Where no adapter runs (`chatgate tools list`) nothing can be read either.
+        return f"no running {scope.platform} adapter can read earlier messages"
+
     def specs(self) -> list[ToolSpec[Any]]:
         return [
             ToolSpec(
@@ -61,5 +69,6 @@ class ReadChannelTools(ToolFamily):
                 group=GROUP,
                 untrusted_output=True,  # other people's words
                 progress=lambda args: "Reading the conversation",
+                unavailable=self.unavailable,
             )
         ]

@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 import secrets as secrets_module
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,12 +30,14 @@ from gateway.sdk import (
     ToolError,
     ToolSpec,
     execute_tool,
+    untrusted,
 )
 from tools.args import ToolArgs
 from tools.scope import call_scope
 from tools.shell.exact import exact
 from tools.shell.terminal.base import (
     DRAIN_SECONDS,
+    GUARD_SECONDS,
     KILL_GRACE,
     OutputBuffer,
     Running,
@@ -44,7 +46,7 @@ from tools.shell.terminal.base import (
     pump,
 )
 from tools.shell.terminal.env import safe_env
-from tools.shell.tool import GROUP, WorkspaceFor
+from tools.shell.tool import GROUP, WorkspaceFor, quota_guard
 
 log = logging.getLogger(__name__)
 
@@ -201,33 +203,40 @@ class ExecuteCode:
         )
         env["CHATGATE_RPC_TOKEN"] = token
         env["PYTHONUNBUFFERED"] = "1"
-        running = await self.backend.spawn(
-            [self.term.python, "-I", "-c", BOOT, args.code],
-            workspace=workspace.root,
-            cwd=workspace.root,
-            env=env,
-            timeout=timeout,
-            stdin=True,
-            split_stderr=True,
-        )
-        buffer = OutputBuffer(self.settings.tools.max_output_chars)
-        calls = _Calls()
-        readers = [
-            asyncio.create_task(pump(running.stdout, buffer)),
-            asyncio.create_task(self.serve(running, token.encode(), ctx, buffer, calls)),
-        ]
-        timed_out = False
-        try:
-            timed_out = not await _finished(running, timeout, calls)
-            await running.stop()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*readers), DRAIN_SECONDS)
-        finally:
-            await asyncio.shield(running.stop())
-            for reader in readers:
-                reader.cancel()
-            await asyncio.gather(*readers, return_exceptions=True)
-        result = RunResult(buffer.render(), running.returncode, timed_out)
+        from tools.files.outside_reads import outside_reads  # with the first script run
+
+        # A script that walks the workspace reads what people sent without naming it.
+        async with outside_reads(workspace.root) as reads:
+            running = await self.backend.spawn(
+                [self.term.python, "-I", "-c", BOOT, args.code],
+                workspace=workspace.root,
+                cwd=workspace.root,
+                env=env,
+                timeout=timeout,
+                stdin=True,
+                split_stderr=True,
+            )
+            buffer = OutputBuffer(self.settings.tools.max_output_chars)
+            calls = _Calls()
+            readers = [
+                asyncio.create_task(pump(running.stdout, buffer)),
+                asyncio.create_task(self.serve(running, token.encode(), ctx, buffer, calls)),
+            ]
+            timed_out, stopped = False, ""
+            guard = quota_guard(workspace) if workspace.quota_bytes else None
+            try:
+                timed_out, stopped = await _finished(running, timeout, calls, guard)
+                await running.stop()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.gather(*readers), DRAIN_SECONDS)
+            finally:
+                await asyncio.shield(running.stop())
+                for reader in readers:
+                    reader.cancel()
+                await asyncio.gather(*readers, return_exceptions=True)
+        if reads.first:
+            untrusted.note_outside(ctx, f"execute_code read {reads.first}")
+        result = RunResult(buffer.render(), running.returncode, timed_out, stopped)
         log.info(
             "execute_code ran session=%s backend=%s exit=%s timed_out=%s calls=%d",
             ctx.session,
@@ -259,17 +268,26 @@ class ExecuteCode:
         ]
 
 
-async def _finished(running: Running, timeout: float, calls: _Calls) -> bool:  # noqa: ASYNC109
-    """Wait until the script exits; False when its own time (not its tool calls') ran out."""
+async def _finished(
+    running: Running,
+    timeout: float,  # noqa: ASYNC109 - the script's own time, not its tool calls'
+    calls: _Calls,
+    guard: Callable[[], Awaitable[str]] | None,
+) -> tuple[bool, str]:
+    """Wait until the script exits: (its own time ran out, why its guard stopped it)."""
     loop = asyncio.get_running_loop()
-    started = loop.time()
+    started = guarded = loop.time()
     while running.returncode is None:
         now = loop.time()
         in_call = now - calls.since if calls.since is not None else 0.0
         if now - started - calls.seconds - in_call >= timeout:
-            return False
+            return True, ""
+        if guard is not None and now - guarded >= GUARD_SECONDS:
+            guarded = now
+            if why := await guard():
+                return False, why
         await asyncio.sleep(0.02)
-    return True
+    return False, ""
 
 
 async def _read_line(stream: asyncio.StreamReader) -> bytes:

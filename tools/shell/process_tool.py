@@ -11,11 +11,12 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolSpec
+from gateway.sdk import ApprovalNeed, ToolContext, ToolError, ToolSpec, untrusted
 from tools.args import ToolArgs
+from tools.files.outside_reads import OutsideReads
 from tools.shell.processes import ManagedProcess, ProcessLimit, ProcessTable
 from tools.shell.terminal.env import safe_env
-from tools.shell.tool import GROUP, ShellArgs, ShellTool
+from tools.shell.tool import GROUP, ShellArgs, ShellTool, quota_guard
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +97,20 @@ class ProcessTool:
             return "\n".join(p.line() for p in procs) or "No processes in this chat."
         proc = self._find(args, ctx)
         if args.action == "read":
-            return await self.read(proc, args.wait)
+            return self._marked(proc, ctx, await self.read(proc, args.wait))
         if args.action == "input":
             return await self.send(proc, args.text)
         await self.table.stop(proc, "stopped by the agent")
         fresh, missed = proc.output.read_new()
-        return _render(proc, fresh, missed)
+        return self._marked(proc, ctx, _render(proc, fresh, missed))
+
+    @staticmethod
+    def _marked(proc: ManagedProcess, ctx: ToolContext, output: str) -> str:
+        """`output`, after marking the turn if the process read files people sent."""
+        read = proc.outside.check() if proc.outside is not None else ""
+        if read:
+            untrusted.note_outside(ctx, f"process {proc.id} read {read}")
+        return output
 
     async def start(self, args: ProcessArgs, ctx: ToolContext) -> str:
         shell_args = args.shell_args()
@@ -112,6 +121,10 @@ class ProcessTool:
             raise ToolError(
                 f"refused: {verdict.reason}. This command is blocked and cannot be approved."
             )
+        self.shell.confirm(ctx, cwd, args.command, verdict)
+        full = workspace.over_quota()
+        if full:
+            raise ToolError(f"not started: {full}.")
         env = safe_env(
             self.shell.secrets() if self.shell.secrets else (), passthrough=self.shell.passthrough
         )
@@ -125,12 +138,27 @@ class ProcessTool:
                 env=env,
                 timeout=self.table.max_seconds,
                 stdin=True,
+                pins=verdict.pins,
             )
 
+        # What it opens among the files people sent marks the turn that reads its output.
+        outside = OutsideReads(workspace.root)
+        guard = quota_guard(workspace) if workspace.quota_bytes else None
         try:
-            proc = await self.table.add(ctx.session.chat_scope, workspace.root, args.command, spawn)
+            proc = await self.table.add(
+                ctx.session.chat_scope,
+                workspace.root,
+                args.command,
+                spawn,
+                outside=outside,
+                guard=guard,
+            )
         except ProcessLimit as exc:
+            outside.close()
             raise ToolError(str(exc)) from None
+        except BaseException:
+            outside.close()
+            raise
         log.info(
             "process started session=%s id=%s backend=%s verdict=%s",
             ctx.session,
@@ -138,7 +166,7 @@ class ProcessTool:
             backend.name,
             verdict.action,
         )
-        return await self.read(proc, _FIRST_OUTPUT_SECONDS, settle=True)
+        return self._marked(proc, ctx, await self.read(proc, _FIRST_OUTPUT_SECONDS, settle=True))
 
     async def read(self, proc: ManagedProcess, wait: float, *, settle: bool = False) -> str:
         """What `proc` wrote since the last read, waiting up to `wait` seconds for something

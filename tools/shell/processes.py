@@ -17,11 +17,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.files.outside_reads import OutsideReads
 from tools.shell.terminal.base import Running
 
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 65536
+_GUARD_SECONDS = 1.0  # a process may run for hours: its guard (a folder walk) is asked less often
 
 
 class ProcessLimit(Exception):
@@ -67,6 +69,9 @@ class ManagedProcess:
     touched: float = field(default_factory=time.monotonic)
     ended_because: str = ""  # set when the gateway stopped it ("idle", "/stop all", ...)
     reader: asyncio.Task[None] | None = None
+    # What it opened among the files people sent (tools/files/outside_reads.py), if watched.
+    outside: OutsideReads | None = None
+    guarding: asyncio.Task[None] | None = None  # asks its guard while it runs
 
     @property
     def alive(self) -> bool:
@@ -145,10 +150,15 @@ class ProcessTable:
         workspace: Path,
         command: str,
         spawn: Callable[[], Awaitable[Running]],
+        *,
+        outside: OutsideReads | None = None,
+        guard: Callable[[], Awaitable[str]] | None = None,
     ) -> ManagedProcess:
         """Start a process for `chat` through `spawn`, unless the chat is at its cap (then
         ProcessLimit). Ended processes stay listed until the chat starts another in their
-        place, so their last output can still be read."""
+        place, so their last output can still be read. `outside`: kept with the process and
+        closed when it ends; `guard`: asked every second while it runs, a reason it
+        gives stops the process."""
         # Two starts in one chat at once must not both pass its cap; other chats go on.
         async with self._locks.setdefault(chat, asyncio.Lock()):
             self._forget_ended(chat)
@@ -166,8 +176,11 @@ class ProcessTable:
                 command=command,
                 running=running,
                 output=RollingOutput(self.buffer_bytes),
+                outside=outside,
             )
             proc.reader = asyncio.create_task(self._pump(proc), name=f"process {proc.id}")
+            if guard is not None:
+                proc.guarding = asyncio.create_task(self._guard(proc, guard))
             self._procs[proc.id] = proc
         log.info("process started id=%s chat=%s", proc.id, chat)
         return proc
@@ -176,6 +189,8 @@ class ProcessTable:
         ended = [p for p in self.of_chat(chat) if not p.alive]
         # Keep the newest few ended ones readable; the rest go.
         for proc in ended[: max(0, len(ended) - self.max_per_chat)]:
+            if proc.outside is not None:
+                proc.outside.close()
             del self._procs[proc.id]
 
     async def stop(self, proc: ManagedProcess, why: str) -> None:
@@ -206,10 +221,23 @@ class ProcessTable:
             while chunk := await stream.read(_READ_CHUNK):
                 proc.output.feed(chunk)
 
+    async def _guard(self, proc: ManagedProcess, guard: Callable[[], Awaitable[str]]) -> None:
+        while proc.alive:
+            await asyncio.sleep(_GUARD_SECONDS)
+            try:
+                why = await guard()
+            except Exception:  # a failing check must not end the watching
+                log.exception("process guard failed id=%s", proc.id)
+                continue
+            if why and proc.alive:
+                await self._end(proc, why)
+
     async def _end(self, proc: ManagedProcess, why: str) -> None:
         if proc.alive:
             proc.ended_because = why
             log.info("process stopped id=%s chat=%s why=%s", proc.id, proc.chat, why)
+        if proc.guarding is not None and proc.guarding is not asyncio.current_task():
+            proc.guarding.cancel()
         await proc.running.stop()
         if proc.reader is not None:
             with contextlib.suppress(TimeoutError):
@@ -217,6 +245,10 @@ class ProcessTable:
             proc.reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await proc.reader
+        # Kept open while it ran; what it read is checked when its output is read.
+        if proc.outside is not None:
+            proc.outside.check()
+            proc.outside.close()
 
     async def sweep(self) -> None:
         """Stop what went idle, ran too long or lost its workspace; keep the rest alive."""

@@ -4,8 +4,10 @@ person's approval in the chat (the prompt says where it will run), block never r
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ from gateway.sdk import (
     ToolSpec,
     ToolsSettings,
     config_secrets_files,
+    untrusted,
 )
 from tools.args import ToolArgs
 from tools.files.workspace import Workspace
@@ -57,6 +60,7 @@ def __getattr__(name: str) -> Any:
 
 
 GROUP = "runtime"
+_ASKED_KEPT = 1024
 WorkspaceFor = Callable[[ToolContext], Workspace]
 
 DESCRIPTION = (
@@ -108,6 +112,9 @@ class ShellTool:
         self.workspace_root = workspace_root
         self.limit = settings.shell_timeout
         self.passthrough = settings.terminal.env_passthrough
+        # The shape each command had when it was put to a person (or matched a standing
+        # grant), by (turn, cwd, command): it runs only if it still has that shape.
+        self._asked: OrderedDict[tuple[str, str, str], str] = OrderedDict()
 
     @cached_property
     def policy(self) -> ShellPolicy:
@@ -144,6 +151,7 @@ class ShellTool:
         verdict = self.judge(args, cwd)
         if verdict.action != "ask":
             return None  # allow runs; block is refused by the handler without asking anyone
+        self._remember(ctx, cwd, args.command, verdict.shape)
         return ApprovalNeed(
             summary=args.command,
             reason=verdict.reason,
@@ -162,6 +170,7 @@ class ShellTool:
         verdict = self.judge(args, cwd)
         if verdict.action == "block":
             return None  # refused by the handler; nobody is asked
+        self._remember(ctx, cwd, args.command, verdict.shape)
         return ApprovalNeed(
             summary=args.command,
             reason="",
@@ -182,20 +191,33 @@ class ShellTool:
                 f"refused: {verdict.reason}. This command is blocked and cannot be approved; "
                 "find a safer way or ask the user to run it themselves."
             )
+        self.confirm(ctx, cwd, args.command, verdict)
         full = workspace.over_quota()
         if full and not _read_only_or_freeing(args.command):
             raise ToolError(f"not run: {full} (rm, rmdir and reading commands still run).")
         timeout = min(args.timeout or self.limit, self.limit)
         env = safe_env(self.secrets() if self.secrets else (), passthrough=self.passthrough)
-        result = await run_command(
-            self.backend,
-            args.command,
-            workspace=workspace.root,
-            cwd=cwd,
-            env=env,
-            timeout=timeout,
-            max_chars=self.settings.max_output_chars,
-        )
+        from tools.files.outside_reads import outside_reads  # with the first command run
+
+        # `grep -r x .` or `cat *` reads what people sent without naming its folder: what
+        # the command opened there, not its text, decides whether the result is outside
+        # content.
+        async with outside_reads(workspace.root) as reads:
+            result = await run_command(
+                self.backend,
+                args.command,
+                workspace=workspace.root,
+                cwd=cwd,
+                env=env,
+                timeout=timeout,
+                max_chars=self.settings.max_output_chars,
+                pins=verdict.pins,
+                # At the quota only reading and removing run; below it, a command that
+                # fills the workspace is stopped within a guard's period of passing it.
+                guard=None if full or not workspace.quota_bytes else quota_guard(workspace),
+            )
+        if reads.first:
+            untrusted.note_outside(ctx, f"shell read {reads.first}")
         log.info(
             "shell ran session=%s backend=%s verdict=%s exit=%s timed_out=%s",
             ctx.session,
@@ -204,10 +226,27 @@ class ShellTool:
             result.exit_code,
             result.timed_out,
         )
-        # A command can write past the quota while it runs; the next one is refused then.
+        # A command may pass the quota by what it writes between two checks: the next one
+        # is refused then.
         full = workspace.over_quota()
         note = f"\n[{full}; until then only rm, rmdir and reading commands run]" if full else ""
         return result.render(timeout) + note
+
+    def confirm(self, ctx: ToolContext, cwd: Path, command: str, verdict: Verdict) -> None:
+        """Refuse a command whose shape changed since it was put to a person: a target
+        became (or stopped being) a symbolic link while they decided, so what they approved
+        is not what would run."""
+        asked = self._asked.pop((ctx.turn_id, str(cwd), command), None)
+        if asked is not None and asked != verdict.shape:
+            raise ToolError(
+                "not run: what the command touches changed since it was approved (now: "
+                f"{verdict.shape or 'nothing risky'}); call it again to have it judged as it is"
+            )
+
+    def _remember(self, ctx: ToolContext, cwd: Path, command: str, shape: str) -> None:
+        self._asked[(ctx.turn_id, str(cwd), command)] = shape
+        while len(self._asked) > _ASKED_KEPT:
+            self._asked.popitem(last=False)  # asked and never run (denied, or the turn ended)
 
     def specs(self) -> list[ToolSpec[Any]]:
         net = "" if self.settings.terminal.network else ", no network"
@@ -248,6 +287,16 @@ def gateway_paths(settings: Settings) -> list[tuple[str, str, bool]]:
         places.append((config, "the gateway's config file", True))
         places += [(path, "the gateway's environment file", True) for path in env_files]
     return [(str(path), label, secret) for path, label, secret in places]
+
+
+def quota_guard(workspace: Workspace) -> Callable[[], Awaitable[str]]:
+    """For `run_command`'s guard: why a running command must stop (the workspace passed
+    its quota), or ""."""
+
+    async def over() -> str:
+        return await asyncio.to_thread(workspace.over_quota) or ""
+
+    return over
 
 
 def _read_only(command: str) -> bool:

@@ -149,7 +149,9 @@ class Views:
         jobs = []
         for spec, state in await self._p.scheduler.jobs(None):
             due = None if spec.paused else spec.due(state)
-            jobs.append({"spec": spec, "next": due, "local": _local(due, spec)})
+            jobs.append(
+                {"spec": spec, "next": due, "local": _local(due, spec), "failing": state.failing}
+            )
         return {"jobs": jobs}
 
     async def _job(self, query: Mapping[str, str]) -> dict[str, Any]:
@@ -165,6 +167,7 @@ class Views:
             "next": due,
             "local": _local(due, spec),
             "runs": runs,
+            "failing": state.failing if state is not None else None,
         }
 
     # -- conversations ----------------------------------------------------------------------------

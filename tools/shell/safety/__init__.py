@@ -38,6 +38,8 @@ longer than 400 characters is cut and ends in a SHA-256 fingerprint of the whole
 
 from __future__ import annotations
 
+import dataclasses
+
 from tools.shell.safety.analyzer import Analyzer
 from tools.shell.safety.model import SEVERITY, Finding, Verdict
 from tools.shell.safety.parse import fallback_commands
@@ -76,11 +78,14 @@ def judge(
 ) -> Verdict:
     """The verdict for `command` without the safety net of `classify`: an exception here is
     a bug (the fuzz tests call this to find them)."""
-    analyzer = Analyzer(policy, Scope(cwd, links=resolve_links))
+    scope = Scope(cwd, links=resolve_links)
+    analyzer = Analyzer(policy, scope)
     verdict = summarize(analyzer.run(command))
     if verdict.action == "allow" and analyzer.moves:
         # Allowed, but asked for after outside content: no standing approval may cover it.
         return Verdict("allow", verdict.reason, verdict.shape, standing=False)
+    if verdict.action == "ask" and scope.resolved:
+        return dataclasses.replace(verdict, pins=tuple(scope.resolved.items()))
     return verdict
 
 

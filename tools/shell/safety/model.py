@@ -25,6 +25,9 @@ class Verdict:
     # directory changed by eval or a sourced file, a redefined command): then no standing
     # approval may cover it, and it is asked for each time.
     standing: bool = True
+    # Each target path (absolute) and where it led through symbolic links when judged (with
+    # `resolve_links`): the command starts only if they still lead there.
+    pins: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

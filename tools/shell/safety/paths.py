@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from tools.shell.safety.model import Word
@@ -111,6 +111,7 @@ class Place:
 
 
 UNKNOWN = "<unknown>"  # a directory `cd` went to that cannot be known
+_MAX_PINS = 64  # target paths a verdict pins; a command naming more is checked for these
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,8 @@ class Scope:
     # cd targets seen in the script: absolute, relative to the start, or UNKNOWN
     others: tuple[str, ...] = ()
     links: bool = False  # paths are on this machine's disk: symbolic links are resolved
+    # With `links`: every target path looked at -> where it led (the verdict's pins).
+    resolved: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def locate(self, word: Word) -> list[Place]:
         raw = _tilde(word.pattern or word.text)
@@ -154,7 +157,7 @@ class Scope:
         for target in targets:
             if target not in others and target not in (self.start, "."):
                 others.append(target)
-        return Scope(self.start, tuple(others[:16]), self.links)
+        return Scope(self.start, tuple(others[:16]), self.links, self.resolved)
 
     @property
     def known(self) -> bool:
@@ -170,6 +173,8 @@ class Scope:
             real = os.path.realpath(path)
         except (OSError, ValueError):
             return "?"
+        if len(self.resolved) < _MAX_PINS:
+            self.resolved[path] = real
         return real if real != _normalise(path) else ""
 
 

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 KILL_GRACE = 2.0  # seconds a stopped command gets between SIGTERM and SIGKILL
 DRAIN_SECONDS = 0.5  # how long output is still read after the command has exited
+GUARD_SECONDS = 0.25  # how often a running command's guard is asked (run_command)
+# The exit code of a command that did not start because a path it names leads elsewhere than
+# when it was judged (the launcher's, tools/shell/terminal/launcher.py, is the same).
+MOVED = 123
 _READ_CHUNK = 65536
 _POLL_SECONDS = 0.02
 
@@ -35,10 +40,13 @@ class RunResult:
     output: str
     exit_code: int | None
     timed_out: bool
+    stopped: str = ""  # why the caller's guard stopped it ("" if it did not)
 
     def render(self, timeout: float) -> str:
         body = self.output.rstrip("\n") or "(no output)"
-        if self.timed_out:
+        if self.stopped:
+            status = f"[stopped: {self.stopped}; the command and its child processes ended]"
+        elif self.timed_out:
             status = (
                 f"[timed out after {timeout:g} s; the command and its child processes were stopped]"
             )
@@ -47,6 +55,19 @@ class RunResult:
         else:
             status = f"[exit code {self.exit_code}]"
         return f"{body}\n{status}"
+
+
+def moved(pins: Sequence[tuple[str, str]]) -> str:
+    """Which pinned path leads elsewhere now, as a line for the command's output ("" if
+    none)."""
+    for path, then in pins:
+        now = os.path.realpath(path)
+        if now != then:
+            return (
+                f"not run: {path} leads to {now} now, not to {then} as when the command was "
+                "judged; run it again to have it judged (and approved) as it is now\n"
+            )
+    return ""
 
 
 class Running(Protocol):
@@ -108,9 +129,13 @@ class TerminalBackend(Protocol):
         timeout: float,  # noqa: ASYNC109 - advisory, see below
         stdin: bool = False,
         split_stderr: bool = False,
+        pins: Sequence[tuple[str, str]] = (),
     ) -> Running:
         """Start `argv` in `cwd` (a directory inside `workspace`). `timeout` is advisory for
-        backends that enforce it remotely as well; the caller stops the command in time."""
+        backends that enforce it remotely as well; the caller stops the command in time.
+        `pins`: paths on this machine and where they led when the command was judged; if
+        one leads elsewhere when it would start, it does not start (exit `MOVED`, a line
+        on its output saying which). Backends whose commands run elsewhere ignore them."""
         ...
 
 
@@ -123,17 +148,27 @@ async def run_command(
     env: Mapping[str, str],
     timeout: float,  # noqa: ASYNC109 - the command's own limit, enforced by stopping it
     max_chars: int,
+    pins: Sequence[tuple[str, str]] = (),
+    guard: Callable[[], Awaitable[str]] | None = None,
 ) -> RunResult:
-    """Run `bash -c command` on `backend`; stop it and everything it started when done."""
+    """Run `bash -c command` on `backend`; stop it and everything it started when done.
+    `pins`: see `TerminalBackend.spawn`; checked here too, for backends that cannot check
+    them at the last moment. `guard`: asked every `GUARD_SECONDS` while the command runs;
+    a reason it returns stops the command."""
+    if why := moved(pins):
+        return RunResult(why, MOVED, False)
     running = await backend.spawn(
-        ["bash", "-c", command], workspace=workspace, cwd=cwd, env=env, timeout=timeout
+        ["bash", "-c", command], workspace=workspace, cwd=cwd, env=env, timeout=timeout, pins=pins
     )
     buffer = OutputBuffer(max_chars)
     reader = asyncio.create_task(pump(running.stdout, buffer))
     timed_out = False
+    stopped = ""
     try:
-        if not await exited(running, timeout):
-            timed_out = True
+        if guard is None:
+            timed_out = not await exited(running, timeout)
+        else:
+            timed_out, stopped = await _exited_or_stopped(running, timeout, guard)
         # Stops the command on timeout, and background children left behind otherwise:
         # they would keep the pipe open and run unattended.
         await running.stop()
@@ -144,7 +179,26 @@ async def run_command(
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
-    return RunResult(buffer.render(), running.returncode, timed_out)
+    return RunResult(buffer.render(), running.returncode, timed_out, stopped)
+
+
+async def _exited_or_stopped(
+    running: Running, seconds: float, guard: Callable[[], Awaitable[str]]
+) -> tuple[bool, str]:
+    """(timed out, why the guard stopped it) once the command exited, timed out or its
+    guard gave a reason."""
+    waiting = asyncio.create_task(exited(running, seconds))
+    try:
+        while not waiting.done():
+            await asyncio.wait([waiting], timeout=GUARD_SECONDS)
+            if waiting.done():
+                break
+            why = await guard()
+            if why:
+                return False, why
+        return not waiting.result(), ""
+    finally:
+        waiting.cancel()
 
 
 async def exited(running: Running, seconds: float) -> bool:

@@ -175,7 +175,10 @@ class DockerBackend:
         timeout: float,  # noqa: ASYNC109 - also enforced inside the container
         stdin: bool = False,
         split_stderr: bool = False,
+        pins: Sequence[tuple[str, str]] = (),
     ) -> Running:
+        # `pins` were checked by the caller just before (`run_command`): the workspace is
+        # bind-mounted from this machine; nothing here runs on the host to check them later.
         name = await self.container(workspace)
         pidfile = new_pidfile()
         inner = wrapped(

@@ -5,7 +5,8 @@ ends that whole tree when the command exits or when it is told to stop (SIGTERM)
 Standalone: started as `python -I -S launcher.py SPEC ARGV...`, it imports only the standard
 library. SPEC is JSON: {"parent": pid, "grace": s, "cpu": s, "data": bytes, "nproc": n}, plus
 "uid" and "gid" when the command is to run as another user (the launcher itself does not),
-and "confine": 1 to put the command in a Landlock domain (see `confine`).
+"confine": 1 to put the command in a Landlock domain (see `confine`), and "pins": [[path,
+where it led], ...] that must still lead there when the command starts (else exit MOVED).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ LANDLOCK_ACCESS_FS_EXECUTE = 1
 LANDLOCK_SCOPE_SIGNAL = 2
 SIGNAL_SCOPE_ABI = 6  # the first Landlock version that scopes signals
 _SETTLE = 5.0  # seconds spent killing a tree that keeps forking before giving up
+MOVED = 123  # exit code: a pinned path leads elsewhere than when the command was judged
 
 
 class Stop(Exception):
@@ -168,9 +170,27 @@ def _limit(kind: int, value: int) -> None:
         resource.setrlimit(kind, (value, hard if kind == resource.RLIMIT_CPU else value))
 
 
-def _exec(argv: list[str], spec: dict[str, int]) -> None:
+def _moved(pins: list[list[str]]) -> str:
+    for path, then in pins:
+        now = os.path.realpath(path)
+        if now != then:
+            return (
+                f"not run: {path} leads to {now} now, not to {then} as when the command was "
+                "judged; run it again to have it judged (and approved) as it is now\n"
+            )
+    return ""
+
+
+def _exec(argv: list[str], spec: dict[str, int], pins: list[list[str]]) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)  # Python ignores SIGPIPE; commands expect the default
+    # The last moment before the command starts, with the gateway's own view of the disk:
+    # a target swapped for a symbolic link since it was judged (by another command running
+    # meanwhile) stops it here.
+    why = _moved(pins)
+    if why:
+        os.write(2, why.encode())
+        os._exit(MOVED)
     if "uid" in spec:
         try:
             os.setgroups([])
@@ -229,6 +249,7 @@ def stdin_as_pipe() -> None:
 
 def main(args: list[str]) -> int:
     spec = json.loads(args[0])
+    pins = spec.pop("pins", [])
     argv = args[1:]
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     libc = ctypes.CDLL(None, use_errno=True)
@@ -241,7 +262,7 @@ def main(args: list[str]) -> int:
     stdin_as_pipe()
     child = os.fork()
     if child == 0:
-        _exec(argv, spec)
+        _exec(argv, spec, pins)
     tree = Tree(child)
     try:
         while tree.status is None and tree.reap(block=True):

@@ -81,6 +81,7 @@ class LocalBackend:
         timeout: float,  # noqa: ASYNC109 - the caller stops the command
         stdin: bool = False,
         split_stderr: bool = False,
+        pins: Sequence[tuple[str, str]] = (),
     ) -> Running:
         env = dict(env)
         if self._run_as is not None:
@@ -95,4 +96,5 @@ class LocalBackend:
             stdin=stdin,
             split_stderr=split_stderr,
             confine=self.landlock > 0,
+            pins=pins,
         )

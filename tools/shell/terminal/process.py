@@ -78,6 +78,7 @@ async def launch(
     split_stderr: bool = False,
     pass_fds: Sequence[int] = (),
     confine: bool = False,
+    pins: Sequence[tuple[str, str]] = (),
 ) -> LaunchedProcess:
     """Start `argv` under the launcher; `confine` puts it in a Landlock domain (the kernel
     must have Landlock: see `launcher.landlock_abi`)."""
@@ -94,12 +95,15 @@ async def launch(
         spec.update(uid=run_as.uid, gid=run_as.gid)
     if confine:
         spec["confine"] = 1
+    spec_json: dict[str, object] = dict(spec)
+    if pins:
+        spec_json["pins"] = [list(pin) for pin in pins]
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-I",
         "-S",
         str(LAUNCHER),
-        json.dumps(spec),
+        json.dumps(spec_json),
         *argv,
         cwd=cwd,
         env=dict(env),

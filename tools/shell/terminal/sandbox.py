@@ -84,6 +84,7 @@ class SandboxBackend:
         timeout: float,  # noqa: ASYNC109 - the caller stops the command
         stdin: bool = False,
         split_stderr: bool = False,
+        pins: Sequence[tuple[str, str]] = (),
     ) -> Running:
         if self._run_as is not None:
             await asyncio.to_thread(hand_over, workspace, self._run_as)
@@ -100,6 +101,7 @@ class SandboxBackend:
                 stdin=stdin,
                 split_stderr=split_stderr,
                 pass_fds=() if seccomp is None else (seccomp,),
+                pins=pins,
             )
 
     def command(

@@ -194,7 +194,9 @@ class SSHBackend:
         timeout: float,  # noqa: ASYNC109 - also enforced on the remote host
         stdin: bool = False,
         split_stderr: bool = False,
+        pins: Sequence[tuple[str, str]] = (),
     ) -> Running:
+        # `pins` name this machine's disk; the commands run on another.
         await self.connect()
         pidfile = new_pidfile()
         remote = wrapped(
