@@ -141,6 +141,7 @@ class RedisCommands:
         self._waiting: list[_Group] = []
         self._flush_due = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._loading = asyncio.Lock()
 
     async def call(self, *command: str | int | float | bytes) -> Any:
         if _is_script_load(command):
@@ -168,10 +169,11 @@ class RedisCommands:
 
     async def _load(self, commands: Sequence[Command]) -> list[Any]:
         """SCRIPT LOADs, not batched: on Redis Cluster each goes to every master (redis-py
-        sends it so), where a pipeline could send it to one node only."""
-        async with self._bounded():
-            loads = [self.client.script_load(str(command[2])) for command in commands]
-            return list(await asyncio.gather(*loads))
+        sends it so), where a pipeline could send it to one node only. One load at a time:
+        after a failover every caller meets the missing scripts at once, and loads side by
+        side would take more connections than a node's pool has."""
+        async with self._loading, self._bounded():
+            return [await self.client.script_load(str(command[2])) for command in commands]
 
     @contextlib.asynccontextmanager
     async def _bounded(self) -> AsyncIterator[None]:
