@@ -9,7 +9,8 @@ import pytest
 # tests.fixtures_redis: a private redis-server per session (`redis_url`), one per test for
 # outage tests (`redis_server`), and stores on it or on disk (`redis_store`, `embedded_store`).
 # tests.fixtures_redis_ha: Redis with failover on free ports: a Sentinel set (`sentinel_set`,
-# `own_sentinel_set`, `sentinel_store`).
+# `own_sentinel_set`, `sentinel_store`) and a Redis Cluster of 3 masters + 3 replicas
+# (`redis_cluster`, `own_redis_cluster`, `cluster_store`).
 # tests.fixtures_fakes: the fake platform and LLM servers (`llm`, `tg`, `slack`), and no proxy
 # variables (slack_sdk ignores NO_PROXY).
 # tests.fixtures_terminal: real bwrap sandboxes, local backends (as a throwaway user when

@@ -4,6 +4,8 @@ replicas. Each process is a real redis-server on a free port."""
 
 from __future__ import annotations
 
+import shutil
+import socket
 import subprocess
 import time
 import uuid
@@ -197,5 +199,208 @@ def own_sentinel_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Senti
 @pytest_asyncio.fixture
 async def sentinel_store(sentinel_set: SentinelSet) -> AsyncIterator[RedisStore]:
     store = RedisStore(key_prefix=f"test-{uuid.uuid4().hex[:12]}", target=sentinel_set.target())
+    yield store
+    await store.close()
+
+
+CLUSTER_NODE_TIMEOUT_MS = 1500  # a master silent this long fails over (tests: fast failover)
+
+
+def cluster_port() -> int:
+    """A free port below 55536 whose cluster bus port (port + 10000) is free too."""
+    for _ in range(200):
+        port = free_port()
+        if port >= 55536:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port below 55536 with a free bus port")
+
+
+class RedisClusterSet:
+    """A Redis Cluster of three masters, each with one replica, on 127.0.0.1."""
+
+    def __init__(self, workdir: Path, password: str | None = None) -> None:
+        self.workdir = workdir
+        self.password = password
+        self.nodes: list[RedisServer] = []
+
+    def start(self, timeout: float = 60.0) -> None:
+        for n in range(6):
+            where = self.workdir / f"node{n}"
+            where.mkdir(parents=True, exist_ok=True)
+            server = RedisServer(where, password=self.password, port=cluster_port())
+            server.extra_args = [
+                "--cluster-enabled", "yes",
+                "--cluster-config-file", str(where / "nodes.conf"),
+                "--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS),
+                "--repl-diskless-sync-delay", "0",
+            ]  # fmt: skip
+            if self.password:
+                server.extra_args += ["--masterauth", self.password]
+            server.start()
+            self.nodes.append(server)
+        create = [
+            shutil.which("redis-cli") or "redis-cli",
+            "--cluster", "create",
+            *(f"127.0.0.1:{s.port}" for s in self.nodes),
+            "--cluster-replicas", "1", "--cluster-yes",
+        ]  # fmt: skip
+        if self.password:
+            create += ["-a", self.password, "--no-auth-warning"]
+        done = subprocess.run(create, capture_output=True, timeout=timeout, check=False)
+        if done.returncode != 0:
+            self.stop()
+            pytest.fail(f"redis-cli --cluster create failed: {done.stdout!r} {done.stderr!r}")
+        deadline = time.monotonic() + timeout
+        adopted = False
+        while not all(self._ready(s.port) for s in self.nodes) or self._shape() != (3, 3):
+            if time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"the cluster did not become ok with 3 masters and 3 replicas "
+                            f"in sync in time: {self._shape()}")  # fmt: skip
+            if not adopted and time.monotonic() > deadline - timeout / 2:
+                # On a loaded machine redis-cli's CLUSTER REPLICATE can come before the node
+                # knows its master, and the node stays a master without slots.
+                self._adopt_orphans()
+                adopted = True
+            time.sleep(0.2)
+
+    def client(self, port: int) -> redis.Redis:
+        return redis.Redis(
+            port=port, password=self.password, socket_timeout=1, decode_responses=True
+        )
+
+    def _ready(self, port: int) -> bool:
+        """`cluster info` says ok and, on a replica, its link to the master is up."""
+        client = self.client(port)
+        try:
+            if client.execute_command("CLUSTER INFO").get("cluster_state") != "ok":
+                return False
+            replication = client.info("replication")
+            return replication["role"] == "master" or replication["master_link_status"] == "up"
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+    def _view(self) -> list[list[str]]:
+        """CLUSTER NODES as the first live node sees it, one list of fields per node."""
+        for server in self.nodes:
+            if not server.running:
+                continue
+            client = self.client(server.port)
+            client.response_callbacks.pop("CLUSTER NODES", None)
+            try:
+                raw = str(client.execute_command("CLUSTER NODES"))
+            except redis.RedisError:
+                continue
+            finally:
+                client.close()
+            return [line.split() for line in raw.splitlines() if line.strip()]
+        return []
+
+    def _shape(self) -> tuple[int, int]:
+        """(masters serving slots, replicas) in the cluster's view."""
+        view = self._view()
+        masters = sum(1 for n in view if "master" in n[2] and len(n) > 8)
+        replicas = sum(1 for n in view if "slave" in n[2])
+        return masters, replicas
+
+    def _adopt_orphans(self) -> None:
+        """Make each master without slots the replica of a master without one."""
+        view = self._view()
+        lonely = [n[0] for n in view if "master" in n[2] and len(n) > 8]
+        for node in view:
+            if "slave" in node[2] and node[3] in lonely:
+                lonely.remove(node[3])
+        for node in view:
+            if "master" in node[2] and len(node) <= 8 and lonely:
+                client = self.client(int(node[1].split("@")[0].rsplit(":", 1)[1]))
+                try:
+                    client.execute_command("CLUSTER REPLICATE", lonely.pop())
+                finally:
+                    client.close()
+
+    @property
+    def addresses(self) -> list[str]:
+        return [f"127.0.0.1:{s.port}" for s in self.nodes]
+
+    def target(self) -> RedisTarget:
+        return RedisTarget(cluster_nodes=tuple(self.addresses), password=self.password)
+
+    def master_of_slot(self, slot: int) -> RedisServer:
+        """The node serving `slot` now, as the cluster's live nodes see it."""
+        for server in self.nodes:
+            if not server.running:
+                continue
+            client = self.client(server.port)
+            try:
+                for start, end, master, *_ in client.execute_command("CLUSTER SLOTS"):
+                    if start <= slot <= end:
+                        return self.server_on(int(master[1]))
+            except redis.RedisError:
+                continue
+            finally:
+                client.close()
+        raise RuntimeError("no cluster node answers")
+
+    def server_on(self, port: int) -> RedisServer:
+        return next(s for s in self.nodes if s.port == port)
+
+    def wait_for_failover(self, slot: int, old_port: int, timeout: float = 30.0) -> float:
+        """Seconds until a live node serves `slot` in place of `old_port` and the cluster is
+        ok again."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            try:
+                master = self.master_of_slot(slot)
+            except RuntimeError:
+                master = None
+            if master is not None and master.port != old_port and self._ok(master.port):
+                return time.monotonic() - started
+            time.sleep(0.1)
+        raise TimeoutError(f"no failover within {timeout} s")
+
+    def _ok(self, port: int) -> bool:
+        client = self.client(port)
+        try:
+            info = client.execute_command("CLUSTER INFO")
+            return bool(info.get("cluster_state") == "ok")
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        for server in self.nodes:
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterSet]:
+    """A Redis Cluster shared by the session's contract tests (they separate by key prefix)."""
+    servers = RedisClusterSet(tmp_path_factory.mktemp("cluster"))
+    servers.start()
+    yield servers
+    servers.stop()
+
+
+@pytest.fixture
+def own_redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterSet]:
+    """A Redis Cluster of this test's own, for failover tests."""
+    servers = RedisClusterSet(tmp_path_factory.mktemp("cluster-own"))
+    servers.start()
+    yield servers
+    servers.stop()
+
+
+@pytest_asyncio.fixture
+async def cluster_store(redis_cluster: RedisClusterSet) -> AsyncIterator[RedisStore]:
+    store = RedisStore(key_prefix=f"test-{uuid.uuid4().hex[:12]}", target=redis_cluster.target())
     yield store
     await store.close()

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: virtualenv, packages, a redis-server binary, then
 # every check: ruff, ruff format, mypy --strict, the import contracts, pytest. Any failure
-# fails the run. The tests start their own redis-servers on free ports (one server, and a
-# Sentinel set: a master, a replica and three `redis-server --sentinel`); they never touch
-# one already running.
+# fails the run. The tests start their own redis-servers on free ports (one server, a
+# Sentinel set: a master, a replica and three `redis-server --sentinel`, and a Redis Cluster
+# of three masters and three replicas made with `redis-cli --cluster create`); they never
+# touch one already running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

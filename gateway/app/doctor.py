@@ -70,8 +70,8 @@ async def _check_store(settings: Settings) -> CheckResult:
             "store",
             False,
             f"{where} unreachable ({type(exc).__name__})",
-            "start redis-server or fix CHATGATE_REDIS__URL or __SENTINELS "
-            "(leave both empty for the embedded store)",
+            "start redis-server or fix CHATGATE_REDIS__URL, __SENTINELS or __CLUSTER_NODES "
+            "(leave them empty for the embedded store)",
         )
     finally:
         await store.close()

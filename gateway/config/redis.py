@@ -1,5 +1,5 @@
-"""The `[redis]` section: one server (`url`) or a master behind Sentinel (`sentinels` and
-`sentinel_master`); neither means the embedded store."""
+"""The `[redis]` section: one server (`url`), a master behind Sentinel (`sentinels` and
+`sentinel_master`) or a Redis Cluster (`cluster_nodes`); none means the embedded store."""
 
 from __future__ import annotations
 
@@ -25,18 +25,24 @@ def _check_address(address: str) -> str:
 
 
 class RedisSettings(Section):
-    url: str = ""  # empty (and no sentinels): the embedded store under data_dir
+    url: str = ""  # empty (and no sentinels or cluster nodes): the embedded store under data_dir
     # Sentinel: the sentinels' addresses and the name of the master they watch.
     sentinels: list[str] = []
     sentinel_master: str = ""
-    # For Sentinel (a URL carries its own): the ACL user and password of the master and
+    # Redis Cluster: some of its nodes (the client discovers the rest), and the number of
+    # queue shards: sessions spread over them, each shard a hash tag of its own (more shards
+    # spread the inbox over more masters; the claimer reads every shard's head per claim).
+    # Changing the number moves sessions to other shards: change it only with an empty inbox.
+    cluster_nodes: list[str] = []
+    cluster_shards: int = Field(default=16, ge=1, le=1024)
+    # For Sentinel and Cluster (a URL carries its own): the ACL user and password of the master and
     # replicas, which the sentinels are asked with too unless `sentinel_password` is set
     # (the sentinels' own `requirepass`, then sent without the user).
     username: str = ""
     password: SecretStr = SecretStr("")
     sentinel_password: SecretStr = SecretStr("")
-    db: int = Field(default=0, ge=0, le=1_000)  # Sentinel; a URL says /0
-    tls: bool = False  # Sentinel; a URL says rediss://
+    db: int = Field(default=0, ge=0, le=1_000)  # Sentinel (Cluster has db 0 only); a URL says /0
+    tls: bool = False  # Sentinel and Cluster; a URL says rediss://
     tls_ca_certs: Path | None = None  # the CA bundle that signed the servers' certificates
     key_prefix: str = "chatgate"
     # Pooled connections for commands: at most four pipelines of many commands are in flight,
@@ -52,15 +58,22 @@ class RedisSettings(Section):
             check_redis_url(value)
         return value
 
-    @field_validator("sentinels")
+    @field_validator("sentinels", "cluster_nodes")
     @classmethod
     def _addresses(cls, value: list[str]) -> list[str]:
         return [_check_address(a.strip()) for a in value]
 
     @model_validator(mode="after")
     def _one_topology(self) -> RedisSettings:
-        if self.url and self.sentinels:
-            raise ValueError("set redis.url (one server) or redis.sentinels, not both")
+        chosen = [n for n, v in [("url", self.url), ("sentinels", self.sentinels),
+                                 ("cluster_nodes", self.cluster_nodes)] if v]  # fmt: skip
+        if len(chosen) > 1:
+            raise ValueError(
+                "set one of redis.url (one server), redis.sentinels or redis.cluster_nodes, "
+                f"not {' and '.join('redis.' + n for n in chosen)}"
+            )
+        if self.cluster_nodes and self.db:
+            raise ValueError("Redis Cluster has database 0 only: leave redis.db unset")
         if self.sentinels and not self.sentinel_master:
             raise ValueError("redis.sentinels needs redis.sentinel_master (the monitored name)")
         if self.sentinel_master and not self.sentinels:
@@ -70,4 +83,4 @@ class RedisSettings(Section):
     @property
     def enabled(self) -> bool:
         """The Redis store is configured (else the embedded one is used)."""
-        return bool(self.url or self.sentinels)
+        return bool(self.url or self.sentinels or self.cluster_nodes)

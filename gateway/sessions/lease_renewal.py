@@ -10,6 +10,7 @@ is stuck, and its leases are left to lapse so another run can take its sessions 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -80,6 +81,13 @@ class LeaseRenewalThread:
         self._ready.set()
         stuck = False
         try:
+            if store is not self._main_store:
+                # A store of its own connects before the first lease is held (as a rule), so
+                # no renewal waits for a connection (on Redis Cluster, for the slot map too)
+                # and lands long after it was decided. Bounded: with the store down,
+                # renewals fail on their own anyway.
+                with contextlib.suppress(StoreUnavailable, TimeoutError):
+                    await asyncio.wait_for(store.ping(), self._ttl)
             while True:
                 stalled = self._loop_lag.stalled_for()
                 if stalled > self._stuck_after:

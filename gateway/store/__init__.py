@@ -1,5 +1,5 @@
-"""Shared state for the gateway: Redis when `redis.url` or `redis.sentinels` is set, else the
-embedded SQLite store."""
+"""Shared state for the gateway: Redis when `redis.url`, `redis.sentinels` or
+`redis.cluster_nodes` is set, else the embedded SQLite store."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ def store_for(settings: Settings) -> Store:
             key_prefix=settings.redis.key_prefix,
             max_connections=settings.redis.max_connections,
             target=redis_target(settings),
+            queue_shards=settings.redis.cluster_shards,
         )
     from gateway.config.data_dir import usable_data_dir
     from gateway.store.embedded import EmbeddedStore
@@ -60,6 +61,7 @@ def redis_target(settings: Settings) -> RedisTarget:
         url=conf.url,
         sentinels=tuple(conf.sentinels),
         sentinel_master=conf.sentinel_master,
+        cluster_nodes=tuple(conf.cluster_nodes),
         username=conf.username or None,
         password=conf.password.get_secret_value() or None,
         sentinel_password=conf.sentinel_password.get_secret_value() or None,

@@ -22,6 +22,7 @@ from gateway.store.inbox import (
     IntakeResult,
     ReplyClaim,
 )
+from gateway.store.keys import reply as reply_key
 from gateway.store.search import SearchDoc, SearchIndex
 
 
@@ -223,6 +224,11 @@ class Store(ABC):
         """Claim the reply slot of a stored message (`keys.reply(entry_id)`, set to `value`)
         when the session's fence still equals `token`, atomically: of two runs of one message,
         at most one ever gets "claimed"."""
+
+    async def record_reply(self, session: str, entry_id: str, value: str, ttl: float) -> None:
+        """Fill the reply slot of a stored message of `session` with what was sent (on Redis
+        Cluster the slot lives with the session's keys, so it is named through the session)."""
+        await self.set(reply_key(entry_id), value, ttl=ttl)
 
     @abstractmethod
     async def fenced_write(self, session: str, token: int, writes: Batch) -> bool:

@@ -1,9 +1,10 @@
 """Every store key and channel name chatgate uses, built in one place.
 
-The store adds its own namespace (`{prefix}:k:` on Redis, see gateway/store/redis.py),
-so these are the names inside it. They are part of the data format: a deployment
-upgraded in place reads what the previous version wrote, so a name here changes
-only together with a migration.
+The store adds its own namespace (`{prefix}:k:` on Redis, see gateway/store/redis.py; on
+Redis Cluster a hash tag too for the keys scripts touch together, see RedisKeys in
+gateway/store/redis_base.py), so these are the names inside it. They are part of the data
+format: a deployment upgraded in place reads what the previous version wrote, so a name
+here changes only together with a migration.
 
 "Sealed" values are JSON `{"v": value, "mac": HMAC}` under the gateway's own key
 (gateway/approvals/seals.py); one that does not verify is ignored.
@@ -33,6 +34,7 @@ Schema (`{session}` is a SessionKey as text, e.g. `telegram:-100123:t7`;
     sessions:ready                    zset/hash  sessions with pending messages -> first queued
     sessions:started                  hash   entry id -> attempts (a second one is a re-run)
     pending:total                     value  pending messages across all sessions
+                                             (these three: once per queue shard on Cluster)
     reply:{turn_id}                   value  the reply a turn sent (at most once per turn)
     noticed:{lease owner}             value  the "answer after this" notice was sent for a turn
     replicas                          hash   instance id -> last heartbeat (unix time)

@@ -1,6 +1,6 @@
 """The production Store on Redis, shared by every gateway replica: commands go in batches
-through redis_client.py, subscriptions through redis.asyncio's PubSub, on one server or a
-Sentinel-managed master (redis_topology.py).
+through redis_client.py, subscriptions through redis.asyncio's PubSub, on one server, a
+Sentinel-managed master or a Redis Cluster (redis_topology.py).
 
 Key schema, everything under `{prefix}:` (RedisSettings.key_prefix, default `chatgate`):
 
@@ -8,17 +8,31 @@ Key schema, everything under `{prefix}:` (RedisSettings.key_prefix, default `cha
     {prefix}:lease:{name}   a lease: the owner token as a string with a PX expiry
     {prefix}:ch:{channel}   a pub/sub channel (channels ignore the db number, so the prefix
                             also keeps two deployments on one server apart)
+
+On Redis Cluster (and only there) the keys that scripts touch together carry a hash tag
+(RedisKeys in redis_base.py): `{prefix}:{qN}:k:{key}` and `{prefix}:{qN}:lease:{name}` for
+a session's inbox, lease, record, fence, reply slots and join marks, with the ready set,
+attempts hash and pending total of its queue shard N; `{prefix}:{search}:k:search:...` for
+the search index. One server and Sentinel keep the untagged names above, so a deployment
+moving to Cluster starts with an empty store (or copies its keys over), and one that stays
+needs no migration.
+
+Pub/sub on Cluster is the cluster-wide kind: PUBLISH goes to any node and the cluster bus
+carries it to every node, replicas included; a listener subscribes on one node and moves to
+another when that one fails.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import RedisCluster
 
 from gateway.runtime.backoff import Backoff
 from gateway.store.base import Batch, Store
@@ -48,7 +62,8 @@ from gateway.store.redis_client import (
     is_no_script,
     load_scripts,
 )
-from gateway.store.redis_inbox import RedisInbox, finish_result
+from gateway.store.redis_inbox import RedisInbox
+from gateway.store.redis_inbox_scripts import finish_result
 from gateway.store.redis_topology import RedisTarget, open_client
 from gateway.store.search import SearchDoc, SearchIndex
 from gateway.store.search_redis import RedisSearch
@@ -58,6 +73,10 @@ log = logging.getLogger(__name__)
 _BATCHES = 4  # pipelines in flight at once (redis_client.py); each carries many commands
 _RETRIES = 3  # after a network error, for one server: backoff 0.05 s doubling, at most 1 s
 _FAILOVER_RETRIES = 12  # Sentinel: ~7 s of retries, longer than a failover
+# Cluster: redis-py waits 0.25 s and reads the slot map again between attempts; a failover
+# takes the node timeout (cluster-node-timeout) and an election.
+_CLUSTER_RETRIES = 60
+QUEUE_SHARDS = 16  # Redis Cluster: queue shards, each with its own hash tag (redis_inbox.py)
 _SUBSCRIBERS = 10_000  # connections for subscriptions: one per listener
 _SUBSCRIBER_HEALTH_CHECK = 10  # PING an idle subscription this often to notice a dead peer
 # `listen` reads with this timeout, far below the subscriber socket_timeout (a read that times
@@ -104,18 +123,39 @@ return values
 """)
 
 
-def _run_end(ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]], start: int) -> int:
+def _run_end(
+    ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]], start: int, *, one_slot: bool
+) -> int:
     """Where the run of operations that can go as one command, from `start`, ends: counter
-    increments with a TTL, or HSETs on the same hash."""
+    increments with a TTL (not on Redis Cluster, where they are in many slots), or HSETs on
+    the same hash."""
     name, args, kwargs = ops[start]
     end = start + 1
-    if name == "incr" and kwargs["ttl"] is not None:
+    if name == "incr" and kwargs["ttl"] is not None and one_slot:
         while end < len(ops) and ops[end][0] == "incr" and ops[end][2]["ttl"] is not None:
             end += 1
     elif name == "hset":
         while end < len(ops) and ops[end][0] == "hset" and ops[end][1][0] == args[0]:
             end += 1
     return end
+
+
+def _to_redo(
+    ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]], missing: list[int]
+) -> list[int]:
+    """The operations of a batch to run again after its scripts in `missing` failed: those,
+    and each later read of a key one of them touches (reads of other keys were right)."""
+    failed: set[tuple[bool, str]] = set()
+    again: list[int] = []
+    for i in range(missing[0], len(ops)):
+        name, args, _ = ops[i]
+        key = (name.endswith("lease") or name == "lease_owner", args[0])
+        if i in missing:
+            failed.add(key)
+            again.append(i)
+        elif name in _READS and key in failed:
+            again.append(i)
+    return again
 
 
 def _one(done: Callable[[Any], Any]) -> Callable[[Any], list[Any]]:
@@ -164,12 +204,15 @@ class RedisStore(Store):
         retries: int | None = None,
         socket_timeout: float = 5.0,
         target: RedisTarget | None = None,
+        queue_shards: int = QUEUE_SHARDS,
     ) -> None:
         target = target or RedisTarget(url=url)
         if retries is None:
-            # Sentinel: retry through a failover (a few seconds) rather than fail the
-            # callers; one server: a short blip only.
-            retries = _RETRIES if target.mode == "single" else _FAILOVER_RETRIES
+            # Sentinel and Cluster: retry through a failover (a few seconds) rather than
+            # fail the callers; one server: a short blip only.
+            retries = {"single": _RETRIES, "sentinel": _FAILOVER_RETRIES}.get(
+                target.mode, _CLUSTER_RETRIES
+            )
         # Commands go in batches (redis_client.py), a few pipelines in flight, so a burst
         # queues in the batches instead of waiting for pooled connections. No command here
         # blocks server-side, so the timeout only trips on a dead or stuck server.
@@ -185,6 +228,7 @@ class RedisStore(Store):
             batches=min(max_connections, _BATCHES),
             # As long as every attempt may take, plus the backoff between them.
             deadline=socket_timeout * (retries + 1) + retries,
+            # Cluster: no WAIT (see the README's Redis Cluster section).
             replicas=1 if target.mode == "sentinel" else 0,
         )
         # Subscribers get their own pool: each holds a connection for as long as it
@@ -204,9 +248,10 @@ class RedisStore(Store):
             where=target.where,
             secrets=target.secrets,
             owned=True,
+            shards=queue_shards if target.mode == "cluster" else 0,
         )
         self.target = target
-        self._twin_of = (target, key_prefix, socket_timeout)
+        self._twin_of = (target, key_prefix, socket_timeout, queue_shards)
 
     @classmethod
     def over(
@@ -237,12 +282,13 @@ class RedisStore(Store):
         where: str,
         secrets: tuple[str, ...],
         owned: bool,
+        shards: int = 0,
     ) -> None:
         self._r = wire
         self._sub = sub_client
         self._owned = owned
         self._closed = False
-        self.keys = RedisKeys(key_prefix)
+        self.keys = RedisKeys(key_prefix, shards)
         self._guard = Unavailable(where, secrets)
         self._inbox = RedisInbox(wire, self.keys, self._guard)
         self._search = RedisSearch(wire, self.keys.data, self._guard)
@@ -264,8 +310,11 @@ class RedisStore(Store):
     async def delete(self, *keys: str) -> int:
         if not keys:
             return 0
+        names = [self.keys.data(k) for k in keys]
         with self._guard:
-            count = await self._r.call("DEL", *(self.keys.data(k) for k in keys))
+            if self.keys.cluster:  # one slot per command
+                return sum(int(n) for n in await self._r.many([("DEL", n) for n in names]))
+            count = await self._r.call("DEL", *names)
         return int(count)
 
     async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
@@ -360,15 +409,12 @@ class RedisStore(Store):
             results = await self._pipeline(batch.ops)
             missing = [i for i, r in enumerate(results) if is_no_script(r)]
             if missing:
-                # The server lost its script cache (a restart). The other operations ran, in
-                # order; run the failed scripts again, then the reads that followed them, so
-                # every result is as if the batch had run once, in order.
+                # The server lost its script cache (a restart; on Cluster, one node's after a
+                # failover). The other operations ran, in order; run the failed scripts again,
+                # then the reads of their keys that followed them, so every result is as if
+                # the batch had run once, in order.
                 await load_scripts(self._r)
-                again = [
-                    i
-                    for i in range(missing[0], len(batch.ops))
-                    if i in missing or batch.ops[i][0] in _READS
-                ]
+                again = _to_redo(batch.ops, missing)
                 redone = await self._pipeline([batch.ops[i] for i in again])
                 for i, value in zip(again, redone, strict=True):
                     results[i] = value
@@ -387,7 +433,7 @@ class RedisStore(Store):
         expanders: list[tuple[int, Callable[[Any], list[Any]]]] = []  # (ops, their results)
         start = 0
         while start < len(ops):
-            end = _run_end(ops, start)
+            end = _run_end(ops, start, one_slot=not self.keys.cluster)
             if end - start > 1:
                 command, expand = self._run_command(ops[start:end])
             else:
@@ -466,7 +512,7 @@ class RedisStore(Store):
         token: int | None = None,
         absorbed: tuple[str, ...] = (),
     ) -> FinishResult:
-        finish = self._inbox.finish_call(
+        outside, finish = self._inbox.finish_call(
             session,
             entry_id,
             owner,
@@ -477,12 +523,24 @@ class RedisStore(Store):
             absorbed=absorbed,
         )
         with self._guard:
+            if outside:
+                # Cluster: the writes in other slots (the chat list, a dead letter) go first,
+                # so a crash after them loses nothing the turn's end had to record.
+                for reply in await self._r.many(outside):
+                    if isinstance(reply, Exception):
+                        raise reply
             if index is None:
                 raw = await finish.run(self._r)
             else:  # one round trip, the index first: a /forget that sees the end finds it
                 fence = None if token is None else (self.keys.data(fence_key(session)), token)
+                if self.keys.cluster and fence is not None:
+                    # The index has a slot of its own: the token is checked a step before.
+                    if not await self._inbox.fenced_write(session, fence[1], Batch()):
+                        return FinishResult("lost")
+                    fence = None
                 add = self._search.add_call(index, fence=fence)
                 _, raw = await run_in_order(self._r, [add, finish])
+        self._inbox.totals_changed()
         return finish_result(list(raw), session, owner, record)
 
     async def renew_sessions(self, held: list[HeldLease], ttl: float) -> list[bool]:
@@ -492,6 +550,9 @@ class RedisStore(Store):
         self, session: str, token: int, entry_id: str, value: str, ttl: float
     ) -> ReplyClaim:
         return await self._inbox.claim_reply(session, token, entry_id, value, ttl)
+
+    async def record_reply(self, session: str, entry_id: str, value: str, ttl: float) -> None:
+        await self._inbox.record_reply(session, entry_id, value, ttl)
 
     async def fenced_write(self, session: str, token: int, writes: Batch) -> bool:
         return await self._inbox.fenced_write(session, token, writes)
@@ -523,9 +584,11 @@ class RedisStore(Store):
         name = self.keys.channel(channel)
         failures = 0
         while not self._closed:
-            pubsub = self._sub.pubsub(ignore_subscribe_messages=True)
+            pubsub = self._pubsub(moved=failures > 0)
             healthy = False
             try:
+                if isinstance(self._sub, RedisCluster):
+                    await self._sub.initialize()  # the slot map, read once (no-op after)
                 await pubsub.subscribe(name)
                 healthy = True
                 if failures:
@@ -553,6 +616,14 @@ class RedisStore(Store):
             if failures and not self._closed:
                 await _LISTEN_BACKOFF.wait(failures)
 
+    def _pubsub(self, *, moved: bool) -> PubSub:
+        """A subscription. On Cluster, after a failure, on a node picked at random: every
+        node hears every PUBLISH, and the one it used may be the one that died."""
+        if isinstance(self._sub, RedisCluster) and moved:
+            node = random.choice(self._sub.get_nodes())
+            return self._sub.pubsub(node=node, ignore_subscribe_messages=True)
+        return self._sub.pubsub(ignore_subscribe_messages=True)
+
     @property
     def search(self) -> SearchIndex:
         return self._search
@@ -577,10 +648,10 @@ class RedisStore(Store):
         return True
 
     def lease_renewal_twin(self) -> Callable[[], Store] | None:
-        twin_of: tuple[RedisTarget, str, float] | None = getattr(self, "_twin_of", None)
+        twin_of: tuple[RedisTarget, str, float, int] | None = getattr(self, "_twin_of", None)
         if twin_of is None:  # a client the caller owns (from_client): renew on its loop
             return None
-        target, prefix, timeout = twin_of
+        target, prefix, timeout, shards = twin_of
         # One connection of its own, so a renewal never queues behind the main loop's
         # commands; one retry: a renewal that fails is simply made again a third of a TTL on.
         return lambda: RedisStore(
@@ -589,6 +660,7 @@ class RedisStore(Store):
             retries=1,
             socket_timeout=timeout,
             target=target,
+            queue_shards=shards,
         )
 
 

@@ -33,6 +33,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway.store.redis_topology import NETWORK_ERRORS
+
 Command = Sequence[str | int | float | bytes]
 ReplyError = ResponseError  # an error reply: WRONGTYPE, NOSCRIPT, an error a script raised...
 
@@ -85,6 +87,23 @@ class Wire(Protocol):
 
 _WAIT_MS = 500  # at most this long for a replica to confirm a batch's writes
 _LONE_PAUSE = 5.0  # seconds without WAIT after a replica did not confirm
+_RESEND_PAUSE = 0.25  # Cluster: before sending again what lost its connection mid-reply
+_RESENDS = 40  # at most this many times (the deadline bounds them too)
+# Redis's error for a script that reached a key (named from a prefix, not declared) which a
+# resharding has already moved off this node.
+_MOVED_KEY = "non local key"
+
+
+def _is_script_load(command: Command) -> bool:
+    return [str(part).upper() for part in command[:2]] == ["SCRIPT", "LOAD"]
+
+
+def _lost(reply: Any) -> bool:
+    """A reply that says the command did not get through: the connection broke, or (Redis
+    Cluster) its slot is moving to another master and a key the script reached is gone."""
+    if isinstance(reply, NETWORK_ERRORS):
+        return True
+    return isinstance(reply, ResponseError) and _MOVED_KEY in str(reply)
 
 
 class _Group:
@@ -99,7 +118,9 @@ class _Group:
 
 class RedisCommands:
     """`call` for one command, `many` for several in one round trip, over a redis-py client
-    (single server or Sentinel-managed master) whose replies are left unshaped."""
+    (single server, Sentinel-managed master or RedisCluster) whose replies are left unshaped.
+    A RedisCluster pipeline sends each command to the node of its key's slot, one pipeline
+    per node, and follows MOVED and ASK."""
 
     def __init__(
         self,
@@ -120,8 +141,12 @@ class RedisCommands:
         self._waiting: list[_Group] = []
         self._flush_due = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._loading = asyncio.Lock()
 
     async def call(self, *command: str | int | float | bytes) -> Any:
+        if _is_script_load(command):
+            [sha] = await self._load([command])
+            return sha
         [reply] = await self._queue([command])
         if isinstance(reply, Exception):
             raise reply
@@ -132,6 +157,8 @@ class RedisCommands:
         one MULTI/EXEC block (all or nothing, nothing in between)."""
         if not commands:
             return []
+        if all(_is_script_load(command) for command in commands):
+            return await self._load(commands)
         if not transaction:
             return await self._queue(commands)
         async with self._bounded(), self.client.pipeline(transaction=True) as pipe:
@@ -139,6 +166,14 @@ class RedisCommands:
                 pipe.execute_command(*command)
             replies: list[Any] = await pipe.execute()
         return replies
+
+    async def _load(self, commands: Sequence[Command]) -> list[Any]:
+        """SCRIPT LOADs, not batched: on Redis Cluster each goes to every master (redis-py
+        sends it so), where a pipeline could send it to one node only. One load at a time:
+        after a failover every caller meets the missing scripts at once, and loads side by
+        side would take more connections than a node's pool has."""
+        async with self._loading, self._bounded():
+            return [await self.client.script_load(str(command[2])) for command in commands]
 
     @contextlib.asynccontextmanager
     async def _bounded(self) -> AsyncIterator[None]:
@@ -178,23 +213,26 @@ class RedisCommands:
 
     async def _send(self, groups: list[_Group]) -> None:
         try:
-            async with self._bounded(), self.client.pipeline(transaction=False) as pipe:
-                for group in groups:
-                    for command in group.commands:
+            commands = [command for group in groups for command in group.commands]
+            async with self._bounded():
+                async with self.client.pipeline(transaction=False) as pipe:
+                    for command in commands:
                         pipe.execute_command(*command)
-                waits = self._wait_for_replicas()
+                    waits = self._wait_for_replicas()
+                    if waits:
+                        # A master killed before a replica has its writes takes them along
+                        # in a failover: a message acknowledged, or a reply marked sent,
+                        # would be lost. WAIT holds the replies until a replica has what
+                        # this batch wrote.
+                        pipe.execute_command("WAIT", self._replicas, _WAIT_MS)
+                    replies: list[Any] = await pipe.execute(raise_on_error=False)
                 if waits:
-                    # A master killed before a replica has its writes takes them along in a
-                    # failover: a message acknowledged, or a reply marked sent, would be
-                    # lost. WAIT holds the replies until a replica has what this batch wrote.
-                    pipe.execute_command("WAIT", self._replicas, _WAIT_MS)
-                replies: list[Any] = await pipe.execute(raise_on_error=False)
-            if waits:
-                acked = replies.pop()
-                if not isinstance(acked, int) or acked < self._replicas:
-                    # No replica (it is down, or none was promoted yet): wait for none for a
-                    # while rather than _WAIT_MS on every batch.
-                    self._lone_until = asyncio.get_running_loop().time() + _LONE_PAUSE
+                    acked = replies.pop()
+                    if not isinstance(acked, int) or acked < self._replicas:
+                        # No replica (it is down, or none was promoted yet): wait for none
+                        # for a while rather than _WAIT_MS on every batch.
+                        self._lone_until = asyncio.get_running_loop().time() + _LONE_PAUSE
+                await self._send_lost_again(commands, replies)
         except BaseException as exc:
             failure = exc if isinstance(exc, Exception) else RedisConnectionError("closed")
             for group in groups:
@@ -214,6 +252,26 @@ class RedisCommands:
             if self._waiting and not self._flush_due:
                 self._flush_due = True
                 asyncio.get_running_loop().call_soon(self._flush)
+
+    async def _send_lost_again(self, commands: list[Command], replies: list[Any]) -> None:
+        """A RedisCluster pipeline whose node's connection broke while its replies were read
+        leaves the network error in place of each reply (a failover under way). Those
+        commands go again, after a pause, as redis-py does with a pipeline that could not be
+        sent: the next attempt reads the slot map again once a node refuses it. A script
+        that reached a key of its slot already moved to another master (resharding) goes
+        again too. Like every retry here, a command that ran before its reply was lost (or a
+        script up to the moved key) runs twice."""
+        for _ in range(_RESENDS):
+            lost = [n for n, reply in enumerate(replies) if _lost(reply)]
+            if not lost:
+                return
+            await asyncio.sleep(_RESEND_PAUSE)
+            async with self.client.pipeline(transaction=False) as pipe:
+                for n in lost:
+                    pipe.execute_command(*commands[n])
+                again: list[Any] = await pipe.execute(raise_on_error=False)
+            for n, reply in zip(lost, again, strict=True):
+                replies[n] = reply
 
     async def close(self) -> None:
         for task in list(self._tasks):

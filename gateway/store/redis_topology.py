@@ -1,5 +1,6 @@
-"""Where the Redis store connects: one server (`redis.url`) or a master found through Sentinel
-(`redis.sentinels` + `redis.sentinel_master`); and the redis-py client for each."""
+"""Where the Redis store connects: one server (`redis.url`), a master found through Sentinel
+(`redis.sentinels` + `redis.sentinel_master`) or a Redis Cluster (`redis.cluster_nodes`); and
+the redis-py client for each."""
 
 from __future__ import annotations
 
@@ -9,16 +10,31 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis, Sentinel
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import Connection, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.connection import HiredisRespSerializer
+from redis.exceptions import ClusterError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.utils import HIREDIS_AVAILABLE
 
-NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError)
+# What a failover looks like to a caller: the connection broke or timed out, or (Cluster) the
+# cluster said it is down, or to try again while a slot moves (redis-py gives up on that with
+# ClusterError "TTL exhausted"), or its slot map lacks the slot for now. None of these ran.
+NETWORK_ERRORS = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ClusterError,  # ClusterDownError among them
+    TryAgainError,
+    SlotNotCoveredError,
+)
 
-Mode = Literal["single", "sentinel"]
+Mode = Literal["single", "sentinel", "cluster"]
+# Commands the store sends, pipelines included, whose replies the cluster client must not
+# shape: the store parses RESP2 as Redis sends it. The client's own (CLUSTER SLOTS, COMMAND) stay.
+_CLUSTER_KEEPS_CALLBACKS = ("CLUSTER", "COMMAND")
 
 
 def host_port(address: str, default_port: int) -> tuple[str, int]:
@@ -31,12 +47,13 @@ def host_port(address: str, default_port: int) -> tuple[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class RedisTarget:
-    """One server, or a master behind Sentinel. With Sentinel `url` is unused; the username,
-    password and TLS settings apply to the master and replicas (and to the sentinels too,
-    unless `sentinel_password` is given)."""
+    """One server, a master behind Sentinel, or a Redis Cluster. With Sentinel or Cluster
+    `url` is unused; the username, password and TLS settings apply to the data nodes (and to
+    the sentinels too, unless `sentinel_password` is given)."""
 
     url: str = ""
     sentinels: tuple[str, ...] = ()
+    cluster_nodes: tuple[str, ...] = ()  # any of the cluster's nodes: the rest is discovered
     sentinel_master: str = ""
     username: str | None = None
     password: str | None = None
@@ -47,6 +64,8 @@ class RedisTarget:
 
     @property
     def mode(self) -> Mode:
+        if self.cluster_nodes:
+            return "cluster"
         if self.sentinels:
             return "sentinel"
         return "single"
@@ -56,6 +75,8 @@ class RedisTarget:
         """The address without user or password, for messages and logs."""
         if self.mode == "sentinel":
             return f"sentinel master {self.sentinel_master} via " + ",".join(self.sentinels)
+        if self.mode == "cluster":
+            return "cluster via " + ",".join(self.cluster_nodes)
         parts = urlsplit(self.url)
         if parts.scheme == "unix":
             return f"unix://{parts.path}"
@@ -110,7 +131,9 @@ def _retry(retries: int) -> Retry:
     # After a timeout a retried INCR or RPUSH may apply twice (the first may have run before its
     # reply was lost); counters here are rate limits and lists are logs, where that is harmless.
     return Retry(
-        ExponentialWithJitterBackoff(cap=1.0, base=0.05), retries, supported_errors=NETWORK_ERRORS
+        ExponentialWithJitterBackoff(cap=1.0, base=0.05),
+        retries,
+        supported_errors=(RedisConnectionError, RedisTimeoutError, ClusterError, TryAgainError),
     )
 
 
@@ -150,6 +173,10 @@ def open_client(
     if target.tls:
         tls = {"ssl": True, "ssl_ca_certs": target.tls_ca_certs}
     client: Redis
+    if target.mode == "cluster":
+        # A RedisCluster speaks the same commands and pipelines: the store treats it alike.
+        cluster: Redis = _open_cluster(target, max_connections, common, credentials, raw_replies)
+        return cluster
     if target.mode == "sentinel":
         sentinel_auth = dict(credentials)
         if target.sentinel_password is not None:
@@ -191,6 +218,41 @@ def open_client(
     return client
 
 
+def _open_cluster(
+    target: RedisTarget,
+    max_connections: int,
+    common: dict[str, Any],
+    credentials: dict[str, Any],
+    raw_replies: bool,
+) -> Any:
+    """A RedisCluster client: it reads the slot map from any reachable node, follows MOVED and
+    ASK, and after a connection error reads the map again (a failover), as often as `retry`
+    allows. `max_connections` applies per node."""
+    base = SSLConnection if target.tls else Connection
+    tls: dict[str, Any] = {}
+    if target.tls:
+        tls = {"ssl": True, "ssl_ca_certs": target.tls_ca_certs}
+    client = RedisCluster(
+        startup_nodes=[ClusterNode(*host_port(a, 6379)) for a in target.cluster_nodes],
+        max_connections=max_connections,
+        **common,
+        **credentials,
+        **tls,
+    )
+    # Set after construction (RedisCluster swaps a connection class it is given for its own):
+    # nodes found later take it from the shared keyword arguments, the startup nodes directly.
+    packing = _connection_class(base, sentinel=False)
+    client.connection_kwargs["connection_class"] = packing
+    client.nodes_manager.connection_kwargs["connection_class"] = packing
+    for node in client.startup_nodes:
+        node.connection_class = packing
+    if raw_replies:
+        callbacks = client.response_callbacks  # shared with every node, present and future
+        for command in [c for c in callbacks if not c.startswith(_CLUSTER_KEEPS_CALLBACKS)]:
+            del callbacks[command]
+    return client
+
+
 async def _latency_ms(client: Redis) -> float:
     started = time.perf_counter()
     await client.ping()
@@ -222,10 +284,12 @@ async def _node_line(target: RedisTarget, role: str, host: str, port: int, wait:
 
 
 async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
-    """What the store sees of its Redis: the mode, the master and its replicas, each node
-    with the latency of one PING."""
+    """What the store sees of its Redis: the mode, the master and its replicas (on Cluster
+    every master with its slots and replicas), each node with the latency of one PING."""
     if target.mode == "sentinel":
         return await _describe_sentinel(target, wait)
+    if target.mode == "cluster":
+        return await _describe_cluster(target, wait)
     client = Redis.from_url(
         target.url, socket_timeout=wait, socket_connect_timeout=wait, decode_responses=True
     )
@@ -287,3 +351,73 @@ def _sentinel_entry(raw: Any) -> tuple[str, int]:
     """One entry of SENTINEL REPLICAS (a flat field/value list, or a dict in RESP3)."""
     fields = raw if isinstance(raw, dict) else dict(zip(raw[::2], raw[1::2], strict=True))
     return str(fields["ip"]), int(fields["port"])
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterNodeInfo:
+    """One line of CLUSTER NODES."""
+
+    node_id: str
+    address: str  # host:port
+    role: str  # master | replica
+    master_id: str  # a replica's master ('-' for a master)
+    failed: bool
+    slots: int  # how many slots a master serves
+
+    @classmethod
+    def parse(cls, line: str) -> ClusterNodeInfo:
+        fields = line.split()
+        flags = fields[2].split(",")
+        slots = 0
+        for spec in fields[8:]:
+            if spec.startswith("["):  # a slot being migrated or imported
+                continue
+            first, _, last = spec.partition("-")
+            slots += int(last or first) - int(first) + 1
+        return cls(
+            node_id=fields[0],
+            address=fields[1].split("@")[0],
+            role="master" if "master" in flags else "replica",
+            master_id=fields[3],
+            failed="fail" in flags or "fail?" in flags,
+            slots=slots,
+        )
+
+
+async def cluster_nodes(target: RedisTarget, wait: float) -> tuple[str, list[ClusterNodeInfo]]:
+    """The cluster's state and nodes, as the first node that answers sees them."""
+    failures: list[str] = []
+    for address in target.cluster_nodes:
+        host, port = host_port(address, 6379)
+        client = _node_client(target, host, port, wait)
+        client.response_callbacks = {}  # both replies as text, as Redis sends them
+        try:
+            info = await client.execute_command("CLUSTER INFO")  # type: ignore[no-untyped-call]
+            raw = await client.execute_command("CLUSTER NODES")  # type: ignore[no-untyped-call]
+        except NETWORK_ERRORS as exc:
+            failures.append(f"{address} unreachable ({type(exc).__name__})")
+            continue
+        finally:
+            await client.aclose()
+        fields = dict(line.split(":", 1) for line in str(info).splitlines() if ":" in line)
+        nodes = [ClusterNodeInfo.parse(line) for line in str(raw).splitlines() if line.strip()]
+        return fields.get("cluster_state", "?").strip(), nodes
+    raise RedisConnectionError("no cluster node answers: " + "; ".join(failures))
+
+
+async def _describe_cluster(target: RedisTarget, wait: float) -> str:
+    state, nodes = await cluster_nodes(target, wait)
+    masters = sorted((n for n in nodes if n.role == "master"), key=lambda n: n.address)
+    by_id = {n.node_id: n for n in nodes}
+    parts: list[str] = []
+    for master in masters:
+        line = await _node_line(target, "master", *host_port(master.address, 6379), wait)
+        parts.append(f"{line}, {master.slots} slots" + (" (failed)" if master.failed else ""))
+        for replica in sorted(nodes, key=lambda n: n.address):
+            if replica.role == "replica" and replica.master_id == master.node_id:
+                line = await _node_line(target, "replica", *host_port(replica.address, 6379), wait)
+                parts.append(line + (" (failed)" if replica.failed else ""))
+    orphans = [n for n in nodes if n.role == "replica" and n.master_id not in by_id]
+    parts += [f"replica {n.address} of an unknown master" for n in orphans]
+    replicas = sum(1 for n in nodes if n.role == "replica")
+    return f"cluster {state}, {len(masters)} master(s), {replicas} replica(s): " + "; ".join(parts)

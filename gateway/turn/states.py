@@ -27,7 +27,6 @@ from typing import Protocol
 
 from gateway.sdk.messages import SentRef
 from gateway.sessions.fencing import StaleTurn
-from gateway.store import keys
 from gateway.store.base import Batch, Store
 from gateway.store.inbox import Claimed, FinishResult, HeldLease, InboxEntry
 from gateway.store.search import SearchDoc
@@ -234,7 +233,7 @@ class TurnRun:
         if self.absorbed:
             record["absorbed"] = self.absorbed
         value = json.dumps(record, ensure_ascii=False)
-        await self._store.set(keys.reply(self.claimed.entry.id), value, ttl=REPLY_TTL)
+        await self._store.record_reply(self.session, self.claimed.entry.id, value, REPLY_TTL)
 
     async def pending(self) -> list[InboxEntry]:
         """The session's stored messages, this run's own first."""

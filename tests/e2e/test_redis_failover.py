@@ -1,7 +1,8 @@
-"""Redis itself fails: two `chatgate run` replicas on a Sentinel-managed master take 500
-Telegram webhooks from 50 chats; midway the master is killed with SIGKILL. The sentinels
-promote the replica, the gateways follow it without a restart, and every message is answered
-exactly once. The failover time and the answers' p99 latency are printed (pytest -s)."""
+"""Redis itself fails: two `chatgate run` replicas on a Sentinel-managed master, then on a Redis
+Cluster, take 500 Telegram webhooks from 50 chats; midway the master (on the Cluster, the
+master serving the most of the chats' sessions) is killed with SIGKILL. The replica is
+promoted, the gateways follow it without a restart, and every message is answered exactly
+once. The failover time and the answers' p99 latency are printed (pytest -s)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.crc import key_slot
 
+from gateway.store.redis import QUEUE_SHARDS
+from gateway.store.redis_base import queue_shard
 from tests.fakes.llm import ScriptedLLM
 from tests.fakes.telegram import FakeBotAPI
-from tests.fixtures_redis_ha import SentinelSet
+from tests.fixtures_redis_ha import RedisClusterSet, SentinelSet
 from tests.harness import eventually
 from tests.replicas import WEBHOOK_SECRET, Replica, base_env, post_webhook, start_replica
 
@@ -166,6 +170,47 @@ async def test_sentinel_master_killed_midway(
     finally:
         codes = [await r.stop() for r in replicas]
     print(f"\nsentinel failover: {json.dumps({k: round(v, 2) for k, v in figures.items()})}")
+    print(*store_errors(replicas), sep="\n")
+    assert all(r.alive is False for r in replicas)
+    assert codes == [0, 0], "\n".join(r.tail() for r in replicas)
+
+
+def busiest_master(servers: RedisClusterSet) -> tuple[int, int]:
+    """The port of the master serving the queue shards of most of the test's sessions (one
+    per chat), and one slot it serves of them."""
+    sessions = Counter(
+        queue_shard(f"telegram:{1000 + chat}", QUEUE_SHARDS) for chat in range(CHATS)
+    )
+    served: Counter[int] = Counter()
+    a_slot: dict[int, int] = {}
+    for shard, count in sessions.items():
+        slot = key_slot(f"{{q{shard}}}".encode())
+        port = servers.master_of_slot(slot).port
+        served[port] += count
+        a_slot[port] = slot
+    port, count = served.most_common(1)[0]
+    print(f"\nthe master at {port} serves {count} of {CHATS} sessions")
+    return port, a_slot[port]
+
+
+async def test_cluster_master_killed_midway(
+    tmp_path: Path, llm: ScriptedLLM, tg: FakeBotAPI, own_redis_cluster: RedisClusterSet
+) -> None:
+    servers = own_redis_cluster
+    env = gateway_env(tg, llm, cluster_nodes=json.dumps(servers.addresses))
+    replicas = [await start_replica(name, tmp_path, env) for name in ("one", "two")]
+    port, slot = busiest_master(servers)
+
+    def kill_master() -> float:
+        print(f"\nkilling the master at {port} at {time.strftime('%H:%M:%S')}")
+        servers.server_on(port).kill()
+        return servers.wait_for_failover(slot, port)
+
+    try:
+        figures = await run_through_a_failover(tg, replicas, kill_master)
+    finally:
+        codes = [await r.stop() for r in replicas]
+    print(f"\ncluster failover: {json.dumps({k: round(v, 2) for k, v in figures.items()})}")
     print(*store_errors(replicas), sep="\n")
     assert all(r.alive is False for r in replicas)
     assert codes == [0, 0], "\n".join(r.tail() for r in replicas)

@@ -65,7 +65,13 @@ class HoldingRunner:
             self.running -= 1
 
 
-@pytest.fixture(params=[pytest.param("redis", marks=pytest.mark.redis), "embedded"])
+@pytest.fixture(
+    params=[
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("cluster", marks=pytest.mark.redis),
+        "embedded",
+    ]
+)
 def store(request: pytest.FixtureRequest) -> Store:
     fixture: Store = request.getfixturevalue(f"{request.param}_store")
     return fixture

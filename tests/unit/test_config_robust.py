@@ -257,6 +257,52 @@ def test_sentinels_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "hunter22" not in target.where
 
 
+def test_cluster_nodes_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.store import redis_target
+
+    monkeypatch.setenv("CHATGATE_REDIS__CLUSTER_NODES", '["10.0.0.5:7000", "10.0.0.6:7000"]')
+    monkeypatch.setenv("CHATGATE_REDIS__USERNAME", "gw")
+    monkeypatch.setenv("CHATGATE_REDIS__PASSWORD", "hunter22")
+    monkeypatch.setenv("CHATGATE_REDIS__TLS", "true")
+    settings = load_settings(None)
+    assert settings.redis.enabled and settings.redis.cluster_shards == 16
+    target = redis_target(settings)
+    assert target.mode == "cluster" and target.tls and target.username == "gw"
+    assert target.cluster_nodes == ("10.0.0.5:7000", "10.0.0.6:7000")
+    assert "hunter22" not in target.where
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [
+        (
+            {
+                "CHATGATE_REDIS__CLUSTER_NODES": '["10.0.0.5:7000"]',
+                "CHATGATE_REDIS__URL": "redis://localhost:6379/0",
+            },
+            "not redis.url and redis.cluster_nodes",
+        ),
+        (
+            {"CHATGATE_REDIS__CLUSTER_NODES": '["10.0.0.5:7000"]', "CHATGATE_REDIS__DB": "2"},
+            "database 0 only",
+        ),
+        ({"CHATGATE_REDIS__CLUSTER_NODES": '["10.0.0.5"]'}, "is not host:port"),
+        (
+            {
+                "CHATGATE_REDIS__CLUSTER_NODES": '["10.0.0.5:7000"]',
+                "CHATGATE_REDIS__CLUSTER_SHARDS": "0",
+            },
+            "cluster_shards",
+        ),
+    ],
+)
+def test_a_cluster_setup_that_cannot_work_is_refused(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], why: str
+) -> None:
+    [line] = problems(monkeypatch, **env)
+    assert line.startswith("redis") and why in line
+
+
 @pytest.mark.parametrize(
     ("env", "why"),
     [
@@ -268,7 +314,7 @@ def test_sentinels_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
                 "CHATGATE_REDIS__SENTINELS": '["10.0.0.5:26379"]',
                 "CHATGATE_REDIS__SENTINEL_MASTER": "main",
             },
-            "not both",
+            "not redis.url and redis.sentinels",
         ),
         (
             {"CHATGATE_REDIS__SENTINELS": '["10.0.0.5"]', "CHATGATE_REDIS__SENTINEL_MASTER": "m"},

@@ -39,6 +39,7 @@ async def fakeredis_store() -> AsyncIterator[RedisStore]:
     params=[
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("sentinel", marks=pytest.mark.redis),
+        pytest.param("cluster", marks=pytest.mark.redis),
         "fakeredis",
         "embedded",
     ]
@@ -135,7 +136,7 @@ async def test_claim_takes_the_oldest_free_session_and_reports_a_sent_reply(stor
     await store.intake(req(S1, 1))  # nobody took a lease: no room for a turn
     await asyncio.sleep(0.01)
     await store.intake(req(S2, 1))
-    await store.set(keys.reply(f"{S1}-e1"), '{"message_id": "9"}')
+    await store.record_reply(S1, f"{S1}-e1", '{"message_id": "9"}', 60)
     (first,) = await store.claim("w:1", 5)
     assert first.session == S1 and first.attempt == 1
     assert first.reply == '{"message_id": "9"}'
@@ -447,7 +448,10 @@ async def test_an_edit_replaces_a_waiting_message_until_a_turn_uses_it(store: St
     (taken,) = await store.claim("a:1", 5)
     assert taken.entry.id == f"{S1}-e1"
     assert not await store.replace_pending(S1, "m1", json.dumps({"message_id": "m1"}))
-    # A running turn took the second in: not replaced either.
-    await store.set(keys.joined(f"{S1}-e2"), "1", ttl=60)
+    # A running turn took the second in (its mark written under the lease, as steering
+    # does): not replaced either.
+    assert await store.fenced_write(
+        S1, taken.token, Batch().set(keys.joined(f"{S1}-e2"), "1", ttl=60)
+    )
     assert not await store.replace_pending(S1, "m2", json.dumps({"message_id": "m2"}))
     assert [e.payload for e in await store.pending(S1)][1] == new

@@ -18,6 +18,7 @@ A, B = "telegram:100", "slack:C9"
     params=[
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("sentinel", marks=pytest.mark.redis),
+        pytest.param("cluster", marks=pytest.mark.redis),
         "fakeredis",
         "embedded",
     ]

@@ -38,6 +38,7 @@ async def fakeredis_store() -> AsyncIterator[RedisStore]:
     params=[
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("sentinel", marks=pytest.mark.redis),
+        pytest.param("cluster", marks=pytest.mark.redis),
         "fakeredis",
         "embedded",
     ],

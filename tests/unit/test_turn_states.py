@@ -54,7 +54,13 @@ def test_moves_out_of_order_are_refused(path: tuple[str, ...], illegal: str) -> 
         life.move(illegal)
 
 
-@pytest.fixture(params=[pytest.param("redis", marks=pytest.mark.redis), "embedded"])
+@pytest.fixture(
+    params=[
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("cluster", marks=pytest.mark.redis),
+        "embedded",
+    ]
+)
 def store(request: pytest.FixtureRequest) -> Store:
     fixture: Store = request.getfixturevalue(f"{request.param}_store")
     return fixture
@@ -78,7 +84,8 @@ async def test_a_lease_walks_the_machine_in_store_steps(store: Store) -> None:
     lease.start()
     assert await lease.claim_reply() is None
     assert lease.life.state is TurnState.REPLIED
-    assert await store.get(keys.reply("e1")) is not None  # the slot, claimed in the store
+    # The slot is claimed in the store: a second claim finds it taken.
+    assert (await store.claim_reply(S1, lease.token, "e1", "{}", 60)).status == "taken"
     await lease.commit(Batch().set(keys.session(S1), "h"), "h")
     assert lease.life.state is TurnState.COMMITTED
     assert await store.pending(S1) == []
