@@ -29,6 +29,7 @@ from telegram.warnings import PTBDeprecationWarning
 
 from adapters.telegram.render import Part, render_parts
 from adapters.telegram.settings import TelegramSettings
+from adapters.telegram.transport import MaybeSent
 from gateway.sdk import (
     Backoff,
     Button,
@@ -177,7 +178,7 @@ class TelegramSender:
         """One API call (`attempt(text, html)`) with this sender's retries and its plain-text
         fallback for markup Telegram rejects; for other senders (uploads.py)."""
         try:
-            await self._with_fallback(chat, part, attempt)
+            await self._with_fallback(chat, part, attempt, once_sent=True)
         except _Migrated:
             raise DeliveryError("the chat moved to a new id; send again", permanent=True) from None
 
@@ -205,24 +206,33 @@ class TelegramSender:
                 )
             )
 
-        await self._with_fallback(chat, part, attempt)
+        await self._with_fallback(chat, part, attempt, once_sent=True)
         return sent[-1]
 
     async def _with_fallback(
-        self, chat: ChatRef, part: Part, attempt: Callable[[str, bool], Awaitable[None]]
+        self,
+        chat: ChatRef,
+        part: Part,
+        attempt: Callable[[str, bool], Awaitable[None]],
+        *,
+        once_sent: bool = False,
     ) -> None:
         """Try the HTML; if Telegram cannot parse it, send the same part as plain text."""
         if not part.html:
-            await self._retrying(chat, lambda: attempt(part.plain, False))
+            await self._retrying(chat, lambda: attempt(part.plain, False), once_sent=once_sent)
             return
         try:
-            await self._retrying(chat, lambda: attempt(part.text, True))
+            await self._retrying(chat, lambda: attempt(part.text, True), once_sent=once_sent)
         except _Unparsable:
             log.warning("telegram rejected the markup; sending plain chat=%s", chat.address)
-            await self._retrying(chat, lambda: attempt(part.plain, False))
+            await self._retrying(chat, lambda: attempt(part.plain, False), once_sent=once_sent)
 
-    async def _retrying(self, chat: ChatRef, call: Callable[[], Awaitable[T]]) -> T:
-        """One API call with Telegram's errors mapped: wait on 429, retry network errors."""
+    async def _retrying(
+        self, chat: ChatRef, call: Callable[[], Awaitable[T]], *, once_sent: bool = False
+    ) -> T:
+        """One API call with Telegram's errors mapped: wait on 429, retry network errors.
+        `once_sent`: a call that posts a new message, not repeated once it may have reached
+        Telegram (no answer in time): a lost answer beats the same message twice."""
         retries = self._settings.send_retries
         network_failures = 0
         for attempt in range(retries + 1):
@@ -250,6 +260,16 @@ class TelegramSender:
                 raise DeliveryError(
                     f"Telegram refused: {exc.message}", permanent=permanent
                 ) from None
+            except MaybeSent as exc:
+                if once_sent:
+                    log.warning("telegram send unanswered, not repeated chat=%s", chat.address)
+                    raise DeliveryError(
+                        f"{exc.message}; the message may have arrived, so it is not sent again"
+                    ) from None
+                if attempt == retries:
+                    raise DeliveryError(f"Telegram unreachable: {exc.message}") from None
+                network_failures += 1
+                await _BACKOFF.wait(network_failures)
             except NetworkError as exc:  # includes TimedOut; BadRequest is handled above
                 if attempt == retries:
                     raise DeliveryError(f"Telegram unreachable: {exc.message}") from None

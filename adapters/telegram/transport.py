@@ -21,6 +21,11 @@ from gateway.sdk.media import read_limited
 _DOWNLOAD_SECONDS = 120.0  # a whole file download; 20 MB at a slow 1.5 Mbit/s
 
 
+class MaybeSent(TimedOut):
+    """The request was sent and its answer did not come in time: Telegram may have carried
+    it out. A send is not repeated after this (the person could get it twice)."""
+
+
 class AiohttpRequest(BaseRequest):
     def __init__(
         self,
@@ -92,6 +97,8 @@ class AiohttpRequest(BaseRequest):
                 proxy_auth=proxy_auth,
             ) as response:
                 return response.status, await response.read()
+        except aiohttp.SocketTimeoutError as exc:  # sent; waiting for the answer ran out
+            raise MaybeSent("Telegram did not answer in time") from exc
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise TimedOut from exc
         except aiohttp.ClientError as exc:

@@ -321,6 +321,24 @@ async def test_429_retry_after_is_honoured(gw: App, tg: FakeBotAPI) -> None:
     assert second.at - first.at >= 1.0
 
 
+async def test_a_reply_telegram_answers_too_late_is_not_sent_twice(
+    gw: App, tg: FakeBotAPI, llm: ScriptedLLM
+) -> None:
+    """Telegram delivered the message and its answer missed the read timeout (5 s): sending
+    it again would show the person the same reply twice; it is counted as not delivered."""
+    tg.stall("sendMessage", 6.5)
+    llm.push(Reply.text("Only once."))
+    tg.push_message("hello")
+    [reply] = await tg.wait_sent(1, within=10)
+    assert reply.text == "Only once."
+    await eventually(
+        lambda: gw.metrics.counter("deliveries_failed_total") == 1,
+        within=15,
+        what="the unanswered send counted as not delivered",
+    )
+    assert [c.text for c in tg.calls_of("sendMessage")] == ["Only once."]
+
+
 async def test_a_429_on_getupdates_waits_what_telegram_asked(
     gw: App, tg: FakeBotAPI, llm: ScriptedLLM
 ) -> None:

@@ -127,6 +127,7 @@ class FakeBotAPI(LocalServer):
     def __post_init__(self) -> None:
         super().__init__()
         self._faults: list[Fault] = []
+        self._stalls: list[list[Any]] = []  # [method, seconds, times left]
         self._update_ids = itertools.count(1)
         self._message_ids: dict[int, itertools.count[int]] = {}
         self._changed = asyncio.Condition()
@@ -252,6 +253,11 @@ class FakeBotAPI(LocalServer):
     def uploads_of(self, method: str) -> list[Upload]:
         return [u for u in self.uploads if u.method == method]
 
+    def stall(self, method: str, seconds: float, *, times: int = 1) -> None:
+        """Carry out the next `times` calls of `method`, then answer each only after
+        `seconds`: Telegram delivered the message, its answer came late."""
+        self._stalls.append([method, seconds, times])
+
     def fail(
         self,
         method: str,
@@ -328,6 +334,11 @@ class FakeBotAPI(LocalServer):
         for listener in self.listeners:
             listener(call)
         self._notify()
+        for stall in self._stalls:
+            if stall[0] == method and stall[2] > 0:
+                stall[2] -= 1
+                await asyncio.sleep(stall[1])
+                break
         return response
 
     def _fault(self, method: str, params: Params) -> web.Response | None:
