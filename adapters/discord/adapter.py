@@ -59,6 +59,7 @@ from gateway.sdk import (
     TurnOutcome,
     crash_point,
     keys,
+    stop_tasks,
 )
 
 log = logging.getLogger(__name__)
@@ -151,9 +152,7 @@ class DiscordAdapter:
             self._leader = None
         else:
             await self._disconnect()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await stop_tasks(list(self._tasks))
         await self._files.close()
         if self._rest is not None:
             await self._rest.close()

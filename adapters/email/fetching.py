@@ -5,14 +5,13 @@ and reconnect with backoff when the server goes away."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import ssl
 
 from adapters.email.intake import MailIntake
 from adapters.email.mailbox import Mailbox, MailboxError
 from adapters.email.settings import EmailSettings
-from gateway.sdk import SPREAD, Backoff
+from gateway.sdk import SPREAD, Backoff, stop_task
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +37,7 @@ class MailFetcher:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
 
     async def _run(self) -> None:
         failures = 0

@@ -12,7 +12,6 @@ encryption) it needs to encrypt to them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 import aiohttp
@@ -20,7 +19,7 @@ from nio import AsyncClient, SyncResponse
 
 from adapters.matrix.client import share_keys
 from adapters.matrix.intake import SyncIntake
-from gateway.sdk import SPREAD, Backoff, Store, StoreUnavailable, keys
+from gateway.sdk import SPREAD, Backoff, Store, StoreUnavailable, keys, stop_task
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +69,7 @@ class Syncer:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
 
     async def _run(self) -> None:
         failures = 0

@@ -50,6 +50,7 @@ from gateway.sdk import (
     StreamSupport,
     crash_point,
     keys,
+    stop_tasks,
 )
 
 log = logging.getLogger(__name__)
@@ -178,9 +179,7 @@ class MattermostAdapter:
             self._leader = None
         await self._disconnect()
         tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks(tasks)
         self._sender = None
         await self._api.close()
 

@@ -8,14 +8,13 @@ at a time, in the order they came, so posts of one channel reach intake in order
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 
-from gateway.sdk import parse_json
+from gateway.sdk import parse_json, stop_task
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +59,7 @@ class EventStream:
     async def stop(self) -> None:
         self.ready.clear()
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await stop_task(task)
 
     async def _run(self) -> None:
         failures = 0

@@ -42,6 +42,7 @@ from gateway.sdk import (
     SentRef,
     StreamSupport,
     UserRef,
+    stop_tasks,
 )
 
 log = logging.getLogger(__name__)
@@ -210,9 +211,7 @@ class SlackAdapter:
             await self._socket.stop()
             self._socket = None
         tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks(tasks)
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -50,6 +50,7 @@ from gateway.sdk import (
     StoreUnavailable,
     StreamSupport,
     UserRef,
+    stop_tasks,
 )
 
 log = logging.getLogger(__name__)
@@ -168,9 +169,7 @@ class TeamsAdapter:
         self._sender = None
         self._files = None
         tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks(tasks)
         if self._connector is not None:
             await self._connector.close()
             self._connector = None

@@ -17,7 +17,7 @@ from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, Tel
 
 from adapters.telegram.intake import UpdateIntake
 from adapters.telegram.sending import retry_after_seconds
-from gateway.sdk import SPREAD, Backoff
+from gateway.sdk import SPREAD, Backoff, stop_task
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +46,7 @@ class Poller:
     async def stop(self) -> None:
         """Stop polling; confirm what was taken so the next poller does not fetch it again."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
         if self._offset is not None:
             with contextlib.suppress(TelegramError):
                 await self._bot.get_updates(offset=self._offset, timeout=0)

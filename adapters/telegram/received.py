@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from telegram import Bot, Update
 
-from gateway.sdk import Batch, Store, StoreUnavailable, crash_point, keys, parse_json
+from gateway.sdk import Batch, Store, StoreUnavailable, crash_point, keys, parse_json, stop_tasks
 
 log = logging.getLogger(__name__)
 
@@ -188,11 +188,7 @@ class ReceivedUpdates:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_tasks(list(self._tasks))
         self._tasks = []
 
     # -- the acknowledgement path ----------------------------------------------------------

@@ -40,6 +40,7 @@ from gateway.sdk import (
     Status,
     StoreUnavailable,
     keys,
+    stop_tasks,
 )
 
 log = logging.getLogger(__name__)
@@ -176,9 +177,7 @@ class WhatsAppAdapter:
         self._sender = None
         self._media = None
         tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks(tasks)
         if self._session is not None:
             await self._session.close()
             self._session = None

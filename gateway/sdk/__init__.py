@@ -65,6 +65,8 @@ if TYPE_CHECKING:
     from gateway.runtime.leader import LeaderElection as LeaderElection
     from gateway.runtime.logs import setup_logging as setup_logging
     from gateway.runtime.secrets import secret_values as secret_values
+    from gateway.runtime.tasks import stop_task as stop_task
+    from gateway.runtime.tasks import stop_tasks as stop_tasks
     from gateway.scheduling.jobs import JobKind as JobKind
     from gateway.scheduling.jobs import JobSpec as JobSpec
     from gateway.scheduling.jobs import describe_job as describe_job
@@ -151,6 +153,8 @@ CORE_PACKAGE_DIRS: tuple[str, ...] = tuple(gateway.__path__)
 
 _EXPORTS: dict[str, str] = {
     "crash_point": "gateway.runtime.faults",
+    "stop_task": "gateway.runtime.tasks",
+    "stop_tasks": "gateway.runtime.tasks",
     "too_deep": "gateway.sdk.json_body",
     "parse_json": "gateway.sdk.json_body",
     # Messages and platforms
