@@ -171,6 +171,7 @@ def _limit(kind: int, value: int) -> None:
 
 
 def _moved(pins: list[list[str]]) -> str:
+    # base.moved, restated: this file runs standalone on the standard library alone.
     for path, then in pins:
         now = os.path.realpath(path)
         if now != then:
