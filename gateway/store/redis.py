@@ -216,19 +216,23 @@ class RedisStore(Store):
         # Commands go in batches (redis_client.py), a few pipelines in flight, so a burst
         # queues in the batches instead of waiting for pooled connections. No command here
         # blocks server-side, so the timeout only trips on a dead or stuck server.
+        # What a caller was told is stored must survive its master's death, so it hears back
+        # once a replica has it (WAIT, redis_replicas.py): on Sentinel at the end of each
+        # batch, on Cluster at the end of each master's part of it (on that part's
+        # connection, which only the cluster client knows).
         commands = open_client(
             target,
             max_connections=max_connections,
             socket_timeout=socket_timeout,
             retries=retries,
             per_reply_timeout=False,
+            cluster_replicas=1 if target.mode == "cluster" else 0,
         )
         wire = RedisCommands(
             commands,
             batches=min(max_connections, _BATCHES),
             # As long as every attempt may take, plus the backoff between them.
             deadline=socket_timeout * (retries + 1) + retries,
-            # Cluster: no WAIT (see the README's Redis Cluster section).
             replicas=1 if target.mode == "sentinel" else 0,
         )
         # Subscribers get their own pool: each holds a connection for as long as it

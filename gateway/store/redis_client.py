@@ -9,7 +9,8 @@ meanwhile waits for the next one, so a burst makes bigger batches, not more conn
 
 With `replicas` (Sentinel), each batch ends with WAIT, so its callers get their replies only
 once that many replicas have the batch's writes: what a caller was told is stored survives a
-failover. Transactions (`many(..., transaction=True)`, used for capped logs) do not wait.
+failover (redis_replicas.py; on Redis Cluster the client does it, one WAIT per master).
+Transactions (`many(..., transaction=True)`, used for capped logs) do not wait.
 
 Failures are redis-py's: a connection error is retried by its Retry (the whole pipeline, on a
 new connection), then raised as redis.ConnectionError to every caller of the batch. With a
@@ -33,6 +34,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway.store.redis_replicas import ReplicaAcks
 from gateway.store.redis_topology import NETWORK_ERRORS
 
 Command = Sequence[str | int | float | bytes]
@@ -85,8 +87,6 @@ class Wire(Protocol):
     async def close(self) -> None: ...
 
 
-_WAIT_MS = 500  # at most this long for a replica to confirm a batch's writes
-_LONE_PAUSE = 5.0  # seconds without WAIT after a replica did not confirm
 _RESEND_PAUSE = 0.25  # Cluster: before sending again what lost its connection mid-reply
 _RESENDS = 40  # at most this many times (the deadline bounds them too)
 # Redis's error for a script that reached a key (named from a prefix, not declared) which a
@@ -135,8 +135,7 @@ class RedisCommands:
         self.client = client
         self._deadline = deadline
         self._batches = batches
-        self._replicas = replicas
-        self._lone_until = 0.0  # till then no replica answered WAIT: do not wait for one
+        self._acks = ReplicaAcks(replicas)
         self._in_flight = 0
         self._waiting: list[_Group] = []
         self._flush_due = False
@@ -208,9 +207,6 @@ class RedisCommands:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _wait_for_replicas(self) -> bool:
-        return self._replicas > 0 and asyncio.get_running_loop().time() >= self._lone_until
-
     async def _send(self, groups: list[_Group]) -> None:
         try:
             commands = [command for group in groups for command in group.commands]
@@ -218,20 +214,18 @@ class RedisCommands:
                 async with self.client.pipeline(transaction=False) as pipe:
                     for command in commands:
                         pipe.execute_command(*command)
-                    waits = self._wait_for_replicas()
+                    waits = self._acks.due()
                     if waits:
                         # A master killed before a replica has its writes takes them along
                         # in a failover: a message acknowledged, or a reply marked sent,
                         # would be lost. WAIT holds the replies until a replica has what
                         # this batch wrote.
-                        pipe.execute_command("WAIT", self._replicas, _WAIT_MS)
+                        pipe.execute_command(*self._acks.wait_command())
                     replies: list[Any] = await pipe.execute(raise_on_error=False)
                 if waits:
-                    acked = replies.pop()
-                    if not isinstance(acked, int) or acked < self._replicas:
-                        # No replica (it is down, or none was promoted yet): wait for none
-                        # for a while rather than _WAIT_MS on every batch.
-                        self._lone_until = asyncio.get_running_loop().time() + _LONE_PAUSE
+                    # No replica (it is down, or none was promoted yet): wait for none for
+                    # a while rather than WAIT_MS on every batch.
+                    self._acks.heard(replies.pop())
                 await self._send_lost_again(commands, replies)
         except BaseException as exc:
             failure = exc if isinstance(exc, Exception) else RedisConnectionError("closed")

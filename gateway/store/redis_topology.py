@@ -20,6 +20,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.utils import HIREDIS_AVAILABLE
 
+from gateway.store.redis_replicas import wait_on_every_master
+
 # What a failover looks like to a caller: the connection broke or timed out, or (Cluster) the
 # cluster said it is down, or to try again while a slot moves (redis-py gives up on that with
 # ClusterError "TTL exhausted"), or its slot map lacks the slot for now. None of these ran.
@@ -146,11 +148,14 @@ def open_client(
     health_check_interval: float = 0,
     raw_replies: bool = True,
     per_reply_timeout: bool = True,
+    cluster_replicas: int = 0,
 ) -> Redis:
     """A redis-py client for `target`; it connects on first use. With `raw_replies`, replies
     come as Redis sends them (no redis-py shaping), as the store's parsing expects. Without
     `per_reply_timeout` a read waits as long as it takes: the caller bounds the whole call
-    (RedisCommands does, once per pipeline instead of once per reply)."""
+    (RedisCommands does, once per pipeline instead of once per reply). With
+    `cluster_replicas` (Cluster only), each master's part of a pipeline that writes ends with
+    WAIT for that many of its replicas (redis_replicas.py)."""
     common: dict[str, Any] = {
         "decode_responses": True,
         "socket_timeout": socket_timeout if per_reply_timeout else None,
@@ -175,8 +180,11 @@ def open_client(
     client: Redis
     if target.mode == "cluster":
         # A RedisCluster speaks the same commands and pipelines: the store treats it alike.
-        cluster: Redis = _open_cluster(target, max_connections, common, credentials, raw_replies)
-        return cluster
+        cluster = _open_cluster(target, max_connections, common, credentials, raw_replies)
+        if cluster_replicas:
+            wait_on_every_master(cluster, cluster_replicas)
+        opened: Redis = cluster
+        return opened
     if target.mode == "sentinel":
         sentinel_auth = dict(credentials)
         if target.sentinel_password is not None:
