@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from redis._parsers import AsyncCommandsParser
 from redis.asyncio.cluster import ClusterNode, NodesManager, PipelineCommand, RedisCluster
@@ -48,11 +48,16 @@ class ReplicaAcks:
             self._lone_until[master] = asyncio.get_running_loop().time() + LONE_PAUSE
 
 
-def _is_read(command: str, table: Mapping[str, Any]) -> bool:
-    """The server's COMMAND table flags the command read-only. Unknown commands and scripts
-    (EVALSHA may write) count as writes."""
+def _stores_nothing(command: str, table: Mapping[str, Any]) -> bool:
+    """The server's COMMAND table says the command changes no data: read-only, pub/sub, or
+    about the connection (PING). Scripts (EVALSHA may write) and unknown commands do."""
     entry = table.get(command.lower())
-    return isinstance(entry, dict) and "readonly" in entry.get("flags", ())
+    if not isinstance(entry, dict):
+        return False
+    flags = entry.get("flags", ())
+    return (
+        "readonly" in flags or "pubsub" in flags or "@connection" in entry.get("acl_categories", ())
+    )
 
 
 class _WaitingNode(ClusterNode):
@@ -65,7 +70,9 @@ class _WaitingNode(ClusterNode):
 
     async def execute_pipeline(self, commands: list[PipelineCommand]) -> bool:
         table = self.parser.commands
-        if not self.acks.due(self.name) or all(_is_read(str(c.args[0]), table) for c in commands):
+        if not self.acks.due(self.name) or all(
+            _stores_nothing(str(c.args[0]), table) for c in commands
+        ):
             return await super().execute_pipeline(commands)
         wait = PipelineCommand(len(commands), *self.acks.wait_command())
         await super().execute_pipeline([*commands, wait])
@@ -119,9 +126,8 @@ def wait_on_every_master(client: RedisCluster, replicas: int) -> ReplicaAcks:
     manager_class = type(
         "WaitingNodesManager", (_WaitingNodes,), {"__slots__": (), "node_class": node_class}
     )
-    manager = client.nodes_manager
-    manager.__class__ = manager_class
-    assert isinstance(manager, _WaitingNodes)
+    client.nodes_manager.__class__ = manager_class
+    manager = cast(_WaitingNodes, client.nodes_manager)
     manager.adopt(manager.startup_nodes)
     manager.adopt(manager.nodes_cache)
     return acks
