@@ -1,9 +1,13 @@
 """WAIT on a real Redis Cluster (three masters, three replicas on 127.0.0.1): each master's
 part of a batch that writes ends with WAIT on its own connection, callers see the replies
-they would without it, and a master whose replica is gone is not waited for again at once."""
+they would without it, a master whose replica is gone is not waited for again at once, and
+writes whose WAIT lost its connection are sent again."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,7 +16,7 @@ import pytest
 import pytest_asyncio
 from redis.crc import key_slot
 
-from gateway.store import keys
+from gateway.store import keys, redis_replicas
 from gateway.store.base import Batch
 from gateway.store.redis import RedisStore
 from gateway.store.redis_client import RedisCommands
@@ -152,4 +156,35 @@ async def test_a_master_without_its_replica_is_not_waited_for_again_at_once(
         assert await wire.many(batch) == ["OK", "OK"]
         assert (waits(servers, lonely), waits(servers, busy)) == (2, 4)
     finally:
+        await wire.close()
+
+
+async def test_writes_whose_wait_lost_its_connection_are_sent_again(
+    own_redis_cluster: RedisClusterSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A master that goes away while WAIT waits may take the writes along: the caller is not
+    # told they are stored; they go again, and the caller hears from the second WAIT.
+    servers = own_redis_cluster
+    monkeypatch.setattr(redis_replicas, "WAIT_MS", 30_000)  # WAIT blocks till the kill
+    wire = wire_for(servers, replicas=1)
+    key = f"{uuid.uuid4().hex[:8]}:count"
+    port = master_port(servers, key)
+    master = servers.client(port)
+    replica = servers.server_on(int(master.info("replication")["slave0"]["port"]))
+    try:
+        os.kill(replica.pid, signal.SIGSTOP)
+        sent = asyncio.create_task(wire.many([["INCR", key]]))
+        while int(master.info("clients")["blocked_clients"]) == 0:  # WAIT is waiting
+            assert not sent.done()
+            await asyncio.sleep(0.05)
+        master.client_kill_filter(_type="normal")  # not this connection (SKIPME)
+        os.kill(replica.pid, signal.SIGCONT)
+        # The INCR ran twice (its first reply was read before WAIT's connection broke).
+        assert await sent == [2]
+        stats: dict[str, Any] = master.info("commandstats")
+        assert stats["cmdstat_incr"]["calls"] == 2
+        assert stats["cmdstat_wait"]["calls"] == 2
+    finally:
+        os.kill(replica.pid, signal.SIGCONT)
+        master.close()
         await wire.close()
