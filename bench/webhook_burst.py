@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import re
 import sys
 import tempfile
@@ -26,8 +27,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import aiohttp
 
 from tests.fakes.telegram import Call, FakeBotAPI
 from tests.fixtures_redis import RedisServer
@@ -59,7 +58,7 @@ class Tally:
     timed_out: int = 0
     refused: Counter[int] = field(default_factory=Counter)  # status -> calls
     failed: int = 0  # connection errors
-    retried: set[int] = field(default_factory=set)  # chats whose update was sent again
+    retried: int = 0  # updates sent again
     last_ack: float = 0.0
     last_reply: float = 0.0
 
@@ -133,58 +132,55 @@ async def redis_server(args: argparse.Namespace, work: Path) -> AsyncIterator[st
         server.stop()
 
 
-async def deliver(
-    http: aiohttp.ClientSession,
-    room: asyncio.Semaphore,
-    url: str,
-    chat: int,
-    update: dict[str, Any],
-    tally: Tally,
-) -> None:
-    """Send one update until a call is answered 200, as Telegram does."""
-    headers = {"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET}
-    timeout = aiohttp.ClientTimeout(total=WEBHOOK_TIMEOUT)
-    first = True
-    while True:
-        async with room:  # a connection of Telegram's max_connections for this bot
-            sent = time.monotonic()
-            if first:
-                tally.sent_at[chat] = sent
-                first = False
-            try:
-                async with http.post(url, json=update, headers=headers, timeout=timeout) as reply:
-                    await reply.read()
-                    status = reply.status
-            except TimeoutError:
-                tally.timed_out += 1
-                tally.retried.add(chat)
-                continue
-            except aiohttp.ClientError:
-                tally.failed += 1
-                status = 0
-            if status == 200:
-                tally.acked.append(time.monotonic() - sent)
-                tally.last_ack = time.monotonic()
-                return
-        tally.refused[status] += 1
-        tally.retried.add(chat)
-        await asyncio.sleep(RETRY_PAUSE)
-
-
 async def burst(args: argparse.Namespace, replica: Replica, tg: FakeBotAPI, tally: Tally) -> float:
-    """Send every chat's message; returns when the burst started."""
+    """Send every chat's message from a client process of its own (webhook_calls.py);
+    returns when the burst started."""
     updates = [
-        {"update_id": n + 1, "message": tg.message(f"hello {n}", chat_id=n + 1, user_id=n + 1)}
+        (
+            n,
+            json.dumps(
+                {
+                    "update_id": n + 1,
+                    "message": tg.message(f"hello {n}", chat_id=n + 1, user_id=n + 1),
+                }
+            ),
+        )
         for n in range(args.sessions)
     ]
-    connector = aiohttp.TCPConnector(limit=args.connections)
-    room = asyncio.Semaphore(args.connections)
-    url = f"{replica.url}/telegram/webhook"
+    job = {
+        "url": f"{replica.url}/telegram/webhook",
+        "secret": WEBHOOK_SECRET,
+        "connections": args.connections,
+        "timeout": WEBHOOK_TIMEOUT,
+        "retry_pause": RETRY_PAUSE,
+        "loop": args.loop,
+        "updates": updates,
+    }
+    client = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "bench.webhook_calls"),
+        cwd=ROOT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert client.stdin is not None and client.stdout is not None
+    client.stdin.write(json.dumps(job).encode())
+    await client.stdin.drain()
+    client.stdin.close()
     started = time.monotonic()
-    async with aiohttp.ClientSession(connector=connector) as http:
-        await asyncio.gather(
-            *(deliver(http, room, url, n, u, tally) for n, u in enumerate(updates))
-        )
+    async for raw in client.stdout:
+        line = json.loads(raw)
+        if "started" in line:
+            started = line["started"]
+        elif "chat" in line:
+            tally.sent_at[line["chat"]] = line["sent"]
+            tally.acked.append(line["ack"])
+            tally.last_ack = max(tally.last_ack, line["at"])
+        elif line.get("done"):
+            tally.timed_out = line["timed_out"]
+            tally.failed = line["failed"]
+            tally.refused.update({int(k): v for k, v in line["refused"].items()})
+            tally.retried = line["retried"]
+    await client.wait()
     return started
 
 
@@ -242,7 +238,7 @@ def print_table(args: argparse.Namespace, tally: Tally, started: float, log: str
         f"| {args.store} | {args.sessions} | {args.connections} | {once} | {duplicated} | "
         f"{lost} | {percentile(tally.acked, 0.5):.2f} s | {percentile(tally.acked, 0.99):.2f} s "
         f"| {max(tally.acked, default=float('nan')):.2f} s | {percentile(waits, 0.5):.1f} s | "
-        f"{percentile(waits, 0.99):.1f} s | {tally.timed_out} | {len(tally.retried)} | "
+        f"{percentile(waits, 0.99):.1f} s | {tally.timed_out} | {tally.retried} | "
         f"{tally.last_ack - started:.1f} s | {tally.last_reply - started:.1f} s |"
     )
     refused = ", ".join(f"{status or 'no connection'}: {n}" for status, n in tally.refused.items())

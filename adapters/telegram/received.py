@@ -18,11 +18,9 @@ without writing it twice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -148,7 +146,9 @@ class IntakeGauge(Protocol):
     @property
     def busy(self) -> bool: ...
 
-    def entered(self) -> AbstractContextManager[None]: ...
+    def enter(self) -> None: ...
+
+    def leave(self) -> None: ...
 
 
 class ReceivedUpdates:
@@ -201,12 +201,11 @@ class ReceivedUpdates:
         Raises StoreUnavailable when the store did not take it."""
         if update.update_id in self._held:
             return False
-        arriving = contextlib.ExitStack()
-        arriving.enter_context(self._load.entered())
+        self._load.enter()
         try:
             await self._writes.hset(str(update.update_id), update.encode(self._owner))
         finally:
-            asyncio.get_running_loop().call_later(ARRIVAL_LINGER, arriving.close)
+            asyncio.get_running_loop().call_later(ARRIVAL_LINGER, self._load.leave)
         return True
 
     def hand_over(self, update: RawUpdate) -> None:

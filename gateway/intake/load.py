@@ -34,11 +34,18 @@ class IntakeLoad:
     @contextlib.contextmanager
     def entered(self) -> Iterator[None]:
         """One message inside admission for the duration."""
-        self.in_flight += 1
+        self.enter()
         try:
             yield
         finally:
-            self.in_flight -= 1
-            if self.in_flight == self.busy_above:
-                for listener in self._on_quiet:
-                    listener()
+            self.leave()
+
+    def enter(self) -> None:
+        """One more message or call counts in intake's load, until `leave`."""
+        self.in_flight += 1
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+        if self.in_flight == self.busy_above:
+            for listener in self._on_quiet:
+                listener()

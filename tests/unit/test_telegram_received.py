@@ -13,6 +13,7 @@ import pytest
 from telegram import Bot, Update
 
 from adapters.telegram.received import GroupWrite, RawUpdate, ReceivedUpdates
+from adapters.telegram.update_check import shape_problem
 from adapters.telegram.webhook import raw_update
 from gateway.intake.load import IntakeLoad
 from gateway.store import keys
@@ -102,6 +103,14 @@ def received(store: CountingStore, taker: Taker, owner: str = "me") -> ReceivedU
         body({"update_id": 5.0}),
         body({"update_id": 5, "message": {"chat": "42", "text": "hi"}}),  # wrong shape
         b"[" * 200 + b"]" * 200,  # nested past any update
+        b'{"update_id": 5, "x": ' + b"[" * 65 + b"]" * 65 + b"}",  # nested in a field
+        body({"update_id": 5, "message": {"message_id": True, "chat": {"id": 1}}}),
+        body({"update_id": 5, "message": {"chat": {"id": 1}, "from": 7}}),
+        body({"update_id": 5, "message": {"chat": {"id": 1}, "entities": [{"offset": "0"}]}}),
+        body({"update_id": 5, "message": {"chat": {"id": 1}, "quote": {"text": 3}}}),
+        body({"update_id": 5, "message": {"chat": {"id": 1}, "reply_to_message": {"chat": 1}}}),
+        body({"update_id": 5, "callback_query": {"id": "q", "data": "d"}}),  # no sender
+        body({"update_id": 5, "callback_query": {"id": "q", "from": {"id": "1"}}}),
     ],
 )
 def test_a_body_that_is_not_an_update_is_refused_before_anything_is_built(raw: bytes) -> None:
@@ -117,6 +126,22 @@ def test_an_update_is_kept_as_sent_with_the_chat_it_belongs_to() -> None:
     assert owner == "replica-a" and decoded == update
     # An update without a chat (an inline query) is a lane of its own.
     assert raw_update(body({"update_id": 12, "inline_query": {}})).lane == "u12"  # type: ignore[union-attr]
+
+
+def test_a_shallow_update_full_of_brackets_is_accepted() -> None:
+    """Brackets inside the text count toward the quick bound, not toward the nesting."""
+    data = message_update(13, 42, "[" * 100 + "{" * 100)
+    update = raw_update(body(data))
+    assert update is not None and json.loads(update.body) == data
+
+
+def test_a_refused_shape_is_named_by_its_path() -> None:
+    reply = {"chat": {"id": 1}, "reply_to_message": {"chat": {"id": "1"}}}
+    assert shape_problem({"message": reply}) == "message.reply_to_message.chat.id is not a int"
+    query = {"id": "q", "from": {"id": 1}, "message": {"chat": []}}
+    assert shape_problem({"callback_query": query}) == (
+        "callback_query.message.chat is not an object"
+    )
 
 
 # -- writing many calls at once ------------------------------------------------------------

@@ -1,0 +1,153 @@
+"""The webhook calls of bench/webhook_burst.py, sent from a process of their own.
+
+Telegram's servers are not on the gateway's machine; the load client here is. Sent from
+the bench's own process with aiohttp's client, each call cost the client about half a
+millisecond of CPU, and with thousands in flight every call waited for the client to start
+all the others before its own request went out (the gateway saw its first call 2.5 s after
+a 3,000-call burst began, and answered all of them within 1.2 s of that). So the calls go
+from this process, apart from the fake Bot API's, over plain asyncio streams with h11
+reading the answers: a call costs tens of microseconds, and what is measured is the
+gateway's answer.
+
+Reads one JSON object on stdin (url, secret, connections, timeout, retry_pause, and the
+updates as JSON texts with their chat); writes `{"started": t}` as the first call goes out,
+one JSON line per update once a call of it is answered 200 (`{"chat", "sent", "ack", "at"}`:
+when its first call went out, how long the answered call waited, and when it was answered),
+then the totals (`{"done": true, "timed_out", "refused", "failed", "retried"}`). Times are
+on the monotonic clock, which the parent process shares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import h11
+
+from gateway.runtime.event_loop import event_loop_runner
+
+
+@dataclass
+class Totals:
+    timed_out: int = 0
+    failed: int = 0  # no connection, or the connection broke
+    refused: Counter[int] = field(default_factory=Counter)  # status -> calls
+    retried: set[int] = field(default_factory=set)  # chats whose update was sent again
+
+
+@dataclass(frozen=True)
+class Target:
+    host: str
+    port: int
+    path: str
+    secret: str
+
+    @classmethod
+    def parse(cls, url: str, secret: str) -> Target:
+        parts = urlsplit(url)
+        return cls(parts.hostname or "127.0.0.1", parts.port or 80, parts.path, secret)
+
+    def request(self, body: bytes) -> bytes:
+        """The call's bytes, made once: the burst does not pay for them."""
+        client = h11.Connection(h11.CLIENT)
+        headers = [
+            ("Host", f"{self.host}:{self.port}"),
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("X-Telegram-Bot-Api-Secret-Token", self.secret),
+            ("Connection", "close"),
+        ]
+        return (
+            client.send(h11.Request(method="POST", target=self.path, headers=headers))
+            + client.send(h11.Data(data=body))
+            + client.send(h11.EndOfMessage())
+        )
+
+
+async def status_of(target: Target, request: bytes) -> int:
+    """Send one call on a new connection; the status of its answer."""
+    reader, writer = await asyncio.open_connection(target.host, target.port)
+    try:
+        writer.write(request)
+        client = h11.Connection(h11.CLIENT)
+        client.send(h11.Request(method="POST", target=target.path, headers=[("Host", "x")]))
+        while True:
+            event = client.next_event()
+            if isinstance(event, h11.Response):
+                return int(event.status_code)
+            if event is h11.NEED_DATA:
+                client.receive_data(await reader.read(4096))
+    finally:
+        writer.close()
+
+
+async def deliver(
+    target: Target,
+    room: asyncio.Semaphore,
+    chat: int,
+    request: bytes,
+    give_up: float,
+    retry_pause: float,
+    totals: Totals,
+) -> None:
+    """Send one update until a call is answered 200, as Telegram does."""
+    first_sent = 0.0
+    while True:
+        async with room:  # a connection of the bot's max_connections
+            sent = time.monotonic()
+            first_sent = first_sent or sent
+            status = 0
+            try:
+                async with asyncio.timeout(give_up):
+                    status = await status_of(target, request)
+            except TimeoutError:
+                totals.timed_out += 1
+                totals.retried.add(chat)
+                continue
+            except (OSError, h11.ProtocolError):
+                totals.failed += 1
+            if status == 200:
+                at = time.monotonic()
+                answer = {"chat": chat, "sent": first_sent, "ack": at - sent, "at": at}
+                print(json.dumps(answer), flush=False)
+                return
+        totals.refused[status] += 1
+        totals.retried.add(chat)
+        await asyncio.sleep(retry_pause)
+
+
+async def burst(job: dict[str, Any]) -> None:
+    target = Target.parse(job["url"], job["secret"])
+    requests = [(chat, target.request(body.encode())) for chat, body in job["updates"]]
+    room = asyncio.Semaphore(job["connections"])
+    totals = Totals()
+    print(json.dumps({"started": time.monotonic()}), flush=True)
+    await asyncio.gather(
+        *(
+            deliver(target, room, chat, request, job["timeout"], job["retry_pause"], totals)
+            for chat, request in requests
+        )
+    )
+    done = {
+        "done": True,
+        "timed_out": totals.timed_out,
+        "failed": totals.failed,
+        "refused": dict(totals.refused),
+        "retried": len(totals.retried),
+    }
+    print(json.dumps(done), flush=True)
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.read())
+    event_loop_runner(job.get("loop", "auto"))(burst(job))
+
+
+if __name__ == "__main__":
+    main()
