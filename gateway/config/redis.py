@@ -36,10 +36,11 @@ class RedisSettings(Section):
     cluster_nodes: list[str] = []
     cluster_shards: int = Field(default=16, ge=1, le=1024)
     # For Sentinel and Cluster (a URL carries its own): the ACL user and password of the master and
-    # replicas, which the sentinels are asked with too unless `sentinel_password` is set
-    # (the sentinels' own `requirepass`, then sent without the user).
+    # replicas, which the sentinels are asked with too unless `sentinel_password` is set: the
+    # sentinels' own password, of their ACL user `sentinel_username` (else of their `requirepass`).
     username: str = ""
     password: SecretStr = SecretStr("")
+    sentinel_username: str = ""
     sentinel_password: SecretStr = SecretStr("")
     db: int = Field(default=0, ge=0, le=1_000)  # Sentinel (Cluster has db 0 only); a URL says /0
     tls: bool = False  # Sentinel and Cluster; a URL says rediss://
@@ -76,6 +77,8 @@ class RedisSettings(Section):
             raise ValueError("Redis Cluster has database 0 only: leave redis.db unset")
         if self.sentinels and not self.sentinel_master:
             raise ValueError("redis.sentinels needs redis.sentinel_master (the monitored name)")
+        if self.sentinel_username and not self.sentinel_password.get_secret_value():
+            raise ValueError("redis.sentinel_username needs redis.sentinel_password (its password)")
         if self.sentinel_master and not self.sentinels:
             raise ValueError("redis.sentinel_master needs redis.sentinels (host:port of each)")
         return self

@@ -64,6 +64,7 @@ def redis_target(settings: Settings) -> RedisTarget:
         cluster_nodes=tuple(conf.cluster_nodes),
         username=conf.username or None,
         password=conf.password.get_secret_value() or None,
+        sentinel_username=conf.sentinel_username or None,
         sentinel_password=conf.sentinel_password.get_secret_value() or None,
         db=conf.db,
         tls=conf.tls,

@@ -248,12 +248,15 @@ def test_sentinels_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHATGATE_REDIS__SENTINELS", '["10.0.0.5:26379", "[::1]:26380"]')
     monkeypatch.setenv("CHATGATE_REDIS__SENTINEL_MASTER", "main")
     monkeypatch.setenv("CHATGATE_REDIS__PASSWORD", "hunter22")
+    monkeypatch.setenv("CHATGATE_REDIS__SENTINEL_USERNAME", "watcher")
+    monkeypatch.setenv("CHATGATE_REDIS__SENTINEL_PASSWORD", "watch-pw")
     settings = load_settings(None)
     assert settings.redis.enabled
     target = redis_target(settings)
     assert target.mode == "sentinel"
     assert target.sentinels == ("10.0.0.5:26379", "[::1]:26380")
     assert target.password == "hunter22"
+    assert target.sentinel_auth == ("watcher", "watch-pw")
     assert "hunter22" not in target.where
 
 
@@ -319,6 +322,14 @@ def test_a_cluster_setup_that_cannot_work_is_refused(
         (
             {"CHATGATE_REDIS__SENTINELS": '["10.0.0.5"]', "CHATGATE_REDIS__SENTINEL_MASTER": "m"},
             "is not host:port",
+        ),
+        (
+            {
+                "CHATGATE_REDIS__SENTINELS": '["10.0.0.5:26379"]',
+                "CHATGATE_REDIS__SENTINEL_MASTER": "main",
+                "CHATGATE_REDIS__SENTINEL_USERNAME": "watcher",
+            },
+            "sentinel_username needs redis.sentinel_password",
         ),
     ],
 )
