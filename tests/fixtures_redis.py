@@ -106,6 +106,9 @@ class RedisServer:
             socket_connect_timeout=0.5,
             ssl=self.tls is not None,
             ssl_ca_certs=str(self.tls[0]) if self.tls is not None else None,
+            # Its own certificate is the client's too, for a server that asks for one.
+            ssl_certfile=str(self.tls[0]) if self.tls is not None else None,
+            ssl_keyfile=str(self.tls[1]) if self.tls is not None else None,
         )
         deadline = time.monotonic() + timeout
         try:

@@ -1,6 +1,7 @@
-"""Redis with failover that speaks TLS only and knows no default user: a Sentinel set (data
-nodes and sentinels, each with its own ACL user) and a Redis Cluster of 3 masters + 3 replicas
-(TLS on the cluster bus too). The certificate is made with openssl when the fixture starts."""
+"""Redis with failover that speaks TLS only, asks every client for its certificate and knows
+no default user: a Sentinel set (data nodes and sentinels, each with its own ACL user) and a
+Redis Cluster of 3 masters + 3 replicas (TLS on the cluster bus too). The certificate, made
+with openssl when the fixture starts, serves every server and every client alike."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -53,6 +55,15 @@ class Tls:
     cert: Path  # also the CA that every node and client trusts
     key: Path
 
+    def settings(self) -> dict[str, Any]:
+        """The `[redis]` TLS settings of a client that trusts this certificate and shows it."""
+        return {
+            "tls": True,
+            "tls_ca_certs": str(self.cert),
+            "tls_certfile": str(self.cert),
+            "tls_keyfile": str(self.key),
+        }
+
     def client(self, port: int, username: str, password: str) -> redis.Redis:
         return redis.Redis(
             host="127.0.0.1",  # the name the certificate is for
@@ -61,6 +72,8 @@ class Tls:
             password=password,
             ssl=True,
             ssl_ca_certs=str(self.cert),
+            ssl_certfile=str(self.cert),
+            ssl_keyfile=str(self.key),
             socket_timeout=1,
             decode_responses=True,
         )
@@ -79,7 +92,7 @@ class SecureSentinel(Sentinel):
         self.conf.write_text(
             f"port 0\ntls-port {self.port}\nbind 127.0.0.1\ndir {workdir}\n"
             f"tls-cert-file {tls.cert}\ntls-key-file {tls.key}\ntls-ca-cert-file {tls.cert}\n"
-            "tls-auth-clients no\ntls-replication yes\n"
+            "tls-auth-clients yes\ntls-replication yes\n"
             f"user default off\nuser {SENTINEL_USER} on >{SENTINEL_PASSWORD} ~* &* +@all\n"
             f"sentinel sentinel-user {SENTINEL_USER}\nsentinel sentinel-pass {SENTINEL_PASSWORD}\n"
             f"sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n"
@@ -120,7 +133,8 @@ class SecureSentinelSet(SentinelSet):
         return [
             *acl_user(DATA_USER, DATA_PASSWORD),
             *("--masteruser", DATA_USER, "--masterauth", DATA_PASSWORD),
-            *("--tls-replication", "yes", "--repl-diskless-sync-delay", "0"),
+            *("--tls-auth-clients", "yes", "--tls-replication", "yes"),
+            *("--repl-diskless-sync-delay", "0"),
         ]
 
     def _sentinel(self) -> Sentinel:
@@ -137,8 +151,7 @@ class SecureSentinelSet(SentinelSet):
             password=DATA_PASSWORD,
             sentinel_username=SENTINEL_USER,
             sentinel_password=SENTINEL_PASSWORD,
-            tls=True,
-            tls_ca_certs=str(self.tls.cert),
+            **self.tls.settings(),
         )
 
 
@@ -161,13 +174,14 @@ class SecureClusterSet(RedisClusterSet):
         server.extra_args = [
             *acl_user(DATA_USER, DATA_PASSWORD),
             *("--masteruser", DATA_USER, "--masterauth", DATA_PASSWORD),
-            *("--tls-replication", "yes", "--tls-cluster", "yes"),
+            *("--tls-auth-clients", "yes", "--tls-replication", "yes", "--tls-cluster", "yes"),
         ]
         return server
 
     def _cli_options(self) -> list[str]:
         return [
             *("--tls", "--cacert", str(self.tls.cert)),
+            *("--cert", str(self.tls.cert), "--key", str(self.tls.key)),
             *("--user", DATA_USER, "--pass", DATA_PASSWORD, "--no-auth-warning"),
         ]
 
@@ -179,8 +193,7 @@ class SecureClusterSet(RedisClusterSet):
             cluster_nodes=tuple(self.addresses),
             username=DATA_USER,
             password=DATA_PASSWORD,
-            tls=True,
-            tls_ca_certs=str(self.tls.cert),
+            **self.tls.settings(),
         )
 
 

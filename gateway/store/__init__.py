@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from gateway.store.base import Store, StoreLocked, StoreUnavailable
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gateway.config import Settings
     from gateway.store.redis_topology import RedisTarget
 
@@ -56,7 +58,6 @@ def redis_target(settings: Settings) -> RedisTarget:
     from gateway.store.redis_topology import RedisTarget
 
     conf = settings.redis
-    ca = conf.tls_ca_certs
     return RedisTarget(
         url=conf.url,
         sentinels=tuple(conf.sentinels),
@@ -68,5 +69,11 @@ def redis_target(settings: Settings) -> RedisTarget:
         sentinel_password=conf.sentinel_password.get_secret_value() or None,
         db=conf.db,
         tls=conf.tls,
-        tls_ca_certs=str(ca) if ca is not None else None,
+        tls_ca_certs=_path(conf.tls_ca_certs),
+        tls_certfile=_path(conf.tls_certfile),
+        tls_keyfile=_path(conf.tls_keyfile),
     )
+
+
+def _path(path: Path | None) -> str | None:
+    return str(path) if path is not None else None

@@ -73,6 +73,8 @@ class RedisTarget:
     db: int = 0
     tls: bool = False
     tls_ca_certs: str | None = None
+    tls_certfile: str | None = None  # the client's own certificate, for servers that ask
+    tls_keyfile: str | None = None
 
     @property
     def mode(self) -> Mode:
@@ -102,6 +104,18 @@ class RedisTarget:
         if self.sentinel_password is not None:
             return self.sentinel_username, self.sentinel_password
         return self.username, self.password
+
+    @property
+    def ssl(self) -> dict[str, Any]:
+        """redis-py's TLS options for every connection: sentinels and data nodes alike."""
+        if not self.tls:
+            return {}
+        return {
+            "ssl": True,
+            "ssl_ca_certs": self.tls_ca_certs,
+            "ssl_certfile": self.tls_certfile,
+            "ssl_keyfile": self.tls_keyfile,
+        }
 
     def login_settings(self, refused: Refused) -> str:
         """The settings that hold the username and password `refused` did not take."""
@@ -227,9 +241,7 @@ def open_client(
         credentials["username"] = target.username
     if target.password:
         credentials["password"] = target.password
-    tls: dict[str, Any] = {}
-    if target.tls:
-        tls = {"ssl": True, "ssl_ca_certs": target.tls_ca_certs}
+    tls = target.ssl
     client: Redis
     if target.mode == "cluster":
         # A RedisCluster speaks the same commands and pipelines: the store treats it alike.
@@ -307,9 +319,7 @@ def _open_cluster(
     ASK, and after a connection error reads the map again (a failover), as often as `retry`
     allows. `max_connections` applies per node."""
     base = SSLConnection if target.tls else Connection
-    tls: dict[str, Any] = {}
-    if target.tls:
-        tls = {"ssl": True, "ssl_ca_certs": target.tls_ca_certs}
+    tls = target.ssl
     client = _Cluster(
         startup_nodes=[ClusterNode(*host_port(a, 6379)) for a in target.cluster_nodes],
         max_connections=max_connections,
@@ -343,8 +353,7 @@ def _node_client(target: RedisTarget, host: str, port: int, wait: float) -> Redi
         port=port,
         username=target.username,
         password=target.password,
-        ssl=target.tls,
-        ssl_ca_certs=target.tls_ca_certs,
+        **target.ssl,
         socket_timeout=wait,
         socket_connect_timeout=wait,
         decode_responses=True,
@@ -395,8 +404,7 @@ async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
             port=port,
             username=username,
             password=password,
-            ssl=target.tls,
-            ssl_ca_certs=target.tls_ca_certs,
+            **target.ssl,
             socket_timeout=wait,
             socket_connect_timeout=wait,
             decode_responses=True,

@@ -1,7 +1,7 @@
-"""The Redis store made from settings, over TLS only and with ACL users (no default user),
-behind Sentinel and on a Redis Cluster: the settings reach the sentinels, the master and
-replicas they name and every node the cluster client discovers; a wrong password is refused
-with a clear error; `chatgate doctor` describes the topology."""
+"""The Redis store made from settings, over TLS only (client certificates asked for) and with
+ACL users (no default user), behind Sentinel and on a Redis Cluster: the settings reach the
+sentinels, the master and replicas they name and every node the cluster client discovers; a
+wrong password is refused with a clear error; `chatgate doctor` describes the topology."""
 
 from __future__ import annotations
 
@@ -43,8 +43,7 @@ def sentinel_section(sentinels: SecureSentinelSet) -> dict[str, Any]:
         "password": DATA_PASSWORD,
         "sentinel_username": SENTINEL_USER,
         "sentinel_password": SENTINEL_PASSWORD,
-        "tls": True,
-        "tls_ca_certs": str(sentinels.tls.cert),
+        **sentinels.tls.settings(),
     }
 
 
@@ -54,8 +53,7 @@ def cluster_section(cluster: SecureClusterSet) -> dict[str, Any]:
         "cluster_nodes": cluster.addresses[:1],
         "username": DATA_USER,
         "password": DATA_PASSWORD,
-        "tls": True,
-        "tls_ca_certs": str(cluster.tls.cert),
+        **cluster.tls.settings(),
     }
 
 
