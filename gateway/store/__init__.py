@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.store.base import Store, StoreLocked, StoreUnavailable
+from gateway.store.base import Store, StoreLocked, StoreRefused, StoreUnavailable
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Store",
     "StoreLocked",
+    "StoreRefused",
     "StoreUnavailable",
     "open_store",
     "redis_target",

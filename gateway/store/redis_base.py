@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from gateway.store import keys
-from gateway.store.base import StoreUnavailable
+from gateway.store.base import StoreRefused, StoreUnavailable
 from gateway.store.redis_client import ReplyError, Script, Wire, is_no_script, load_scripts
 from gateway.store.redis_topology import NETWORK_ERRORS as NETWORK_ERRORS
 from gateway.store.redis_topology import RedisTarget, refused_login
@@ -107,7 +107,8 @@ class Unavailable:
         tb: TracebackType | None,
     ) -> None:
         if isinstance(exc, NETWORK_ERRORS):
-            raise StoreUnavailable(self.describe(exc)) from exc
+            refused = refused_login(exc) is not None
+            raise (StoreRefused if refused else StoreUnavailable)(self.describe(exc)) from exc
 
     def describe(self, exc: BaseException) -> str:
         refused = refused_login(exc)

@@ -356,6 +356,7 @@ def _node_client(target: RedisTarget, host: str, port: int, wait: float) -> Redi
         **target.ssl,
         socket_timeout=wait,
         socket_connect_timeout=wait,
+        retry=_retry(0),  # a probe: what it meets is the answer
         decode_responses=True,
     )
 
@@ -378,7 +379,11 @@ async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
     if target.mode == "cluster":
         return await _describe_cluster(target, wait)
     client = Redis.from_url(
-        target.url, socket_timeout=wait, socket_connect_timeout=wait, decode_responses=True
+        target.url,
+        socket_timeout=wait,
+        socket_connect_timeout=wait,
+        retry=_retry(0),
+        decode_responses=True,
     )
     try:
         latency = await _latency_ms(client)
@@ -407,6 +412,7 @@ async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
             **target.ssl,
             socket_timeout=wait,
             socket_connect_timeout=wait,
+            retry=_retry(0),
             decode_responses=True,
         )
         try:

@@ -17,7 +17,7 @@ import pytest
 from gateway.app.app import load_settings
 from gateway.app.doctor import run_checks
 from gateway.config import Settings
-from gateway.store import StoreUnavailable, redis_target, store_for
+from gateway.store import StoreRefused, redis_target, store_for
 from gateway.store.inbox import InboxEntry, IntakeRequest
 from gateway.store.redis_topology import describe_topology
 from tests.fixtures_redis_ha import MASTER_NAME
@@ -111,15 +111,18 @@ async def test_the_store_works_over_tls_as_an_acl_user(
 
 
 async def refusal(tmp_path: Path, section: dict[str, Any]) -> str:
-    """What the store says when the servers refuse its login."""
-    store = store_for(settings_for(tmp_path, section))
+    """What the store, and `chatgate doctor`, say when the servers refuse the login."""
+    settings = settings_for(tmp_path, section)
+    store = store_for(settings)
     try:
-        with pytest.raises(StoreUnavailable) as refused:
+        with pytest.raises(StoreRefused) as refused:
             await asyncio.wait_for(store.get("k"), 30)  # not a hang
     finally:
         await store.close()
     message = str(refused.value)
     assert not any(secret in message for secret in SECRETS), message
+    results = {r.name: r for r in await run_checks(settings)}
+    assert not results["store"].ok and results["store"].detail == message, results["store"]
     return message
 
 
