@@ -28,6 +28,7 @@ from tests.fixtures_redis_secure import (
     SENTINEL_USER,
     SecureClusterSet,
     SecureSentinelSet,
+    Tls,
 )
 
 pytestmark = pytest.mark.redis
@@ -76,8 +77,10 @@ async def test_the_store_works_over_tls_as_an_acl_user(
 ) -> None:
     store = store_for(settings_for(tmp_path, secure_redis))
     try:
-        assert await store.set("k", "over tls")
-        assert await store.get("k") == "over tls"
+        # Keys on every master of a Cluster: connections to the nodes it found, too.
+        values = {f"k{n}": f"over tls {n}" for n in range(32)}
+        assert all(await asyncio.gather(*(store.set(k, v) for k, v in values.items())))
+        assert [await store.get(k) for k in values] == list(values.values())
         entry = InboxEntry("e1", '{"text": "hi"}')
         intake = IntakeRequest(
             session="telegram:1", entry=entry, seen=None, seen_ttl=60, max_queued=5, max_total=50
@@ -159,3 +162,22 @@ async def test_doctor_describes_every_node_over_tls(
     latency = re.compile(r"[\d.]+ ms")
     assert results["store"].ok, results["store"]
     assert latency.sub("", results["store"].detail) == latency.sub("", described)
+
+
+async def test_the_store_follows_a_failover_over_tls(
+    tmp_path_factory: pytest.TempPathFactory, redis_tls: Tls, tmp_path: Path
+) -> None:
+    """The master the sentinels name after a failover is reached with the same TLS and user."""
+    servers = SecureSentinelSet(tmp_path_factory.mktemp("sentinel-secure-own"), redis_tls)
+    servers.start()
+    store = store_for(settings_for(tmp_path, sentinel_section(servers)))
+    try:
+        assert await store.set("before", "1")
+        old = servers.master_port()
+        servers.server_on(old).kill()
+        assert await store.set("after", "2")  # retried through the failover
+        assert servers.master_port() != old
+        assert await store.get("before") == "1"
+    finally:
+        await store.close()
+        servers.stop()
