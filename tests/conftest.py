@@ -11,6 +11,8 @@ import pytest
 # tests.fixtures_redis_ha: Redis with failover on free ports: a Sentinel set (`sentinel_set`,
 # `own_sentinel_set`, `sentinel_store`) and a Redis Cluster of 3 masters + 3 replicas
 # (`redis_cluster`, `own_redis_cluster`, `cluster_store`).
+# tests.fixtures_redis_secure: the same two over TLS only, with ACL users and no default user
+# (`secure_sentinel_set`, `secure_redis_cluster`).
 # tests.fixtures_fakes: the fake platform and LLM servers (`llm`, `tg`, `slack`), and no proxy
 # variables (slack_sdk ignores NO_PROXY).
 # tests.fixtures_terminal: real bwrap sandboxes, local backends (as a throwaway user when
@@ -19,6 +21,7 @@ import pytest
 pytest_plugins = [
     "tests.fixtures_redis",
     "tests.fixtures_redis_ha",
+    "tests.fixtures_redis_secure",
     "tests.fixtures_fakes",
     "tests.fixtures_terminal",
     "tests.fixtures_synapse",

@@ -36,6 +36,9 @@ class RedisServer:
         workdir: Path,
         *,
         password: str | None = None,
+        # An ACL user that `extra_args` define (`--user ...`): `password` is then its password,
+        # not a `requirepass`.
+        username: str | None = None,
         unix_socket: Path | None = None,
         tls: tuple[Path, Path] | None = None,  # certificate and key: TLS only, on `port`
         extra_args: Sequence[str] = (),  # more redis-server options (--replicaof ...)
@@ -52,6 +55,7 @@ class RedisServer:
         self.workdir = workdir
         self.port = port or free_port()
         self.password = password
+        self.username = username
         self.extra_args = list(extra_args)
         self.unix_socket = unix_socket
         self.tls = tls
@@ -85,7 +89,7 @@ class RedisServer:
         else:
             args += ["--save", "", "--appendonly", "no"]
         args += ["--dir", str(self.workdir)]
-        if self.password is not None:
+        if self.password is not None and self.username is None:
             args += ["--requirepass", self.password]
         if self.unix_socket is not None:
             args += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
@@ -96,11 +100,15 @@ class RedisServer:
         client = redis.Redis(
             host="127.0.0.1",
             port=self.port,
+            username=self.username,
             password=self.password,
             socket_timeout=0.5,
             socket_connect_timeout=0.5,
             ssl=self.tls is not None,
             ssl_ca_certs=str(self.tls[0]) if self.tls is not None else None,
+            # Its own certificate is the client's too, for a server that asks for one.
+            ssl_certfile=str(self.tls[0]) if self.tls is not None else None,
+            ssl_keyfile=str(self.tls[1]) if self.tls is not None else None,
         )
         deadline = time.monotonic() + timeout
         try:

@@ -83,16 +83,11 @@ class SentinelSet:
         # Either may become the master, so both start the first sync at once (not after
         # the default 5 s wait for more replicas).
         for server in (self.master, self.replica):
-            server.extra_args = ["--repl-diskless-sync-delay", "0"]
-            if self.password:
-                server.extra_args += ["--masterauth", self.password]
+            server.extra_args = self._data_node_args()
         self.master.start()
         self.replica.extra_args += ["--replicaof", "127.0.0.1", str(self.master.port)]
         self.replica.start()
-        self.sentinels = [
-            Sentinel(self.workdir, self.master.port, self.master.binary, self.password)
-            for _ in range(3)
-        ]
+        self.sentinels = [self._sentinel() for _ in range(3)]
         # Ready when every sentinel knows the replica and the two other sentinels: only
         # then can two of them agree that the master is down and elect one to fail over.
         deadline = time.monotonic() + timeout
@@ -103,6 +98,14 @@ class SentinelSet:
                 self.stop()
                 pytest.fail("the sentinels did not find each other and the replica in time")
             time.sleep(0.2)
+
+    def _data_node_args(self) -> list[str]:
+        """Options of the master and the replica alike: either may become the master."""
+        args = ["--repl-diskless-sync-delay", "0"]
+        return args + (["--masterauth", self.password] if self.password else [])
+
+    def _sentinel(self) -> Sentinel:
+        return Sentinel(self.workdir, self.master.port, self.master.binary, self.password)
 
     def _replica_in_sync(self) -> bool:
         client = self.data_client(self.replica.port)
@@ -221,6 +224,14 @@ def cluster_port() -> int:
     raise RuntimeError("no free port below 55536 with a free bus port")
 
 
+def cli_for(server: str) -> str:
+    """The cli that came with `server` (valkey-cli beside a valkey-server), else redis-cli."""
+    for name in ("valkey-cli", "redis-cli"):
+        if (beside := Path(server).with_name(name)).is_file():
+            return str(beside)
+    return shutil.which("redis-cli") or "redis-cli"
+
+
 class RedisClusterSet:
     """A Redis Cluster of three masters, each with one replica, on 127.0.0.1."""
 
@@ -233,25 +244,22 @@ class RedisClusterSet:
         for n in range(6):
             where = self.workdir / f"node{n}"
             where.mkdir(parents=True, exist_ok=True)
-            server = RedisServer(where, password=self.password, port=cluster_port())
-            server.extra_args = [
+            server = self._node(where)
+            server.extra_args += [
                 "--cluster-enabled", "yes",
                 "--cluster-config-file", str(where / "nodes.conf"),
                 "--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS),
                 "--repl-diskless-sync-delay", "0",
             ]  # fmt: skip
-            if self.password:
-                server.extra_args += ["--masterauth", self.password]
             server.start()
             self.nodes.append(server)
         create = [
-            shutil.which("redis-cli") or "redis-cli",
+            cli_for(self.nodes[0].binary),
             "--cluster", "create",
             *(f"127.0.0.1:{s.port}" for s in self.nodes),
             "--cluster-replicas", "1", "--cluster-yes",
+            *self._cli_options(),
         ]  # fmt: skip
-        if self.password:
-            create += ["-a", self.password, "--no-auth-warning"]
         done = subprocess.run(create, capture_output=True, timeout=timeout, check=False)
         if done.returncode != 0:
             self.stop()
@@ -269,6 +277,17 @@ class RedisClusterSet:
                 self._adopt_orphans()
                 adopted = True
             time.sleep(0.2)
+
+    def _node(self, where: Path) -> RedisServer:
+        """One node, not started: the cluster options are added to its `extra_args`."""
+        server = RedisServer(where, password=self.password, port=cluster_port())
+        if self.password:
+            server.extra_args = ["--masterauth", self.password]
+        return server
+
+    def _cli_options(self) -> list[str]:
+        """How the cli reaches the nodes (auth, TLS) when it creates the cluster."""
+        return ["-a", self.password, "--no-auth-warning"] if self.password else []
 
     def client(self, port: int) -> redis.Redis:
         return redis.Redis(

@@ -18,7 +18,7 @@ from gateway.profiles.book import ProfileBook, Resolution
 from gateway.sdk.checks import CheckResult, probe_api
 from gateway.sessions.dead_letters import DeadLetters
 from gateway.store import keys, open_store, redis_target
-from gateway.store.base import StoreUnavailable
+from gateway.store.base import StoreRefused, StoreUnavailable
 
 # One platform's check, bound to its settings by the composition root.
 PlatformCheck = Callable[[httpx.AsyncClient], Awaitable[CheckResult]]
@@ -65,6 +65,8 @@ async def _check_store(settings: Settings) -> CheckResult:
         return CheckResult("store", False, str(exc), "stop the other chatgate process or use Redis")
     try:
         await asyncio.wait_for(store.ping(), timeout=5)
+    except StoreRefused as exc:
+        return CheckResult("store", False, str(exc), "set the username and password it names")
     except (StoreUnavailable, TimeoutError, OSError) as exc:
         return CheckResult(
             "store",

@@ -36,14 +36,19 @@ class RedisSettings(Section):
     cluster_nodes: list[str] = []
     cluster_shards: int = Field(default=16, ge=1, le=1024)
     # For Sentinel and Cluster (a URL carries its own): the ACL user and password of the master and
-    # replicas, which the sentinels are asked with too unless `sentinel_password` is set
-    # (the sentinels' own `requirepass`, then sent without the user).
+    # replicas, which the sentinels are asked with too unless `sentinel_password` is set: the
+    # sentinels' own password, of their ACL user `sentinel_username` (else of their `requirepass`).
     username: str = ""
     password: SecretStr = SecretStr("")
+    sentinel_username: str = ""
     sentinel_password: SecretStr = SecretStr("")
     db: int = Field(default=0, ge=0, le=1_000)  # Sentinel (Cluster has db 0 only); a URL says /0
     tls: bool = False  # Sentinel and Cluster; a URL says rediss://
     tls_ca_certs: Path | None = None  # the CA bundle that signed the servers' certificates
+    # The gateway's own certificate and key (one PEM file may hold both), for servers that ask
+    # clients for one: `tls-auth-clients yes`, Redis's default.
+    tls_certfile: Path | None = None
+    tls_keyfile: Path | None = None
     key_prefix: str = "chatgate"
     # Pooled connections for commands: at most four pipelines of many commands are in flight,
     # and each capped-log transaction takes one while it runs.
@@ -76,6 +81,10 @@ class RedisSettings(Section):
             raise ValueError("Redis Cluster has database 0 only: leave redis.db unset")
         if self.sentinels and not self.sentinel_master:
             raise ValueError("redis.sentinels needs redis.sentinel_master (the monitored name)")
+        if self.sentinel_username and not self.sentinel_password.get_secret_value():
+            raise ValueError("redis.sentinel_username needs redis.sentinel_password (its password)")
+        if self.tls_keyfile and not self.tls_certfile:
+            raise ValueError("redis.tls_keyfile needs redis.tls_certfile (the certificate)")
         if self.sentinel_master and not self.sentinels:
             raise ValueError("redis.sentinel_master needs redis.sentinels (host:port of each)")
         return self

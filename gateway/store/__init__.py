@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.store.base import Store, StoreLocked, StoreUnavailable
+from gateway.store.base import Store, StoreLocked, StoreRefused, StoreUnavailable
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gateway.config import Settings
     from gateway.store.redis_topology import RedisTarget
 
 __all__ = [
     "Store",
     "StoreLocked",
+    "StoreRefused",
     "StoreUnavailable",
     "open_store",
     "redis_target",
@@ -56,7 +59,6 @@ def redis_target(settings: Settings) -> RedisTarget:
     from gateway.store.redis_topology import RedisTarget
 
     conf = settings.redis
-    ca = conf.tls_ca_certs
     return RedisTarget(
         url=conf.url,
         sentinels=tuple(conf.sentinels),
@@ -64,8 +66,15 @@ def redis_target(settings: Settings) -> RedisTarget:
         cluster_nodes=tuple(conf.cluster_nodes),
         username=conf.username or None,
         password=conf.password.get_secret_value() or None,
+        sentinel_username=conf.sentinel_username or None,
         sentinel_password=conf.sentinel_password.get_secret_value() or None,
         db=conf.db,
         tls=conf.tls,
-        tls_ca_certs=str(ca) if ca is not None else None,
+        tls_ca_certs=_path(conf.tls_ca_certs),
+        tls_certfile=_path(conf.tls_certfile),
+        tls_keyfile=_path(conf.tls_keyfile),
     )
+
+
+def _path(path: Path | None) -> str | None:
+    return str(path) if path is not None else None

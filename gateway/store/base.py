@@ -30,6 +30,10 @@ class StoreUnavailable(Exception):
     """The backend could not be reached (after retries). Callers may retry later."""
 
 
+class StoreRefused(StoreUnavailable):
+    """The backend refused the username or password: retrying will not help, fixing them will."""
+
+
 class StoreLocked(StoreUnavailable):
     """Another process already uses this embedded store's directory."""
 

@@ -251,6 +251,7 @@ class RedisStore(Store):
             key_prefix=key_prefix,
             where=target.where,
             secrets=target.secrets,
+            target=target,
             owned=True,
             shards=queue_shards if target.mode == "cluster" else 0,
         )
@@ -287,13 +288,14 @@ class RedisStore(Store):
         secrets: tuple[str, ...],
         owned: bool,
         shards: int = 0,
+        target: RedisTarget | None = None,
     ) -> None:
         self._r = wire
         self._sub = sub_client
         self._owned = owned
         self._closed = False
         self.keys = RedisKeys(key_prefix, shards)
-        self._guard = Unavailable(where, secrets)
+        self._guard = Unavailable(where, secrets, target)
         self._inbox = RedisInbox(wire, self.keys, self._guard)
         self._search = RedisSearch(wire, self.keys.data, self._guard)
 

@@ -12,9 +12,10 @@ from types import TracebackType
 from typing import Any
 
 from gateway.store import keys
-from gateway.store.base import StoreUnavailable
+from gateway.store.base import StoreRefused, StoreUnavailable
 from gateway.store.redis_client import ReplyError, Script, Wire, is_no_script, load_scripts
 from gateway.store.redis_topology import NETWORK_ERRORS as NETWORK_ERRORS
+from gateway.store.redis_topology import RedisTarget, refused_login
 
 # Logical keys that name a session after these prefixes; on Redis Cluster they live in the
 # session's queue shard, with the inbox scripts that read and write them.
@@ -89,9 +90,12 @@ class RedisKeys:
 class Unavailable:
     """`with` block turning network errors (after the retries) into StoreUnavailable."""
 
-    def __init__(self, where: str, secrets: tuple[str, ...]) -> None:
+    def __init__(
+        self, where: str, secrets: tuple[str, ...], target: RedisTarget | None = None
+    ) -> None:
         self._where = where
         self._secrets = secrets
+        self._target = target  # names the settings to fix when a login is refused
 
     def __enter__(self) -> None:
         return None
@@ -103,13 +107,20 @@ class Unavailable:
         tb: TracebackType | None,
     ) -> None:
         if isinstance(exc, NETWORK_ERRORS):
-            raise StoreUnavailable(self.describe(exc)) from exc
+            refused = refused_login(exc) is not None
+            raise (StoreRefused if refused else StoreUnavailable)(self.describe(exc)) from exc
 
     def describe(self, exc: BaseException) -> str:
-        detail = " ".join(str(exc).split()) or type(exc).__name__
+        refused = refused_login(exc)
+        detail = refused[1] if refused else str(exc)
+        detail = " ".join(detail.split()) or type(exc).__name__
         for secret in self._secrets:
             detail = detail.replace(secret, "****")
-        return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
+        if refused is None:
+            return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
+        target = self._target
+        check = target.login_settings(refused[0]) if target else "the username and password"
+        return f"Redis at {self._where} refused the username or password ({detail}); check {check}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,17 +5,25 @@ the redis-py client for each."""
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis, Sentinel
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import MasterNotFoundError
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.connection import HiredisRespSerializer
-from redis.exceptions import ClusterError, SlotNotCoveredError, TryAgainError
+from redis.exceptions import (
+    AuthenticationError,
+    ClusterError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.utils import HIREDIS_AVAILABLE
@@ -34,6 +42,8 @@ NETWORK_ERRORS = (
 )
 
 Mode = Literal["single", "sentinel", "cluster"]
+Refused = Literal["servers", "sentinels"]
+_T = TypeVar("_T")
 # Commands the store sends, pipelines included, whose replies the cluster client must not
 # shape: the store parses RESP2 as Redis sends it. The client's own (CLUSTER SLOTS, COMMAND) stay.
 _CLUSTER_KEEPS_CALLBACKS = ("CLUSTER", "COMMAND")
@@ -51,7 +61,8 @@ def host_port(address: str, default_port: int) -> tuple[str, int]:
 class RedisTarget:
     """One server, a master behind Sentinel, or a Redis Cluster. With Sentinel or Cluster
     `url` is unused; the username, password and TLS settings apply to the data nodes (and to
-    the sentinels too, unless `sentinel_password` is given)."""
+    the sentinels too, unless `sentinel_password` is given: then the sentinels are asked as
+    `sentinel_username`, or as their default user). TLS applies to every connection."""
 
     url: str = ""
     sentinels: tuple[str, ...] = ()
@@ -59,10 +70,13 @@ class RedisTarget:
     sentinel_master: str = ""
     username: str | None = None
     password: str | None = None
+    sentinel_username: str | None = None
     sentinel_password: str | None = None
     db: int = 0
     tls: bool = False
     tls_ca_certs: str | None = None
+    tls_certfile: str | None = None  # the client's own certificate, for servers that ask
+    tls_keyfile: str | None = None
 
     @property
     def mode(self) -> Mode:
@@ -85,6 +99,33 @@ class RedisTarget:
         host = parts.hostname or "localhost"
         port = f":{parts.port}" if parts.port else ""
         return f"{parts.scheme}://{host}{port}{parts.path}"
+
+    @property
+    def sentinel_auth(self) -> tuple[str | None, str | None]:
+        """The username and password the sentinels are asked with."""
+        if self.sentinel_password is not None:
+            return self.sentinel_username, self.sentinel_password
+        return self.username, self.password
+
+    @property
+    def ssl(self) -> dict[str, Any]:
+        """redis-py's TLS options for every connection: sentinels and data nodes alike."""
+        if not self.tls:
+            return {}
+        return {
+            "ssl": True,
+            "ssl_ca_certs": self.tls_ca_certs,
+            "ssl_certfile": self.tls_certfile,
+            "ssl_keyfile": self.tls_keyfile,
+        }
+
+    def login_settings(self, refused: Refused) -> str:
+        """The settings that hold the username and password `refused` did not take."""
+        if refused == "sentinels" and self.sentinel_password is not None:
+            return "redis.sentinel_username and redis.sentinel_password"
+        if self.mode == "single":
+            return "the user and password in redis.url"
+        return "redis.username and redis.password"
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -129,10 +170,41 @@ def _connection_class(base: type[Any], *, sentinel: bool) -> type[Any]:
     return _CLASSES[base, sentinel]
 
 
+def refused_login(exc: BaseException) -> tuple[Refused, str] | None:
+    """Who refused the username or password, and in what words, when `exc` says so."""
+    if isinstance(exc, MasterNotFoundError):
+        # redis-py lists what each sentinel raised in the message, by the error's class.
+        if AuthenticationError.__name__ in str(exc):
+            return "sentinels", "every sentinel refused it"
+        return None
+    if isinstance(exc, AuthenticationError):
+        return "servers", str(exc)
+    return None
+
+
+class _Retry(Retry):
+    """Gives up at once on a refused login: a wrong password stays wrong, and retrying it
+    would keep the caller waiting through every backoff before it hears so."""
+
+    async def call_with_retry(
+        self,
+        do: Callable[[], Awaitable[_T]],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> _T:
+        def retryable(error: Exception) -> bool:
+            if refused_login(error) is not None:
+                return False
+            return is_retryable is None or is_retryable(error)
+
+        return await super().call_with_retry(do, fail, retryable, with_failure_count)
+
+
 def _retry(retries: int) -> Retry:
     # After a timeout a retried INCR or RPUSH may apply twice (the first may have run before its
     # reply was lost); counters here are rate limits and lists are logs, where that is harmless.
-    return Retry(
+    return _Retry(
         ExponentialWithJitterBackoff(cap=1.0, base=0.05),
         retries,
         supported_errors=(RedisConnectionError, RedisTimeoutError, ClusterError, TryAgainError),
@@ -174,9 +246,7 @@ def open_client(
         credentials["username"] = target.username
     if target.password:
         credentials["password"] = target.password
-    tls: dict[str, Any] = {}
-    if target.tls:
-        tls = {"ssl": True, "ssl_ca_certs": target.tls_ca_certs}
+    tls = target.ssl
     client: Redis
     if target.mode == "cluster":
         # A RedisCluster speaks the same commands and pipelines: the store treats it alike.
@@ -186,17 +256,18 @@ def open_client(
         opened: Redis = cluster
         return opened
     if target.mode == "sentinel":
-        sentinel_auth = dict(credentials)
-        if target.sentinel_password is not None:
-            # The sentinels' own `requirepass`: the default user, not the data nodes' ACL one.
-            sentinel_auth = {"password": target.sentinel_password}
+        username, password = target.sentinel_auth
         sentinel = Sentinel(  # type: ignore[no-untyped-call]
             [host_port(a, 26379) for a in target.sentinels],
             sentinel_kwargs={
+                # One try per sentinel: redis-py asks the next one, and the data connection's
+                # own retries (which ask the sentinels again) cover a failover.
+                "retry": _retry(0),
                 "socket_timeout": socket_timeout,
                 "socket_connect_timeout": socket_timeout,
                 "decode_responses": True,
-                **sentinel_auth,
+                "username": username,
+                "password": password,
                 **tls,
             },
         )
@@ -226,6 +297,25 @@ def open_client(
     return client
 
 
+class _Cluster(RedisCluster):
+    """A RedisCluster whose first reading of the slot map, when no node answered, fails as
+    the nodes did (a ConnectionError, an AuthenticationError), not as a RedisClusterException
+    that callers would not take for a network error."""
+
+    async def initialize(
+        self,
+        additional_startup_nodes_info: list[tuple[str, int]] | None = None,
+        last_failed_node_name: str | None = None,
+    ) -> RedisCluster:
+        try:
+            return await super().initialize(additional_startup_nodes_info, last_failed_node_name)
+        except RedisClusterException as exc:
+            cause = exc.__cause__
+            if isinstance(cause, RedisConnectionError | RedisTimeoutError):
+                raise type(cause)(str(cause) or str(exc)) from exc
+            raise
+
+
 def _open_cluster(
     target: RedisTarget,
     max_connections: int,
@@ -237,10 +327,8 @@ def _open_cluster(
     ASK, and after a connection error reads the map again (a failover), as often as `retry`
     allows. `max_connections` applies per node."""
     base = SSLConnection if target.tls else Connection
-    tls: dict[str, Any] = {}
-    if target.tls:
-        tls = {"ssl": True, "ssl_ca_certs": target.tls_ca_certs}
-    client = RedisCluster(
+    tls = target.ssl
+    client = _Cluster(
         startup_nodes=[ClusterNode(*host_port(a, 6379)) for a in target.cluster_nodes],
         max_connections=max_connections,
         **common,
@@ -273,10 +361,10 @@ def _node_client(target: RedisTarget, host: str, port: int, wait: float) -> Redi
         port=port,
         username=target.username,
         password=target.password,
-        ssl=target.tls,
-        ssl_ca_certs=target.tls_ca_certs,
+        **target.ssl,
         socket_timeout=wait,
         socket_connect_timeout=wait,
+        retry=_retry(0),  # a probe: what it meets is the answer
         decode_responses=True,
     )
 
@@ -299,7 +387,11 @@ async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
     if target.mode == "cluster":
         return await _describe_cluster(target, wait)
     client = Redis.from_url(
-        target.url, socket_timeout=wait, socket_connect_timeout=wait, decode_responses=True
+        target.url,
+        socket_timeout=wait,
+        socket_connect_timeout=wait,
+        retry=_retry(0),
+        decode_responses=True,
     )
     try:
         latency = await _latency_ms(client)
@@ -314,7 +406,7 @@ async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
 
 
 async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
-    auth = target.sentinel_password if target.sentinel_password is not None else target.password
+    username, password = target.sentinel_auth
     lines: list[str] = []
     master: tuple[str, int] | None = None
     replicas: list[tuple[str, int]] = []
@@ -323,12 +415,12 @@ async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
         sentinel = Redis(
             host=host,
             port=port,
-            username=target.username if target.sentinel_password is None else None,
-            password=auth,
-            ssl=target.tls,
-            ssl_ca_certs=target.tls_ca_certs,
+            username=username,
+            password=password,
+            **target.ssl,
             socket_timeout=wait,
             socket_connect_timeout=wait,
+            retry=_retry(0),
             decode_responses=True,
         )
         try:

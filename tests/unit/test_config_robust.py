@@ -248,12 +248,15 @@ def test_sentinels_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHATGATE_REDIS__SENTINELS", '["10.0.0.5:26379", "[::1]:26380"]')
     monkeypatch.setenv("CHATGATE_REDIS__SENTINEL_MASTER", "main")
     monkeypatch.setenv("CHATGATE_REDIS__PASSWORD", "hunter22")
+    monkeypatch.setenv("CHATGATE_REDIS__SENTINEL_USERNAME", "watcher")
+    monkeypatch.setenv("CHATGATE_REDIS__SENTINEL_PASSWORD", "watch-pw")
     settings = load_settings(None)
     assert settings.redis.enabled
     target = redis_target(settings)
     assert target.mode == "sentinel"
     assert target.sentinels == ("10.0.0.5:26379", "[::1]:26380")
     assert target.password == "hunter22"
+    assert target.sentinel_auth == ("watcher", "watch-pw")
     assert "hunter22" not in target.where
 
 
@@ -264,10 +267,12 @@ def test_cluster_nodes_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("CHATGATE_REDIS__USERNAME", "gw")
     monkeypatch.setenv("CHATGATE_REDIS__PASSWORD", "hunter22")
     monkeypatch.setenv("CHATGATE_REDIS__TLS", "true")
+    monkeypatch.setenv("CHATGATE_REDIS__TLS_CERTFILE", "/etc/chatgate/client.pem")
     settings = load_settings(None)
     assert settings.redis.enabled and settings.redis.cluster_shards == 16
     target = redis_target(settings)
     assert target.mode == "cluster" and target.tls and target.username == "gw"
+    assert target.ssl["ssl_certfile"] == "/etc/chatgate/client.pem"
     assert target.cluster_nodes == ("10.0.0.5:7000", "10.0.0.6:7000")
     assert "hunter22" not in target.where
 
@@ -287,6 +292,13 @@ def test_cluster_nodes_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None
             "database 0 only",
         ),
         ({"CHATGATE_REDIS__CLUSTER_NODES": '["10.0.0.5"]'}, "is not host:port"),
+        (
+            {
+                "CHATGATE_REDIS__CLUSTER_NODES": '["10.0.0.5:7000"]',
+                "CHATGATE_REDIS__TLS_KEYFILE": "/etc/chatgate/client.key",
+            },
+            "tls_keyfile needs redis.tls_certfile",
+        ),
         (
             {
                 "CHATGATE_REDIS__CLUSTER_NODES": '["10.0.0.5:7000"]',
@@ -319,6 +331,14 @@ def test_a_cluster_setup_that_cannot_work_is_refused(
         (
             {"CHATGATE_REDIS__SENTINELS": '["10.0.0.5"]', "CHATGATE_REDIS__SENTINEL_MASTER": "m"},
             "is not host:port",
+        ),
+        (
+            {
+                "CHATGATE_REDIS__SENTINELS": '["10.0.0.5:26379"]',
+                "CHATGATE_REDIS__SENTINEL_MASTER": "main",
+                "CHATGATE_REDIS__SENTINEL_USERNAME": "watcher",
+            },
+            "sentinel_username needs redis.sentinel_password",
         ),
     ],
 )

@@ -4,7 +4,6 @@ against real redis-servers, and against servers on 127.0.0.1 that never answer."
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -20,6 +19,7 @@ from gateway.store.redis import RedisStore
 from gateway.store.redis_client import RedisCommands, Script, is_no_script
 from gateway.store.redis_topology import NETWORK_ERRORS, RedisTarget, open_client
 from tests.fixtures_redis import RedisServer
+from tests.fixtures_redis_secure import self_signed
 
 pytestmark = pytest.mark.redis
 
@@ -213,20 +213,6 @@ async def test_a_store_on_a_silent_server_is_unavailable_not_hung() -> None:
     finally:
         await store.close()
         server.close()
-
-
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
-            *("-addext", "subjectAltName=IP:127.0.0.1"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 async def test_tls_with_the_servers_certificate_checked(tmp_path: Path) -> None:

@@ -1,0 +1,183 @@
+"""The Redis store made from settings, over TLS only (client certificates asked for) and with
+ACL users (no default user), behind Sentinel and on a Redis Cluster: the settings reach the
+sentinels, the master and replicas they name and every node the cluster client discovers; a
+wrong password is refused with a clear error; `chatgate doctor` describes the topology."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.app.app import load_settings
+from gateway.app.doctor import run_checks
+from gateway.config import Settings
+from gateway.store import StoreRefused, redis_target, store_for
+from gateway.store.inbox import InboxEntry, IntakeRequest
+from gateway.store.redis_topology import describe_topology
+from tests.fixtures_redis_ha import MASTER_NAME
+from tests.fixtures_redis_secure import (
+    DATA_PASSWORD,
+    DATA_USER,
+    SENTINEL_PASSWORD,
+    SENTINEL_USER,
+    SecureClusterSet,
+    SecureSentinelSet,
+    Tls,
+)
+
+pytestmark = pytest.mark.redis
+
+SECRETS = (DATA_PASSWORD, SENTINEL_PASSWORD, "wrong-pw")
+
+
+def sentinel_section(sentinels: SecureSentinelSet) -> dict[str, Any]:
+    return {
+        "sentinels": sentinels.addresses,
+        "sentinel_master": MASTER_NAME,
+        "username": DATA_USER,
+        "password": DATA_PASSWORD,
+        "sentinel_username": SENTINEL_USER,
+        "sentinel_password": SENTINEL_PASSWORD,
+        **sentinels.tls.settings(),
+    }
+
+
+def cluster_section(cluster: SecureClusterSet) -> dict[str, Any]:
+    return {
+        # One node: the client finds the others, and must reach them as it reached this one.
+        "cluster_nodes": cluster.addresses[:1],
+        "username": DATA_USER,
+        "password": DATA_PASSWORD,
+        **cluster.tls.settings(),
+    }
+
+
+@pytest.fixture(params=["sentinel", "cluster"])
+def secure_redis(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The `[redis]` section for a Sentinel set or a Cluster that speaks TLS only and takes
+    ACL users only."""
+    if request.param == "sentinel":
+        return sentinel_section(request.getfixturevalue("secure_sentinel_set"))
+    return cluster_section(request.getfixturevalue("secure_redis_cluster"))
+
+
+def settings_for(tmp_path: Path, redis: dict[str, Any]) -> Settings:
+    prefix = f"tls-{uuid.uuid4().hex[:10]}"
+    return load_settings(None, data_dir=str(tmp_path), redis={**redis, "key_prefix": prefix})
+
+
+async def test_the_store_works_over_tls_as_an_acl_user(
+    secure_redis: dict[str, Any], tmp_path: Path
+) -> None:
+    store = store_for(settings_for(tmp_path, secure_redis))
+    try:
+        # Keys on every master of a Cluster: connections to the nodes it found, too.
+        values = {f"k{n}": f"over tls {n}" for n in range(32)}
+        assert all(await asyncio.gather(*(store.set(k, v) for k, v in values.items())))
+        assert [await store.get(k) for k in values] == list(values.values())
+        entry = InboxEntry("e1", '{"text": "hi"}')
+        intake = IntakeRequest(
+            session="telegram:1", entry=entry, seen=None, seen_ttl=60, max_queued=5, max_total=50
+        )
+        assert (await store.intake(intake)).status == "stored"
+        [claimed] = await store.claim("worker", lease_ttl=5)
+        assert (claimed.session, claimed.entry) == ("telegram:1", entry)
+        received: asyncio.Queue[str] = asyncio.Queue()
+
+        async def consume() -> None:
+            async with contextlib.aclosing(store.listen("news")) as messages:
+                async for message in messages:
+                    await received.put(message)
+
+        listener = asyncio.create_task(consume())
+        try:
+            # Subscribing is asynchronous: publish until the listener hears one.
+            for _ in range(200):
+                await store.publish("news", "hello")
+                with contextlib.suppress(TimeoutError):
+                    assert await asyncio.wait_for(received.get(), 0.05) == "hello"
+                    break
+            else:
+                pytest.fail("the listener heard nothing")
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+    finally:
+        await store.close()
+
+
+async def refusal(tmp_path: Path, section: dict[str, Any]) -> str:
+    """What the store, and `chatgate doctor`, say when the servers refuse the login."""
+    settings = settings_for(tmp_path, section)
+    store = store_for(settings)
+    try:
+        with pytest.raises(StoreRefused) as refused:
+            await asyncio.wait_for(store.get("k"), 30)  # not a hang
+    finally:
+        await store.close()
+    message = str(refused.value)
+    assert not any(secret in message for secret in SECRETS), message
+    results = {r.name: r for r in await run_checks(settings)}
+    assert not results["store"].ok and results["store"].detail == message, results["store"]
+    return message
+
+
+async def test_a_wrong_password_is_refused_with_a_clear_error(
+    secure_redis: dict[str, Any], tmp_path: Path
+) -> None:
+    message = await refusal(tmp_path, {**secure_redis, "password": "wrong-pw"})
+    assert "refused the username or password" in message, message
+    assert message.endswith("check redis.username and redis.password"), message
+
+
+async def test_a_wrong_sentinel_password_is_refused_with_a_clear_error(
+    secure_sentinel_set: SecureSentinelSet, tmp_path: Path
+) -> None:
+    section = {**sentinel_section(secure_sentinel_set), "sentinel_password": "wrong-pw"}
+    message = await refusal(tmp_path, section)
+    assert "refused the username or password" in message, message
+    assert message.endswith("check redis.sentinel_username and redis.sentinel_password"), message
+
+
+async def test_doctor_describes_every_node_over_tls(
+    secure_redis: dict[str, Any], tmp_path: Path
+) -> None:
+    settings = settings_for(tmp_path, secure_redis)
+    described = await describe_topology(redis_target(settings))
+    if "sentinels" in secure_redis:
+        assert described.startswith(f"sentinel master {MASTER_NAME}: master 127.0.0.1:")
+        assert described.count("replica 127.0.0.1:") == 1, described
+        assert described.count("sentinel 127.0.0.1:") == 3, described
+    else:
+        assert described.startswith("cluster ok, 3 master(s), 3 replica(s): "), described
+    assert "unreachable" not in described, described
+    results = {r.name: r for r in await run_checks(settings)}
+    latency = re.compile(r"[\d.]+ ms")
+    assert results["store"].ok, results["store"]
+    assert latency.sub("", results["store"].detail) == latency.sub("", described)
+
+
+async def test_the_store_follows_a_failover_over_tls(
+    tmp_path_factory: pytest.TempPathFactory, redis_tls: Tls, tmp_path: Path
+) -> None:
+    """The master the sentinels name after a failover is reached with the same TLS and user."""
+    servers = SecureSentinelSet(tmp_path_factory.mktemp("sentinel-secure-own"), redis_tls)
+    servers.start()
+    store = store_for(settings_for(tmp_path, sentinel_section(servers)))
+    try:
+        assert await store.set("before", "1")
+        old = servers.master_port()
+        servers.server_on(old).kill()
+        assert await store.set("after", "2")  # retried through the failover
+        assert servers.master_port() != old
+        assert await store.get("before") == "1"
+    finally:
+        await store.close()
+        servers.stop()
