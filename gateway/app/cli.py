@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_CONFIG
+    # Every subcommand's parser (~150 KB of objects) would stay for the life of `chatgate run`.
+    del parser
     from adapters.registry import settings_sections
     from gateway.config import ConfigError, load_settings
     from gateway.sdk.platforms import PlatformUnavailable
