@@ -100,15 +100,16 @@ NOT_LOADED_BY_A_TELEGRAM_GATEWAY = (
     "tools.web.browser.manager",  # only with the browser enabled (off here) and Chromium found
     "tools.web.browser.guardproxy",
     "gateway.web.console",  # only with an operator token in [web]
-    "adapters.slack.adapter",
-    "adapters.discord.adapter",
-    "adapters.whatsapp.adapter",
-    "adapters.teams.adapter",
-    "adapters.mattermost.adapter",
-    "adapters.matrix.adapter",
-    "adapters.email.adapter",
-    "adapters.web.adapter",
-    "adapters.api.adapter",
+    # The platforms the config names nowhere: not their adapters, nor their settings models.
+    "adapters.slack",
+    "adapters.discord",
+    "adapters.whatsapp",
+    "adapters.teams",
+    "adapters.mattermost",
+    "adapters.matrix",
+    "adapters.email",
+    "adapters.web",
+    "adapters.api",
 )
 
 # Runs the real CLI; on SIGUSR1 it writes the modules it holds, the way a debugger would.
