@@ -73,6 +73,7 @@ NOT_LOADED_BY_A_TELEGRAM_GATEWAY = (
     "PIL",  # the first image loads it
     "httpcore",  # httpx's transport: the speech-to-text client is made for the first voice note
     "h11",
+    "apscheduler",  # the scheduler's timers: the first job arms them
     "html2text",  # the first page fetched
     "playwright",
     "mcp",
