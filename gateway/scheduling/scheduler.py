@@ -296,7 +296,7 @@ class Scheduler:
         if self._aps is not None:
             self._aps.shutdown(wait=False)
             self._aps = None
-        self._started = False
+        self._started = self._leading = False
 
     async def _on_elected(self) -> None:
         log.info("scheduler leader instance=%s", self._instance)
