@@ -8,6 +8,7 @@ reads this list.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Collection
 from functools import cache
 from typing import Any
 
@@ -30,23 +31,37 @@ PLATFORMS = (
 )
 
 
+def platform_name(module: str) -> str:
+    """The platform a plugin module in PLATFORMS is for: its folder (`adapters/<name>/`),
+    which is also its PLUGIN's name and settings section."""
+    return module.split(".")[1]
+
+
 @cache
+def _load(module: str) -> PlatformPlugin[Any]:
+    plugin = importlib.import_module(module).PLUGIN
+    assert isinstance(plugin, PlatformPlugin), f"{module}.PLUGIN is not a PlatformPlugin"
+    return plugin
+
+
 def plugins() -> tuple[PlatformPlugin[Any], ...]:
-    found = []
-    for module in PLATFORMS:
-        plugin = importlib.import_module(module).PLUGIN
-        assert isinstance(plugin, PlatformPlugin), f"{module}.PLUGIN is not a PlatformPlugin"
-        found.append(plugin)
-    return tuple(found)
+    return tuple(_load(module) for module in PLATFORMS)
 
 
-def settings_sections() -> dict[str, type[BaseModel]]:
-    """Each platform's settings section (`[telegram]`, `CHATGATE_TELEGRAM__*` ...)."""
-    return {found.name: found.settings for found in plugins()}
+def plugins_named(names: Collection[str]) -> tuple[PlatformPlugin[Any], ...]:
+    """The plugins of the platforms in `names`, in PLATFORMS order; the others' modules (and
+    their settings models) are not imported."""
+    return tuple(_load(module) for module in PLATFORMS if platform_name(module) in names)
+
+
+def settings_sections(names: Collection[str] | None = None) -> dict[str, type[BaseModel]]:
+    """Each platform's settings section (`[telegram]`, `CHATGATE_TELEGRAM__*` ...); with
+    `names`, only the sections of the platforms among them."""
+    found = plugins() if names is None else plugins_named(names)
+    return {plugin.name: plugin.settings for plugin in found}
 
 
 def plugin(name: str) -> PlatformPlugin[Any]:
-    for found in plugins():
-        if found.name == name:
-            return found
+    for found in plugins_named((name,)):
+        return found
     raise KeyError(f"no platform plugin named {name!r}")

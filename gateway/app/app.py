@@ -20,7 +20,7 @@ import httpx
 from pydantic import BaseModel
 
 from adapters.console import ConsoleAdapter
-from adapters.registry import plugin, plugins, settings_sections
+from adapters.registry import plugin, plugins_named, settings_sections
 from gateway import config
 from gateway.app.doctor import CheckResult, PlatformCheck
 from gateway.app.tool_wiring import (
@@ -495,12 +495,12 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
 
 def configured_platforms(settings: Settings) -> list[PlatformPlugin[Any]]:
     """The platforms `chatgate run` starts: those configured in these settings."""
+    # Only the platforms with a section in these settings: `chatgate run` builds those the
+    # config names (gateway/app/cli.py), and the others' plugins stay unimported.
     return [
         plugin
-        for plugin in plugins()
-        if plugin.runs_in_gateway
-        and hasattr(settings, plugin.name)
-        and plugin.enabled(plugin.section(settings))
+        for plugin in plugins_named(type(settings).model_fields)
+        if plugin.runs_in_gateway and plugin.enabled(plugin.section(settings))
     ]
 
 

@@ -40,13 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_CONFIG
-    from adapters.registry import settings_sections
-    from gateway.config import ConfigError, load_settings
+    # Every subcommand's parser (~150 KB of objects) would stay for the life of `chatgate run`.
+    del parser
+    from gateway.config import ConfigError
     from gateway.sdk.platforms import PlatformUnavailable
     from gateway.store.base import StoreUnavailable
 
     try:
-        settings = load_settings(args.config, sections=settings_sections(), **_overrides(args))
+        settings = _load_settings(args)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)
@@ -71,6 +72,23 @@ def main(argv: list[str] | None = None) -> int:
     except StoreUnavailable as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _load_settings(args: argparse.Namespace) -> Settings:
+    from adapters.registry import settings_sections
+    from gateway.config import ConfigError, load_settings, named_sections
+
+    if args.command != "run":  # `config show`, `doctor`, ... see every section
+        return load_settings(args.config, sections=settings_sections(), **_overrides(args))
+    # The gateway builds the sections of the platforms the config or the environment name;
+    # another platform's section would hold only its defaults, which start nothing, while
+    # its settings model took memory for the life of the process (~0.15 MB each).
+    try:
+        named = settings_sections(named_sections(args.config))
+        return load_settings(args.config, sections=named, **_overrides(args))
+    except ConfigError:
+        # Said as with every section: a misspelt name is matched against all of them.
+        return load_settings(args.config, sections=settings_sections(), **_overrides(args))
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -6,6 +6,7 @@ the TOML file (`--config`, `CHATGATE_CONFIG` or `./chatgate.toml`), defaults.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -384,6 +385,27 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
         return Path(env)
     local = Path("chatgate.toml")
     return local if local.is_file() else None
+
+
+def named_sections(
+    path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> set[str]:
+    """The top-level names the TOML file and the CHATGATE_* environment set (`[slack]`,
+    CHATGATE_SLACK__BOT_TOKEN or CHATGATE_SLACK: "slack"), lower-case. A section named in
+    neither holds only its defaults. An unreadable file names nothing here: `load_settings`
+    reports it."""
+    env = os.environ if environ is None else environ
+    prefix = "CHATGATE_"
+    names = {
+        key[len(prefix) :].split("__", 1)[0].lower()
+        for key in env
+        if key.upper().startswith(prefix)
+    }
+    toml_path = config_path(path)
+    if toml_path is not None:
+        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            names.update(key.lower() for key in tomllib.loads(toml_path.read_text("utf-8")))
+    return names
 
 
 # Where deployments keep the environment file beside the config (deploy/chatgate.service:

@@ -68,18 +68,28 @@ class MediaClient:
         if where.api_key:
             headers["Authorization"] = f"Bearer {where.api_key}"
         self._redact = Redactor([where.api_key])
-        self._client = httpx.AsyncClient(
-            base_url=where.base_url + "/",
-            headers=headers,
-            timeout=httpx.Timeout(where.timeout, connect=10.0),
-            transport=transport,
-            follow_redirects=False,
-        )
+        self._headers = headers
+        self._timeout = httpx.Timeout(where.timeout, connect=10.0)
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    def _http(self) -> httpx.AsyncClient:
+        # Made on first use: the client's TLS context (the CA bundle parsed) and httpx's
+        # transport modules cost ~2 MB in a gateway that never hears a voice note.
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                base_url=self.where.base_url + "/",
+                headers=self._headers,
+                timeout=self._timeout,
+                transport=self._transport,
+                follow_redirects=False,
+            )
+        return self._client
 
     async def post(self, path: str, **kwargs: Any) -> httpx.Response:
         url = path.lstrip("/")
         try:
-            response = await self._client.post(url, **kwargs)
+            response = await self._http().post(url, **kwargs)
         except httpx.TimeoutException:
             raise self.error(f"did not answer within {self.where.timeout:g} s") from None
         except httpx.RequestError as exc:
@@ -94,7 +104,7 @@ class MediaClient:
         """A result the service links to (an image URL); no credentials are sent along."""
         try:
             async with (
-                httpx.AsyncClient(timeout=self._client.timeout) as plain,
+                httpx.AsyncClient(timeout=self._timeout) as plain,
                 plain.stream("GET", url) as response,
             ):
                 if not response.is_success:
@@ -129,7 +139,8 @@ class MediaClient:
         return self.error(f"answered HTTP {status}" + (f": {detail}" if detail else ""))
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
 
 
 class Transcriber:

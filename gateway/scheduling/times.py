@@ -12,11 +12,13 @@ import itertools
 import math
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from apscheduler.triggers.cron import CronTrigger
 
 _TICK = timedelta(microseconds=1)
 
@@ -212,6 +214,9 @@ def crontab_triggers(expr: str, tz: ZoneInfo) -> tuple[CronTrigger, ...]:
     When both day-of-month and day-of-week are restricted, crontab runs on either (two
     triggers); APScheduler alone would require both.
     """
+    # Imported with the first cron job: a gateway without one does not load APScheduler.
+    from apscheduler.triggers.cron import CronTrigger
+
     fields = expr.split()
     if len(fields) != 5:
         raise WhenError(

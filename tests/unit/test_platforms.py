@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from adapters.registry import PLATFORMS, plugin, plugins
+from adapters.registry import PLATFORMS, platform_name, plugin, plugins, settings_sections
 from gateway.app.app import App, configured_platforms, load_settings
 from gateway.app.cli import main
-from gateway.config import ConfigError, Settings
+from gateway.config import ConfigError, Settings, named_sections
 from gateway.config import load_settings as core_settings
 from gateway.sdk.channels import Adapter, AdapterContext
 from gateway.sdk.platforms import PlatformPlugin, PlatformUnavailable
@@ -36,6 +36,7 @@ def test_every_registered_platform_is_one_plugin_with_its_own_section() -> None:
         "api",
     ]
     assert len(PLATFORMS) == len(names)  # one registration line each
+    assert [platform_name(module) for module in PLATFORMS] == names
     for found in plugins():
         assert found.settings.__module__ == f"adapters.{found.name}.settings"
     # The core's own settings know no platform.
@@ -76,6 +77,41 @@ MISSING = PlatformPlugin(
     requires=("chatgate_test_no_such_sdk",),
     extra="pigeon",
 )
+
+
+def test_a_platform_on_its_defaults_starts_nothing() -> None:
+    """So `chatgate run` may leave out the section of a platform named nowhere."""
+    for found in plugins():
+        if found.runs_in_gateway:
+            assert not found.enabled(found.settings()), found.name
+
+
+def test_run_builds_the_sections_the_config_and_environment_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "chatgate.toml"
+    cfg.write_text('data_dir = "/tmp/x"\n[slack]\nbot_token = "xoxb-1"\n')
+    env = {"CHATGATE_TELEGRAM__TOKEN": "1:x", "chatgate_web__chat_token": "t", "CHATGATE_API": "{}"}
+    names = named_sections(cfg, env)
+    assert {"slack", "telegram", "web", "api", "data_dir"} <= names
+    assert list(settings_sections(names)) == ["telegram", "slack", "web", "api"]
+    assert list(settings_sections(named_sections(tmp_path / "absent.toml", {}))) == []
+
+
+def test_run_still_checks_a_named_platforms_section(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "chatgate.toml"
+    cfg.write_text('[llm]\nbase_url = "http://127.0.0.1:9/v1"\n[discord]\ntokn = "x"\n')
+    monkeypatch.setenv("CHATGATE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("CHATGATE_SLACK__BOT_TOKN", "xoxb-1")
+    monkeypatch.setenv("CHATGATE_WHATSAP__ACCESS_TOKEN", "t")  # a platform named nowhere else
+    assert main(["--config", str(cfg), "run"]) == 2
+    err = capsys.readouterr().err
+    assert "discord.tokn: unknown setting" in err
+    assert "CHATGATE_SLACK__BOT_TOKN: no such setting; did you mean CHATGATE_SLACK__BOT_T" in err
+    # Matched against every platform's names, as the other commands do.
+    assert "did you mean CHATGATE_WHATSAPP__ACCESS_TOKEN?" in err
 
 
 def test_a_platform_without_its_sdk_says_how_to_install_it() -> None:
