@@ -57,6 +57,12 @@ def redis_target(settings: Settings) -> RedisTarget:
 
     conf = settings.redis
     ca = conf.tls_ca_certs
+    credentials = None
+    if conf.credentials != "password":
+        # Only then: botocore and redis-entraid are optional, and heavy to import.
+        from gateway.store.redis_credentials import credentials_for
+
+        credentials = credentials_for(conf)
     return RedisTarget(
         url=conf.url,
         sentinels=tuple(conf.sentinels),
@@ -68,4 +74,5 @@ def redis_target(settings: Settings) -> RedisTarget:
         db=conf.db,
         tls=conf.tls,
         tls_ca_certs=str(ca) if ca is not None else None,
+        credentials=credentials,
     )

@@ -5,6 +5,7 @@ the redis-py client for each."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -15,6 +16,7 @@ from redis.asyncio.connection import Connection, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.connection import HiredisRespSerializer
+from redis.credentials import CredentialProvider
 from redis.exceptions import ClusterError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -63,6 +65,20 @@ class RedisTarget:
     db: int = 0
     tls: bool = False
     tls_ca_certs: str | None = None
+    # Makes the provider of a token for each new data connection (redis_credentials.py),
+    # in place of username and password.
+    credentials: Callable[[], CredentialProvider] | None = None
+
+    def auth(self) -> dict[str, Any]:
+        """The keyword arguments a redis-py client logs in to the data nodes with."""
+        if self.credentials is not None:
+            return {"credential_provider": self.credentials()}
+        found: dict[str, Any] = {}
+        if self.username:
+            found["username"] = self.username
+        if self.password:
+            found["password"] = self.password
+        return found
 
     @property
     def mode(self) -> Mode:
@@ -169,11 +185,7 @@ def open_client(
     if raw_replies:
         # The store reads replies in RESP2's shapes (HGETALL as a flat list).
         common["protocol"] = 2
-    credentials: dict[str, Any] = {}
-    if target.username:
-        credentials["username"] = target.username
-    if target.password:
-        credentials["password"] = target.password
+    credentials = target.auth()
     tls: dict[str, Any] = {}
     if target.tls:
         tls = {"ssl": True, "ssl_ca_certs": target.tls_ca_certs}
@@ -216,7 +228,12 @@ def open_client(
             **common,
             **credentials,
         )
-        client = Redis.from_pool(pool)
+        # As Redis.from_pool does, and with the provider: a streaming one (Entra ID) then
+        # re-authenticates the pool's connections with each new token.
+        client = Redis(
+            connection_pool=pool, credential_provider=credentials.get("credential_provider")
+        )
+        client.auto_close_connection_pool = True
     if raw_replies:
         client.response_callbacks = {}
     connections = client.connection_pool
@@ -271,8 +288,7 @@ def _node_client(target: RedisTarget, host: str, port: int, wait: float) -> Redi
     return Redis(
         host=host,
         port=port,
-        username=target.username,
-        password=target.password,
+        **target.auth(),
         ssl=target.tls,
         ssl_ca_certs=target.tls_ca_certs,
         socket_timeout=wait,
@@ -299,7 +315,11 @@ async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
     if target.mode == "cluster":
         return await _describe_cluster(target, wait)
     client = Redis.from_url(
-        target.url, socket_timeout=wait, socket_connect_timeout=wait, decode_responses=True
+        target.url,
+        socket_timeout=wait,
+        socket_connect_timeout=wait,
+        decode_responses=True,
+        **(target.auth() if target.credentials else {}),  # else the URL carries its own
     )
     try:
         latency = await _latency_ms(client)
@@ -314,7 +334,9 @@ async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
 
 
 async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
-    auth = target.sentinel_password if target.sentinel_password is not None else target.password
+    login: dict[str, Any] = target.auth()
+    if target.sentinel_password is not None:
+        login = {"password": target.sentinel_password}
     lines: list[str] = []
     master: tuple[str, int] | None = None
     replicas: list[tuple[str, int]] = []
@@ -323,8 +345,7 @@ async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
         sentinel = Redis(
             host=host,
             port=port,
-            username=target.username if target.sentinel_password is None else None,
-            password=auth,
+            **login,
             ssl=target.tls,
             ssl_ca_certs=target.tls_ca_certs,
             socket_timeout=wait,

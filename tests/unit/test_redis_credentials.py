@@ -1,0 +1,314 @@
+"""Login tokens for managed Redis (gateway/store/redis_credentials.py): the ElastiCache and
+MemoryDB IAM token checked by a SigV4 verification of its own, its rotation, the store logging
+in with it on a real redis-server and Redis Cluster, and the Entra ID provider in the clients."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlsplit
+
+import pytest
+import redis as sync_redis
+from redis.exceptions import RedisClusterException
+from redis_entraid.cred_provider import EntraIdCredentialsProvider
+
+from gateway.app.app import load_settings
+from gateway.config import Settings
+from gateway.store import redis_target, store_for
+from gateway.store.base import StoreUnavailable
+from gateway.store.redis import RedisStore
+from gateway.store.redis_credentials import AwsIamCredentials, EntraIdCredentials
+from gateway.store.redis_topology import open_client
+from tests.fixtures_redis_ha import RedisClusterSet
+
+ACCESS_KEY = "AKIDEXAMPLE"
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Fixed AWS credentials from the environment, and nothing else botocore could find."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def _hmac(key: bytes, text: str) -> bytes:
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+def verify_sigv4(
+    token: str, *, host: str, region: str, service: str, secret: str
+) -> dict[str, str]:
+    """The token's query, after checking its signature as AWS does (Signature Version 4, query
+    string): canonical request, string to sign, signing key. Raises AssertionError if wrong."""
+    assert not token.startswith(("http://", "https://")), "the token carries no scheme"
+    parts = urlsplit(f"//{token}")
+    assert parts.hostname == host and parts.path == "/"
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    query = dict(pairs)
+    signature = query.pop("X-Amz-Signature")
+    assert query["X-Amz-Algorithm"] == "AWS4-HMAC-SHA256"
+    assert query["X-Amz-SignedHeaders"] == "host"
+    stamp = query["X-Amz-Date"]
+    day = stamp[:8]
+    scope = f"{day}/{region}/{service}/aws4_request"
+    assert query["X-Amz-Credential"] == f"{ACCESS_KEY}/{scope}"
+
+    def enc(text: str) -> str:
+        return quote(text, safe="-_.~")
+
+    canonical_query = "&".join(f"{enc(k)}={enc(v)}" for k, v in sorted(query.items()))
+    canonical_request = "\n".join(
+        ["GET", "/", canonical_query, f"host:{host}", "", "host", hashlib.sha256(b"").hexdigest()]
+    )
+    to_sign = "\n".join(
+        [
+            "AWS4-HMAC-SHA256",
+            stamp,
+            scope,
+            hashlib.sha256(canonical_request.encode()).hexdigest(),
+        ]
+    )
+    key = _hmac(f"AWS4{secret}".encode(), day)
+    for part in (region, service, "aws4_request"):
+        key = _hmac(key, part)
+    assert hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest() == signature
+    return query
+
+
+@pytest.mark.usefixtures("aws_env")
+@pytest.mark.parametrize(
+    ("service", "serverless"), [("elasticache", False), ("elasticache", True), ("memorydb", False)]
+)
+def test_the_aws_token_is_a_presigned_connect_request(service: str, serverless: bool) -> None:
+    provider = AwsIamCredentials(
+        "app-user", "my-cache", "eu-west-1", service=service, serverless=serverless
+    )
+    before = datetime.now(UTC).replace(microsecond=0)
+    user, token = provider.get_credentials()
+    after = datetime.now(UTC)
+    assert user == "app-user"
+    query = verify_sigv4(
+        token, host="my-cache", region="eu-west-1", service=service, secret=SECRET_KEY
+    )
+    assert query["Action"] == "connect"
+    assert query["User"] == "app-user"
+    assert query["X-Amz-Expires"] == "900"
+    assert ("ResourceType" in query) is serverless
+    if serverless:
+        assert query["ResourceType"] == "ServerlessCache"
+    signed = datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    assert before <= signed <= after
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_a_token_signed_with_another_secret_does_not_verify() -> None:
+    # The check above can fail: it is not satisfied by any well-formed URL.
+    _, token = AwsIamCredentials("u", "c", "us-east-1").get_credentials()
+    with pytest.raises(AssertionError):
+        verify_sigv4(token, host="c", region="us-east-1", service="elasticache", secret="other")
+
+
+@pytest.mark.usefixtures("aws_env")
+async def test_the_aws_token_is_reused_until_its_refresh_age() -> None:
+    now = [1000.0]
+    provider = AwsIamCredentials("u", "c", "us-east-1", clock=lambda: now[0])
+    first = await provider.get_credentials_async()
+    now[0] += 599
+    assert await provider.get_credentials_async() == first
+    assert provider.get_credentials() == first
+    # A new signature carries a new X-Amz-Date: let the wall clock's second pass.
+    await asyncio.sleep(1 - time.time() % 1 + 0.01)
+    now[0] += 2
+    renewed = await provider.get_credentials_async()
+    assert renewed[0] == "u" and renewed != first
+    verify_sigv4(renewed[1], host="c", region="us-east-1", service="elasticache", secret=SECRET_KEY)
+    now[0] += 1
+    assert await provider.get_credentials_async() == renewed
+
+
+def _aws_settings(**redis: Any) -> Settings:
+    return load_settings(
+        None,
+        redis={
+            "credentials": "aws-iam",
+            "username": f"iam-{uuid.uuid4().hex[:8]}",
+            "aws_cache_name": "my-cache",
+            "aws_region": "us-east-1",
+            "key_prefix": f"test-{uuid.uuid4().hex[:12]}",
+            **redis,
+        },
+    )
+
+
+def _acl_user(client: sync_redis.Redis, user: str, password: str) -> None:
+    client.execute_command(
+        "ACL", "SETUSER", user, "reset", "on", f">{password}", "~*", "&*", "+@all"
+    )
+
+
+async def _set_and_get(settings: Settings) -> str | None:
+    store = store_for(settings)
+    try:
+        await store.set("greeting", "hello")
+        return await store.get("greeting")
+    finally:
+        await store.close()
+
+
+async def _refused(settings: Settings) -> str:
+    store = RedisStore(
+        target=redis_target(settings),
+        key_prefix=settings.redis.key_prefix,
+        retries=0,
+        socket_timeout=2,
+    )
+    try:
+        # One server: StoreUnavailable; Cluster: redis-py's RedisClusterException, raised when
+        # no startup node lets the client read the slot map.
+        with pytest.raises((StoreUnavailable, RedisClusterException)) as caught:
+            await store.set("greeting", "hello")
+        return str(caught.value)
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+@pytest.mark.usefixtures("aws_env")
+async def test_the_store_logs_in_with_the_aws_token(redis_url: str) -> None:
+    settings = _aws_settings(url=redis_url)
+    user = settings.redis.username
+    provider = redis_target(settings).credentials
+    assert provider is not None
+    _, token = provider().get_credentials()  # the token every connection sends for 10 min
+    admin = sync_redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        _acl_user(admin, user, token)
+        assert await _set_and_get(settings) == "hello"
+        # The wrong token is refused: the user's password is no longer it.
+        _acl_user(admin, user, "another-token")
+        message = await _refused(settings)
+        assert "invalid username-password pair" in message
+        assert token not in message
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)
+        admin.close()
+
+
+@pytest.mark.redis
+@pytest.mark.usefixtures("aws_env")
+async def test_the_cluster_store_logs_in_with_the_aws_token(redis_cluster: RedisClusterSet) -> None:
+    settings = _aws_settings(cluster_nodes=redis_cluster.addresses)
+    user = settings.redis.username
+    provider = redis_target(settings).credentials
+    assert provider is not None
+    _, token = provider().get_credentials()
+    admins = [redis_cluster.client(s.port) for s in redis_cluster.nodes]
+    try:
+        for admin in admins:
+            _acl_user(admin, user, token)
+        assert await _set_and_get(settings) == "hello"
+        for admin in admins:
+            _acl_user(admin, user, "another-token")
+        message = await _refused(settings)
+        assert "invalid username-password pair" in message
+        assert token not in message
+    finally:
+        for admin in admins:
+            admin.execute_command("ACL", "DELUSER", user)
+            admin.close()
+
+
+def _azure_settings(**redis: Any) -> Settings:
+    return load_settings(
+        None,
+        redis={
+            "url": "redis://127.0.0.1:6390/0",
+            "credentials": "azure-entra",
+            "azure_client_id": "11111111-2222-3333-4444-555555555555",
+            "azure_tenant_id": "66666666-7777-8888-9999-000000000000",
+            "azure_client_secret": "sp-secret",
+            **redis,
+        },
+    )
+
+
+def test_each_client_gets_an_entra_id_provider_for_the_service_principal() -> None:
+    target = redis_target(_azure_settings())
+    client = open_client(target, max_connections=2, socket_timeout=1, retries=0)
+    provider = client.connection_pool.connection_kwargs["credential_provider"]
+    assert isinstance(provider, EntraIdCredentials)
+    assert provider.describe == (
+        "service principal 11111111-2222-3333-4444-555555555555 "
+        "in tenant 66666666-7777-8888-9999-000000000000"
+    )
+    assert "username" not in client.connection_pool.connection_kwargs
+    other = open_client(target, max_connections=2, socket_timeout=1, retries=0)
+    # One provider per client: redis-py re-authenticates one client's pool through it.
+    assert other.connection_pool.connection_kwargs["credential_provider"] is not provider
+
+
+def test_a_managed_identity_builds_redis_entraids_provider() -> None:
+    # Building the managed identity's provider asks nothing of the network (only its tokens do).
+    target = redis_target(_azure_settings(azure_client_secret="", azure_tenant_id=""))
+    client = open_client(target, max_connections=2, socket_timeout=1, retries=0)
+    provider = client.connection_pool.connection_kwargs["credential_provider"]
+    assert (
+        provider.describe == "user-assigned managed identity 11111111-2222-3333-4444-555555555555"
+    )
+    assert isinstance(provider.provider(), EntraIdCredentialsProvider)
+
+
+def test_the_cluster_nodes_get_the_provider(redis_cluster: RedisClusterSet) -> None:
+    settings = _azure_settings(url="", cluster_nodes=redis_cluster.addresses)
+    client: Any = open_client(
+        redis_target(settings), max_connections=2, socket_timeout=1, retries=0
+    )
+    provider = client.nodes_manager.connection_kwargs["credential_provider"]
+    assert isinstance(provider, EntraIdCredentials)
+    for node in client.startup_nodes:
+        assert node.connection_kwargs["credential_provider"] is provider
+
+
+@pytest.mark.parametrize(
+    ("redis", "message"),
+    [
+        ({"credentials": "aws-iam", "url": "redis://h:6379"}, "needs redis.username, redis.aws"),
+        (
+            {"credentials": "aws-iam", "url": "redis://u:pw@h:6379", "username": "u"},
+            "leave redis.password unset and the URL without user or password",
+        ),
+        (
+            {"credentials": "azure-entra", "url": "redis://h:6379", "azure_client_secret": "s"},
+            "needs redis.azure_client_id and redis.azure_tenant_id",
+        ),
+        (
+            {"credentials": "azure-entra", "url": "redis://h:6379", "username": "u"},
+            "leave redis.username unset",
+        ),
+        ({"credentials": "kerberos", "url": "redis://h:6379"}, "credentials"),
+    ],
+)
+def test_missing_settings_are_named(redis: dict[str, Any], message: str) -> None:
+    from gateway.config import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, redis=redis)
+    assert message in str(caught.value)
+
+
+def test_the_secret_stays_out_of_the_settings_repr() -> None:
+    settings = _azure_settings()
+    assert "sp-secret" not in repr(settings.redis)
+    assert "sp-secret" not in str(settings.model_dump())
