@@ -14,7 +14,7 @@ from redis.asyncio import BlockingConnectionPool, Redis, Sentinel
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.connection import HiredisRespSerializer
 from redis.credentials import CredentialProvider
 from redis.exceptions import ClusterError, SlotNotCoveredError, TryAgainError
@@ -278,6 +278,11 @@ def _open_cluster(
     return client
 
 
+# The doctor's probes ask once: redis-py's default retries a refused login (an
+# AuthenticationError is a ConnectionError) three times with backoff, seconds per node.
+_ONE_TRY = Retry(NoBackoff(), 0)
+
+
 async def _latency_ms(client: Redis) -> float:
     started = time.perf_counter()
     await client.ping()
@@ -293,6 +298,7 @@ def _node_client(target: RedisTarget, host: str, port: int, wait: float) -> Redi
         ssl_ca_certs=target.tls_ca_certs,
         socket_timeout=wait,
         socket_connect_timeout=wait,
+        retry=_ONE_TRY,
         decode_responses=True,
     )
 
@@ -318,6 +324,7 @@ async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
         target.url,
         socket_timeout=wait,
         socket_connect_timeout=wait,
+        retry=_ONE_TRY,
         decode_responses=True,
         **(target.auth() if target.credentials else {}),  # else the URL carries its own
     )
@@ -350,6 +357,7 @@ async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
             ssl_ca_certs=target.tls_ca_certs,
             socket_timeout=wait,
             socket_connect_timeout=wait,
+            retry=_ONE_TRY,
             decode_responses=True,
         )
         try:

@@ -15,16 +15,17 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 import pytest
 import redis as sync_redis
-from redis.exceptions import RedisClusterException
+from redis.exceptions import AuthenticationError, RedisClusterException
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis_entraid.cred_provider import EntraIdCredentialsProvider
 
 from gateway.app.app import load_settings
 from gateway.config import Settings
-from gateway.store import redis_target, store_for
+from gateway.store import redis_target
 from gateway.store.base import StoreUnavailable
 from gateway.store.redis import RedisStore
 from gateway.store.redis_credentials import AwsIamCredentials, EntraIdCredentials
-from gateway.store.redis_topology import open_client
+from gateway.store.redis_topology import RedisTarget, describe_topology, open_client
 from tests.fixtures_redis_ha import RedisClusterSet
 
 ACCESS_KEY = "AKIDEXAMPLE"
@@ -158,8 +159,15 @@ def _acl_user(client: sync_redis.Redis, user: str, password: str) -> None:
     )
 
 
-async def _set_and_get(settings: Settings) -> str | None:
-    store = store_for(settings)
+async def _set_and_get(settings: Settings, target: RedisTarget) -> str | None:
+    # As store_for(settings) builds it, over the target whose token the test knows: each
+    # target signs its own (a new one each second).
+    store = RedisStore(
+        key_prefix=settings.redis.key_prefix,
+        max_connections=settings.redis.max_connections,
+        target=target,
+        queue_shards=settings.redis.cluster_shards,
+    )
     try:
         await store.set("greeting", "hello")
         return await store.get("greeting")
@@ -167,9 +175,9 @@ async def _set_and_get(settings: Settings) -> str | None:
         await store.close()
 
 
-async def _refused(settings: Settings) -> str:
+async def _refused(settings: Settings, target: RedisTarget) -> str:
     store = RedisStore(
-        target=redis_target(settings),
+        target=target,
         key_prefix=settings.redis.key_prefix,
         retries=0,
         socket_timeout=2,
@@ -189,18 +197,23 @@ async def _refused(settings: Settings) -> str:
 async def test_the_store_logs_in_with_the_aws_token(redis_url: str) -> None:
     settings = _aws_settings(url=redis_url)
     user = settings.redis.username
-    provider = redis_target(settings).credentials
+    target = redis_target(settings)
+    provider = target.credentials
     assert provider is not None
     _, token = provider().get_credentials()  # the token every connection sends for 10 min
     admin = sync_redis.Redis.from_url(redis_url, decode_responses=True)
     try:
         _acl_user(admin, user, token)
-        assert await _set_and_get(settings) == "hello"
+        assert await _set_and_get(settings, target) == "hello"
+        described = await describe_topology(target)  # what `chatgate doctor` says
+        assert described.startswith(f"single {redis_url}: master, ")
         # The wrong token is refused: the user's password is no longer it.
         _acl_user(admin, user, "another-token")
-        message = await _refused(settings)
+        message = await _refused(settings, target)
         assert "invalid username-password pair" in message
         assert token not in message
+        with pytest.raises(AuthenticationError):
+            await describe_topology(target)
     finally:
         admin.execute_command("ACL", "DELUSER", user)
         admin.close()
@@ -211,19 +224,25 @@ async def test_the_store_logs_in_with_the_aws_token(redis_url: str) -> None:
 async def test_the_cluster_store_logs_in_with_the_aws_token(redis_cluster: RedisClusterSet) -> None:
     settings = _aws_settings(cluster_nodes=redis_cluster.addresses)
     user = settings.redis.username
-    provider = redis_target(settings).credentials
+    target = redis_target(settings)
+    provider = target.credentials
     assert provider is not None
     _, token = provider().get_credentials()
     admins = [redis_cluster.client(s.port) for s in redis_cluster.nodes]
     try:
         for admin in admins:
             _acl_user(admin, user, token)
-        assert await _set_and_get(settings) == "hello"
+        assert await _set_and_get(settings, target) == "hello"
+        described = await describe_topology(target)
+        assert described.startswith("cluster ok, 3 master(s), 3 replica(s): master ")
+        assert "unreachable" not in described
         for admin in admins:
             _acl_user(admin, user, "another-token")
-        message = await _refused(settings)
+        message = await _refused(settings, target)
         assert "invalid username-password pair" in message
         assert token not in message
+        with pytest.raises(RedisConnectionError, match="AuthenticationError"):
+            await describe_topology(target)
     finally:
         for admin in admins:
             admin.execute_command("ACL", "DELUSER", user)
