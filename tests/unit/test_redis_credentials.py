@@ -7,12 +7,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import json
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
+import jwt
 import pytest
 import redis as sync_redis
 from redis.exceptions import AuthenticationError, RedisClusterException
@@ -26,7 +30,7 @@ from gateway.store.base import StoreUnavailable
 from gateway.store.redis import RedisStore
 from gateway.store.redis_credentials import AwsIamCredentials, EntraIdCredentials
 from gateway.store.redis_topology import RedisTarget, describe_topology, open_client
-from tests.fixtures_redis_ha import RedisClusterSet
+from tests.fixtures_redis_ha import MASTER_NAME, RedisClusterSet, SentinelSet
 
 ACCESS_KEY = "AKIDEXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
@@ -249,6 +253,37 @@ async def test_the_cluster_store_logs_in_with_the_aws_token(redis_cluster: Redis
             admin.close()
 
 
+@pytest.mark.redis
+@pytest.mark.usefixtures("aws_env")
+async def test_the_sentinel_store_logs_in_with_the_aws_token(sentinel_set: SentinelSet) -> None:
+    settings = _aws_settings(sentinels=sentinel_set.addresses, sentinel_master=MASTER_NAME)
+    user = settings.redis.username
+    target = redis_target(settings)
+    provider = target.credentials
+    assert provider is not None
+    _, token = provider().get_credentials()
+    # Without redis.sentinel_password the sentinels are asked with the data nodes' login too.
+    admins = [sentinel_set.data_client(s.port) for s in (sentinel_set.master, sentinel_set.replica)]
+    admins += [s.client() for s in sentinel_set.sentinels]
+    try:
+        for admin in admins:
+            _acl_user(admin, user, token)
+        assert await _set_and_get(settings, target) == "hello"
+        described = await describe_topology(target)
+        assert described.startswith(f"sentinel master {MASTER_NAME}: master ")
+        assert "unreachable" not in described
+        for admin in admins:
+            _acl_user(admin, user, "another-token")
+        message = await _refused(settings, target)
+        assert token not in message
+        described = await describe_topology(target)
+        assert "unreachable (AuthenticationError)" in described
+    finally:
+        for admin in admins:
+            admin.execute_command("ACL", "DELUSER", user)
+            admin.close()
+
+
 def _azure_settings(**redis: Any) -> Settings:
     return load_settings(
         None,
@@ -331,3 +366,92 @@ def test_the_secret_stays_out_of_the_settings_repr() -> None:
     settings = _azure_settings()
     assert "sp-secret" not in repr(settings.redis)
     assert "sp-secret" not in str(settings.model_dump())
+
+
+class FakeManagedIdentityEndpoint:
+    """The token endpoint Azure App Service gives a managed identity (IDENTITY_ENDPOINT and
+    IDENTITY_HEADER), on 127.0.0.1, in a thread of its own: msal asks it with blocking
+    requests calls. It answers with a JWT naming `oid`, signed with a key of its own (Redis
+    takes the token as the user's password; nothing checks the signature here)."""
+
+    def __init__(self, oid: str, header: str) -> None:
+        now = int(time.time())
+        self.expires = now + 3600
+        self.token = jwt.encode({"oid": oid, "iat": now, "exp": self.expires}, "k" * 32, "HS256")
+        self.header = header
+        self.asked: list[dict[str, str]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                query = dict(parse_qsl(urlsplit(self.path).query))
+                outer.asked.append(query)
+                if self.headers.get("X-IDENTITY-HEADER") != outer.header:
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                body = json.dumps(
+                    {
+                        "access_token": outer.token,
+                        "expires_on": str(outer.expires),
+                        "resource": query.get("resource"),
+                        "token_type": "Bearer",
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/msi/token"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.redis
+async def test_the_store_logs_in_with_a_managed_identitys_token(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    oid = str(uuid.uuid4())
+    client_id = str(uuid.uuid4())
+    endpoint = FakeManagedIdentityEndpoint(oid, header="identity-header")
+    for name in ("IMDS_ENDPOINT", "MSI_ENDPOINT", "MSI_SECRET", "IDENTITY_SERVER_THUMBPRINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("IDENTITY_ENDPOINT", endpoint.url)
+    monkeypatch.setenv("IDENTITY_HEADER", endpoint.header)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    settings = _azure_settings(
+        url=redis_url,
+        azure_client_id=client_id,
+        azure_tenant_id="",
+        azure_client_secret="",
+        key_prefix=f"test-{uuid.uuid4().hex[:12]}",
+    )
+    target = redis_target(settings)
+    admin = sync_redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        _acl_user(admin, oid, endpoint.token)  # the user is the token's oid
+        assert await _set_and_get(settings, target) == "hello"
+        assert endpoint.asked, "the token came from the endpoint"
+        assert {(q["resource"], q["client_id"]) for q in endpoint.asked} == {
+            ("https://redis.azure.com", client_id)
+        }
+        described = await describe_topology(target)
+        assert described.startswith(f"single {redis_url}: master, ")
+        _acl_user(admin, oid, "another-token")
+        message = await _refused(settings, target)
+        assert "invalid username-password pair" in message
+        assert endpoint.token not in message
+    finally:
+        admin.execute_command("ACL", "DELUSER", oid)
+        admin.close()
+        endpoint.close()
