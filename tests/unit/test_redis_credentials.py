@@ -368,18 +368,27 @@ def test_the_secret_stays_out_of_the_settings_repr() -> None:
     assert "sp-secret" not in str(settings.model_dump())
 
 
+def _entra_env(monkeypatch: pytest.MonkeyPatch, endpoint: FakeManagedIdentityEndpoint) -> None:
+    for name in ("IMDS_ENDPOINT", "MSI_ENDPOINT", "MSI_SECRET", "IDENTITY_SERVER_THUMBPRINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("IDENTITY_ENDPOINT", endpoint.url)
+    monkeypatch.setenv("IDENTITY_HEADER", endpoint.header)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+
+
 class FakeManagedIdentityEndpoint:
     """The token endpoint Azure App Service gives a managed identity (IDENTITY_ENDPOINT and
     IDENTITY_HEADER), on 127.0.0.1, in a thread of its own: msal asks it with blocking
     requests calls. It answers with a JWT naming `oid`, signed with a key of its own (Redis
     takes the token as the user's password; nothing checks the signature here)."""
 
-    def __init__(self, oid: str, header: str) -> None:
-        now = int(time.time())
-        self.expires = now + 3600
-        self.token = jwt.encode({"oid": oid, "iat": now, "exp": self.expires}, "k" * 32, "HS256")
+    def __init__(self, oids: list[str], header: str, lifetime: int = 3600) -> None:
+        self.oids = oids  # the n-th token names the n-th (the last one from then on)
+        self.lifetime = lifetime
+        self.tokens: list[str] = []
         self.header = header
         self.asked: list[dict[str, str]] = []
+        self.token = self.next_token()  # the first one, known in advance
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -390,10 +399,12 @@ class FakeManagedIdentityEndpoint:
                     self.send_response(401)
                     self.end_headers()
                     return
+                token = outer.tokens[0] if len(outer.asked) == 1 else outer.next_token()
+                claims = jwt.decode(token, options={"verify_signature": False})
                 body = json.dumps(
                     {
-                        "access_token": outer.token,
-                        "expires_on": str(outer.expires),
+                        "access_token": token,
+                        "expires_on": str(claims["exp"]),
                         "resource": query.get("resource"),
                         "token_type": "Bearer",
                     }
@@ -412,6 +423,13 @@ class FakeManagedIdentityEndpoint:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
+    def next_token(self) -> str:
+        now = int(time.time())
+        oid = self.oids[min(len(self.tokens), len(self.oids) - 1)]
+        claims = {"oid": oid, "iat": now, "exp": now + self.lifetime}
+        self.tokens.append(jwt.encode(claims, "k" * 32, "HS256"))
+        return self.tokens[-1]
+
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
@@ -423,12 +441,8 @@ async def test_the_store_logs_in_with_a_managed_identitys_token(
 ) -> None:
     oid = str(uuid.uuid4())
     client_id = str(uuid.uuid4())
-    endpoint = FakeManagedIdentityEndpoint(oid, header="identity-header")
-    for name in ("IMDS_ENDPOINT", "MSI_ENDPOINT", "MSI_SECRET", "IDENTITY_SERVER_THUMBPRINT"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("IDENTITY_ENDPOINT", endpoint.url)
-    monkeypatch.setenv("IDENTITY_HEADER", endpoint.header)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    endpoint = FakeManagedIdentityEndpoint([oid], header="identity-header")
+    _entra_env(monkeypatch, endpoint)
     settings = _azure_settings(
         url=redis_url,
         azure_client_id=client_id,
@@ -453,5 +467,38 @@ async def test_the_store_logs_in_with_a_managed_identitys_token(
         assert endpoint.token not in message
     finally:
         admin.execute_command("ACL", "DELUSER", oid)
+        admin.close()
+        endpoint.close()
+
+
+@pytest.mark.redis
+async def test_open_connections_log_in_again_with_a_renewed_entra_id_token(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tokens of 6 s: redis-entraid renews at 70% of a token's life, and each new token here
+    # names another user, so a connection that logged in again says so in ACL WHOAMI.
+    oids = [f"oid-{n}-{uuid.uuid4().hex[:8]}" for n in range(6)]
+    endpoint = FakeManagedIdentityEndpoint(oids, header="identity-header", lifetime=6)
+    _entra_env(monkeypatch, endpoint)
+    settings = _azure_settings(url=redis_url, azure_client_secret="", azure_tenant_id="")
+    admin = sync_redis.Redis.from_url(redis_url, decode_responses=True)
+    client = open_client(redis_target(settings), max_connections=1, socket_timeout=2, retries=0)
+    try:
+        for oid in oids:
+            admin.execute_command(
+                "ACL", "SETUSER", oid, "reset", "on", "nopass", "~*", "&*", "+@all"
+            )
+        assert await client.execute_command("ACL", "WHOAMI") == oids[0]
+        whoami = oids[0]
+        for _ in range(150):  # a renewal is due 4.2 s after the first token
+            await asyncio.sleep(0.1)
+            whoami = await client.execute_command("ACL", "WHOAMI")
+            if whoami != oids[0]:
+                break
+        assert whoami in oids[1:], "the pooled connection was not logged in again"
+    finally:
+        await client.aclose()
+        for oid in oids:
+            admin.execute_command("ACL", "DELUSER", oid)
         admin.close()
         endpoint.close()
