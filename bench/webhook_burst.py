@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 import sys
 import tempfile
@@ -60,6 +61,7 @@ class Tally:
     failed: int = 0  # connection errors
     retried: int = 0  # updates sent again
     last_ack: float = 0.0
+    ack_cpu: float = 0.0  # the gateway's CPU seconds from the first call to the last answer
     last_reply: float = 0.0
 
     def reply(self, call: Call) -> None:
@@ -167,6 +169,7 @@ async def burst(args: argparse.Namespace, replica: Replica, tg: FakeBotAPI, tall
     await client.stdin.drain()
     client.stdin.close()
     started = time.monotonic()
+    cpu_before = process_cpu(replica.proc.pid)
     async for raw in client.stdout:
         line = json.loads(raw)
         if "started" in line:
@@ -181,7 +184,14 @@ async def burst(args: argparse.Namespace, replica: Replica, tg: FakeBotAPI, tall
             tally.refused.update({int(k): v for k, v in line["refused"].items()})
             tally.retried = line["retried"]
     await client.wait()
+    tally.ack_cpu = process_cpu(replica.proc.pid) - cpu_before
     return started
+
+
+def process_cpu(pid: int) -> float:
+    """A process's CPU seconds so far (user and system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def wait_answers(args: argparse.Namespace, tally: Tally) -> None:
@@ -231,15 +241,16 @@ def print_table(args: argparse.Namespace, tally: Tally, started: float, log: str
     print(
         "| store | chats | connections | answered once | duplicated | lost | ack p50 | "
         "ack p99 | ack max | answer p50 | answer p99 | POSTs timed out (10 s) | "
-        "updates sent again | all acked | all answered |"
+        "updates sent again | all acked | all answered | gateway CPU per call till acked |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(
         f"| {args.store} | {args.sessions} | {args.connections} | {once} | {duplicated} | "
         f"{lost} | {percentile(tally.acked, 0.5):.2f} s | {percentile(tally.acked, 0.99):.2f} s "
         f"| {max(tally.acked, default=float('nan')):.2f} s | {percentile(waits, 0.5):.1f} s | "
         f"{percentile(waits, 0.99):.1f} s | {tally.timed_out} | {tally.retried} | "
-        f"{tally.last_ack - started:.1f} s | {tally.last_reply - started:.1f} s |"
+        f"{tally.last_ack - started:.1f} s | {tally.last_reply - started:.1f} s | "
+        f"{tally.ack_cpu / args.sessions * 1e6:.0f} µs |"
     )
     refused = ", ".join(f"{status or 'no connection'}: {n}" for status, n in tally.refused.items())
     if refused:

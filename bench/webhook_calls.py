@@ -25,7 +25,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import h11
@@ -70,21 +70,52 @@ class Target:
         )
 
 
+class Call(asyncio.Protocol):
+    """One call on a connection of its own: write the request, read the answer's status line.
+
+    Only the status is read (the gateway answers with an empty body): parsing each answer
+    with h11 cost 100 µs, a third of the client's time per call."""
+
+    def __init__(self, request: bytes) -> None:
+        self._request = request
+        self._head = b""
+        self._transport: asyncio.Transport | None = None
+        self.status: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not registered as asyncio.Transport: cast, do not check.
+        self._transport = cast(asyncio.Transport, transport)
+        self._transport.write(self._request)
+
+    def data_received(self, data: bytes) -> None:
+        self._head += data
+        line, found, _ = self._head.partition(b"\r\n")
+        if found and not self.status.done():
+            version, _, rest = line.partition(b" ")
+            code = rest[:3]
+            if version.startswith(b"HTTP/1.") and code.isdigit():
+                self.status.set_result(int(code))
+            else:
+                self.status.set_exception(ConnectionError(f"not an HTTP answer: {line!r}"))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.status.done():
+            self.status.set_exception(exc or ConnectionError("closed before an answer"))
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
 async def status_of(target: Target, request: bytes) -> int:
     """Send one call on a new connection; the status of its answer."""
-    reader, writer = await asyncio.open_connection(target.host, target.port)
+    loop = asyncio.get_running_loop()
+    _, call = await loop.create_connection(lambda: Call(request), target.host, target.port)
     try:
-        writer.write(request)
-        client = h11.Connection(h11.CLIENT)
-        client.send(h11.Request(method="POST", target=target.path, headers=[("Host", "x")]))
-        while True:
-            event = client.next_event()
-            if isinstance(event, h11.Response):
-                return int(event.status_code)
-            if event is h11.NEED_DATA:
-                client.receive_data(await reader.read(4096))
+        return await call.status
     finally:
-        writer.close()
+        call.close()
 
 
 async def deliver(
@@ -110,7 +141,7 @@ async def deliver(
                 totals.timed_out += 1
                 totals.retried.add(chat)
                 continue
-            except (OSError, h11.ProtocolError):
+            except OSError:
                 totals.failed += 1
             if status == 200:
                 at = time.monotonic()

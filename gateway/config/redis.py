@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -53,6 +54,23 @@ class RedisSettings(Section):
     # Pooled connections for commands: at most four pipelines of many commands are in flight,
     # and each capped-log transaction takes one while it runs.
     max_connections: int = Field(default=64, ge=1, le=100_000)
+    # How the data nodes are logged in to: `password` (the username and password above, or the
+    # URL's), or a token made afresh for each new connection: `aws-iam` (ElastiCache or MemoryDB
+    # IAM auth, signed with the AWS credentials the environment or instance role gives;
+    # `pip install 'chatgate[aws]'`) or `azure-entra` (Azure Cache for Redis with Microsoft
+    # Entra ID; `pip install 'chatgate[azure]'`).
+    credentials: Literal["password", "aws-iam", "azure-entra"] = "password"
+    # aws-iam: the replication group (ElastiCache), serverless cache or cluster (MemoryDB) name,
+    # its region and service; the IAM-enabled user is `username`.
+    aws_cache_name: str = ""
+    aws_region: str = ""
+    aws_service: Literal["elasticache", "memorydb"] = "elasticache"
+    aws_serverless: bool = False  # an ElastiCache serverless cache
+    # azure-entra: a service principal (client id, tenant and secret), else the managed
+    # identity: user-assigned when `azure_client_id` is set, else the system-assigned one.
+    azure_client_id: str = ""
+    azure_tenant_id: str = ""
+    azure_client_secret: SecretStr = SecretStr("")
 
     @field_validator("url")
     @classmethod
@@ -87,7 +105,44 @@ class RedisSettings(Section):
             raise ValueError("redis.tls_keyfile needs redis.tls_certfile (the certificate)")
         if self.sentinel_master and not self.sentinels:
             raise ValueError("redis.sentinel_master needs redis.sentinels (host:port of each)")
+        if self.credentials != "password":
+            self._check_token_credentials()
         return self
+
+    def _check_token_credentials(self) -> None:
+        mode = f"redis.credentials = {self.credentials}"
+        url = urlsplit(self.url)
+        if self.password.get_secret_value() or url.password or url.username:
+            raise ValueError(
+                f"{mode} logs in with a token: leave redis.password unset and the URL without "
+                "user or password (the user goes in redis.username)"
+            )
+        if self.credentials == "aws-iam":
+            missing = [f"redis.{n}" for n in ("username", "aws_cache_name", "aws_region")
+                       if not getattr(self, n)]  # fmt: skip
+            if missing:
+                raise ValueError(
+                    f"{mode} needs {', '.join(missing)} (the IAM-enabled user, the cache's name "
+                    "and its region)"
+                )
+            if self.aws_serverless and self.aws_service != "elasticache":
+                raise ValueError("redis.aws_serverless is for ElastiCache serverless caches only")
+            return
+        if self.username:
+            raise ValueError(f"{mode}: leave redis.username unset (the token names the user)")
+        if self.azure_client_secret.get_secret_value():
+            missing = [f"redis.{n}" for n in ("azure_client_id", "azure_tenant_id")
+                       if not getattr(self, n)]  # fmt: skip
+            if missing:
+                raise ValueError(
+                    f"{mode} with redis.azure_client_secret (a service principal) needs "
+                    + " and ".join(missing)
+                )
+        elif self.azure_tenant_id:
+            raise ValueError(
+                f"{mode}: redis.azure_tenant_id is for a service principal, which also needs "
+                "redis.azure_client_secret (and redis.azure_client_id)"
+            )
 
     @property
     def enabled(self) -> bool:

@@ -59,6 +59,12 @@ def redis_target(settings: Settings) -> RedisTarget:
     from gateway.store.redis_topology import RedisTarget
 
     conf = settings.redis
+    credentials = None
+    if conf.credentials != "password":
+        # Only then: botocore and redis-entraid are optional, and heavy to import.
+        from gateway.store.redis_credentials import credentials_for
+
+        credentials = credentials_for(conf)
     return RedisTarget(
         url=conf.url,
         sentinels=tuple(conf.sentinels),
@@ -73,6 +79,7 @@ def redis_target(settings: Settings) -> RedisTarget:
         tls_ca_certs=_path(conf.tls_ca_certs),
         tls_certfile=_path(conf.tls_certfile),
         tls_keyfile=_path(conf.tls_keyfile),
+        credentials=credentials,
     )
 
 

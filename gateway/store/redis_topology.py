@@ -17,6 +17,7 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import MasterNotFoundError
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.connection import HiredisRespSerializer
+from redis.credentials import CredentialProvider
 from redis.exceptions import (
     AuthenticationError,
     ClusterError,
@@ -77,6 +78,20 @@ class RedisTarget:
     tls_ca_certs: str | None = None
     tls_certfile: str | None = None  # the client's own certificate, for servers that ask
     tls_keyfile: str | None = None
+    # Makes the provider of a token for each new data connection (redis_credentials.py),
+    # in place of username and password.
+    credentials: Callable[[], CredentialProvider] | None = None
+
+    def auth(self) -> dict[str, Any]:
+        """The keyword arguments a redis-py client logs in to the data nodes with."""
+        if self.credentials is not None:
+            return {"credential_provider": self.credentials()}
+        found: dict[str, Any] = {}
+        if self.username:
+            found["username"] = self.username
+        if self.password:
+            found["password"] = self.password
+        return found
 
     @property
     def mode(self) -> Mode:
@@ -100,12 +115,11 @@ class RedisTarget:
         port = f":{parts.port}" if parts.port else ""
         return f"{parts.scheme}://{host}{port}{parts.path}"
 
-    @property
-    def sentinel_auth(self) -> tuple[str | None, str | None]:
-        """The username and password the sentinels are asked with."""
+    def sentinel_login(self) -> dict[str, Any]:
+        """What the sentinels are asked with: their own user when set, else the data nodes'."""
         if self.sentinel_password is not None:
-            return self.sentinel_username, self.sentinel_password
-        return self.username, self.password
+            return {"username": self.sentinel_username, "password": self.sentinel_password}
+        return self.auth()
 
     @property
     def ssl(self) -> dict[str, Any]:
@@ -241,11 +255,7 @@ def open_client(
     if raw_replies:
         # The store reads replies in RESP2's shapes (HGETALL as a flat list).
         common["protocol"] = 2
-    credentials: dict[str, Any] = {}
-    if target.username:
-        credentials["username"] = target.username
-    if target.password:
-        credentials["password"] = target.password
+    credentials = target.auth()
     tls = target.ssl
     client: Redis
     if target.mode == "cluster":
@@ -256,7 +266,6 @@ def open_client(
         opened: Redis = cluster
         return opened
     if target.mode == "sentinel":
-        username, password = target.sentinel_auth
         sentinel = Sentinel(  # type: ignore[no-untyped-call]
             [host_port(a, 26379) for a in target.sentinels],
             sentinel_kwargs={
@@ -266,8 +275,7 @@ def open_client(
                 "socket_timeout": socket_timeout,
                 "socket_connect_timeout": socket_timeout,
                 "decode_responses": True,
-                "username": username,
-                "password": password,
+                **target.sentinel_login(),
                 **tls,
             },
         )
@@ -287,7 +295,12 @@ def open_client(
             **common,
             **credentials,
         )
-        client = Redis.from_pool(pool)
+        # As Redis.from_pool does, and with the provider: a streaming one (Entra ID) then
+        # re-authenticates the pool's connections with each new token.
+        client = Redis(
+            connection_pool=pool, credential_provider=credentials.get("credential_provider")
+        )
+        client.auto_close_connection_pool = True
     if raw_replies:
         client.response_callbacks = {}
     connections = client.connection_pool
@@ -359,8 +372,7 @@ def _node_client(target: RedisTarget, host: str, port: int, wait: float) -> Redi
     return Redis(
         host=host,
         port=port,
-        username=target.username,
-        password=target.password,
+        **target.auth(),
         **target.ssl,
         socket_timeout=wait,
         socket_connect_timeout=wait,
@@ -392,6 +404,7 @@ async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
         socket_connect_timeout=wait,
         retry=_retry(0),
         decode_responses=True,
+        **(target.auth() if target.credentials else {}),  # else the URL carries its own
     )
     try:
         latency = await _latency_ms(client)
@@ -406,7 +419,7 @@ async def describe_topology(target: RedisTarget, wait: float = 3.0) -> str:
 
 
 async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
-    username, password = target.sentinel_auth
+    login = target.sentinel_login()
     lines: list[str] = []
     master: tuple[str, int] | None = None
     replicas: list[tuple[str, int]] = []
@@ -415,8 +428,7 @@ async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
         sentinel = Redis(
             host=host,
             port=port,
-            username=username,
-            password=password,
+            **login,
             **target.ssl,
             socket_timeout=wait,
             socket_connect_timeout=wait,

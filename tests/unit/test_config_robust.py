@@ -256,7 +256,7 @@ def test_sentinels_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
     assert target.mode == "sentinel"
     assert target.sentinels == ("10.0.0.5:26379", "[::1]:26380")
     assert target.password == "hunter22"
-    assert target.sentinel_auth == ("watcher", "watch-pw")
+    assert target.sentinel_login() == {"username": "watcher", "password": "watch-pw"}
     assert "hunter22" not in target.where
 
 

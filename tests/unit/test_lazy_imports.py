@@ -93,6 +93,11 @@ NOT_LOADED_BY_A_TELEGRAM_GATEWAY = (
     "docx",
     "openpyxl",
     "pptx",
+    "botocore",  # redis.credentials = aws-iam or azure-entra only
+    "redis_entraid",
+    "msal",
+    "azure",
+    "gateway.store.redis_credentials",
     "tools.shell.safety",  # the classifier: the first command judged
     "tools.shell.readonly",
     "tools.shell.terminal.docker",  # only the configured backend (sandbox)
