@@ -452,6 +452,13 @@ def main() -> None:
         "more stands for several bots or a balancer in front of many)",
     )
     parser.add_argument(
+        "--clients",
+        type=int,
+        default=1,
+        help="with --webhooks: processes sending the calls, each a share of the chats and "
+        "of the connections",
+    )
+    parser.add_argument(
         "--gateway-tree",
         default="",
         help="with --webhooks: run the gateway from this source tree (default: this checkout), "

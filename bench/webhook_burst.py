@@ -2,13 +2,15 @@
 
 Each chat sends one message at once. The updates go over HTTP, with the secret header, to a
 `chatgate run` on Redis or on the embedded store that answers through a fake Bot API in this
-process, with the model in a process of its own. The client behaves like Telegram's delivery:
+process, with the model in a process of its own, and are sent from client processes of their
+own (webhook_calls.py, `--clients`). The client behaves like Telegram's delivery:
 at most `--connections` calls in flight (Telegram's `max_connections`, 40 by default, up to
 100), and a call not answered within 10 s is dropped and sent again, as is one answered with
 anything but 200. Measured: each chat's reply counted at the fake Bot API (answered once,
 duplicated, lost), how long each call waited for its answer (the acknowledgement, counted
 from the moment the call was sent, not from when it queued for a connection), how long each
-chat waited for its reply from its first call, and the calls that reached the 10 s timeout.
+chat waited for its reply from its first call, the calls that reached the 10 s timeout, and
+the gateway's CPU time per call from the first call to the last answer.
 """
 
 from __future__ import annotations
@@ -135,24 +137,29 @@ async def redis_server(args: argparse.Namespace, work: Path) -> AsyncIterator[st
 
 
 async def burst(args: argparse.Namespace, replica: Replica, tg: FakeBotAPI, tally: Tally) -> float:
-    """Send every chat's message from a client process of its own (webhook_calls.py);
-    returns when the burst started."""
+    """Send every chat's message from client processes of their own (webhook_calls.py), each
+    with a share of the chats and of the connections; returns when the burst started."""
     updates = [
-        (
-            n,
-            json.dumps(
-                {
-                    "update_id": n + 1,
-                    "message": tg.message(f"hello {n}", chat_id=n + 1, user_id=n + 1),
-                }
-            ),
-        )
+        (n, json.dumps({"update_id": n + 1, "message": tg.message(f"hello {n}", chat_id=n + 1)}))
         for n in range(args.sessions)
     ]
+    clients = [
+        await start_client(args, replica, updates[index :: args.clients], index)
+        for index in range(args.clients)
+    ]
+    cpu_before = process_cpu(replica.proc.pid)
+    starts = await asyncio.gather(*(read_client(client, tally) for client in clients))
+    tally.ack_cpu = process_cpu(replica.proc.pid) - cpu_before
+    return min(starts)
+
+
+async def start_client(
+    args: argparse.Namespace, replica: Replica, updates: list[tuple[int, str]], index: int
+) -> asyncio.subprocess.Process:
     job = {
         "url": f"{replica.url}/telegram/webhook",
         "secret": WEBHOOK_SECRET,
-        "connections": args.connections,
+        "connections": args.connections // args.clients + (index < args.connections % args.clients),
         "timeout": WEBHOOK_TIMEOUT,
         "retry_pause": RETRY_PAUSE,
         "loop": args.loop,
@@ -164,12 +171,17 @@ async def burst(args: argparse.Namespace, replica: Replica, tg: FakeBotAPI, tall
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
     )
-    assert client.stdin is not None and client.stdout is not None
+    assert client.stdin is not None
     client.stdin.write(json.dumps(job).encode())
     await client.stdin.drain()
     client.stdin.close()
+    return client
+
+
+async def read_client(client: asyncio.subprocess.Process, tally: Tally) -> float:
+    """Count what one client process reports; when its first call went out."""
+    assert client.stdout is not None
     started = time.monotonic()
-    cpu_before = process_cpu(replica.proc.pid)
     async for raw in client.stdout:
         line = json.loads(raw)
         if "started" in line:
@@ -179,13 +191,12 @@ async def burst(args: argparse.Namespace, replica: Replica, tg: FakeBotAPI, tall
             tally.acked.append(line["ack"])
             tally.last_ack = max(tally.last_ack, line["at"])
         elif line.get("done"):
-            tally.timed_out = line["timed_out"]
-            tally.failed = line["failed"]
+            tally.timed_out += line["timed_out"]
+            tally.failed += line["failed"]
             tally.refused.update({int(k): v for k, v in line["refused"].items()})
-            tally.retried = line["retried"]
+            tally.retried += line["retried"]
     await client.wait()
-    tally.ack_cpu = process_cpu(replica.proc.pid) - cpu_before
-    return started
+    return float(started)
 
 
 def process_cpu(pid: int) -> float:
