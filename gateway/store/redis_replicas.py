@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Protocol, cast
 
-from redis._parsers import AsyncCommandsParser
 from redis.asyncio.cluster import ClusterNode, NodesManager, PipelineCommand, RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -48,6 +47,13 @@ class ReplicaAcks:
             self._lone_until[master] = asyncio.get_running_loop().time() + LONE_PAUSE
 
 
+class CommandTable(Protocol):
+    """The client's parser once it read the server's COMMAND table (redis-py's
+    AsyncCommandsParser, which is not part of its public modules)."""
+
+    commands: dict[str, Any]
+
+
 def _stores_nothing(command: str, table: Mapping[str, Any]) -> bool:
     """The server's COMMAND table says the command changes no data: read-only, pub/sub, or
     about the connection (PING). Scripts (EVALSHA may write) and unknown commands do."""
@@ -66,7 +72,7 @@ class _WaitingNode(ClusterNode):
 
     __slots__ = ()
     acks: ClassVar[ReplicaAcks]
-    parser: ClassVar[AsyncCommandsParser]  # the client's, filled with the server's COMMAND
+    parser: ClassVar[CommandTable]  # the client's, filled with the server's COMMAND
 
     async def execute_pipeline(self, commands: list[PipelineCommand]) -> bool:
         table = self.parser.commands
