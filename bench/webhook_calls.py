@@ -11,8 +11,9 @@ gateway's answer.
 
 Reads one JSON object on stdin (url, secret, connections, timeout, retry_pause, and the
 updates as JSON texts with their chat); writes `{"started": t}` as the first call goes out,
-one JSON line per update once a call of it is answered 200 (`{"chat", "sent", "ack", "at"}`:
-when its first call went out, how long the answered call waited, and when it was answered),
+one JSON line per update once a call of it is answered 200 (`{"chat", "sent", "ack",
+"ack_written", "at"}`: when its first call went out, how long the answered call waited from
+its start and from its request's write, and when it was answered),
 then the totals (`{"done": true, "timed_out", "refused", "failed", "retried"}`). Times are
 on the monotonic clock, which the parent process shares.
 """
@@ -81,11 +82,13 @@ class Call(asyncio.Protocol):
         self._head = b""
         self._transport: asyncio.Transport | None = None
         self.status: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.written = 0.0  # when the request went out: the connection is up
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not registered as asyncio.Transport: cast, do not check.
         self._transport = cast(asyncio.Transport, transport)
         self._transport.write(self._request)
+        self.written = time.monotonic()
 
     def data_received(self, data: bytes) -> None:
         self._head += data
@@ -108,12 +111,13 @@ class Call(asyncio.Protocol):
             self._transport.close()
 
 
-async def status_of(target: Target, request: bytes) -> int:
-    """Send one call on a new connection; the status of its answer."""
+async def status_of(target: Target, request: bytes) -> tuple[int, float]:
+    """Send one call on a new connection; the status of its answer, and when the request was
+    written."""
     loop = asyncio.get_running_loop()
     _, call = await loop.create_connection(lambda: Call(request), target.host, target.port)
     try:
-        return await call.status
+        return await call.status, call.written
     finally:
         call.close()
 
@@ -133,10 +137,10 @@ async def deliver(
         async with room:  # a connection of the bot's max_connections
             sent = time.monotonic()
             first_sent = first_sent or sent
-            status = 0
+            status, written = 0, 0.0
             try:
                 async with asyncio.timeout(give_up):
-                    status = await status_of(target, request)
+                    status, written = await status_of(target, request)
             except TimeoutError:
                 totals.timed_out += 1
                 totals.retried.add(chat)
@@ -145,7 +149,13 @@ async def deliver(
                 totals.failed += 1
             if status == 200:
                 at = time.monotonic()
-                answer = {"chat": chat, "sent": first_sent, "ack": at - sent, "at": at}
+                answer = {
+                    "chat": chat,
+                    "sent": first_sent,
+                    "ack": at - sent,
+                    "ack_written": at - written,
+                    "at": at,
+                }
                 print(json.dumps(answer), flush=False)
                 return
         totals.refused[status] += 1
