@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from gateway.store.redis_topology import RedisTarget
+from tests.certs import self_signed
 from tests.fixtures_redis import RedisServer, free_port
 from tests.fixtures_redis_ha import (
     DOWN_AFTER_MS,
@@ -28,21 +29,6 @@ from tests.fixtures_redis_ha import (
 # The data nodes' user, which the gateway and the sentinels log in as, and the sentinels' own.
 DATA_USER, DATA_PASSWORD = "chatgate", "data-s3cret"
 SENTINEL_USER, SENTINEL_PASSWORD = "watcher", "watch-s3cret"
-
-
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key; the certificate is its own CA."""
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
-            *("-addext", "subjectAltName=IP:127.0.0.1"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 def acl_user(name: str, password: str) -> list[str]:

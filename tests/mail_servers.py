@@ -252,18 +252,3 @@ def dovecot_missing() -> str:
     if not Path(DOVECOT).exists() or shutil.which("doveconf") is None:
         return "Dovecot is not installed (apt-get install dovecot-imapd; tests/run.sh does it)"
     return ""
-
-
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key (openssl), for the TLS tests."""
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
-            *("-addext", "subjectAltName=IP:127.0.0.1"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key

@@ -25,6 +25,7 @@ from adapters.email.plugin import PLUGIN as EMAIL
 from gateway.app.app import App
 from gateway.config import Settings
 from gateway.sdk.messages import ChatRef
+from tests.certs import self_signed
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.fixtures_redis import RedisServer
 from tests.harness import configured_gateway, eventually, gateway_settings
@@ -34,7 +35,6 @@ from tests.mail_servers import (
     Outgoing,
     SmtpSink,
     dovecot_missing,
-    self_signed,
 )
 from tests.media_samples import PDF, png
 from tools.files.workspaces import Workspaces

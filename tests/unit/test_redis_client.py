@@ -18,8 +18,8 @@ from gateway.store.base import StoreUnavailable
 from gateway.store.redis import RedisStore
 from gateway.store.redis_client import RedisCommands, Script, is_no_script
 from gateway.store.redis_topology import NETWORK_ERRORS, RedisTarget, open_client
+from tests.certs import self_signed
 from tests.fixtures_redis import RedisServer
-from tests.fixtures_redis_secure import self_signed
 
 pytestmark = pytest.mark.redis
 
