@@ -227,7 +227,9 @@ class Store(ABC):
     ) -> ReplyClaim:
         """Claim the reply slot of a stored message (`keys.reply(entry_id)`, set to `value`)
         when the session's fence still equals `token`, atomically: of two runs of one message,
-        at most one ever gets "claimed"."""
+        at most one ever gets "claimed". A slot that holds `value` already is this claim sent
+        again (its first reply was lost, e.g. with a failed-over master) and is "claimed" too:
+        each run's `value` names its own token."""
 
     async def record_reply(self, session: str, entry_id: str, value: str, ttl: float) -> None:
         """Fill the reply slot of a stored message of `session` with what was sent (on Redis

@@ -263,6 +263,8 @@ async def claim_reply(
         return ReplyClaim("stale")
     # No await between the check and the write suspends: nothing else on the loop runs.
     existing = await store.get(keys.reply(entry_id))
+    if existing == value:  # this claim sent again: see Store.claim_reply
+        return ReplyClaim("claimed")
     if existing is not None:
         return ReplyClaim("taken", existing)
     await store.set(keys.reply(entry_id), value, ttl=ttl)

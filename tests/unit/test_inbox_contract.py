@@ -316,6 +316,9 @@ async def test_a_run_whose_session_was_taken_over_is_fenced_off_every_effect(
     )
     again = await store.claim_reply(S1, second.token, second.entry.id, "c", 60)
     assert (again.status, again.existing) == ("taken", "b")
+    # The same claim sent again (its first reply lost with a failed-over master) is its own.
+    resent = await store.claim_reply(S1, second.token, second.entry.id, "b", 60)
+    assert resent.status == "claimed"
     assert await store.fenced_write(S1, second.token, Batch().hset("approvals:p", "x", "1"))
     assert await store.hget("approvals:p", "x") == "1"
     done = await store.finish(
