@@ -215,7 +215,7 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
     import signal
 
     from gateway.app.app import App
-    from gateway.runtime.collector import settle_collector
+    from gateway.runtime.collector import CrowdPause, settle_collector
     from gateway.sdk.platforms import PlatformUnavailable
     from gateway.store.base import StoreUnavailable
 
@@ -242,9 +242,12 @@ async def _serve(settings: Settings, redactor: RedactingFilter) -> int:
         print(f"chatgate: could not start: {redactor.redact(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
     settle_collector()
+    pause = CrowdPause()
+    pause.follow(app.intake_load)
     try:
         await stopping.wait()
     finally:
+        pause.release()
         await app.stop()
     return EXIT_OK
 

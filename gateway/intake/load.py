@@ -4,7 +4,8 @@ that turns give way to intake.
 
 Under a burst, every turn that starts competes for the event loop with the webhook calls still
 waiting to be stored and acknowledged; the session queue reads `busy` to start no more turns
-than its floor until intake is quiet again (gateway/sessions/pressure.py).
+than its floor until intake is quiet again (gateway/sessions/pressure.py), and `chatgate run`
+holds the garbage collector off meanwhile (gateway/runtime/collector.py).
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ class IntakeLoad:
     def __init__(self, busy_above: int = BUSY_ABOVE) -> None:
         self.busy_above = busy_above
         self.in_flight = 0
+        self._on_busy: list[Callable[[], None]] = []
         self._on_quiet: list[Callable[[], None]] = []
 
     @property
     def busy(self) -> bool:
         return self.in_flight > self.busy_above
+
+    def when_busy(self, listener: Callable[[], None]) -> None:
+        """Call `listener` each time intake becomes busy."""
+        self._on_busy.append(listener)
 
     def when_quiet(self, listener: Callable[[], None]) -> None:
         """Call `listener` each time intake stops being busy."""
@@ -43,6 +49,9 @@ class IntakeLoad:
     def enter(self) -> None:
         """One more message or call counts in intake's load, until `leave`."""
         self.in_flight += 1
+        if self.in_flight == self.busy_above + 1:
+            for listener in self._on_busy:
+                listener()
 
     def leave(self) -> None:
         self.in_flight -= 1

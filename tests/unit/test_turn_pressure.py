@@ -55,13 +55,16 @@ def test_room_is_whatever_is_wanted_without_pressure_and_the_floor_with_it() -> 
     assert not pressure.on
 
 
-def test_intake_tells_its_listeners_when_it_goes_quiet() -> None:
+def test_intake_tells_its_listeners_when_it_goes_busy_and_quiet() -> None:
     load = IntakeLoad(busy_above=1)
-    told: list[int] = []
-    load.when_quiet(lambda: told.append(load.in_flight))
+    told: list[tuple[str, int]] = []
+    load.when_busy(lambda: told.append(("busy", load.in_flight)))
+    load.when_quiet(lambda: told.append(("quiet", load.in_flight)))
     with load.entered(), load.entered():
-        assert load.busy and told == []
-    assert told == [1] and not load.busy
+        assert load.busy and told == [("busy", 2)]
+        with load.entered():
+            assert told == [("busy", 2)]  # once per crowd, not per call
+    assert told == [("busy", 2), ("quiet", 1)] and not load.busy
 
 
 async def store_waiting(store: Store, count: int) -> list[str]:
