@@ -9,6 +9,7 @@ answered, refusals, the process's peak RSS, and the Redis memory each waiting me
         [--llm-capacity 256] [--loop auto|uvloop|asyncio] [--model-process] [--replicas 1]
         [--one-intake]
     .venv/bin/python bench/burst.py --webhooks [--store redis|embedded] [--connections 100]
+        [--bare-server]
 
 With --webhooks the burst goes as real Telegram webhook calls into a `chatgate run`
 subprocess, from a client that retries a call not answered within 10 s as Telegram does
@@ -457,6 +458,12 @@ def main() -> None:
         default=1,
         help="with --webhooks: processes sending the calls, each a share of the chats and "
         "of the connections",
+    )
+    parser.add_argument(
+        "--bare-server",
+        action="store_true",
+        help="with --webhooks: send the calls to a bare aiohttp server that only answers 200 "
+        "(bench/bare_webhook_server.py), the acknowledgement's floor on this machine",
     )
     parser.add_argument(
         "--gateway-tree",

@@ -14,6 +14,10 @@ calls, with the connections the kernel dropped because the gateway's listen queu
 counted beside it), how long each chat waited for its reply from its first call, the calls
 that reached the 10 s timeout, and the gateway's CPU time per call from the first call to the
 last answer.
+
+With `--bare-server` the same calls go to bench/bare_webhook_server.py instead, an aiohttp
+server that only reads each body and answers 200: the acknowledgement's floor on this
+machine, to read the gateway's figure against.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import Any
 
 from tests.fakes.telegram import Call, FakeBotAPI
 from tests.fixtures_redis import RedisServer
-from tests.replicas import WEBHOOK_SECRET, Replica, base_env, start_replica
+from tests.replicas import WEBHOOK_SECRET, base_env, start_replica
 
 ROOT = Path(__file__).resolve().parent.parent
 WEBHOOK_TIMEOUT = 10.0  # Telegram gives up on a webhook call after this long and sends it again
@@ -141,7 +145,15 @@ async def redis_server(args: argparse.Namespace, work: Path) -> AsyncIterator[st
         server.stop()
 
 
-async def burst(args: argparse.Namespace, replica: Replica, tg: FakeBotAPI, tally: Tally) -> float:
+@dataclass(frozen=True)
+class Server:
+    """Where the calls go, and the process whose CPU time is counted."""
+
+    url: str
+    pid: int
+
+
+async def burst(args: argparse.Namespace, server: Server, tg: FakeBotAPI, tally: Tally) -> float:
     """Send every chat's message from client processes of their own (webhook_calls.py), each
     with a share of the chats and of the connections; returns when the burst started."""
     updates = [
@@ -149,22 +161,22 @@ async def burst(args: argparse.Namespace, replica: Replica, tg: FakeBotAPI, tall
         for n in range(args.sessions)
     ]
     clients = [
-        await start_client(args, replica, updates[index :: args.clients], index)
+        await start_client(args, server.url, updates[index :: args.clients], index)
         for index in range(args.clients)
     ]
-    cpu_before = process_cpu(replica.proc.pid)
+    cpu_before = process_cpu(server.pid)
     overflows_before = listen_overflows()
     starts = await asyncio.gather(*(read_client(client, tally) for client in clients))
-    tally.ack_cpu = process_cpu(replica.proc.pid) - cpu_before
+    tally.ack_cpu = process_cpu(server.pid) - cpu_before
     tally.listen_overflows = listen_overflows() - overflows_before
     return min(starts)
 
 
 async def start_client(
-    args: argparse.Namespace, replica: Replica, updates: list[tuple[int, str]], index: int
+    args: argparse.Namespace, url: str, updates: list[tuple[int, str]], index: int
 ) -> asyncio.subprocess.Process:
     job = {
-        "url": f"{replica.url}/telegram/webhook",
+        "url": f"{url}/telegram/webhook",
         "secret": WEBHOOK_SECRET,
         "connections": args.connections // args.clients + (index < args.connections % args.clients),
         "timeout": WEBHOOK_TIMEOUT,
@@ -236,6 +248,9 @@ async def wait_answers(args: argparse.Namespace, tally: Tally) -> None:
 
 
 async def run(args: argparse.Namespace) -> None:
+    if args.bare_server:
+        await run_bare(args)
+        return
     work = Path(tempfile.mkdtemp(prefix="chatgate-webhook-burst-"))
     tally = Tally()
     async with (
@@ -246,12 +261,44 @@ async def run(args: argparse.Namespace) -> None:
         tg.listeners.append(tally.reply)
         replica = await start_replica("gateway", work, gateway_env(args, tg, llm_url, redis_url))
         try:
-            started = await burst(args, replica, tg, tally)
+            started = await burst(args, Server(replica.url, replica.proc.pid), tg, tally)
             await wait_answers(args, tally)
         finally:
             await replica.stop()
         log = replica.log.read_text(errors="replace")
     print_table(args, tally, started, log)
+
+
+async def run_bare(args: argparse.Namespace) -> None:
+    """The calls against bench/bare_webhook_server.py: only the acknowledgement is measured."""
+    tally = Tally()
+    server = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "bench.bare_webhook_server", args.loop),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert server.stdout is not None
+    try:
+        port = int(await server.stdout.readline())
+        async with FakeBotAPI() as tg:  # only its update shapes: nothing answers here
+            started = await burst(args, Server(f"http://127.0.0.1:{port}", server.pid), tg, tally)
+    finally:
+        server.terminate()
+        await server.wait()
+    print(
+        "| server | calls | connections | ack p50 | ack p99 | ack p50 / p99 from the request's "
+        "write | connections dropped (listen queue full) | POSTs timed out (10 s) | all acked "
+        "| server CPU per call till acked |"
+    )
+    print("|---" * 10 + "|")
+    print(
+        f"| bare aiohttp | {args.sessions} | {args.connections} | "
+        f"{percentile(tally.acked, 0.5):.2f} s | {percentile(tally.acked, 0.99):.2f} s | "
+        f"{percentile(tally.acked_written, 0.5):.2f} / "
+        f"{percentile(tally.acked_written, 0.99):.2f} s | {tally.listen_overflows} | "
+        f"{tally.timed_out} | {tally.last_ack - started:.1f} s | "
+        f"{tally.ack_cpu / args.sessions * 1e6:.0f} µs |"
+    )
 
 
 def percentile(values: list[float], share: float) -> float:
