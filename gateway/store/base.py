@@ -228,8 +228,11 @@ class Store(ABC):
         """Claim the reply slot of a stored message (`keys.reply(entry_id)`, set to `value`)
         when the session's fence still equals `token`, atomically: of two runs of one message,
         at most one ever gets "claimed". A slot that holds `value` already is this claim sent
-        again (its first reply was lost, e.g. with a failed-over master) and is "claimed" too:
-        each run's `value` names its own token."""
+        again (its first reply was lost, e.g. with a failed-over master) and is "claimed" too,
+        even when the fence has moved on since: each run's `value` names its own token, so the
+        slot was taken by this run while its token held, and only this run may send. Answered
+        "stale" instead, it would send nothing, and the run that took over would find the
+        slot claimed and send nothing either."""
 
     async def record_reply(self, session: str, entry_id: str, value: str, ttl: float) -> None:
         """Fill the reply slot of a stored message of `session` with what was sent (on Redis

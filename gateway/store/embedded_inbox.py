@@ -259,12 +259,12 @@ async def renew(store: EmbeddedStore, held: list[HeldLease], ttl: float) -> list
 async def claim_reply(
     store: EmbeddedStore, session: str, token: int, entry_id: str, value: str, ttl: float
 ) -> ReplyClaim:
-    if not store.inbox.fenced(session, token):
-        return ReplyClaim("stale")
-    # No await between the check and the write suspends: nothing else on the loop runs.
+    # No await between the checks and the write suspends: nothing else on the loop runs.
     existing = await store.get(keys.reply(entry_id))
     if existing == value:  # this claim sent again: see Store.claim_reply
         return ReplyClaim("claimed")
+    if not store.inbox.fenced(session, token):
+        return ReplyClaim("stale")
     if existing is not None:
         return ReplyClaim("taken", existing)
     await store.set(keys.reply(entry_id), value, ttl=ttl)

@@ -216,9 +216,9 @@ return renewed
 
 # KEYS: 1 fence, 2 reply. ARGV: 1 token, 2 value, 3 ttl ms
 CLAIM_REPLY = Script("""
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'stale'} end
 local existing = redis.call('GET', KEYS[2])
 if existing == ARGV[2] then return {'claimed'} end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'stale'} end
 if existing then return {'taken', existing} end
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 return {'claimed'}

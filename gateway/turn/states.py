@@ -123,6 +123,7 @@ class TurnRun:
         # Later messages of the session this run took in (steered or merged): its commit
         # drops them with its own, so a crash before it leaves them for the re-run.
         self.absorbed: list[str] = []
+        self._holds_reply = False  # this run claimed the message's reply slot: it sends
 
     @property
     def session(self) -> str:
@@ -160,8 +161,13 @@ class TurnRun:
         """running -> replied: claim the message's reply slot before anything is sent,
         checking the token in the same step: None means send now. When an earlier run
         claimed it, its record comes back and nothing may be sent; when this run is stale,
-        StaleTurn. Asked again once replied, it answers None without a store step."""
-        if self.life.state is TurnState.REPLIED:
+        StaleTurn. Asked again once claimed, it answers None without a store step.
+
+        A run that holds the slot sends, even when it is found stale after the claim (by the
+        renewal, or by the claim itself coming back only after a failover): the slot was
+        taken while its token held, so the run that took over finds it taken and sends
+        nothing, and this run's reply is the only one there can be."""
+        if self._holds_reply:
             return None
         if self.stale:
             raise self._stop("reply")
@@ -176,7 +182,9 @@ class TurnRun:
             raise self._stop("reply")
         if claim.status == "taken":
             return claim.existing
-        self.life.move("reply")
+        self._holds_reply = True
+        if self.life.may("reply"):  # not when found stale while the claim was under way
+            self.life.move("reply")
         return None
 
     async def commit(

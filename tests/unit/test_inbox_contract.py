@@ -343,6 +343,32 @@ async def test_a_run_whose_session_was_taken_over_is_fenced_off_every_effect(
     assert await store.search.search(query_terms("stale"), chat=S1) == []
 
 
+async def test_a_claim_sent_again_after_a_take_over_is_still_its_own(store: Store) -> None:
+    """A run claims its reply slot; the master fails over before the answer comes back, and
+    meanwhile the session is taken over. The claim sent again to the new master finds its own
+    value: it stays this run's to send, and the run that took over finds the slot taken.
+    Answering "stale" there left the message with no reply at all."""
+    first = (await store.intake(req(owner="a:1", lease_ttl=0.2))).claimed
+    assert first is not None
+    mine = json.dumps({"claimed_by": first.token})
+    assert (await store.claim_reply(S1, first.token, first.entry.id, mine, 60)).status == (
+        "claimed"
+    )
+    await asyncio.sleep(0.3)
+    (second,) = await store.claim("b:1", 5)
+    assert second.token > first.token
+    resent = await store.claim_reply(S1, first.token, first.entry.id, mine, 60)
+    assert resent.status == "claimed"
+    theirs = await store.claim_reply(
+        S1, second.token, second.entry.id, json.dumps({"claimed_by": second.token}), 60
+    )
+    assert (theirs.status, theirs.existing) == ("taken", mine)
+    # Any other claim of the stale run is still refused.
+    assert (await store.claim_reply(S1, first.token, first.entry.id, "other", 60)).status == (
+        "stale"
+    )
+
+
 async def test_a_renewal_takes_back_a_lapsed_lease_nobody_took(store: Store) -> None:
     first = (await store.intake(req(owner="a:1", lease_ttl=0.2))).claimed
     assert first is not None

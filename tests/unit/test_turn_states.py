@@ -4,6 +4,10 @@ one store step, every other move refused."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import json
+
 import pytest
 
 from gateway.runtime.metrics import Metrics
@@ -14,8 +18,8 @@ from gateway.sessions.slots import Slots
 from gateway.sessions.stored import IntakeTicket
 from gateway.store import keys
 from gateway.store.base import Batch, Store
-from gateway.store.inbox import InboxEntry, IntakeRequest
-from gateway.turn.states import TRANSITIONS, IllegalTransition, TurnLife, TurnState
+from gateway.store.inbox import Claimed, InboxEntry, IntakeRequest, ReplyClaim
+from gateway.turn.states import TRANSITIONS, IllegalTransition, TurnLife, TurnRun, TurnState
 
 S1 = "telegram:1"
 
@@ -103,6 +107,60 @@ def intake_request(owner: str | None) -> IntakeRequest:
         max_total=100,
         lease_owner=owner,
     )
+
+
+async def run_with_a_short_lease(store: Store, leases: SessionLeases) -> TurnRun:
+    request = dataclasses.replace(intake_request(leases.new_owner()), lease_ttl=0.2)
+    claimed = (await store.intake(request)).claimed
+    assert claimed is not None
+    run = leases.turn(claimed)
+    run.start()
+    return run
+
+
+async def take_over(store: Store) -> Claimed:
+    await asyncio.sleep(0.3)  # the first run's lease lapsed (nothing renews it here)
+    (taken,) = await store.claim("b:1", 5.0)
+    return taken
+
+
+async def test_a_run_found_stale_after_claiming_its_reply_slot_still_sends(
+    store: Store,
+) -> None:
+    run = await run_with_a_short_lease(store, SessionLeases(store, "a", 5.0, Metrics()))
+    assert await run.claim_reply() is None
+    taken = await take_over(store)
+    run.mark_stale()  # what the renewal does once it sees the fence moved on
+    assert await run.claim_reply() is None  # the slot is its own: it sends
+    other = await store.claim_reply(S1, taken.token, "e1", json.dumps({"claimed_by": 9}), 60)
+    assert other.status == "taken"  # the run that took over sends nothing
+    with pytest.raises(StaleTurn):  # and the stale run commits nothing
+        await run.commit(Batch().set(keys.session(S1), "late"), "late")
+
+
+async def test_a_reply_claim_that_comes_back_after_a_take_over_is_sent(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim reaches the store, its answer is lost with a failed-over master, the session
+    is taken over meanwhile, and the claim sent again finds the slot holding its own value."""
+    run = await run_with_a_short_lease(store, SessionLeases(store, "a", 5.0, Metrics()))
+    claim = store.claim_reply
+    taken: list[Claimed] = []
+
+    async def lost_answer(
+        session: str, token: int, entry_id: str, value: str, ttl: float
+    ) -> ReplyClaim:
+        await claim(session, token, entry_id, value, ttl)  # done; its answer never came
+        taken.append(await take_over(store))
+        run.mark_stale()
+        return await claim(session, token, entry_id, value, ttl)  # sent again
+
+    monkeypatch.setattr(store, "claim_reply", lost_answer)
+    assert await run.claim_reply() is None
+    assert run.state is TurnState.STALE
+    monkeypatch.undo()
+    other = await store.claim_reply(S1, taken[0].token, "e1", "{}", 60)
+    assert other.status == "taken"
 
 
 async def test_release_hands_the_message_back_in_one_store_step(store: Store) -> None:
