@@ -184,7 +184,12 @@ class Store(ABC):
 
     @abstractmethod
     async def intake(self, request: IntakeRequest) -> IntakeResult:
-        """Dedupe, rate-count and store a message; maybe take its session's lease (atomic)."""
+        """Dedupe, rate-count and store a message; maybe take its session's lease (atomic).
+
+        The same request sent again while its entry is pending (its first answer was lost,
+        e.g. with a failed-over master) stores nothing twice and answers as the first time:
+        stored, with the run when the first took the lease (same token, attempt not counted
+        again). Another entry under a dedupe key already taken is "duplicate"."""
 
     @abstractmethod
     async def claim(

@@ -118,7 +118,9 @@ async def intake(store: EmbeddedStore, request: IntakeRequest) -> IntakeResult:
         if request.seen and not await store.set(
             request.seen, "1", ttl=request.seen_ttl, only_if_absent=True
         ):
-            return IntakeResult("duplicate")
+            return await _sent_again(store, request, now) or IntakeResult("duplicate")
+        if not request.seen and (again := await _sent_again(store, request, now)):
+            return again
         count: int | None = None
         if request.rate_key and request.rate_limit > 0:
             count = await store.incr(request.rate_key, ttl=request.rate_ttl)
@@ -149,6 +151,31 @@ async def intake(store: EmbeddedStore, request: IntakeRequest) -> IntakeResult:
     token = state.grant(session, request.lease_owner, request.lease_ttl, now)
     claimed = replace(claimed, token=token)
     return IntakeResult("stored", rate_count=count, queued=queued + 1, claimed=claimed)
+
+
+async def _sent_again(
+    store: EmbeddedStore, request: IntakeRequest, now: float
+) -> IntakeResult | None:
+    """This very request again, its entry pending already: the first answer, and nothing
+    stored twice (see Store.intake)."""
+    session = request.session
+    items = await store.list_range(keys.pending(session))
+    if not any(raw.partition("\n")[0] == request.entry.id for raw in items):
+        return None
+    holder = store.inbox.holder(session, now)
+    if request.lease_owner is None or holder != request.lease_owner:
+        return IntakeResult("stored", queued=len(items), holder=holder)
+    head = InboxEntry.decode(items[0])
+    claimed = Claimed(
+        session=session,
+        entry=head,
+        record=await store.get(keys.session(session)),
+        owner=request.lease_owner,
+        attempt=store.inbox.started.get(head.id, 1),
+        reply=await store.get(keys.reply(head.id)),
+        token=store.inbox.fences.get(session, 0),
+    )
+    return IntakeResult("stored", queued=len(items), claimed=claimed)
 
 
 async def claim(

@@ -28,8 +28,35 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 INTAKE = Script(
     NOW
     + """
+-- This very request sent again (its first answer lost with a failed-over master): its entry
+-- is pending already. The answer is the first one's, and nothing is stored twice.
+local function sent_again()
+  local id = string.match(ARGV[3], '^[^\\n]*')
+  local items = redis.call('LRANGE', KEYS[2], 0, -1)
+  local found = false
+  for _, item in ipairs(items) do
+    if string.sub(item, 1, #id + 1) == id .. '\\n' then found = true break end
+  end
+  if not found then return nil end
+  local holder = redis.call('GET', KEYS[4])
+  if ARGV[10] == '' or holder ~= ARGV[10] then
+    return {'stored', '-1', tostring(#items), holder or '', '0'}
+  end
+  local head = items[1]
+  local hid = string.match(head, '^[^\\n]*')
+  local record = redis.call('GET', KEYS[5])
+  local reply = redis.call('GET', ARGV[13] .. hid)
+  return {'taken', '-1', tostring(#items), '', '0', head, redis.call('HGET', KEYS[8], hid) or '1',
+          record and '1' or '0', record or '', reply and '1' or '0', reply or '',
+          redis.call('GET', KEYS[9]) or '0'}
+end
 if ARGV[1] == '1' then
-  if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[2]) then return {'duplicate'} end
+  if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[2]) then
+    return sent_again() or {'duplicate'}
+  end
+else
+  local again = sent_again()
+  if again then return again end
 end
 local count = -1
 local limit = tonumber(ARGV[8])

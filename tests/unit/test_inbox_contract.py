@@ -94,7 +94,37 @@ async def test_intake_takes_a_free_lease_and_returns_the_turn(store: Store) -> N
         None,
     )
     assert await store.lease_owner(keys.session_lease(S1)) == "a:1"
-    assert (await store.intake(req(owner="a:1"))).status == "duplicate"
+    # The same event again (a new entry under the same dedupe key) is a duplicate.
+    again = dataclasses.replace(req(owner="a:2"), entry=InboxEntry(f"{S1}-e9", "{}"))
+    assert (await store.intake(again)).status == "duplicate"
+
+
+@pytest.mark.parametrize("seen", [True, False])
+async def test_a_request_sent_again_gets_its_first_answer_and_stores_nothing_twice(
+    store: Store, seen: bool
+) -> None:
+    """Its first answer lost with a failed-over master, the intake goes again to the new one,
+    which has the entry already: the turn it took the lease for is handed back as it was."""
+    first = await store.intake(req(owner="a:1", seen=seen))
+    resent = await store.intake(req(owner="a:1", seen=seen))
+    assert resent.status == "stored" and resent.queued == 1
+    assert first.claimed is not None and resent.claimed is not None
+    assert (resent.claimed.entry, resent.claimed.token, resent.claimed.attempt) == (
+        first.claimed.entry,
+        first.claimed.token,
+        1,
+    )
+    assert len(await store.pending(S1)) == 1
+    # Stored without taking a lease, or queued behind another holder: stored, once.
+    queued = await store.intake(req(n=2, seen=seen))
+    queued_again = await store.intake(req(n=2, seen=seen))
+    assert (queued_again.status, queued_again.queued, queued_again.holder) == (
+        "stored",
+        2,
+        "a:1",
+    )
+    assert queued.status == "stored" and queued_again.claimed is None
+    assert [entry.id for entry in await store.pending(S1)] == [f"{S1}-e1", f"{S1}-e2"]
 
 
 async def test_queued_behind_a_holder_with_one_notice_per_running_turn(store: Store) -> None:
