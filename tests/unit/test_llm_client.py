@@ -6,8 +6,10 @@ import asyncio
 import contextlib
 import json
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +28,8 @@ from gateway.llm.errors import (
     LLMRequestError,
     LLMUnavailable,
 )
+from gateway.llm.transport import model_tls
+from tests.certs import self_signed
 from tests.fakes.llm import Reply, ScriptedLLM
 
 KEY = "sk-test-SECRET-4f1c9a7e"
@@ -675,3 +679,59 @@ async def test_concurrent_requests_share_one_client(server: ScriptedLLM, client:
     )
     assert [r.content for r in replies] == [f"echo: {i}" for i in range(50)]
     await server.wait_for_requests(50, timeout=1)
+
+
+@pytest.fixture
+def ca_loads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every TLS context made with a CA file from here on (the model clients' is certifi's)."""
+    made: list[object] = []
+    real = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        if kwargs.get("cafile"):
+            made.append(kwargs["cafile"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    model_tls.cache_clear()
+    return made
+
+
+async def test_a_model_on_plain_http_loads_no_ca_bundle(
+    server: ScriptedLLM, ca_loads: list[object]
+) -> None:
+    async with LLMClient(make_settings(server.url)) as llm_client:
+        completion = await llm_client.complete(USER)
+    assert completion.content
+    assert ca_loads == []
+
+
+async def test_https_models_share_one_ca_bundle_that_refuses_an_unknown_certificate(
+    tmp_path: Path, ca_loads: list[object]
+) -> None:
+    cert, key = self_signed(tmp_path)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    seen: list[str] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        for _ in range(2):
+            settings = make_settings(f"https://127.0.0.1:{port}/v1", max_retries=0)
+            async with LLMClient(settings) as llm_client:
+                with pytest.raises(LLMError, match="CERTIFICATE_VERIFY_FAILED"):
+                    await llm_client.complete(USER)
+    finally:
+        await runner.cleanup()
+    assert seen == []  # the handshake failed: no request reached the server
+    assert len(ca_loads) == 1  # loaded once, for both clients
