@@ -196,7 +196,9 @@ class Store(ABC):
         self, owner: str, lease_ttl: float, *, scan: int = 64, limit: int = 1
     ) -> list[Claimed]:
         """Take the leases of up to `limit` of the oldest ready sessions nobody holds (looking
-        at `scan` of them at most), oldest first; [] when there is none."""
+        at `scan` of them at most), oldest first; [] when there is none. `owner` names this
+        one claim: on Redis, the claim sent again by the client (its first answer lost with a
+        failed-over master) gets back the sessions it took, counted once."""
 
     @abstractmethod
     async def finish(
@@ -219,7 +221,10 @@ class Store(ABC):
         process holds the lease now, or, with `token`, when the session's fence moved past it
         ("lost"). `record` is the history `writes` saved, returned with the next entry.
         `index` is the turn's search document, stored with the turn (a /forget waiting for
-        the turn to end finds it)."""
+        the turn to end finds it). The same finish sent again (its first answer lost, e.g.
+        with a failed-over master) gets the first answer: its entry is gone and the fence
+        moved by exactly one, to the next entry's token under the kept lease or with the
+        release; nothing is written twice."""
 
     @abstractmethod
     async def renew_sessions(self, held: list[HeldLease], ttl: float) -> list[bool]:

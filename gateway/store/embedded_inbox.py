@@ -217,7 +217,7 @@ async def finish(
     if holder is not None and holder != owner:
         return FinishResult("lost")
     if token is not None and not state.fenced(session, token):
-        return FinishResult("lost")
+        return await _finished_before(store, session, entry_id, holder, token, record)
     for op, _, _ in writes.ops:
         if op not in ("set", "hset"):
             raise ValueError(f"finish writes take set and hset only, not {op!r}")
@@ -252,6 +252,39 @@ async def finish(
     return FinishResult(
         "next", Claimed(session, entry, record, owner, attempt, reply, token=next_token)
     )
+
+
+async def _finished_before(
+    store: EmbeddedStore,
+    session: str,
+    entry_id: str,
+    holder: str | None,
+    token: int,
+    record: str | None,
+) -> FinishResult:
+    """The fence moved past `token`: "lost", unless this finish ran before (see the FINISH
+    script): the entry is gone and the fence moved by exactly one, the lease kept under this
+    run's owner for the next entry or released."""
+    if not store.inbox.fenced(session, token + 1):
+        return FinishResult("lost")
+    head = store.list_head(keys.pending(session))
+    if head is not None and InboxEntry.decode(head).id == entry_id:
+        return FinishResult("lost")
+    if holder is None:
+        return FinishResult("released")
+    if head is None:
+        return FinishResult("lost")
+    entry = InboxEntry.decode(head)
+    claimed = Claimed(
+        session,
+        entry,
+        record,
+        holder,
+        attempt=store.inbox.started.get(entry.id, 1),
+        reply=await store.get(keys.reply(entry.id)),
+        token=token + 1,
+    )
+    return FinishResult("next", claimed)
 
 
 async def _drop_absorbed(store: EmbeddedStore, pending: str, absorbed: set[str]) -> str | None:

@@ -232,6 +232,12 @@ def fence(key: SessionKey | str) -> str:
     return f"{FENCE_PREFIX}{key}"
 
 
+def claimed(lease_owner: str) -> str:
+    """The sessions one claim took (its owner names one claim): the same claim sent again,
+    its first answer lost with a failed-over master, gets them back."""
+    return f"claimed:{lease_owner}"
+
+
 def noticed(lease_owner: str) -> str:
     return f"noticed:{lease_owner}"
 

@@ -173,7 +173,7 @@ class RedisInbox:
             k.at(shard, keys.FENCE_PREFIX),
             millis(FENCE_TTL),
         ]
-        return ScriptCall(CLAIM, [ready, started], args)
+        return ScriptCall(CLAIM, [ready, started, k.at(shard, keys.claimed(owner))], args)
 
     async def claim(
         self, owner: str, lease_ttl: float, *, scan: int = 64, limit: int = 1

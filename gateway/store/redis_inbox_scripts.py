@@ -107,14 +107,38 @@ if existed == 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return count
 """)
 
-# KEYS: 1 ready, 2 started. ARGV: 1 owner, 2 lease ttl ms, 3 pending prefix, 4 lease prefix,
-# 5 record prefix, 6 reply prefix, 7 how many ready sessions to look at, 8 how many to take,
-# 9 fence prefix, 10 fence ttl ms. Returns 8 fields per session taken.
+# KEYS: 1 ready, 2 started, 3 what this claim took (keys.claimed). ARGV: 1 owner (one per
+# claim), 2 lease ttl ms, 3 pending prefix, 4 lease prefix, 5 record prefix, 6 reply prefix,
+# 7 how many ready sessions to look at, 8 how many to take, 9 fence prefix, 10 fence ttl ms.
+# Returns 8 fields per session taken.
 CLAIM = Script(
     NOW
     + """
-local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[7]))
 local taken = {}
+local function take(m, head, attempt, token)
+  local hid = string.match(head, '^[^\\n]*')
+  local record = redis.call('GET', ARGV[5] .. m)
+  local reply = redis.call('GET', ARGV[6] .. hid)
+  for _, field in ipairs({m, head, tostring(attempt), record and '1' or '0', record or '',
+                          reply and '1' or '0', reply or '', tostring(token)}) do
+    table.insert(taken, field)
+  end
+end
+-- This claim sent again (its first answer lost with a failed-over master): the sessions its
+-- first run took, still under its lease, as that run answered; nothing is counted twice.
+local before = redis.call('GET', KEYS[3])
+if before then
+  for m in string.gmatch(before, '[^\\n]+') do
+    local head = redis.call('LINDEX', ARGV[3] .. m, 0)
+    if head and redis.call('GET', ARGV[4] .. m) == ARGV[1] then
+      local hid = string.match(head, '^[^\\n]*')
+      take(m, head, redis.call('HGET', KEYS[2], hid) or '1', redis.call('GET', ARGV[9] .. m))
+    end
+  end
+  return taken
+end
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[7]))
+local mine = {}
 local want = tonumber(ARGV[8])
 for _, m in ipairs(members) do
   if #taken >= want * 8 then break end
@@ -131,16 +155,12 @@ for _, m in ipairs(members) do
       local token = redis.call('INCR', ARGV[9] .. m)
       redis.call('PEXPIRE', ARGV[9] .. m, ARGV[10])
       local hid = string.match(head, '^[^\\n]*')
-      local attempt = redis.call('HINCRBY', KEYS[2], hid, 1)
-      local record = redis.call('GET', ARGV[5] .. m)
-      local reply = redis.call('GET', ARGV[6] .. hid)
-      for _, field in ipairs({m, head, tostring(attempt), record and '1' or '0', record or '',
-                              reply and '1' or '0', reply or '', tostring(token)}) do
-        table.insert(taken, field)
-      end
+      take(m, head, redis.call('HINCRBY', KEYS[2], hid, 1), token)
+      table.insert(mine, m)
     end
   end
 end
+if #mine > 0 then redis.call('SET', KEYS[3], table.concat(mine, '\\n'), 'PX', ARGV[2]) end
 return taken
 """
 )
@@ -155,7 +175,23 @@ FINISH = Script(
     + """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return {'lost'} end
-if ARGV[8] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[8] then return {'lost'} end
+-- The fence moved: lost, unless this is the finish sent again (its first answer lost with a
+-- failed-over master). Its first run dropped the entry and moved the fence on by exactly
+-- one, keeping the lease under this run's owner for the next entry or releasing it; a
+-- take-over would have moved the fence and left the entry, or named another holder.
+local function sent_again()
+  local moved = tostring(tonumber(ARGV[8]) + 1)
+  if redis.call('GET', KEYS[6]) ~= moved then return {'lost'} end
+  local head = redis.call('LINDEX', KEYS[2], 0)
+  if head and string.sub(head, 1, #ARGV[2] + 1) == ARGV[2] .. '\\n' then return {'lost'} end
+  if not holder then return {'released'} end
+  if not head then return {'lost'} end
+  local nid = string.match(head, '^[^\\n]*')
+  local attempt = redis.call('HGET', KEYS[5], nid) or '1'
+  local reply = redis.call('GET', ARGV[6] .. nid)
+  return {'next', head, attempt, reply and '1' or '0', reply or '', moved}
+end
+if ARGV[8] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[8] then return sent_again() end
 local i = 11
 local k = 7
 for w = 1, tonumber(ARGV[7]) do

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import fakeredis
 import pytest
@@ -18,8 +19,10 @@ from gateway.sessions.leases import SessionLeases
 from gateway.store import keys
 from gateway.store.base import Batch, Store
 from gateway.store.embedded import EmbeddedStore
-from gateway.store.inbox import Claimed, HeldLease, InboxEntry, IntakeRequest
+from gateway.store.inbox import Claimed, FinishResult, HeldLease, InboxEntry, IntakeRequest
 from gateway.store.redis import RedisStore
+from gateway.store.redis_client import Command, Wire
+from gateway.store.redis_inbox_scripts import CLAIM
 from gateway.store.search import SearchDoc, query_terms
 from tests.fakeredis_wire import store_over
 
@@ -397,6 +400,144 @@ async def test_a_claim_sent_again_after_a_take_over_is_still_its_own(store: Stor
     assert (await store.claim_reply(S1, first.token, first.entry.id, "other", 60)).status == (
         "stale"
     )
+
+
+async def test_a_finish_sent_again_gets_its_first_answer(store: Store) -> None:
+    """A turn commits; the master fails over before the answer comes back, and the client
+    sends the finish again to the new master, which has its writes. It gets the answer the
+    first run gave: the next entry under the kept lease, with the same token and attempt.
+    Answered "lost", the run stopped, and the next message waited for the kept lease to lapse
+    and counted a second attempt."""
+    first = (await store.intake(req(n=1, owner="a:1"))).claimed
+    await store.intake(req(n=2))
+    await store.intake(req(n=3))
+    assert first is not None
+
+    async def finish(entry: Claimed, record: str) -> FinishResult:
+        return await store.finish(
+            S1,
+            entry.entry.id,
+            "a:1",
+            history(record),
+            keep=True,
+            lease_ttl=5,
+            record=record,
+            token=entry.token,
+        )
+
+    done = await finish(first, "h1")
+    again = await finish(first, "h1")
+    assert done.status == again.status == "next"
+    assert done.next is not None and again.next == done.next
+    assert (again.next.entry.id, again.next.attempt) == (f"{S1}-e2", 1)
+    assert [e.id for e in await store.pending(S1)] == [f"{S1}-e2", f"{S1}-e3"]
+    assert await store.claim("b:1", 5) == []  # the lease is still this run's
+    # The last entry: released, and released again.
+    second = await finish(done.next, "h2")
+    assert second.next is not None
+    last, last_again = await finish(second.next, "h3"), await finish(second.next, "h3")
+    assert (last.status, last_again.status) == ("released", "released")
+    assert await store.pending(S1) == [] and await store.get(keys.session(S1)) == "h3"
+    # An earlier run's finish is still refused: its fence moved on by more than one.
+    assert (await finish(first, "stale")).status == "lost"
+    assert await store.get(keys.session(S1)) == "h3"
+
+
+async def test_a_finish_after_a_take_over_is_lost_though_its_fence_moved_by_one(
+    store: Store,
+) -> None:
+    """The fence moved by one because another run took the lapsed lease (its entry is still
+    waiting), or that run's lease lapsed in turn: neither is this finish sent again."""
+    first = (await store.intake(req(owner="a:1", lease_ttl=0.2))).claimed
+    assert first is not None
+    await asyncio.sleep(0.3)
+    (second,) = await store.claim("b:1", 0.2)
+    assert second.token == first.token + 1
+    for _ in range(2):  # held by the other run, then lapsed with nobody holding it
+        late = await store.finish(
+            S1,
+            first.entry.id,
+            "a:1",
+            history("late"),
+            keep=True,
+            lease_ttl=5,
+            token=first.token,
+        )
+        assert late.status == "lost"
+        await asyncio.sleep(0.3)
+    assert await store.get(keys.session(S1)) is None
+    assert [e.id for e in await store.pending(S1)] == [f"{S1}-e1"]
+
+
+class ClaimAnswerLost:
+    """The store's wire, except that each CLAIM script runs twice and its caller gets the
+    second answer: the first answer was lost with a failed-over master and the client sent
+    the command again, as redis_client.py does."""
+
+    def __init__(self, wire: Wire) -> None:
+        self._wire = wire
+
+    def _is_claim(self, command: Sequence[object]) -> bool:
+        return len(command) > 1 and command[0] == "EVALSHA" and command[1] == CLAIM.sha
+
+    async def call(self, *command: str | int | float | bytes) -> Any:
+        if self._is_claim(command):
+            await self._wire.call(*command)
+        return await self._wire.call(*command)
+
+    async def many(self, commands: Sequence[Command], *, transaction: bool = False) -> list[Any]:
+        if any(self._is_claim(c) for c in commands):
+            await self._wire.many(commands, transaction=transaction)
+        return await self._wire.many(commands, transaction=transaction)
+
+    async def close(self) -> None:
+        await self._wire.close()
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("sentinel", marks=pytest.mark.redis),
+        pytest.param("cluster", marks=pytest.mark.redis),
+        "fakeredis",
+    ]
+)
+def redis_store_any(request: pytest.FixtureRequest) -> RedisStore:
+    fixture: RedisStore = request.getfixturevalue(f"{request.param}_store")
+    return fixture
+
+
+async def test_a_claim_sent_again_gets_the_sessions_it_took_counted_once(
+    redis_store_any: RedisStore,
+) -> None:
+    """Each claim runs twice, as when its answer is lost in a failover and the client sends
+    it again: the second run answers with the sessions the first took (one owner names one
+    claim), their tokens and attempts unchanged. Answered with nothing, as the first run had
+    leased them, they waited out their leases and counted a second attempt."""
+    store = redis_store_any
+    for n, session in enumerate((S1, S2, "telegram:3")):
+        await store.intake(req(session, n))
+    inbox = store._inbox
+    inbox._wire = ClaimAnswerLost(inbox._wire)
+    taken = await store.claim("c:1", 5, limit=2)
+    assert [c.session for c in taken] == [S1, S2]
+    assert [(c.attempt, c.owner) for c in taken] == [(1, "c:1"), (1, "c:1")]
+    assert all(c.token > 0 for c in taken)
+    (other,) = await store.claim("c:2", 5, limit=3)  # the two are held; the third is free
+    assert (other.session, other.attempt) == ("telegram:3", 1)
+    assert await store.claim("c:3", 5, limit=3) == []
+    # Each turn commits under the token it was handed: the fences never moved past them.
+    for turn in (*taken, other):
+        done = await store.finish(
+            turn.session,
+            turn.entry.id,
+            turn.owner,
+            Batch(),
+            keep=True,
+            lease_ttl=5,
+            token=turn.token,
+        )
+        assert done.status == "released"
 
 
 async def test_a_renewal_takes_back_a_lapsed_lease_nobody_took(store: Store) -> None:
