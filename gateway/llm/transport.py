@@ -79,7 +79,7 @@ class StreamingAnswer:
 @functools.cache
 def model_tls() -> ssl.SSLContext:
     """The TLS settings of every model server's pool: certifi's CA bundle, loaded once (each
-    load holds ~1 MB and takes ~50 ms) and only when a base URL is https. A model on plain
+    load holds 0.5-1 MB and takes ~50 ms) and only when a base URL is https. A model on plain
     http gets aiohttp's default, which verifies with the system's CAs should a redirect
     lead to https."""
     return ssl.create_default_context(cafile=certifi.where())
