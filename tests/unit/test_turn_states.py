@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from gateway.sessions.slots import Slots
 from gateway.sessions.stored import IntakeTicket
 from gateway.store import keys
 from gateway.store.base import Batch, Store
-from gateway.store.inbox import Claimed, InboxEntry, IntakeRequest, ReplyClaim
+from gateway.store.inbox import Claimed, FinishResult, InboxEntry, IntakeRequest, ReplyClaim
 from gateway.turn.states import TRANSITIONS, IllegalTransition, TurnLife, TurnRun, TurnState
 
 S1 = "telegram:1"
@@ -161,6 +162,37 @@ async def test_a_reply_claim_that_comes_back_after_a_take_over_is_sent(
     monkeypatch.undo()
     other = await store.claim_reply(S1, taken[0].token, "e1", "{}", 60)
     assert other.status == "taken"
+
+
+async def test_a_commit_sent_again_after_a_failover_hands_on_the_next_message(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit reaches the store, its answer is lost with a failed-over master, and the
+    client sends it again: the run is committed and hands on the next message under the
+    lease it kept, counted once, instead of stopping as if taken over."""
+    leases = SessionLeases(store, "a", 5.0, Metrics())
+    claimed = (await store.intake(intake_request(leases.new_owner()))).claimed
+    second = dataclasses.replace(intake_request(None), entry=InboxEntry("e2", '{"text": "2"}'))
+    await store.intake(second)
+    assert claimed is not None
+    run = leases.turn(claimed)
+    run.start()
+    finish = store.finish
+
+    async def lost_answer(*args: Any, **kwargs: Any) -> FinishResult:
+        await finish(*args, **kwargs)  # done; its answer never came
+        return await finish(*args, **kwargs)  # sent again
+
+    monkeypatch.setattr(store, "finish", lost_answer)
+    await run.commit(Batch().set(keys.session(S1), "h1"), "h1")
+    monkeypatch.undo()
+    assert run.state is TurnState.COMMITTED
+    assert run.result is not None and run.result.next is not None
+    following = run.result.next
+    assert (following.entry.id, following.attempt, following.record) == ("e2", 1, "h1")
+    assert following.token == run.token + 1
+    assert await store.claim("b:1", 5.0) == []  # the lease is still held for it
+    assert [entry.id for entry in await store.pending(S1)] == ["e2"]
 
 
 async def test_release_hands_the_message_back_in_one_store_step(store: Store) -> None:
