@@ -520,7 +520,7 @@ async def test_a_claim_sent_again_gets_the_sessions_it_took_counted_once(
     inbox = store._inbox
     inbox._wire = ClaimAnswerLost(inbox._wire)
     taken = await store.claim("c:1", 5, limit=2)
-    assert [c.session for c in taken] == [S1, S2]
+    assert sorted(c.session for c in taken) == [S1, S2]  # in one millisecond: either order
     assert [(c.attempt, c.owner) for c in taken] == [(1, "c:1"), (1, "c:1")]
     assert all(c.token > 0 for c in taken)
     (other,) = await store.claim("c:2", 5, limit=3)  # the two are held; the third is free
