@@ -13,9 +13,13 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
+
+if TYPE_CHECKING:
+    from tests.fakes.llm import ScriptedLLM
+    from tests.fakes.telegram import FakeBotAPI
 
 WEBHOOK_SECRET = "replica-secret_1"
 
@@ -36,6 +40,26 @@ def base_env(**settings: str) -> dict[str, str]:
     }
     env.update(settings)
     return env
+
+
+def webhook_env(tg: FakeBotAPI, llm: ScriptedLLM, **extra: str) -> dict[str, str]:
+    """One gateway taking Telegram webhooks on the embedded store (its data directory is the
+    replica's), answering through `llm`."""
+    return base_env(
+        CHATGATE_TELEGRAM__TOKEN=tg.token,
+        CHATGATE_TELEGRAM__API_URL=tg.url,
+        CHATGATE_TELEGRAM__MODE="webhook",
+        CHATGATE_TELEGRAM__WEBHOOK_URL="https://bot.example.org/telegram/webhook",
+        CHATGATE_TELEGRAM__WEBHOOK_SECRET=WEBHOOK_SECRET,
+        CHATGATE_LLM__BASE_URL=llm.url,
+        CHATGATE_LLM__MODEL="fake-model",
+        CHATGATE_LLM__STREAM="false",
+        CHATGATE_ROUTER__TYPING_DELAY="30",
+        CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
+        CHATGATE_SCHEDULER__ENABLED="false",
+        CHATGATE_LOG_LEVEL="INFO",
+        **extra,
+    )
 
 
 @dataclass

@@ -19,7 +19,7 @@ import pytest
 
 from tests.fakes.llm import ScriptedLLM
 from tests.fakes.telegram import FakeBotAPI
-from tests.replicas import WEBHOOK_SECRET, Replica, base_env, free_port, wait_ready
+from tests.replicas import WEBHOOK_SECRET, Replica, free_port, wait_ready, webhook_env
 
 pytestmark = pytest.mark.e2e
 
@@ -53,20 +53,12 @@ async def test_the_collector_waits_while_a_crowd_of_webhook_calls_arrives(
 ) -> None:
     async with FakeBotAPI() as tg:
         port = free_port()
-        env = base_env(
-            CHATGATE_TELEGRAM__TOKEN=tg.token,
-            CHATGATE_TELEGRAM__API_URL=tg.url,
-            CHATGATE_TELEGRAM__MODE="webhook",
-            CHATGATE_TELEGRAM__WEBHOOK_URL="https://bot.example.org/telegram/webhook",
-            CHATGATE_TELEGRAM__WEBHOOK_SECRET=WEBHOOK_SECRET,
-            CHATGATE_LLM__BASE_URL=llm.url,
-            CHATGATE_LLM__MODEL="fake-model",
-            CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
-            CHATGATE_SCHEDULER__ENABLED="false",
+        env = webhook_env(
+            tg,
+            llm,
             CHATGATE_DATA_DIR=str(tmp_path / "data"),
             CHATGATE_HTTP__HOST="127.0.0.1",
             CHATGATE_HTTP__PORT=str(port),
-            CHATGATE_LOG_LEVEL="WARNING",
         )
         log = tmp_path / "gateway.log"
         with log.open("wb") as sink:

@@ -12,29 +12,11 @@ import pytest
 
 from tests.fakes.llm import ScriptedLLM
 from tests.fakes.telegram import FakeBotAPI
-from tests.replicas import WEBHOOK_SECRET, base_env, post_webhook, start_replica
+from tests.replicas import post_webhook, start_replica, webhook_env
 
 pytestmark = [pytest.mark.e2e]
 
 STOPPED = "telegram updates received by a process that stopped"
-
-
-def webhook_env(tg: FakeBotAPI, llm: ScriptedLLM, **extra: str) -> dict[str, str]:
-    return base_env(
-        CHATGATE_TELEGRAM__TOKEN=tg.token,
-        CHATGATE_TELEGRAM__API_URL=tg.url,
-        CHATGATE_TELEGRAM__MODE="webhook",
-        CHATGATE_TELEGRAM__WEBHOOK_URL="https://bot.example.org/telegram/webhook",
-        CHATGATE_TELEGRAM__WEBHOOK_SECRET=WEBHOOK_SECRET,
-        CHATGATE_LLM__BASE_URL=llm.url,
-        CHATGATE_LLM__MODEL="fake-model",
-        CHATGATE_LLM__STREAM="false",
-        CHATGATE_ROUTER__TYPING_DELAY="30",
-        CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
-        CHATGATE_SCHEDULER__ENABLED="false",
-        CHATGATE_LOG_LEVEL="INFO",
-        **extra,
-    )
 
 
 async def test_an_update_answered_before_its_process_died_is_answered_once_after_restart(
