@@ -1,10 +1,13 @@
 """Shared pytest setup for chatgate. Fixture families live in plugin modules listed below."""
 
 import asyncio
+import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import pytest
+
+from gateway.runtime.logs import RedactingFilter
 
 # tests.fixtures_redis: a private redis-server per session (`redis_url`), one per test for
 # outage tests (`redis_server`), and stores on it or on disk (`redis_store`, `embedded_store`).
@@ -42,3 +45,27 @@ def pytest_asyncio_loop_factories(
         else:
             return {"uvloop": uvloop.new_event_loop}
     return {"asyncio": asyncio.new_event_loop}
+
+
+@pytest.fixture(autouse=True)
+def _process_logging_restored() -> Iterator[None]:
+    """A `chatgate` command run in-process sets up logging for the whole process: a handler on
+    the root logger, its level, quieter library loggers. Each test gets back the logging it
+    started with, so what a later test on the same worker logs and captures never depends on
+    which command ran before it (a leaked handler also outlives pytest's capture files)."""
+    root = logging.getLogger()
+    levels = {
+        name: logger.level
+        for name, logger in logging.Logger.manager.loggerDict.items()
+        if isinstance(logger, logging.Logger)
+    }
+    root_level = root.level
+    yield
+    for handler in list(root.handlers):
+        if any(isinstance(f, RedactingFilter) for f in handler.filters):
+            root.removeHandler(handler)
+    root.setLevel(root_level)
+    for name, level in levels.items():
+        logger = logging.getLogger(name)
+        if logger.level != level:  # setLevel clears every logger's cache: only where it moved
+            logger.setLevel(level)

@@ -68,7 +68,7 @@ async def test_a_command_asked_for_in_the_slack_thread_waits_for_approval(
             thread_ts=thread,
         )
         assert (await deliver(events_url(app), payload_body(deny), form=True)).status == 200
-        await slack.wait_for_post("Not done.", 10)
+        await slack.wait_for_answer("Not done.", 10)
         assert DATA in last_user_text(llm.requests[0])
         assert tool_results(llm.requests[1])[-1].startswith("error: not run: denied by")
         workspace = app.settings.workspace
@@ -79,7 +79,7 @@ async def test_a_command_asked_for_in_the_slack_thread_waits_for_approval(
         llm.push(Reply.call("shell", command="touch mine"), Reply.text("Made it."))
         own = mention("run `touch mine`", ts="7100.000100")
         assert (await deliver(events_url(app), json.dumps(event_callback(own)))).status == 200
-        await slack.wait_for_post("Made it.", 10)
+        await slack.wait_for_answer("Made it.", 10)
         assert DATA not in last_user_text(llm.requests[2])
         assert "[exit code 0]" in tool_results(llm.requests[3])[-1]
         with_blocks = [c for c in slack.calls_to("chat.postMessage") if c.get("blocks")]

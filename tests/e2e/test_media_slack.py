@@ -72,7 +72,7 @@ async def test_document_is_saved_with_save_attachment(
     shared = slack.share("q3 report (final).pdf", body, "application/pdf")
     llm.push(Reply.calls(("save_attachment", {"file_id": shared["id"]})), Reply.text("Saved."))
     await say(slack, "keep this", [shared])
-    await slack.wait_for_post("Saved.")
+    await slack.wait_for_answer("Saved.")
     assert tool_results(llm.requests[1]) == [
         f"saved attachments/q3_report_final_.pdf (application/pdf, {len(body):,} bytes)"
     ]
@@ -92,7 +92,7 @@ async def test_send_file_uploads_a_photo_and_a_document_into_the_thread(
         Reply.text("Both are in the thread."),
     )
     await say(slack, "send the chart and the report")
-    await slack.wait_for_post("Both are in the thread.")
+    await slack.wait_for_answer("Both are in the thread.")
     photo, document = slack.uploads()
     assert (photo.data, photo.name, photo.mimetype) == (chart, "chart.png", "image/png")
     assert (document.data, document.name) == (report, "report.pdf")
@@ -106,7 +106,7 @@ async def test_text_to_speech_uploads_an_audio_file(
 ) -> None:
     llm.push(Reply.calls(("text_to_speech", {"text": "Hello team"})), Reply.text("Said it."))
     await say(slack, "say hello")
-    await slack.wait_for_post("Said it.")
+    await slack.wait_for_answer("Said it.")
     [voice] = slack.uploads()
     assert voice.data == llm.media.speech and voice.name == "voice.ogg"
     assert voice.thread_ts == THREAD

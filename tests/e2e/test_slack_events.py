@@ -360,7 +360,8 @@ async def test_approval_round_trip(gw: App, slack: FakeSlack, llm: ScriptedLLM) 
     assert slack.calls_to("chat.update") == [] and ran == []
 
     await press("U1")
-    await slack.wait_for_post("Cleaned up.")
+    answer = await slack.wait_for_answer("Cleaned up.")
+    assert (answer.channel, answer.thread_ts) == ("C1", "1000.000100")
     assert ran == ["rm -rf build"]
     update = (await slack.wait_for("chat.update"))[0]
     assert update["ts"] == prompt.result["ts"]

@@ -181,6 +181,17 @@ class FakeSlack(LocalServer):
         await self._until(lambda: bool(posted()), seconds)
         return posted()[0]
 
+    async def wait_for_answer(self, text: str, seconds: float = 5) -> Message:
+        """Wait for a finished message of the bot's with exactly this text, posted whole or
+        streamed: a turn that waits on a person or a slow tool may have opened a stream for
+        its progress lines, and its answer then goes into that stream."""
+
+        def shown() -> list[Message]:
+            return [m for m in self.bot_messages() if m.text == text and not m.streaming]
+
+        await self._until(lambda: bool(shown()), seconds)
+        return shown()[0]
+
     async def wait_for_buttons(self, seconds: float = 5) -> Call:
         """Wait for a chat.postMessage that carries an actions block; returns that call."""
 
