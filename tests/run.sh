@@ -83,4 +83,17 @@ step "import contracts"; .venv/bin/lint-imports --no-cache >/dev/null || .venv/b
 step "pytest"
 # Two workers: most end-to-end tests wait on subprocesses and sockets, so two share the two
 # cores well (about 6 minutes instead of 10). TEST_WORKERS=0 runs them in this process.
-exec .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist worksteal "$@"
+# The output is kept in .pytest_cache/last-run.log too. When the run fails, the lines that say
+# why (an internal error, a worker that went down, the failed tests) come again at the very
+# end, where a viewer that shows only the tail of a long output still finds them.
+mkdir -p .pytest_cache
+log=.pytest_cache/last-run.log
+status=0
+.venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist worksteal "$@" 2>&1 | tee "$log" \
+  || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "== pytest exited with $status; the lines that say why:" >&2
+  grep -E "INTERNALERROR|node down|crashed|Interrupted|^(FAILED|ERROR) " "$log" | tail -80 >&2 \
+    || echo "(none matched: see $log)" >&2
+fi
+exit "$status"
