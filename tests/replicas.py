@@ -42,24 +42,35 @@ def base_env(**settings: str) -> dict[str, str]:
     return env
 
 
+def telegram_webhook_env(tg: FakeBotAPI) -> dict[str, str]:
+    """Telegram in webhook mode against the fake Bot API, with the replicas' secret."""
+    return {
+        "CHATGATE_TELEGRAM__TOKEN": tg.token,
+        "CHATGATE_TELEGRAM__API_URL": tg.url,
+        "CHATGATE_TELEGRAM__MODE": "webhook",
+        "CHATGATE_TELEGRAM__WEBHOOK_URL": "https://bot.example.org/telegram/webhook",
+        "CHATGATE_TELEGRAM__WEBHOOK_SECRET": WEBHOOK_SECRET,
+    }
+
+
+def model_env(llm: ScriptedLLM) -> dict[str, str]:
+    """Answers from `llm`, whole (no streaming), with nothing else speaking in the chat: no
+    typing notice, no rate limit, no scheduler; logs at INFO for the replica's log file."""
+    return {
+        "CHATGATE_LLM__BASE_URL": llm.url,
+        "CHATGATE_LLM__MODEL": "fake-model",
+        "CHATGATE_LLM__STREAM": "false",
+        "CHATGATE_ROUTER__TYPING_DELAY": "30",
+        "CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE": "0",
+        "CHATGATE_SCHEDULER__ENABLED": "false",
+        "CHATGATE_LOG_LEVEL": "INFO",
+    }
+
+
 def webhook_env(tg: FakeBotAPI, llm: ScriptedLLM, **extra: str) -> dict[str, str]:
     """One gateway taking Telegram webhooks on the embedded store (its data directory is the
     replica's), answering through `llm`."""
-    return base_env(
-        CHATGATE_TELEGRAM__TOKEN=tg.token,
-        CHATGATE_TELEGRAM__API_URL=tg.url,
-        CHATGATE_TELEGRAM__MODE="webhook",
-        CHATGATE_TELEGRAM__WEBHOOK_URL="https://bot.example.org/telegram/webhook",
-        CHATGATE_TELEGRAM__WEBHOOK_SECRET=WEBHOOK_SECRET,
-        CHATGATE_LLM__BASE_URL=llm.url,
-        CHATGATE_LLM__MODEL="fake-model",
-        CHATGATE_LLM__STREAM="false",
-        CHATGATE_ROUTER__TYPING_DELAY="30",
-        CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
-        CHATGATE_SCHEDULER__ENABLED="false",
-        CHATGATE_LOG_LEVEL="INFO",
-        **extra,
-    )
+    return base_env(**telegram_webhook_env(tg), **model_env(llm), **extra)
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes.discord import BOT_ID, GENERAL_ID, FakeDiscord
 from tests.fakes.llm import Reply, ScriptedLLM
-from tests.replicas import base_env, start_replica
+from tests.replicas import base_env, model_env, start_replica
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -25,6 +25,7 @@ async def test_a_message_received_by_a_replica_that_dies_is_answered_by_the_next
 ) -> None:
     async with FakeDiscord() as fake:
         env = base_env(
+            **model_env(llm),
             CHATGATE_DISCORD__TOKEN="fake-token",
             CHATGATE_DISCORD__API_URL=fake.api_url,
             CHATGATE_DISCORD__GATEWAY_URL=fake.gateway_url,
@@ -32,13 +33,6 @@ async def test_a_message_received_by_a_replica_that_dies_is_answered_by_the_next
             CHATGATE_DISCORD__LEADER_TTL="1.5",
             CHATGATE_REDIS__URL=redis_url,
             CHATGATE_REDIS__KEY_PREFIX=f"dc{uuid.uuid4().hex[:8]}",
-            CHATGATE_LLM__BASE_URL=llm.url,
-            CHATGATE_LLM__MODEL="fake-model",
-            CHATGATE_LLM__STREAM="false",
-            CHATGATE_ROUTER__TYPING_DELAY="30",
-            CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
-            CHATGATE_SCHEDULER__ENABLED="false",
-            CHATGATE_LOG_LEVEL="INFO",
         )
         doomed = await start_replica("doomed", tmp_path, env, crash_at="discord_received")
         await fake.wait_connected(1, within=15)  # the first replica holds the connection

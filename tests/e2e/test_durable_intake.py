@@ -29,11 +29,12 @@ from tests.fakes.telegram import FakeBotAPI
 from tests.fixtures_redis import RedisServer
 from tests.harness import eventually
 from tests.replicas import (
-    WEBHOOK_SECRET,
     Replica,
     base_env,
+    model_env,
     post_webhook,
     start_replica,
+    telegram_webhook_env,
 )
 
 pytestmark = pytest.mark.e2e
@@ -60,25 +61,15 @@ def replica_env(
     tg: FakeBotAPI, slack: FakeSlack, llm: ScriptedLLM, redis_url: str
 ) -> dict[str, str]:
     return base_env(
-        CHATGATE_TELEGRAM__TOKEN=tg.token,
-        CHATGATE_TELEGRAM__API_URL=tg.url,
-        CHATGATE_TELEGRAM__MODE="webhook",
-        CHATGATE_TELEGRAM__WEBHOOK_URL="https://bot.example.org/telegram/webhook",
-        CHATGATE_TELEGRAM__WEBHOOK_SECRET=WEBHOOK_SECRET,
+        **telegram_webhook_env(tg),
+        **model_env(llm),
         CHATGATE_SLACK__BOT_TOKEN=BOT_TOKEN,
         CHATGATE_SLACK__SIGNING_SECRET=SIGNING_SECRET,
         CHATGATE_SLACK__API_URL=slack.api_url,
         CHATGATE_REDIS__URL=redis_url,
         CHATGATE_REDIS__KEY_PREFIX=f"durable{uuid.uuid4().hex[:8]}",
-        CHATGATE_LLM__BASE_URL=llm.url,
-        CHATGATE_LLM__MODEL="fake-model",
-        CHATGATE_LLM__STREAM="false",
         CHATGATE_ROUTER__LEASE_TTL=LEASE_TTL,
-        CHATGATE_ROUTER__TYPING_DELAY="30",
-        CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
-        CHATGATE_SCHEDULER__ENABLED="false",
         CHATGATE_TOOLS__TERMINAL__ALLOW_UNSANDBOXED="true",
-        CHATGATE_LOG_LEVEL="INFO",
     )
 
 

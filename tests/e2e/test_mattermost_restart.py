@@ -16,7 +16,7 @@ from gateway.sdk.messages import Button, ButtonPress, ChatKind, ChatRef, Outboun
 from tests.e2e.test_mattermost import mattermost_app
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.mattermost import ALICE, DM, TEAM_NAME, TOKEN, TOWN, FakeMattermost
-from tests.replicas import base_env, free_port, start_replica
+from tests.replicas import base_env, free_port, model_env, start_replica
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -26,19 +26,13 @@ async def test_a_post_received_by_a_replica_that_dies_is_answered_by_the_next(
 ) -> None:
     async with FakeMattermost() as fake:
         env = base_env(
+            **model_env(llm),
             CHATGATE_MATTERMOST__URL=fake.url,
             CHATGATE_MATTERMOST__TOKEN=TOKEN,
             CHATGATE_MATTERMOST__TEAM=TEAM_NAME,
             CHATGATE_MATTERMOST__LEADER_TTL="1.5",
             CHATGATE_REDIS__URL=redis_url,
             CHATGATE_REDIS__KEY_PREFIX=f"mm{uuid.uuid4().hex[:8]}",
-            CHATGATE_LLM__BASE_URL=llm.url,
-            CHATGATE_LLM__MODEL="fake-model",
-            CHATGATE_LLM__STREAM="false",
-            CHATGATE_ROUTER__TYPING_DELAY="30",
-            CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
-            CHATGATE_SCHEDULER__ENABLED="false",
-            CHATGATE_LOG_LEVEL="INFO",
         )
         doomed = await start_replica("doomed", tmp_path, env, crash_at="mattermost_received")
         await fake.wait_connected(1, within=60)  # the first replica holds the socket

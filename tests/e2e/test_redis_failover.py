@@ -25,7 +25,14 @@ from tests.fakes.llm import ScriptedLLM
 from tests.fakes.telegram import FakeBotAPI
 from tests.fixtures_redis_ha import RedisClusterSet, SentinelSet
 from tests.harness import eventually
-from tests.replicas import WEBHOOK_SECRET, Replica, base_env, post_webhook, start_replica
+from tests.replicas import (
+    Replica,
+    base_env,
+    model_env,
+    post_webhook,
+    start_replica,
+    telegram_webhook_env,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -36,20 +43,10 @@ LEASE_TTL = "2"
 
 def gateway_env(tg: FakeBotAPI, llm: ScriptedLLM, **redis: str) -> dict[str, str]:
     return base_env(
-        CHATGATE_TELEGRAM__TOKEN=tg.token,
-        CHATGATE_TELEGRAM__API_URL=tg.url,
-        CHATGATE_TELEGRAM__MODE="webhook",
-        CHATGATE_TELEGRAM__WEBHOOK_URL="https://bot.example.org/telegram/webhook",
-        CHATGATE_TELEGRAM__WEBHOOK_SECRET=WEBHOOK_SECRET,
+        **telegram_webhook_env(tg),
+        **model_env(llm),
         CHATGATE_REDIS__KEY_PREFIX=f"ha{uuid.uuid4().hex[:8]}",
-        CHATGATE_LLM__BASE_URL=llm.url,
-        CHATGATE_LLM__MODEL="fake-model",
-        CHATGATE_LLM__STREAM="false",
         CHATGATE_ROUTER__LEASE_TTL=LEASE_TTL,
-        CHATGATE_ROUTER__TYPING_DELAY="30",
-        CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
-        CHATGATE_SCHEDULER__ENABLED="false",
-        CHATGATE_LOG_LEVEL="INFO",
         **{f"CHATGATE_REDIS__{name.upper()}": value for name, value in redis.items()},
     )
 

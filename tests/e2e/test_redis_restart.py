@@ -23,7 +23,14 @@ from tests.fakes.llm import Reply, ScriptedLLM, last_user_text
 from tests.fakes.telegram import FakeBotAPI
 from tests.fixtures_redis import RedisServer
 from tests.harness import eventually
-from tests.replicas import WEBHOOK_SECRET, Replica, base_env, post_webhook, start_replica
+from tests.replicas import (
+    Replica,
+    base_env,
+    model_env,
+    post_webhook,
+    start_replica,
+    telegram_webhook_env,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -37,22 +44,12 @@ async def echo_after_a_while(request: dict[str, Any]) -> Reply:
 
 def replica_env(tg: FakeBotAPI, llm: ScriptedLLM, redis_url: str) -> dict[str, str]:
     return base_env(
-        CHATGATE_TELEGRAM__TOKEN=tg.token,
-        CHATGATE_TELEGRAM__API_URL=tg.url,
-        CHATGATE_TELEGRAM__MODE="webhook",
-        CHATGATE_TELEGRAM__WEBHOOK_URL="https://bot.example.org/telegram/webhook",
-        CHATGATE_TELEGRAM__WEBHOOK_SECRET=WEBHOOK_SECRET,
+        **telegram_webhook_env(tg),
+        **model_env(llm),
         CHATGATE_REDIS__URL=redis_url,
         CHATGATE_REDIS__KEY_PREFIX=f"restart{uuid.uuid4().hex[:8]}",
-        CHATGATE_LLM__BASE_URL=llm.url,
-        CHATGATE_LLM__MODEL="fake-model",
-        CHATGATE_LLM__STREAM="false",
         CHATGATE_ROUTER__LEASE_TTL=LEASE_TTL,
-        CHATGATE_ROUTER__TYPING_DELAY="30",
         CHATGATE_ROUTER__QUEUE_NOTICE="false",
-        CHATGATE_ACCESS__RATE_LIMIT_PER_MINUTE="0",
-        CHATGATE_SCHEDULER__ENABLED="false",
-        CHATGATE_LOG_LEVEL="INFO",
     )
 
 
