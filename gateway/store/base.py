@@ -223,8 +223,9 @@ class Store(ABC):
         `index` is the turn's search document, stored with the turn (a /forget waiting for
         the turn to end finds it). The same finish sent again (its first answer lost, e.g.
         with a failed-over master) gets the first answer: its entry is gone and the fence
-        moved by exactly one, to the next entry's token under the kept lease or with the
-        release; nothing is written twice."""
+        moved by exactly one, to the next entry's token under the kept lease (taken back
+        when it lapsed meanwhile, as a renewal would) or with the release; nothing is
+        written twice."""
 
     @abstractmethod
     async def renew_sessions(self, held: list[HeldLease], ttl: float) -> list[bool]:

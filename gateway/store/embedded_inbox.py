@@ -217,7 +217,9 @@ async def finish(
     if holder is not None and holder != owner:
         return FinishResult("lost")
     if token is not None and not state.fenced(session, token):
-        return await _finished_before(store, session, entry_id, holder, token, record)
+        return await _finished_before(
+            store, session, entry_id, token, record, owner, holder, keep=keep, lease_ttl=lease_ttl
+        )
     for op, _, _ in writes.ops:
         if op not in ("set", "hset"):
             raise ValueError(f"finish writes take set and hset only, not {op!r}")
@@ -258,29 +260,37 @@ async def _finished_before(
     store: EmbeddedStore,
     session: str,
     entry_id: str,
-    holder: str | None,
     token: int,
     record: str | None,
+    owner: str,
+    holder: str | None,
+    *,
+    keep: bool,
+    lease_ttl: float,
 ) -> FinishResult:
     """The fence moved past `token`: "lost", unless this finish ran before (see the FINISH
     script): the entry is gone and the fence moved by exactly one, the lease kept under this
-    run's owner for the next entry or released."""
-    if not store.inbox.fenced(session, token + 1):
+    run's owner for the next entry (taken back if it lapsed since) or released. `holder` is
+    who holds the lease now."""
+    state = store.inbox
+    if not state.fenced(session, token + 1):
         return FinishResult("lost")
     head = store.list_head(keys.pending(session))
-    if head is not None and InboxEntry.decode(head).id == entry_id:
+    entry = InboxEntry.decode(head) if head is not None else None
+    if entry is not None and entry.id == entry_id:
         return FinishResult("lost")
     if holder is None:
-        return FinishResult("released")
-    if head is None:
+        if not keep or entry is None or entry.id not in state.started:
+            return FinishResult("released")
+        state.take(session, owner, lease_ttl, time.time())
+    elif entry is None:
         return FinishResult("lost")
-    entry = InboxEntry.decode(head)
     claimed = Claimed(
         session,
         entry,
         record,
-        holder,
-        attempt=store.inbox.started.get(entry.id, 1),
+        owner,
+        attempt=state.started.get(entry.id, 1),
         reply=await store.get(keys.reply(entry.id)),
         token=token + 1,
     )

@@ -184,12 +184,19 @@ local function sent_again()
   if redis.call('GET', KEYS[6]) ~= moved then return {'lost'} end
   local head = redis.call('LINDEX', KEYS[2], 0)
   if head and string.sub(head, 1, #ARGV[2] + 1) == ARGV[2] .. '\\n' then return {'lost'} end
-  if not holder then return {'released'} end
-  if not head then return {'lost'} end
-  local nid = string.match(head, '^[^\\n]*')
-  local attempt = redis.call('HGET', KEYS[5], nid) or '1'
+  local nid = head and string.match(head, '^[^\\n]*')
+  local attempt = nid and redis.call('HGET', KEYS[5], nid)
+  if not holder then
+    -- Released, or kept for the next entry (whose run was then counted) and lapsed while
+    -- the failover ran: nobody took it since, so it is taken back, as a renewal would.
+    if ARGV[4] ~= '1' or not attempt then return {'released'} end
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[5])
+    redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3])
+  elseif not head then
+    return {'lost'}
+  end
   local reply = redis.call('GET', ARGV[6] .. nid)
-  return {'next', head, attempt, reply and '1' or '0', reply or '', moved}
+  return {'next', head, attempt or '1', reply and '1' or '0', reply or '', moved}
 end
 if ARGV[8] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[8] then return sent_again() end
 local i = 11

@@ -443,6 +443,75 @@ async def test_a_finish_sent_again_gets_its_first_answer(store: Store) -> None:
     assert await store.get(keys.session(S1)) == "h3"
 
 
+async def test_a_finish_sent_again_after_its_kept_lease_lapsed_takes_it_back(
+    store: Store,
+) -> None:
+    """The failover outlasts the lease the first finish kept for the next entry. Nobody took
+    the session meanwhile, so the finish sent again takes the lease back and gets the first
+    answer, as a renewal would. Answered "released", the run stopped, and the next message
+    waited to be claimed again and counted a second attempt for its first run."""
+    first = (await store.intake(req(n=1, owner="a:1"))).claimed
+    await store.intake(req(n=2))
+    assert first is not None
+
+    async def finish(entry: Claimed, lease_ttl: float, *, keep: bool = True) -> FinishResult:
+        return await store.finish(
+            S1,
+            entry.entry.id,
+            "a:1",
+            history(entry.entry.id),
+            keep=keep,
+            lease_ttl=lease_ttl,
+            record=entry.entry.id,
+            token=entry.token,
+        )
+
+    done = await finish(first, 0.2)
+    await asyncio.sleep(0.3)
+    assert await store.lease_owner(keys.session_lease(S1)) is None
+    again = await finish(first, 5)
+    assert done.status == again.status == "next"
+    assert done.next is not None and again.next == done.next
+    assert (again.next.entry.id, again.next.attempt, again.next.token) == (
+        f"{S1}-e2",
+        1,
+        first.token + 1,
+    )
+    assert await store.lease_owner(keys.session_lease(S1)) == "a:1"
+    assert await store.claim("b:1", 5) == []
+    # The run goes on with the next entry under its token.
+    assert (await finish(again.next, 5)).status == "released"
+    assert await store.pending(S1) == [] and await store.get(keys.session(S1)) == f"{S1}-e2"
+
+
+async def test_a_release_sent_again_takes_no_lease_back(store: Store) -> None:
+    """A finish that released the lease, sent again, is "released" again and takes nothing:
+    whether it was let go with entries waiting, or with none and a message stored after
+    (which no run has started)."""
+
+    async def finish(entry: Claimed, owner: str, *, keep: bool) -> FinishResult:
+        return await store.finish(
+            S1, entry.entry.id, owner, history(owner), keep=keep, lease_ttl=5, token=entry.token
+        )
+
+    first = (await store.intake(req(n=1, owner="a:1"))).claimed
+    await store.intake(req(n=2))
+    assert first is not None
+    done, again = await finish(first, "a:1", keep=False), await finish(first, "a:1", keep=False)
+    assert (done.status, again.status) == ("released", "released")
+    assert await store.lease_owner(keys.session_lease(S1)) is None
+    (second,) = await store.claim("b:1", 5)
+    assert (second.entry.id, second.attempt) == (f"{S1}-e2", 1)
+    # Kept, with nothing left to run: released; then a message comes that nobody has run.
+    last = await finish(second, "b:1", keep=True)
+    await store.intake(req(n=3))
+    last_again = await finish(second, "b:1", keep=True)
+    assert (last.status, last_again.status) == ("released", "released")
+    assert await store.lease_owner(keys.session_lease(S1)) is None
+    (third,) = await store.claim("c:1", 5)
+    assert (third.entry.id, third.attempt) == (f"{S1}-e3", 1)
+
+
 async def test_a_finish_after_a_take_over_is_lost_though_its_fence_moved_by_one(
     store: Store,
 ) -> None:
