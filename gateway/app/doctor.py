@@ -66,7 +66,7 @@ async def _check_store(settings: Settings) -> CheckResult:
     try:
         await asyncio.wait_for(store.ping(), timeout=5)
     except StoreRefused as exc:
-        return CheckResult("store", False, str(exc), "set the username and password it names")
+        return CheckResult("store", False, str(exc), "fix the settings it names")
     except (StoreUnavailable, TimeoutError, OSError) as exc:
         return CheckResult(
             "store",

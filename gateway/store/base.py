@@ -31,7 +31,9 @@ class StoreUnavailable(Exception):
 
 
 class StoreRefused(StoreUnavailable):
-    """The backend refused the username or password: retrying will not help, fixing them will."""
+    """The backend refused the username or password, or a certificate in the TLS handshake
+    (the server's not trusted here, or this client's not given or not trusted there):
+    retrying will not help, fixing the settings the message names will."""
 
 
 class StoreLocked(StoreUnavailable):

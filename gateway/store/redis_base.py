@@ -14,8 +14,15 @@ from typing import Any
 from gateway.store import keys
 from gateway.store.base import StoreRefused, StoreUnavailable
 from gateway.store.redis_client import ReplyError, Script, Wire, is_no_script, load_scripts
+from gateway.store.redis_refusals import (
+    refused,
+    refused_login,
+    short_detail,
+    tls_problem,
+    tls_refusal,
+)
 from gateway.store.redis_topology import NETWORK_ERRORS as NETWORK_ERRORS
-from gateway.store.redis_topology import RedisTarget, refused_login
+from gateway.store.redis_topology import RedisTarget
 
 # Logical keys that name a session after these prefixes; on Redis Cluster they live in the
 # session's queue shard, with the inbox scripts that read and write them.
@@ -95,7 +102,7 @@ class Unavailable:
     ) -> None:
         self._where = where
         self._secrets = secrets
-        self._target = target  # names the settings to fix when a login is refused
+        self._target = target  # names the settings to fix when a login or TLS is refused
 
     def __enter__(self) -> None:
         return None
@@ -107,20 +114,24 @@ class Unavailable:
         tb: TracebackType | None,
     ) -> None:
         if isinstance(exc, NETWORK_ERRORS):
-            refused = refused_login(exc) is not None
-            raise (StoreRefused if refused else StoreUnavailable)(self.describe(exc)) from exc
+            failed = StoreRefused if refused(exc) else StoreUnavailable
+            raise failed(self.describe(exc)) from exc
 
     def describe(self, exc: BaseException) -> str:
-        refused = refused_login(exc)
-        detail = refused[1] if refused else str(exc)
-        detail = " ".join(detail.split()) or type(exc).__name__
+        login, tls = refused_login(exc), tls_refusal(exc)
+        detail = " ".join(login[1].split()) if login else short_detail(exc)
         for secret in self._secrets:
             detail = detail.replace(secret, "****")
-        if refused is None:
-            return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
         target = self._target
-        check = target.login_settings(refused[0]) if target else "the username and password"
-        return f"Redis at {self._where} refused the username or password ({detail}); check {check}"
+        if login is not None:
+            check = target.login_settings(login[0]) if target else "the username and password"
+            return (
+                f"Redis at {self._where} refused the username or password ({detail}); check {check}"
+            )
+        if tls is not None:
+            check = target.tls_settings(tls[0]) if target else "the TLS settings"
+            return f"Redis at {self._where} failed TLS: {tls_problem(*tls)}; check {check}"
+        return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.connection import HiredisRespSerializer
 from redis.credentials import CredentialProvider
 from redis.exceptions import (
-    AuthenticationError,
     ClusterError,
     RedisClusterException,
     SlotNotCoveredError,
@@ -29,6 +28,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.utils import HIREDIS_AVAILABLE
 
+from gateway.store.redis_refusals import Refused, TlsFault, refused, tls_refusal, why_unreachable
 from gateway.store.redis_replicas import wait_on_every_master
 
 # What a failover looks like to a caller: the connection broke or timed out, or (Cluster) the
@@ -43,7 +43,6 @@ NETWORK_ERRORS = (
 )
 
 Mode = Literal["single", "sentinel", "cluster"]
-Refused = Literal["servers", "sentinels"]
 _T = TypeVar("_T")
 # Commands the store sends, pipelines included, whose replies the cluster client must not
 # shape: the store parses RESP2 as Redis sends it. The client's own (CLUSTER SLOTS, COMMAND) stay.
@@ -133,13 +132,21 @@ class RedisTarget:
             "ssl_keyfile": self.tls_keyfile,
         }
 
-    def login_settings(self, refused: Refused) -> str:
-        """The settings that hold the username and password `refused` did not take."""
-        if refused == "sentinels" and self.sentinel_password is not None:
+    def login_settings(self, who: Refused) -> str:
+        """The settings that hold the username and password `who` did not take."""
+        if who == "sentinels" and self.sentinel_password is not None:
             return "redis.sentinel_username and redis.sentinel_password"
         if self.mode == "single":
             return "the user and password in redis.url"
         return "redis.username and redis.password"
+
+    def tls_settings(self, fault: TlsFault) -> str:
+        """The settings that hold what the TLS handshake failed on."""
+        if fault == "server certificate":
+            return "ssl_ca_certs in redis.url" if self.mode == "single" else "redis.tls_ca_certs"
+        if self.mode == "single":
+            return "ssl_certfile and ssl_keyfile in redis.url"
+        return "redis.tls_certfile and redis.tls_keyfile"
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -171,6 +178,31 @@ class _FollowsSentinelMaster:
         await super().send_packed_command(command, check_health)  # type: ignore[misc]
 
 
+class _Sentinel(Sentinel):
+    """A Sentinel whose "no master found" keeps a failed TLS handshake as its cause when that
+    is why no sentinel answered: redis-py's message names each sentinel's error by its class
+    only, so a wrong CA or a missing client certificate read as a network outage, retried
+    through every backoff."""
+
+    async def discover_master(self, service_name: str) -> Any:
+        try:
+            return await super().discover_master(service_name)
+        except MasterNotFoundError as exc:
+            handshake = await self._handshake_failure()
+            if handshake is None:
+                raise
+            raise exc from handshake
+
+    async def _handshake_failure(self) -> BaseException | None:
+        """What one sentinel answers a PING with, when it is a TLS refusal (a second look
+        only after every sentinel failed: the client has no retries and short timeouts)."""
+        try:
+            await self.sentinels[0].ping()
+        except Exception as exc:  # whatever else it meets, the first error stands
+            return exc if tls_refusal(exc) else None
+        return None
+
+
 _CLASSES: dict[tuple[type[Any], bool], type[Any]] = {}
 
 
@@ -184,21 +216,9 @@ def _connection_class(base: type[Any], *, sentinel: bool) -> type[Any]:
     return _CLASSES[base, sentinel]
 
 
-def refused_login(exc: BaseException) -> tuple[Refused, str] | None:
-    """Who refused the username or password, and in what words, when `exc` says so."""
-    if isinstance(exc, MasterNotFoundError):
-        # redis-py lists what each sentinel raised in the message, by the error's class.
-        if AuthenticationError.__name__ in str(exc):
-            return "sentinels", "every sentinel refused it"
-        return None
-    if isinstance(exc, AuthenticationError):
-        return "servers", str(exc)
-    return None
-
-
 class _Retry(Retry):
-    """Gives up at once on a refused login: a wrong password stays wrong, and retrying it
-    would keep the caller waiting through every backoff before it hears so."""
+    """Gives up at once on a refused login or certificate: a wrong password stays wrong, and
+    retrying it would keep the caller waiting through every backoff before it hears so."""
 
     async def call_with_retry(
         self,
@@ -208,7 +228,7 @@ class _Retry(Retry):
         with_failure_count: bool = False,
     ) -> _T:
         def retryable(error: Exception) -> bool:
-            if refused_login(error) is not None:
+            if refused(error):
                 return False
             return is_retryable is None or is_retryable(error)
 
@@ -266,7 +286,7 @@ def open_client(
         opened: Redis = cluster
         return opened
     if target.mode == "sentinel":
-        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = _Sentinel(  # type: ignore[no-untyped-call]
             [host_port(a, 26379) for a in target.sentinels],
             sentinel_kwargs={
                 # One try per sentinel: redis-py asks the next one, and the data connection's
@@ -386,7 +406,7 @@ async def _node_line(target: RedisTarget, role: str, host: str, port: int, wait:
     try:
         return f"{role} {host}:{port} {await _latency_ms(client):.1f} ms"
     except NETWORK_ERRORS as exc:
-        return f"{role} {host}:{port} unreachable ({type(exc).__name__})"
+        return f"{role} {host}:{port} unreachable ({why_unreachable(exc)})"
     finally:
         await client.aclose()
 
@@ -449,7 +469,7 @@ async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
                     )
                     replicas = [_sentinel_entry(r) for r in raw]
         except NETWORK_ERRORS as exc:
-            lines.append(f"sentinel {host}:{port} unreachable ({type(exc).__name__})")
+            lines.append(f"sentinel {host}:{port} unreachable ({why_unreachable(exc)})")
         finally:
             await sentinel.aclose()
     if master is None:
@@ -507,7 +527,7 @@ async def cluster_nodes(target: RedisTarget, wait: float) -> tuple[str, list[Clu
             info = await client.execute_command("CLUSTER INFO")  # type: ignore[no-untyped-call]
             raw = await client.execute_command("CLUSTER NODES")  # type: ignore[no-untyped-call]
         except NETWORK_ERRORS as exc:
-            failures.append(f"{address} unreachable ({type(exc).__name__})")
+            failures.append(f"{address} unreachable ({why_unreachable(exc)})")
             continue
         finally:
             await client.aclose()

@@ -9,10 +9,12 @@ import asyncio
 import contextlib
 import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.app.app import load_settings
 from gateway.app.doctor import run_checks
@@ -20,6 +22,7 @@ from gateway.config import Settings
 from gateway.store import StoreRefused, redis_target, store_for
 from gateway.store.inbox import InboxEntry, IntakeRequest
 from gateway.store.redis_topology import describe_topology
+from tests.certs import self_signed
 from tests.fixtures_redis_ha import MASTER_NAME
 from tests.fixtures_redis_secure import (
     DATA_PASSWORD,
@@ -144,6 +147,73 @@ async def test_a_wrong_sentinel_password_is_refused_with_a_clear_error(
     message = await refusal(tmp_path, section)
     assert "refused the username or password" in message, message
     assert message.endswith("check redis.sentinel_username and redis.sentinel_password"), message
+
+
+def without_client_certificate(section: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    return {k: v for k, v in section.items() if k not in ("tls_certfile", "tls_keyfile")}
+
+
+def trusting_another_ca(section: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    other, _ = self_signed(tmp_path)
+    return {**section, "tls_ca_certs": str(other)}
+
+
+@pytest.mark.parametrize(
+    ("change", "says", "check"),
+    [
+        (
+            without_client_certificate,
+            "failed TLS: it refused this client's certificate: tlsv13 alert certificate required",
+            "check redis.tls_certfile and redis.tls_keyfile",
+        ),
+        (
+            trusting_another_ca,
+            "failed TLS: its certificate is not trusted here: self-signed certificate",
+            "check redis.tls_ca_certs",
+        ),
+    ],
+    ids=["no client certificate", "another CA"],
+)
+async def test_a_certificate_problem_is_refused_with_a_clear_error(
+    secure_redis: dict[str, Any],
+    tmp_path: Path,
+    change: Callable[[dict[str, Any], Path], dict[str, Any]],
+    says: str,
+    check: str,
+) -> None:
+    """Not "unavailable, check that it is running" after every backoff: the same settings
+    meet the same handshake, so the store gives up at once and names what to fix. Behind
+    Sentinel the sentinels refuse it first, which redis-py reports by the error's class only."""
+    message = await refusal(tmp_path, change(secure_redis, tmp_path))
+    assert says in message and message.endswith(check), message
+    assert "<redis" not in message, message
+
+
+async def test_a_url_to_a_server_whose_ca_is_not_given_names_the_url(
+    secure_sentinel_set: SecureSentinelSet, tmp_path: Path
+) -> None:
+    port = secure_sentinel_set.master.port
+    url = f"rediss://{DATA_USER}:{DATA_PASSWORD}@127.0.0.1:{port}/0"
+    message = await refusal(tmp_path, {"url": url})
+    assert "failed TLS: its certificate is not trusted here" in message, message
+    assert message.endswith("check ssl_ca_certs in redis.url"), message
+
+
+async def test_doctor_names_the_certificate_each_node_refused(
+    secure_redis: dict[str, Any], tmp_path: Path
+) -> None:
+    section = trusting_another_ca(secure_redis, tmp_path)
+    target = redis_target(settings_for(tmp_path, section))
+    if "sentinels" in section:
+        described = await describe_topology(target)
+        unreachable = (
+            "unreachable (TLS: its certificate is not trusted here: self-signed certificate)"
+        )
+        assert described.count(unreachable) == 3, described
+    else:
+        with pytest.raises(RedisConnectionError) as failed:
+            await describe_topology(target)
+        assert "TLS: its certificate is not trusted here" in str(failed.value)
 
 
 async def test_doctor_describes_every_node_over_tls(
