@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 
 from gateway.config.base import Section
 from gateway.config.urls import check_redis_url
@@ -45,11 +44,13 @@ class RedisSettings(Section):
     sentinel_password: SecretStr = SecretStr("")
     db: int = Field(default=0, ge=0, le=1_000)  # Sentinel (Cluster has db 0 only); a URL says /0
     tls: bool = False  # Sentinel and Cluster; a URL says rediss://
-    tls_ca_certs: Path | None = None  # the CA bundle that signed the servers' certificates
+    # Files that must exist when the settings load: a missing one is named there, not met
+    # later as "No such file or directory" from the TLS layer, without its path.
+    tls_ca_certs: FilePath | None = None  # the CA bundle that signed the servers' certificates
     # The gateway's own certificate and key (one PEM file may hold both), for servers that ask
     # clients for one: `tls-auth-clients yes`, Redis's default.
-    tls_certfile: Path | None = None
-    tls_keyfile: Path | None = None
+    tls_certfile: FilePath | None = None
+    tls_keyfile: FilePath | None = None
     key_prefix: str = "chatgate"
     # Pooled connections for commands: at most four pipelines of many commands are in flight,
     # and each capped-log transaction takes one while it runs.
@@ -80,6 +81,12 @@ class RedisSettings(Section):
         if value:
             check_redis_url(value)
         return value
+
+    @field_validator("tls_ca_certs", "tls_certfile", "tls_keyfile", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        # An empty environment variable (`${VAR:-}` in a compose file) means "not set".
+        return None if value == "" else value
 
     @field_validator("sentinels", "cluster_nodes")
     @classmethod

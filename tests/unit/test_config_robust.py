@@ -260,21 +260,31 @@ def test_sentinels_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "hunter22" not in target.where
 
 
-def test_cluster_nodes_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cluster_nodes_from_env_as_json(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from gateway.store import redis_target
 
+    certificate = tmp_path / "client.pem"
+    certificate.write_text("-----BEGIN CERTIFICATE-----\n")
     monkeypatch.setenv("CHATGATE_REDIS__CLUSTER_NODES", '["10.0.0.5:7000", "10.0.0.6:7000"]')
     monkeypatch.setenv("CHATGATE_REDIS__USERNAME", "gw")
     monkeypatch.setenv("CHATGATE_REDIS__PASSWORD", "hunter22")
     monkeypatch.setenv("CHATGATE_REDIS__TLS", "true")
-    monkeypatch.setenv("CHATGATE_REDIS__TLS_CERTFILE", "/etc/chatgate/client.pem")
+    monkeypatch.setenv("CHATGATE_REDIS__TLS_CERTFILE", str(certificate))
     settings = load_settings(None)
     assert settings.redis.enabled and settings.redis.cluster_shards == 16
     target = redis_target(settings)
     assert target.mode == "cluster" and target.tls and target.username == "gw"
-    assert target.ssl["ssl_certfile"] == "/etc/chatgate/client.pem"
+    assert target.ssl["ssl_certfile"] == str(certificate)
     assert target.cluster_nodes == ("10.0.0.5:7000", "10.0.0.6:7000")
     assert "hunter22" not in target.where
+
+
+def test_empty_tls_file_variables_mean_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TLS_CA_CERTS", "TLS_CERTFILE", "TLS_KEYFILE"):
+        monkeypatch.setenv(f"CHATGATE_REDIS__{name}", "")
+    settings = load_settings(None)
+    assert (settings.redis.tls_ca_certs, settings.redis.tls_certfile) == (None, None)
+    assert settings.redis.tls_keyfile is None
 
 
 @pytest.mark.parametrize(
@@ -295,9 +305,17 @@ def test_cluster_nodes_from_env_as_json(monkeypatch: pytest.MonkeyPatch) -> None
         (
             {
                 "CHATGATE_REDIS__CLUSTER_NODES": '["10.0.0.5:7000"]',
-                "CHATGATE_REDIS__TLS_KEYFILE": "/etc/chatgate/client.key",
+                "CHATGATE_REDIS__TLS_KEYFILE": __file__,  # a file that is there
             },
             "tls_keyfile needs redis.tls_certfile",
+        ),
+        (
+            {
+                "CHATGATE_REDIS__CLUSTER_NODES": '["10.0.0.5:7000"]',
+                "CHATGATE_REDIS__TLS": "true",
+                "CHATGATE_REDIS__TLS_CA_CERTS": "/etc/chatgate/no-such-ca.pem",
+            },
+            "tls_ca_certs: Path does not point to a file (got '/etc/chatgate/no-such-ca.pem')",
         ),
         (
             {
