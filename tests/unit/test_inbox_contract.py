@@ -85,6 +85,28 @@ def history(text: str, session: str = S1) -> Batch:
     return Batch().set(keys.session(session), text)
 
 
+async def finish_run(
+    store: Store,
+    run: Claimed,
+    record: str,
+    *,
+    owner: str = "a:1",
+    keep: bool = True,
+    lease_ttl: float = 5,
+) -> FinishResult:
+    """End `run`'s turn in S1 under its token, saving `record` as the history."""
+    return await store.finish(
+        S1,
+        run.entry.id,
+        owner,
+        history(record),
+        keep=keep,
+        lease_ttl=lease_ttl,
+        record=record,
+        token=run.token,
+    )
+
+
 async def test_intake_takes_a_free_lease_and_returns_the_turn(store: Store) -> None:
     await store.set(keys.session(S1), "history-1")
     result = await store.intake(req(owner="a:1"))
@@ -412,34 +434,22 @@ async def test_a_finish_sent_again_gets_its_first_answer(store: Store) -> None:
     await store.intake(req(n=2))
     await store.intake(req(n=3))
     assert first is not None
-
-    async def finish(entry: Claimed, record: str) -> FinishResult:
-        return await store.finish(
-            S1,
-            entry.entry.id,
-            "a:1",
-            history(record),
-            keep=True,
-            lease_ttl=5,
-            record=record,
-            token=entry.token,
-        )
-
-    done = await finish(first, "h1")
-    again = await finish(first, "h1")
+    done = await finish_run(store, first, "h1")
+    again = await finish_run(store, first, "h1")
     assert done.status == again.status == "next"
     assert done.next is not None and again.next == done.next
     assert (again.next.entry.id, again.next.attempt) == (f"{S1}-e2", 1)
     assert [e.id for e in await store.pending(S1)] == [f"{S1}-e2", f"{S1}-e3"]
     assert await store.claim("b:1", 5) == []  # the lease is still this run's
     # The last entry: released, and released again.
-    second = await finish(done.next, "h2")
+    second = await finish_run(store, done.next, "h2")
     assert second.next is not None
-    last, last_again = await finish(second.next, "h3"), await finish(second.next, "h3")
+    last = await finish_run(store, second.next, "h3")
+    last_again = await finish_run(store, second.next, "h3")
     assert (last.status, last_again.status) == ("released", "released")
     assert await store.pending(S1) == [] and await store.get(keys.session(S1)) == "h3"
     # An earlier run's finish is still refused: its fence moved on by more than one.
-    assert (await finish(first, "stale")).status == "lost"
+    assert (await finish_run(store, first, "stale")).status == "lost"
     assert await store.get(keys.session(S1)) == "h3"
 
 
@@ -453,23 +463,10 @@ async def test_a_finish_sent_again_after_its_kept_lease_lapsed_takes_it_back(
     first = (await store.intake(req(n=1, owner="a:1"))).claimed
     await store.intake(req(n=2))
     assert first is not None
-
-    async def finish(entry: Claimed, lease_ttl: float, *, keep: bool = True) -> FinishResult:
-        return await store.finish(
-            S1,
-            entry.entry.id,
-            "a:1",
-            history(entry.entry.id),
-            keep=keep,
-            lease_ttl=lease_ttl,
-            record=entry.entry.id,
-            token=entry.token,
-        )
-
-    done = await finish(first, 0.2)
+    done = await finish_run(store, first, first.entry.id, lease_ttl=0.2)
     await asyncio.sleep(0.3)
     assert await store.lease_owner(keys.session_lease(S1)) is None
-    again = await finish(first, 5)
+    again = await finish_run(store, first, first.entry.id)
     assert done.status == again.status == "next"
     assert done.next is not None and again.next == done.next
     assert (again.next.entry.id, again.next.attempt, again.next.token) == (
@@ -480,7 +477,7 @@ async def test_a_finish_sent_again_after_its_kept_lease_lapsed_takes_it_back(
     assert await store.lease_owner(keys.session_lease(S1)) == "a:1"
     assert await store.claim("b:1", 5) == []
     # The run goes on with the next entry under its token.
-    assert (await finish(again.next, 5)).status == "released"
+    assert (await finish_run(store, again.next, again.next.entry.id)).status == "released"
     assert await store.pending(S1) == [] and await store.get(keys.session(S1)) == f"{S1}-e2"
 
 
@@ -488,24 +485,19 @@ async def test_a_release_sent_again_takes_no_lease_back(store: Store) -> None:
     """A finish that released the lease, sent again, is "released" again and takes nothing:
     whether it was let go with entries waiting, or with none and a message stored after
     (which no run has started)."""
-
-    async def finish(entry: Claimed, owner: str, *, keep: bool) -> FinishResult:
-        return await store.finish(
-            S1, entry.entry.id, owner, history(owner), keep=keep, lease_ttl=5, token=entry.token
-        )
-
     first = (await store.intake(req(n=1, owner="a:1"))).claimed
     await store.intake(req(n=2))
     assert first is not None
-    done, again = await finish(first, "a:1", keep=False), await finish(first, "a:1", keep=False)
+    done = await finish_run(store, first, "h1", keep=False)
+    again = await finish_run(store, first, "h1", keep=False)
     assert (done.status, again.status) == ("released", "released")
     assert await store.lease_owner(keys.session_lease(S1)) is None
     (second,) = await store.claim("b:1", 5)
     assert (second.entry.id, second.attempt) == (f"{S1}-e2", 1)
     # Kept, with nothing left to run: released; then a message comes that nobody has run.
-    last = await finish(second, "b:1", keep=True)
+    last = await finish_run(store, second, "h2", owner="b:1")
     await store.intake(req(n=3))
-    last_again = await finish(second, "b:1", keep=True)
+    last_again = await finish_run(store, second, "h2", owner="b:1")
     assert (last.status, last_again.status) == ("released", "released")
     assert await store.lease_owner(keys.session_lease(S1)) is None
     (third,) = await store.claim("c:1", 5)
@@ -523,15 +515,7 @@ async def test_a_finish_after_a_take_over_is_lost_though_its_fence_moved_by_one(
     (second,) = await store.claim("b:1", 0.2)
     assert second.token == first.token + 1
     for _ in range(2):  # held by the other run, then lapsed with nobody holding it
-        late = await store.finish(
-            S1,
-            first.entry.id,
-            "a:1",
-            history("late"),
-            keep=True,
-            lease_ttl=5,
-            token=first.token,
-        )
+        late = await finish_run(store, first, "late")
         assert late.status == "lost"
         await asyncio.sleep(0.3)
     assert await store.get(keys.session(S1)) is None
