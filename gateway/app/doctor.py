@@ -25,6 +25,10 @@ PlatformCheck = Callable[[httpx.AsyncClient], Awaitable[CheckResult]]
 # Any other check from outside the core (the composition root passes them): the terminal.
 ExtraCheck = Callable[[Settings], Awaitable[list[CheckResult]]]
 
+# One connect timeout of the Redis store (5 s), a probe of the other protocol after it (1 s)
+# and the PING: a server in the other protocol is then named, not reported unreachable.
+STORE_PING_SECONDS = 8.0
+
 
 async def run_checks(
     settings: Settings,
@@ -64,7 +68,7 @@ async def _check_store(settings: Settings) -> CheckResult:
     except StoreUnavailable as exc:
         return CheckResult("store", False, str(exc), "stop the other chatgate process or use Redis")
     try:
-        await asyncio.wait_for(store.ping(), timeout=5)
+        await asyncio.wait_for(store.ping(), timeout=STORE_PING_SECONDS)
     except StoreRefused as exc:
         return CheckResult("store", False, str(exc), "fix the settings it names")
     except (StoreUnavailable, TimeoutError, OSError) as exc:

@@ -14,6 +14,7 @@ from typing import Any
 from gateway.store import keys
 from gateway.store.base import StoreRefused, StoreUnavailable
 from gateway.store.redis_client import ReplyError, Script, Wire, is_no_script, load_scripts
+from gateway.store.redis_protocol import wrong_protocol
 from gateway.store.redis_refusals import (
     refused,
     refused_login,
@@ -131,6 +132,10 @@ class Unavailable:
         if tls is not None:
             check = target.tls_settings(tls[0]) if target else "the TLS settings"
             return f"Redis at {self._where} failed TLS: {tls_problem(*tls)}; check {check}"
+        mismatch = wrong_protocol(exc)
+        if mismatch is not None:
+            use = target.protocol_settings(mismatch.server_tls) if target else "the TLS settings"
+            return f"Redis at {self._where}: {mismatch}; use {use}"
         return f"Redis at {self._where} is unavailable ({detail}); check that it is running"
 
 

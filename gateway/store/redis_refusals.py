@@ -1,6 +1,7 @@
-"""Redis errors that retrying will not mend: a refused username or password, and a TLS
-handshake that the settings make fail (the server's certificate not trusted, the client's own
-missing or not trusted). Each names the settings to fix."""
+"""Redis errors that retrying will not mend: a refused username or password, a TLS handshake
+that the settings make fail (the server's certificate not trusted, the client's own missing
+or not trusted), and a server in the other protocol (redis_protocol.py). Each names the
+settings to fix."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Literal
 
 from redis.asyncio.sentinel import MasterNotFoundError
 from redis.exceptions import AuthenticationError
+
+from gateway.store.redis_protocol import wrong_protocol
 
 Refused = Literal["servers", "sentinels"]
 TlsFault = Literal["server certificate", "client certificate"]
@@ -61,7 +64,11 @@ def tls_refusal(exc: BaseException) -> tuple[TlsFault, str] | None:
 
 def refused(exc: BaseException) -> bool:
     """Retrying the same settings would meet the same answer."""
-    return refused_login(exc) is not None or tls_refusal(exc) is not None
+    return (
+        refused_login(exc) is not None
+        or tls_refusal(exc) is not None
+        or wrong_protocol(exc) is not None
+    )
 
 
 def short_detail(exc: BaseException) -> str:
@@ -78,5 +85,7 @@ def tls_problem(fault: TlsFault, words: str) -> str:
 
 def why_unreachable(exc: BaseException) -> str:
     """What a probe of one node met, for `chatgate doctor`'s topology line."""
-    tls = tls_refusal(exc)
+    tls, mismatch = tls_refusal(exc), wrong_protocol(exc)
+    if mismatch is not None:
+        return "it speaks TLS only" if mismatch.server_tls else "it does not speak TLS"
     return f"TLS: {tls_problem(*tls)}" if tls else type(exc).__name__

@@ -4,6 +4,7 @@ the redis-py client for each."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.utils import HIREDIS_AVAILABLE
 
+from gateway.store.redis_protocol import NamesWrongProtocol, WrongProtocol, wrong_protocol
 from gateway.store.redis_refusals import Refused, TlsFault, refused, tls_refusal, why_unreachable
 from gateway.store.redis_replicas import wait_on_every_master
 
@@ -148,6 +150,12 @@ class RedisTarget:
             return "ssl_certfile and ssl_keyfile in redis.url"
         return "redis.tls_certfile and redis.tls_keyfile"
 
+    def protocol_settings(self, server_tls: bool) -> str:
+        """What to change when the servers speak the other protocol than the settings."""
+        if self.mode == "single":
+            return "rediss:// in redis.url" if server_tls else "redis:// in redis.url"
+        return "redis.tls = true" if server_tls else "redis.tls = false"
+
     @property
     def secrets(self) -> tuple[str, ...]:
         """Passwords to mask in messages."""
@@ -184,6 +192,12 @@ class _Sentinel(Sentinel):
     only, so a wrong CA or a missing client certificate read as a network outage, retried
     through every backoff."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+        for client in self.sentinels:  # a sentinel in the other protocol is named too
+            pool = client.connection_pool
+            pool.connection_class = _connection_class(pool.connection_class, sentinel=False)
+
     async def discover_master(self, service_name: str) -> Any:
         try:
             return await super().discover_master(service_name)
@@ -194,12 +208,13 @@ class _Sentinel(Sentinel):
             raise exc from handshake
 
     async def _handshake_failure(self) -> BaseException | None:
-        """What one sentinel answers a PING with, when it is a TLS refusal (a second look
-        only after every sentinel failed: the client has no retries and short timeouts)."""
+        """What one sentinel answers a PING with, when it is a TLS refusal or the other
+        protocol (a second look only after every sentinel failed: the client has no retries
+        and short timeouts)."""
         try:
             await self.sentinels[0].ping()
         except Exception as exc:  # whatever else it meets, the first error stands
-            return exc if tls_refusal(exc) else None
+            return exc if tls_refusal(exc) or wrong_protocol(exc) else None
         return None
 
 
@@ -207,9 +222,12 @@ _CLASSES: dict[tuple[type[Any], bool], type[Any]] = {}
 
 
 def _connection_class(base: type[Any], *, sentinel: bool) -> type[Any]:
-    """`base` with hiredis packing (and, under Sentinel, master lookup on reconnect)."""
+    """`base` naming a server in the other protocol, with hiredis packing (and, under
+    Sentinel, master lookup on reconnect)."""
     if (base, sentinel) not in _CLASSES:
-        mixins: list[type[Any]] = [_FollowsSentinelMaster] if sentinel else []
+        mixins: list[type[Any]] = [NamesWrongProtocol]
+        if sentinel:
+            mixins.append(_FollowsSentinelMaster)
         if HIREDIS_AVAILABLE:
             mixins.append(_HiredisPacking)
         _CLASSES[base, sentinel] = type(base.__name__, (*mixins, base), {})
@@ -286,7 +304,7 @@ def open_client(
         opened: Redis = cluster
         return opened
     if target.mode == "sentinel":
-        sentinel = _Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = _Sentinel(
             [host_port(a, 26379) for a in target.sentinels],
             sentinel_kwargs={
                 # One try per sentinel: redis-py asks the next one, and the data connection's
@@ -344,6 +362,8 @@ class _Cluster(RedisCluster):
             return await super().initialize(additional_startup_nodes_info, last_failed_node_name)
         except RedisClusterException as exc:
             cause = exc.__cause__
+            if isinstance(cause, WrongProtocol):
+                raise WrongProtocol(cause.address, server_tls=cause.server_tls) from exc
             if isinstance(cause, RedisConnectionError | RedisTimeoutError):
                 raise type(cause)(str(cause) or str(exc)) from exc
             raise
@@ -388,17 +408,23 @@ async def _latency_ms(client: Redis) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def _node_client(target: RedisTarget, host: str, port: int, wait: float) -> Redis:
-    return Redis(
+def _node_client(
+    target: RedisTarget, host: str, port: int, wait: float, login: dict[str, Any] | None = None
+) -> Redis:
+    """A client of one node for a probe (`login`: other than the data nodes', a sentinel's)."""
+    client = Redis(
         host=host,
         port=port,
-        **target.auth(),
+        **(target.auth() if login is None else login),
         **target.ssl,
         socket_timeout=wait,
         socket_connect_timeout=wait,
         retry=_retry(0),  # a probe: what it meets is the answer
         decode_responses=True,
     )
+    pool = client.connection_pool
+    pool.connection_class = _connection_class(pool.connection_class, sentinel=False)
+    return client
 
 
 async def _node_line(target: RedisTarget, role: str, host: str, port: int, wait: float) -> str:
@@ -443,34 +469,30 @@ async def _describe_sentinel(target: RedisTarget, wait: float) -> str:
     lines: list[str] = []
     master: tuple[str, int] | None = None
     replicas: list[tuple[str, int]] = []
-    for address in target.sentinels:
-        host, port = host_port(address, 26379)
-        sentinel = Redis(
-            host=host,
-            port=port,
-            **login,
-            **target.ssl,
-            socket_timeout=wait,
-            socket_connect_timeout=wait,
-            retry=_retry(0),
-            decode_responses=True,
-        )
-        try:
-            latency = await _latency_ms(sentinel)
-            lines.append(f"sentinel {host}:{port} {latency:.1f} ms")
-            if master is None:
-                found = await sentinel.execute_command(  # type: ignore[no-untyped-call]
-                    "SENTINEL", "GET-MASTER-ADDR-BY-NAME", target.sentinel_master
-                )
-                if found:
-                    master = (str(found[0]), int(found[1]))
-                    raw = await sentinel.execute_command(  # type: ignore[no-untyped-call]
-                        "SENTINEL", "REPLICAS", target.sentinel_master
+    addresses = [host_port(address, 26379) for address in target.sentinels]
+    clients = [_node_client(target, host, port, wait, login) for host, port in addresses]
+    try:
+        # Every sentinel at once: one that does not answer costs the wait once, not once each.
+        pings = await asyncio.gather(*map(_latency_ms, clients), return_exceptions=True)
+        for (host, port), sentinel, ping in zip(addresses, clients, pings, strict=True):
+            try:
+                if isinstance(ping, BaseException):
+                    raise ping
+                lines.append(f"sentinel {host}:{port} {ping:.1f} ms")
+                if master is None:
+                    found = await sentinel.execute_command(  # type: ignore[no-untyped-call]
+                        "SENTINEL", "GET-MASTER-ADDR-BY-NAME", target.sentinel_master
                     )
-                    replicas = [_sentinel_entry(r) for r in raw]
-        except NETWORK_ERRORS as exc:
-            lines.append(f"sentinel {host}:{port} unreachable ({why_unreachable(exc)})")
-        finally:
+                    if found:
+                        master = (str(found[0]), int(found[1]))
+                        raw = await sentinel.execute_command(  # type: ignore[no-untyped-call]
+                            "SENTINEL", "REPLICAS", target.sentinel_master
+                        )
+                        replicas = [_sentinel_entry(r) for r in raw]
+            except NETWORK_ERRORS as exc:
+                lines.append(f"sentinel {host}:{port} unreachable ({why_unreachable(exc)})")
+    finally:
+        for sentinel in clients:
             await sentinel.aclose()
     if master is None:
         return f"sentinel: no sentinel knows master {target.sentinel_master!r}; " + "; ".join(lines)

@@ -15,6 +15,7 @@ from redis.asyncio.sentinel import MasterNotFoundError
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from gateway.store.redis_protocol import probe_mismatch
 from gateway.store.redis_refusals import refused, short_detail, tls_refusal, why_unreachable
 from tests.fixtures_redis import free_port
 
@@ -57,3 +58,53 @@ async def test_a_handshake_cut_short_is_retried_as_an_outage() -> None:
             await client.aclose()
     assert tls_refusal(failed.value) is None and not refused(failed.value)
     assert why_unreachable(failed.value) == "ConnectionError"
+
+
+@contextlib.asynccontextmanager
+async def answering(text: bytes) -> AsyncIterator[int]:
+    """A server that is not Redis: it answers whatever comes with `text`, then closes."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            await reader.read(1)
+            writer.write(text)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    async with server:
+        yield server.sockets[0].getsockname()[1]
+
+
+async def failure(port: int, *, tls: bool) -> RedisConnectionError:
+    client = Redis(port=port, ssl=tls, retry=Retry(NoBackoff(), 0), socket_timeout=2)
+    try:
+        with pytest.raises(RedisConnectionError) as failed:
+            await client.ping()
+    finally:
+        await client.aclose()
+    return failed.value
+
+
+async def test_a_port_that_is_neither_redis_nor_tls_is_not_named_the_other_protocol() -> None:
+    """The probe after a failure looks for what Redis itself would answer: a service that
+    closes, or answers HTTP, stays an outage (retried), whichever way it was spoken to."""
+    async with closing_at_once() as port:
+        closed = await failure(port, tls=False)
+        assert await probe_mismatch(closed, "127.0.0.1", port, tls=False) is None
+    async with answering(b"HTTP/1.1 400 Bad Request\r\n\r\n") as port:
+        not_tls = await failure(port, tls=True)
+        assert await probe_mismatch(not_tls, "127.0.0.1", port, tls=True) is None
+    assert not refused(closed) and not refused(not_tls)
+
+
+async def test_a_port_that_answers_as_redis_is_named_when_spoken_to_with_tls() -> None:
+    """The same failure from a port that answers an inline PING the way Redis does."""
+    async with answering(b"-NOAUTH Authentication required.\r\n") as port:
+        not_tls = await failure(port, tls=True)
+        mismatch = await probe_mismatch(not_tls, "127.0.0.1", port, tls=True)
+    assert mismatch is not None and not mismatch.server_tls, not_tls
+    assert (
+        str(mismatch) == f"127.0.0.1:{port} does not speak TLS, and these settings connect with TLS"
+    )
+    assert refused(mismatch) and why_unreachable(mismatch) == "it does not speak TLS"

@@ -116,9 +116,8 @@ async def test_the_store_works_over_tls_as_an_acl_user(
         await store.close()
 
 
-async def refusal(tmp_path: Path, section: dict[str, Any]) -> str:
-    """What the store, and `chatgate doctor`, say when the servers refuse the login."""
-    settings = settings_for(tmp_path, section)
+async def store_refusal(settings: Settings) -> str:
+    """What the store says when the servers refuse its settings."""
     store = store_for(settings)
     try:
         with pytest.raises(StoreRefused) as refused:
@@ -127,6 +126,13 @@ async def refusal(tmp_path: Path, section: dict[str, Any]) -> str:
         await store.close()
     message = str(refused.value)
     assert not any(secret in message for secret in SECRETS), message
+    return message
+
+
+async def refusal(tmp_path: Path, section: dict[str, Any]) -> str:
+    """What the store, and `chatgate doctor`, say when the servers refuse the login."""
+    settings = settings_for(tmp_path, section)
+    message = await store_refusal(settings)
     results = {r.name: r for r in await run_checks(settings)}
     assert not results["store"].ok and results["store"].detail == message, results["store"]
     return message
@@ -251,3 +257,72 @@ async def test_the_store_follows_a_failover_over_tls(
     finally:
         await store.close()
         servers.stop()
+
+
+def without_tls(section: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in section.items() if not k.startswith("tls")}
+
+
+@pytest.fixture(params=["sentinel", "cluster"])
+def plain_redis_with_tls_settings(request: pytest.FixtureRequest, redis_tls: Tls) -> dict[str, Any]:
+    """The `[redis]` section of a client that speaks TLS, for a Sentinel set or a Cluster
+    that does not."""
+    if request.param == "sentinel":
+        sentinels = request.getfixturevalue("sentinel_set")
+        section = {"sentinels": sentinels.addresses, "sentinel_master": MASTER_NAME}
+    else:
+        section = {"cluster_nodes": request.getfixturevalue("redis_cluster").addresses[:1]}
+    return {**section, **redis_tls.settings()}
+
+
+async def test_plain_settings_towards_tls_only_servers_are_refused_with_the_setting(
+    secure_redis: dict[str, Any], tmp_path: Path
+) -> None:
+    """A plain command to a TLS port is answered by a reset, which read as an outage."""
+    message = await refusal(tmp_path, without_tls(secure_redis))
+    assert "speaks TLS only, and these settings connect without TLS" in message, message
+    assert message.endswith("use redis.tls = true"), message
+
+
+async def test_tls_settings_towards_servers_without_tls_are_refused_with_the_setting(
+    plain_redis_with_tls_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    """A TLS handshake to a plain server waits for the connect timeout, which read as an
+    outage after every retry. (`chatgate doctor` gives the store 5 s, less than a handshake
+    timeout on each sentinel: it names the protocol in its node lines, tested below.)"""
+    settings = settings_for(tmp_path, plain_redis_with_tls_settings)
+    message = await store_refusal(settings)
+    assert "does not speak TLS, and these settings connect with TLS" in message, message
+    assert message.endswith("use redis.tls = false"), message
+    if "sentinels" in plain_redis_with_tls_settings:
+        described = await describe_topology(redis_target(settings))
+        assert described.count("unreachable (it does not speak TLS)") == 3, described
+    else:
+        with pytest.raises(RedisConnectionError) as failed:
+            await describe_topology(redis_target(settings))
+        assert "unreachable (it does not speak TLS)" in str(failed.value), failed.value
+
+
+async def test_a_url_in_the_other_protocol_names_the_scheme_to_use(
+    secure_sentinel_set: SecureSentinelSet, redis_url: str, tmp_path: Path
+) -> None:
+    tls_only = f"redis://{DATA_USER}:{DATA_PASSWORD}@127.0.0.1:{secure_sentinel_set.master.port}/0"
+    message = await refusal(tmp_path, {"url": tls_only})
+    assert "speaks TLS only" in message and message.endswith("use rediss:// in redis.url"), message
+    message = await refusal(tmp_path, {"url": redis_url.replace("redis://", "rediss://", 1)})
+    assert "does not speak TLS" in message and message.endswith("use redis:// in redis.url"), (
+        message
+    )
+
+
+async def test_doctor_names_each_node_in_the_other_protocol(
+    secure_redis: dict[str, Any], tmp_path: Path
+) -> None:
+    target = redis_target(settings_for(tmp_path, without_tls(secure_redis)))
+    if "sentinels" in secure_redis:
+        described = await describe_topology(target)
+        assert described.count("unreachable (it speaks TLS only)") == 3, described
+    else:
+        with pytest.raises(RedisConnectionError) as failed:
+            await describe_topology(target)
+        assert "speaks TLS only" in str(failed.value), failed.value
