@@ -3,6 +3,7 @@ typo is one config error line instead of a traceback when the gateway first conn
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -52,6 +53,26 @@ def check_redis_url(url: str) -> None:
             raise ValueError("the path is the database number, e.g. redis://host:6379/0")
     try:
         # redis-py's own reading: query options such as socket_timeout.
-        parse_url(url)  # type: ignore[no-untyped-call]
+        options = parse_url(url)  # type: ignore[no-untyped-call]
     except ValueError as exc:
         raise ValueError(str(exc)) from None
+    _check_tls_files(url, options)
+
+
+# The URL's TLS options that name a file (or, ssl_ca_path, a folder of CA certificates).
+_TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+
+
+def _check_tls_files(url: str, options: dict[str, object]) -> None:
+    """A URL's TLS options name files that exist, and come with rediss://: redis-py would
+    fail each connection with "No such file or directory" and no path, or (redis://) with a
+    TypeError about an unexpected keyword argument."""
+    given = [name for name in (*_TLS_FILES, "ssl_ca_path") if options.get(name)]
+    if given and not url.startswith("rediss://"):
+        raise ValueError(f"{given[0]} applies to TLS: the URL must start with rediss://")
+    for name in given:
+        path = Path(str(options[name])).expanduser()
+        if name == "ssl_ca_path" and not path.is_dir():
+            raise ValueError(f"{name} is not a folder (got {str(path)!r})")
+        if name != "ssl_ca_path" and not path.is_file():
+            raise ValueError(f"{name} does not point to a file (got {str(path)!r})")

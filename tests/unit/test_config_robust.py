@@ -125,6 +125,16 @@ def test_bad_json_in_env_is_one_line_naming_the_variable(
         ("redis://localhost:6379/zero", "the path is the database number"),
         ("redis://localhost/0?socket_timeout=soon", "Invalid value for 'socket_timeout'"),
         ("unix://", "unix:// needs the socket's path"),
+        (
+            "rediss://localhost/0?ssl_ca_certs=/etc/chatgate/no-such-ca.pem",
+            "ssl_ca_certs does not point to a file (got '/etc/chatgate/no-such-ca.pem')",
+        ),
+        (f"rediss://localhost/0?ssl_ca_certs={__file__}&ssl_certfile=/no/cert.pem", "ssl_certfile"),
+        (f"rediss://localhost/0?ssl_ca_path={__file__}", "ssl_ca_path is not a folder"),
+        (
+            f"redis://localhost/0?ssl_ca_certs={__file__}",
+            "ssl_ca_certs applies to TLS: the URL must start with rediss://",
+        ),
     ],
 )
 def test_a_redis_url_that_cannot_work_is_refused(
@@ -140,7 +150,13 @@ def test_a_refused_redis_url_does_not_show_its_password(monkeypatch: pytest.Monk
 
 
 def test_good_redis_urls_pass() -> None:
-    for url in ("redis://localhost:6379/0", "rediss://u:p@[::1]:6380", "unix:///run/r.sock?db=2"):
+    folder = Path(__file__).parent
+    for url in (
+        "redis://localhost:6379/0",
+        "rediss://u:p@[::1]:6380",
+        "unix:///run/r.sock?db=2",
+        f"rediss://localhost/0?ssl_ca_certs={__file__}&ssl_ca_path={folder}",
+    ):
         assert load_settings(None, redis={"url": url}).redis.url == url
 
 
