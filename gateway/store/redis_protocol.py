@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+from collections.abc import Iterator
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -39,26 +40,27 @@ class WrongProtocol(RedisConnectionError):
         super().__init__(words)
 
 
-def wrong_protocol(exc: BaseException) -> WrongProtocol | None:
-    """The WrongProtocol behind `exc`, if any (the whole chain is looked at)."""
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and what it was raised from or while handling, in turn: redis-py raises its
+    ConnectionError from the socket's or the ssl module's error, or while handling it."""
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
-        if isinstance(cause, WrongProtocol):
-            return cause
+        yield cause
         cause = cause.__cause__ or cause.__context__
-    return None
+
+
+def wrong_protocol(exc: BaseException) -> WrongProtocol | None:
+    """The WrongProtocol behind `exc`, if any."""
+    return next((c for c in causes(exc) if isinstance(c, WrongProtocol)), None)
 
 
 def _could_be_mismatch(exc: BaseException, *, tls: bool) -> bool:
     """Whether `exc` is how a connection in the wrong protocol fails: with TLS, a handshake
     that timed out or met something other than TLS; without, a reset or a close in place of
     the first reply. A refused connection (nothing listening) is neither."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
+    for cause in causes(exc):
         if tls:
             if isinstance(cause, ssl.SSLError):
                 return (cause.reason or "") in _NOT_TLS_REASONS
@@ -66,7 +68,6 @@ def _could_be_mismatch(exc: BaseException, *, tls: bool) -> bool:
                 return True
         elif isinstance(cause, ConnectionResetError) or "closed by server" in str(cause):
             return True
-        cause = cause.__cause__ or cause.__context__
     return False
 
 

@@ -12,7 +12,7 @@ from typing import Literal
 from redis.asyncio.sentinel import MasterNotFoundError
 from redis.exceptions import AuthenticationError
 
-from gateway.store.redis_protocol import wrong_protocol
+from gateway.store.redis_protocol import causes, wrong_protocol
 
 Refused = Literal["servers", "sentinels"]
 TlsFault = Literal["server certificate", "client certificate"]
@@ -46,19 +46,14 @@ def refused_login(exc: BaseException) -> tuple[Refused, str] | None:
 
 def tls_refusal(exc: BaseException) -> tuple[TlsFault, str] | None:
     """Which certificate the TLS handshake behind `exc` failed on, and OpenSSL's words, when
-    it failed on one. redis-py raises its ConnectionError from the ssl error, or while
-    handling it, so the whole chain is looked at."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
+    it failed on one."""
+    for cause in causes(exc):
         if isinstance(cause, ssl.SSLError):
             fault = _TLS_FAULTS.get(cause.reason or "")
             if fault is None:
                 return None
             words = getattr(cause, "verify_message", None) or cause.reason.lower()
             return fault, words.replace("_", " ")
-        cause = cause.__cause__ or cause.__context__
     return None
 
 
