@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -106,6 +107,9 @@ class UsageLedger:
         self._flush_seconds = flush_seconds
         self._indexed: set[str] = set()  # period indexes given their expiry by this process
         self._pending: dict[Where, Spend] = {}
+        # A flush that failed, with its increments' id: sent again as it was, so one written
+        # before its reply was lost is not added twice. What comes meanwhile waits in _pending.
+        self._unconfirmed: tuple[str, dict[Where, Spend]] | None = None
         self._ttls: dict[str, float] = {}  # period id -> its counters' TTL
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
@@ -130,7 +134,7 @@ class UsageLedger:
                     self._pending[where] = self._pending.get(where, Spend()) + spend
         totals: Totals = {}
         if written:
-            results = await self._store.run(self._batch(written))
+            results = await self._store.run(self._batch(written, once=_flush_id()))
             step = len(UNITS)
             for n, where in enumerate(written):
                 tin, tout, usd = results[n * step : n * step + step]
@@ -142,17 +146,20 @@ class UsageLedger:
         return totals
 
     async def flush(self) -> None:
-        """Write what waits in memory, in one round trip; on failure it waits for the next."""
-        pending, self._pending = self._pending, {}
-        if not pending:
-            return
-        try:
-            await self._store.run(self._batch(pending))
-        except StoreUnavailable:
-            for where, spend in pending.items():  # kept for the next try
-                self._pending[where] = self._pending.get(where, Spend()) + spend
-            raise
-        await self._index_expiry(sorted({period_id for period_id, _, _ in pending}))
+        """Write what waits in memory, in one round trip; on failure it is kept, with its
+        increments' id, and sent again as it was at the next flush."""
+        while self.waiting:  # the flush that failed, then what came since
+            if self._unconfirmed is None:
+                self._unconfirmed, self._pending = (_flush_id(), self._pending), {}
+            once, spends = self._unconfirmed
+            await self._store.run(self._batch(spends, once=once))
+            self._unconfirmed = None
+            await self._index_expiry(sorted({period_id for period_id, _, _ in spends}))
+
+    @property
+    def waiting(self) -> bool:
+        """Usage not yet written: added since the last flush, or in a flush that failed."""
+        return bool(self._pending) or self._unconfirmed is not None
 
     async def close(self) -> None:
         """Stop the timer and write what waits (at shutdown)."""
@@ -162,7 +169,8 @@ class UsageLedger:
         try:
             await self.flush()
         except StoreUnavailable as exc:
-            lost = sum(spend.tokens for spend in self._pending.values())
+            failed = self._unconfirmed[1] if self._unconfirmed else {}
+            lost = sum(spend.tokens for spend in [*self._pending.values(), *failed.values()])
             log.error("usage not recorded at shutdown tokens=%d error=%s", lost, exc)
 
     async def _flush_soon(self) -> None:
@@ -172,10 +180,10 @@ class UsageLedger:
         except StoreUnavailable as exc:
             log.warning("usage flush failed; retried later error=%s", exc)
         self._flusher = None
-        if self._pending and not self._closed:
+        if self.waiting and not self._closed:
             self._flusher = asyncio.create_task(self._flush_soon(), name="usage ledger flush")
 
-    def _batch(self, spends: Mapping[Where, Spend]) -> Batch:
+    def _batch(self, spends: Mapping[Where, Spend], *, once: str) -> Batch:
         """Every counter first (their results come first, `len(UNITS)` per entry, in order),
         then the index fields, period by period: the Redis store sends each run as one
         command."""
@@ -183,7 +191,8 @@ class UsageLedger:
         for (period_id, dimension, ident), spend in spends.items():
             ttl = self._ttls.get(period_id, self._month_ttl)
             for unit, amount in zip(UNITS, _amounts(spend), strict=True):
-                batch.incr(keys.usage(period_id, dimension, ident, unit), amount, ttl=ttl)
+                counter = keys.usage(period_id, dimension, ident, unit)
+                batch.incr(counter, amount, ttl=ttl, once=once)
         for period_id, dimension, ident in sorted(spends):
             batch.hset(keys.usage_index(period_id), f"{dimension}:{ident}", "1")
         return batch
@@ -230,3 +239,8 @@ class UsageLedger:
 
 def _amounts(spend: Spend) -> tuple[int, int, int]:
     return spend.tokens_in, spend.tokens_out, spend.micro_usd
+
+
+def _flush_id() -> str:
+    """The id of one write's increments: the same write sent again counts once."""
+    return uuid.uuid4().hex

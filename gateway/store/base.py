@@ -25,6 +25,10 @@ from gateway.store.inbox import (
 from gateway.store.keys import reply as reply_key
 from gateway.store.search import SearchDoc, SearchIndex
 
+# How long a store keeps the id of an increment (`incr(once=...)`): an increment sent again
+# with the same id within this long adds nothing.
+ONCE_SECONDS = 600.0
+
 
 class StoreUnavailable(Exception):
     """The backend could not be reached (after retries). Callers may retry later."""
@@ -61,8 +65,10 @@ class Batch:
         self.ops.append(("set", (key, value), {"ttl": ttl, "only_if_absent": only_if_absent}))
         return self
 
-    def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> Batch:
-        self.ops.append(("incr", (key, amount), {"ttl": ttl}))
+    def incr(
+        self, key: str, amount: int = 1, *, ttl: float | None = None, once: str | None = None
+    ) -> Batch:
+        self.ops.append(("incr", (key, amount), {"ttl": ttl, "once": once}))
         return self
 
     def hset(self, name: str, field: str, value: str) -> Batch:
@@ -114,8 +120,14 @@ class Store(ABC):
         """Delete keys (values, hashes or lists); returns how many existed."""
 
     @abstractmethod
-    async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
-        """Add to an integer value (missing = 0). `ttl` applies when the key is created."""
+    async def incr(
+        self, key: str, amount: int = 1, *, ttl: float | None = None, once: str | None = None
+    ) -> int:
+        """Add to an integer value (missing = 0). `ttl` applies when the key is created.
+
+        An increment counts once: sent again after its reply was lost, it adds nothing. With
+        `once` (an id its caller keeps) that holds when the caller sends it again too, for at
+        least ONCE_SECONDS: the same id again adds nothing and returns the value."""
 
     @abstractmethod
     async def expire(self, key: str, ttl: float) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.store import embedded_inbox, keys
 from gateway.store import embedded_sql as sql
-from gateway.store.base import Batch, Store, StoreLocked, StoreUnavailable
+from gateway.store.base import ONCE_SECONDS, Batch, Store, StoreLocked, StoreUnavailable
 from gateway.store.inbox import (
     Claimed,
     FinishResult,
@@ -80,6 +80,7 @@ class EmbeddedStore(Store):
         self._opened = False
         self._closed = False
         self._next_purge = 0.0
+        self._once: dict[tuple[str, str], float] = {}  # (key, increment id) -> when taken
         if open_now:
             self._open()
 
@@ -237,10 +238,24 @@ class EmbeddedStore(Store):
             count += sum(1 for (expires_at,) in rows if expires_at is None or expires_at > now)
         return count
 
-    async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
+    async def incr(
+        self, key: str, amount: int = 1, *, ttl: float | None = None, once: str | None = None
+    ) -> int:
         now = self._now_for_write()
+        if once is not None and self._taken(key, once, now):
+            current = await self.get(key)
+            return int(current or 0)
         row = self._run(sql.INCR, (key, amount, _expires_at(now, ttl), now)).fetchone()
+        if once is not None:
+            self._once[key, once] = now
         return int(row[0])
+
+    def _taken(self, key: str, once: str, now: float) -> bool:
+        """Whether the increment `once` of `key` was added. Its caller is this process (the
+        store serves one), so the ids are kept in memory, oldest first."""
+        while self._once and next(iter(self._once.values())) < now - ONCE_SECONDS:
+            del self._once[next(iter(self._once))]
+        return (key, once) in self._once
 
     async def expire(self, key: str, ttl: float) -> bool:
         now = time.time()

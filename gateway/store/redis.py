@@ -62,6 +62,7 @@ from gateway.store.redis_client import (
     is_no_script,
     load_scripts,
 )
+from gateway.store.redis_counters import incr_call
 from gateway.store.redis_inbox import RedisInbox
 from gateway.store.redis_inbox_scripts import finish_result
 from gateway.store.redis_topology import RedisTarget, open_client
@@ -109,30 +110,18 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """)
-# EXISTS before INCRBY: the TTL applies only when this call created the key (a counter that
-# happens to be 0 still keeps the window it was created with).
-# KEYS: counters. ARGV: amount and TTL (ms) per counter; a TTL is set only on a new counter.
-_INCR_WITH_TTL = Script("""
-local values = {}
-for i, key in ipairs(KEYS) do
-  local existed = redis.call('EXISTS', key)
-  values[i] = redis.call('INCRBY', key, ARGV[2 * i - 1])
-  if existed == 0 then redis.call('PEXPIRE', key, ARGV[2 * i]) end
-end
-return values
-""")
 
 
 def _run_end(
     ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]], start: int, *, one_slot: bool
 ) -> int:
     """Where the run of operations that can go as one command, from `start`, ends: counter
-    increments with a TTL (not on Redis Cluster, where they are in many slots), or HSETs on
-    the same hash."""
-    name, args, kwargs = ops[start]
+    increments (not on Redis Cluster, where they are in many slots), or HSETs on the same
+    hash."""
+    name, args, _ = ops[start]
     end = start + 1
-    if name == "incr" and kwargs["ttl"] is not None and one_slot:
-        while end < len(ops) and ops[end][0] == "incr" and ops[end][2]["ttl"] is not None:
+    if name == "incr" and one_slot:
+        while end < len(ops) and ops[end][0] == "incr":
             end += 1
     elif name == "hset":
         while end < len(ops) and ops[end][0] == "hset" and ops[end][1][0] == args[0]:
@@ -323,15 +312,12 @@ class RedisStore(Store):
             count = await self._r.call("DEL", *names)
         return int(count)
 
-    async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
-        name = self.keys.data(key)
+    async def incr(
+        self, key: str, amount: int = 1, *, ttl: float | None = None, once: str | None = None
+    ) -> int:
+        call = incr_call([(self.keys.data(key), amount, ttl, once)], cluster=self.keys.cluster)
         with self._guard:
-            if ttl is None:
-                value = await self._r.call("INCRBY", name, amount)
-            else:
-                [value] = await ScriptCall(_INCR_WITH_TTL, [name], [amount, millis(ttl)]).run(
-                    self._r
-                )
+            [value] = await call.run(self._r)
         return int(value)
 
     async def expire(self, key: str, ttl: float) -> bool:
@@ -462,9 +448,14 @@ class RedisStore(Store):
         if ops[0][0] == "hset":
             fields = [v for _, a, _ in ops for v in (a[1], a[2])]
             return ["HSET", self.keys.data(ops[0][1][0]), *fields], lambda raw: [None] * len(ops)
-        names = [self.keys.data(args[0]) for _, args, _ in ops]
-        amounts = [v for _, args, kw in ops for v in (args[1], millis(kw["ttl"]))]
-        return _INCR_WITH_TTL.command(names, amounts), lambda raw: [int(v) for v in raw]
+        return self._incr_call(ops).command(), lambda raw: [int(v) for v in raw]
+
+    def _incr_call(self, ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> ScriptCall:
+        increments = [
+            (self.keys.data(args[0]), args[1], kwargs["ttl"], kwargs.get("once"))
+            for _, args, kwargs in ops
+        ]
+        return incr_call(increments, cluster=self.keys.cluster)
 
     def _command(self, op: str, *args: Any, **kwargs: Any) -> tuple[Command, Callable[[Any], Any]]:
         """One batch operation as a command, and how to turn its reply into the method's result."""
@@ -476,10 +467,7 @@ class RedisStore(Store):
             )
             return command, _not_none
         if op == "incr":
-            key, amount = self.keys.data(args[0]), args[1]
-            if kwargs["ttl"] is None:
-                return ["INCRBY", key, amount], int
-            return _INCR_WITH_TTL.command([key], [amount, millis(kwargs["ttl"])]), _first_int
+            return self._incr_call([(op, args, kwargs)]).command(), _first_int
         if op == "hset":
             return ["HSET", self.keys.data(args[0]), args[1], args[2]], _nothing
         if op == "acquire_lease":

@@ -254,7 +254,8 @@ class RedisCommands:
         sent: the next attempt reads the slot map again once a node refuses it. A script
         that reached a key of its slot already moved to another master (resharding) goes
         again too. Like every retry here, a command that ran before its reply was lost (or a
-        script up to the moved key) runs twice."""
+        script up to the moved key) runs twice: the store's writes are made so that a second
+        run changes nothing (fenced scripts, counters with ids), its capped logs aside."""
         for _ in range(_RESENDS):
             lost = [n for n, reply in enumerate(replies) if _lost(reply)]
             if not lost:

@@ -3,6 +3,7 @@ warning per period at 80%, admins exempt unless it is a scheduled job."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, date, datetime
 
 import pytest
@@ -16,6 +17,7 @@ from gateway.sdk.messages import ChatKind, ChatRef, UserRef
 from gateway.store.base import Store, StoreUnavailable
 from gateway.store.redis import RedisStore
 from tests.fixtures_redis import RedisServer
+from tests.reply_losing_proxy import reply_losing_proxy
 
 ANA = UserRef(platform="slack", user_id="U1")
 BOSS = UserRef(platform="slack", user_id="ADMIN")
@@ -116,6 +118,29 @@ async def test_a_failed_flush_keeps_the_usage_for_the_next(redis_server: RedisSe
         await ledger.close()
     finally:
         await store.close()
+
+
+async def test_a_flush_sent_again_after_its_reply_was_lost_counts_once(redis_url: str) -> None:
+    """The flush was written and its reply lost: the ledger cannot tell that from a flush
+    that never arrived, so it sends the same one again, and its increments count once."""
+    async with reply_losing_proxy(redis_url) as proxy:
+        store = RedisStore(proxy.url, key_prefix=f"lost-{uuid.uuid4().hex[:8]}", retries=0)
+        try:
+            ledger = UsageLedger(store, Periods(), flush_seconds=3600)
+            await store.incr("warm")  # connected, its scripts loaded: the next reply is the flush's
+            await ledger.record(turn(), NOON)
+            proxy.losing = 1
+            with pytest.raises(StoreUnavailable):
+                await ledger.flush()
+            assert proxy.lost == 1 and ledger.waiting
+            await ledger.record(turn(), NOON)  # a turn after the failure: written with it
+            await ledger.flush()
+            assert not ledger.waiting
+            assert (await ledger.spend("d2025-03-31", "user", "slack:U1")).tokens == 2 * 135
+            assert (await ledger.spend("m2025-03", "model", "or/big")).tokens == 2 * 120
+            await ledger.close()
+        finally:
+            await store.close()
 
 
 async def test_gate_refuses_at_the_limit_and_warns_once(store: Store) -> None:

@@ -124,6 +124,24 @@ async def test_incr_ttl_applies_only_on_create(store: Store) -> None:
     assert await store.incr("rate", ttl=10) == 1
 
 
+async def test_an_increment_sent_again_with_its_id_counts_once(store: Store) -> None:
+    """What the usage ledger relies on when it sends a flush again after a failure."""
+    assert await store.incr("o:n", 5, once="flush-1") == 5
+    assert await store.incr("o:n", 5, once="flush-1") == 5  # sent again: the value, unchanged
+    assert await store.incr("o:n", 2, once="flush-2") == 7
+    assert await store.incr("o:m", 3, ttl=60, once="flush-1") == 3  # ids are per counter
+    results = await store.run(
+        Batch()
+        .incr("o:n", 5, once="flush-1")
+        .incr("o:n", 1, once="flush-3")
+        .incr("o:m", 3, ttl=60, once="flush-1")
+        .incr("o:m", 1)
+        .incr("o:m", 1)  # without an id, each one counts
+    )
+    assert results == [7, 8, 3, 4, 5]
+    assert (await store.get("o:n"), await store.get("o:m")) == ("8", "5")
+
+
 async def test_expire_any_type(store: Store) -> None:
     assert await store.expire("missing", 1) is False
     await store.set("v", "1")
