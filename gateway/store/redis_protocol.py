@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 PROBE_SECONDS = 1.0
+# An address whose probe found nothing in the other protocol is not probed again for this
+# long: a TLS server that stops answering (a network partition) fails each retry with a
+# timeout, and would otherwise cost each one a probe as well.
+QUIET_SECONDS = 60.0
+_quiet_until: dict[tuple[str, int, bool], float] = {}  # (host, port, tls) -> monotonic time
 # OpenSSL's reasons for a handshake whose peer answered something other than TLS.
 _NOT_TLS_REASONS = frozenset(
     {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST"}
@@ -114,8 +120,13 @@ async def probe_mismatch(
     WrongProtocol when the server speaks the other one, else None."""
     if not _could_be_mismatch(exc, tls=tls):
         return None
-    other = await (_speaks_plain(host, port) if tls else _speaks_tls(host, port))
-    return WrongProtocol(f"{host}:{port}", server_tls=not tls) if other else None
+    address = (host, port, tls)
+    if _quiet_until.get(address, 0.0) > time.monotonic():
+        return None
+    if await (_speaks_plain(host, port) if tls else _speaks_tls(host, port)):
+        return WrongProtocol(f"{host}:{port}", server_tls=not tls)
+    _quiet_until[address] = time.monotonic() + QUIET_SECONDS
+    return None
 
 
 class NamesWrongProtocol:

@@ -61,10 +61,13 @@ async def test_a_handshake_cut_short_is_retried_as_an_outage() -> None:
 
 
 @contextlib.asynccontextmanager
-async def answering(text: bytes) -> AsyncIterator[int]:
-    """A server that is not Redis: it answers whatever comes with `text`, then closes."""
+async def answering(text: bytes, connections: list[int] | None = None) -> AsyncIterator[int]:
+    """A server that is not Redis: it answers whatever comes with `text`, then closes (each
+    connection counted in `connections`)."""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if connections is not None:
+            connections.append(1)
         with contextlib.suppress(OSError):
             await reader.read(1)
             writer.write(text)
@@ -108,3 +111,16 @@ async def test_a_port_that_answers_as_redis_is_named_when_spoken_to_with_tls() -
         str(mismatch) == f"127.0.0.1:{port} does not speak TLS, and these settings connect with TLS"
     )
     assert refused(mismatch) and why_unreachable(mismatch) == "it does not speak TLS"
+
+
+async def test_an_address_found_in_its_own_protocol_is_not_probed_again_for_a_while() -> None:
+    """A TLS server that stops answering fails every retry with a timeout: one probe tells
+    it is no plain server, and the retries after it within QUIET_SECONDS go unprobed."""
+    connections: list[int] = []
+    async with answering(b"HTTP/1.1 400 Bad Request\r\n\r\n", connections) as port:
+        not_tls = await failure(port, tls=True)
+        assert len(connections) == 1
+        assert await probe_mismatch(not_tls, "127.0.0.1", port, tls=True) is None
+        assert len(connections) == 2  # the probe
+        assert await probe_mismatch(not_tls, "127.0.0.1", port, tls=True) is None
+        assert len(connections) == 2  # not probed again

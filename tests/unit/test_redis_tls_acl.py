@@ -21,6 +21,7 @@ from gateway.app.doctor import run_checks
 from gateway.config import Settings
 from gateway.store import StoreRefused, redis_target, store_for
 from gateway.store.inbox import InboxEntry, IntakeRequest
+from gateway.store.redis import RedisStore
 from gateway.store.redis_topology import describe_topology
 from tests.certs import self_signed
 from tests.fixtures_redis_ha import MASTER_NAME
@@ -116,9 +117,15 @@ async def test_the_store_works_over_tls_as_an_acl_user(
         await store.close()
 
 
-async def store_refusal(settings: Settings) -> str:
+async def store_refusal(settings: Settings, *, socket_timeout: float = 5.0) -> str:
     """What the store says when the servers refuse its settings."""
-    store = store_for(settings)
+    store = RedisStore(  # as store_for() makes it, with the connect timeout given
+        key_prefix=settings.redis.key_prefix,
+        max_connections=settings.redis.max_connections,
+        target=redis_target(settings),
+        queue_shards=settings.redis.cluster_shards,
+        socket_timeout=socket_timeout,
+    )
     try:
         with pytest.raises(StoreRefused) as refused:
             await asyncio.wait_for(store.get("k"), 30)  # not a hang
@@ -291,15 +298,16 @@ async def test_tls_settings_towards_servers_without_tls_are_refused_with_the_set
     outage after every retry. (`chatgate doctor` gives the store 5 s, less than a handshake
     timeout on each sentinel: it names the protocol in its node lines, tested below.)"""
     settings = settings_for(tmp_path, plain_redis_with_tls_settings)
-    message = await store_refusal(settings)
+    # Each handshake waits for the connect timeout: a short one keeps the test short.
+    message = await store_refusal(settings, socket_timeout=1.0)
     assert "does not speak TLS, and these settings connect with TLS" in message, message
     assert message.endswith("use redis.tls = false"), message
     if "sentinels" in plain_redis_with_tls_settings:
-        described = await describe_topology(redis_target(settings))
+        described = await describe_topology(redis_target(settings), wait=1.0)
         assert described.count("unreachable (it does not speak TLS)") == 3, described
     else:
         with pytest.raises(RedisConnectionError) as failed:
-            await describe_topology(redis_target(settings))
+            await describe_topology(redis_target(settings), wait=1.0)
         assert "unreachable (it does not speak TLS)" in str(failed.value), failed.value
 
 
