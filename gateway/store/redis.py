@@ -62,9 +62,9 @@ from gateway.store.redis_client import (
     is_no_script,
     load_scripts,
 )
-from gateway.store.redis_counters import incr_call
 from gateway.store.redis_inbox import RedisInbox
 from gateway.store.redis_inbox_scripts import finish_result
+from gateway.store.redis_once import incr_call, push_call
 from gateway.store.redis_topology import RedisTarget, open_client
 from gateway.store.search import SearchDoc, SearchIndex
 from gateway.store.search_redis import RedisSearch
@@ -353,14 +353,10 @@ class RedisStore(Store):
     async def push(self, key: str, value: str, *, max_len: int | None = None) -> int:
         if max_len is not None and max_len < 1:
             raise ValueError(f"max_len must be at least 1, got {max_len}")
-        name = self.keys.data(key)
-        commands: list[Command] = [("RPUSH", name, value)]
-        if max_len is not None:
-            commands.append(("LTRIM", name, -max_len, -1))
+        call = push_call(self.keys.data(key), value, max_len, cluster=self.keys.cluster)
         with self._guard:
-            results = await self._r.many(commands, transaction=True)
-        length = int(results[0])
-        return length if max_len is None else min(length, max_len)
+            length = await call.run(self._r)
+        return int(length)
 
     async def list_range(self, key: str, start: int = 0, end: int = -1) -> list[str]:
         with self._guard:

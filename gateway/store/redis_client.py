@@ -10,7 +10,7 @@ meanwhile waits for the next one, so a burst makes bigger batches, not more conn
 With `replicas` (Sentinel), each batch ends with WAIT, so its callers get their replies only
 once that many replicas have the batch's writes: what a caller was told is stored survives a
 failover (redis_replicas.py; on Redis Cluster the client does it, one WAIT per master).
-Transactions (`many(..., transaction=True)`, used for capped logs) do not wait.
+Transactions (`many(..., transaction=True)`, used to remove search index entries) do not wait.
 
 Failures are redis-py's: a connection error is retried by its Retry (the whole pipeline, on a
 new connection), then raised as redis.ConnectionError to every caller of the batch. With a
@@ -255,7 +255,7 @@ class RedisCommands:
         that reached a key of its slot already moved to another master (resharding) goes
         again too. Like every retry here, a command that ran before its reply was lost (or a
         script up to the moved key) runs twice: the store's writes are made so that a second
-        run changes nothing (fenced scripts, counters with ids), its capped logs aside."""
+        run changes nothing (fenced scripts; counters and list appends with ids)."""
         for _ in range(_RESENDS):
             lost = [n for n, reply in enumerate(replies) if _lost(reply)]
             if not lost:

@@ -254,9 +254,9 @@ class _Retry(Retry):
 
 
 def _retry(retries: int) -> Retry:
-    # After a timeout a retried RPUSH may apply twice (the first may have run before its reply
-    # was lost); lists here are logs, where that is harmless. Counters count once
-    # (redis_counters.py); the other writes are idempotent or fenced scripts.
+    # A command retried after a timeout may have run before its reply was lost: the store's
+    # writes are idempotent, fenced scripts, or carry ids that make them count once
+    # (redis_once.py).
     return _Retry(
         ExponentialWithJitterBackoff(cap=1.0, base=0.05),
         retries,

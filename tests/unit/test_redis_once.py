@@ -1,6 +1,6 @@
-"""Counter increments on Redis count once when their reply is lost: redis-py sends the
-pipeline again on a new connection, and the increment's id, kept beside the counter, makes
-the second one add nothing (gateway/store/redis_counters.py)."""
+"""Counter increments and list appends on Redis count once when their reply is lost:
+redis-py sends the pipeline again on a new connection, and the write's id, kept beside its
+key, makes the second one change nothing (gateway/store/redis_once.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from gateway.store.base import Batch
 from gateway.store.redis import RedisStore
-from gateway.store.redis_counters import ONCE_KEEP, ids_key
+from gateway.store.redis_once import ONCE_KEEP, ids_key
 from tests.reply_losing_proxy import reply_losing_proxy
 
 pytestmark = pytest.mark.redis
@@ -28,6 +28,22 @@ async def test_an_increment_whose_reply_was_lost_counts_once(redis_url: str) -> 
             assert await store.run(batch) == [6, 2, "6"]
             assert proxy.lost == 2  # each was sent twice, on a new connection
             assert (await store.get("n"), await store.get("m")) == ("6", "2")
+        finally:
+            await store.close()
+
+
+async def test_an_append_whose_reply_was_lost_counts_once(redis_url: str) -> None:
+    """A capped log (the approvals audit) gets the line once, and keeps its length."""
+    async with reply_losing_proxy(redis_url) as proxy:
+        store = RedisStore(proxy.url, key_prefix=f"once-{uuid.uuid4().hex[:8]}")
+        try:
+            assert await store.push("log", "a", max_len=2) == 1  # connected, scripts loaded
+            proxy.losing = 1
+            assert await store.push("log", "b", max_len=2) == 2
+            proxy.losing = 1
+            assert await store.push("log", "c", max_len=2) == 2
+            assert proxy.lost == 2
+            assert await store.list_range("log") == ["b", "c"]
         finally:
             await store.close()
 
