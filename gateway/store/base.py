@@ -25,8 +25,8 @@ from gateway.store.inbox import (
 from gateway.store.keys import reply as reply_key
 from gateway.store.search import SearchDoc, SearchIndex
 
-# How long a store keeps the id of an increment (`incr(once=...)`): an increment sent again
-# with the same id within this long adds nothing.
+# How long a store keeps the id of a write (an increment, an append): the same write sent
+# again within this long changes nothing.
 ONCE_SECONDS = 600.0
 
 
@@ -151,7 +151,8 @@ class Store(ABC):
 
     @abstractmethod
     async def push(self, key: str, value: str, *, max_len: int | None = None) -> int:
-        """Append at the tail; with `max_len` (>= 1) keep the newest max_len. Returns the length."""
+        """Append at the tail; with `max_len` (>= 1) keep the newest max_len. Returns the length.
+        An append sent again after its reply was lost appends nothing."""
 
     @abstractmethod
     async def list_range(self, key: str, start: int = 0, end: int = -1) -> list[str]:
