@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from pypdf import PdfWriter
-from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+from pypdf.generic import ContentStream, DictionaryObject, NameObject
 
 
 def pdf(*pages: str) -> bytes:
@@ -27,7 +27,7 @@ def pdf(*pages: str) -> bytes:
             {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
         )
         escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-        stream = DecodedStreamObject()
+        stream = ContentStream(None, writer)  # empty; what replace_contents takes
         stream.set_data(f"BT /F1 12 Tf 72 700 Td ({escaped}) Tj ET".encode("latin-1"))
         page.replace_contents(stream)
     buffer = io.BytesIO()

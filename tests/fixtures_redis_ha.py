@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import pytest_asyncio
@@ -120,7 +121,8 @@ class SentinelSet:
     def _knows_everyone(sentinel: Sentinel) -> bool:
         client = sentinel.client()
         try:
-            state = client.sentinel_master(MASTER_NAME)
+            # A plain client (no `return_responses`) gets the parsed reply: a dict.
+            state = cast(dict[str, Any], client.sentinel_master(MASTER_NAME))
             return int(state["num-other-sentinels"]) == 2 and int(state["num-slaves"]) == 1
         except redis.RedisError:
             return False
@@ -146,8 +148,13 @@ class SentinelSet:
         for sentinel in self.sentinels:
             client = sentinel.client()
             try:
-                _, port = client.sentinel_get_master_addr_by_name(MASTER_NAME)
-                return int(port)
+                # (host, port), or None while the sentinel knows no master of that name.
+                address = cast(
+                    "tuple[str, int] | None", client.sentinel_get_master_addr_by_name(MASTER_NAME)
+                )
+                if address is None:
+                    continue
+                return int(address[1])
             except (redis.RedisError, TypeError):
                 continue
             finally:
@@ -298,10 +305,13 @@ class RedisClusterSet:
         """`cluster info` says ok and, on a replica, its link to the master is up."""
         client = self.client(port)
         try:
-            if client.execute_command("CLUSTER INFO").get("cluster_state") != "ok":
+            info = client.execute_command("CLUSTER INFO")  # type: ignore[no-untyped-call]
+            if info.get("cluster_state") != "ok":
                 return False
             replication = client.info("replication")
-            return replication["role"] == "master" or replication["master_link_status"] == "up"
+            return bool(
+                replication["role"] == "master" or replication["master_link_status"] == "up"
+            )
         except redis.RedisError:
             return False
         finally:
@@ -315,7 +325,7 @@ class RedisClusterSet:
             client = self.client(server.port)
             client.response_callbacks.pop("CLUSTER NODES", None)
             try:
-                raw = str(client.execute_command("CLUSTER NODES"))
+                raw = str(client.execute_command("CLUSTER NODES"))  # type: ignore[no-untyped-call]
             except redis.RedisError:
                 continue
             finally:
@@ -341,7 +351,7 @@ class RedisClusterSet:
             if "master" in node[2] and len(node) <= 8 and lonely:
                 client = self.client(int(node[1].split("@")[0].rsplit(":", 1)[1]))
                 try:
-                    client.execute_command("CLUSTER REPLICATE", lonely.pop())
+                    client.execute_command("CLUSTER REPLICATE", lonely.pop())  # type: ignore[no-untyped-call]
                 finally:
                     client.close()
 
@@ -359,7 +369,8 @@ class RedisClusterSet:
                 continue
             client = self.client(server.port)
             try:
-                for start, end, master, *_ in client.execute_command("CLUSTER SLOTS"):
+                slots = client.execute_command("CLUSTER SLOTS")  # type: ignore[no-untyped-call]
+                for start, end, master, *_ in slots:
                     if start <= slot <= end:
                         return self.server_on(int(master[1]))
             except redis.RedisError:
@@ -388,7 +399,7 @@ class RedisClusterSet:
     def _ok(self, port: int) -> bool:
         client = self.client(port)
         try:
-            info = client.execute_command("CLUSTER INFO")
+            info = client.execute_command("CLUSTER INFO")  # type: ignore[no-untyped-call]
             return bool(info.get("cluster_state") == "ok")
         except redis.RedisError:
             return False

@@ -37,7 +37,7 @@ PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
 
 def image_parts(request: dict[str, Any]) -> list[Image.Image]:
     """The images in the last user message of a chat-completions request, decoded."""
-    images = []
+    images: list[Image.Image] = []
     for message in reversed(request["messages"]):
         if message["role"] != "user":
             continue

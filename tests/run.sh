@@ -78,7 +78,7 @@ unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy ALL_PROXY all_proxy
 step() { echo "== $1" >&2; }
 step "ruff check"; .venv/bin/ruff check -q .
 step "ruff format --check"; .venv/bin/ruff format --check -q .
-step "mypy --strict (gateway, adapters, tools)"; .venv/bin/mypy --no-error-summary
+step "mypy --strict (gateway, adapters, tools, tests)"; .venv/bin/mypy --no-error-summary
 step "import contracts"; .venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
 step "pytest"
 # Two workers: most end-to-end tests wait on subprocesses and sockets, so two share the two

@@ -262,7 +262,9 @@ async def test_a_target_swapped_for_a_link_while_the_person_decides_is_not_run(
     (ws / "out").rmdir()
     (ws / "out").symlink_to("keep")
     assert await press(tg, prompt, "Approve once") == "Approved."
-    await tg.wait_for(lambda: len(llm.requests) >= 2 and tool_results(llm.requests[-1]), within=15)
+    await tg.wait_for(
+        lambda: len(llm.requests) >= 2 and bool(tool_results(llm.requests[-1])), within=15
+    )
     [result] = tool_results(llm.requests[-1])
     assert result.startswith("error: not run: what the command touches changed"), result
     assert "(-> " in result and str(ws / "keep") in result

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def is_child(request: dict[str, Any]) -> bool:
-    return request["messages"][0]["content"] == SUBAGENT_PROMPT
+    first: str = request["messages"][0]["content"]
+    return first == SUBAGENT_PROMPT
 
 
 class Scripted:

@@ -34,7 +34,8 @@ def add_lookup_tool(gw: Harness) -> None:
 
 
 def is_summary_request(request: dict[str, Any]) -> bool:
-    return request["messages"][0]["content"] == SUMMARY_PROMPT
+    first: str = request["messages"][0]["content"]
+    return first == SUMMARY_PROMPT
 
 
 def scripted_model(request: dict[str, Any]) -> Reply:

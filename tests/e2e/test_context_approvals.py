@@ -37,13 +37,14 @@ GENERAL = rf"/channels/{GENERAL_ID}/messages"
 
 
 def _button(blocks: list[dict[str, Any]], label: str) -> str:
-    return next(
+    value: str = next(
         e["value"]
         for b in blocks
         if b["type"] == "actions"
         for e in b["elements"]
         if e["text"]["text"] == label
     )
+    return value
 
 
 async def test_a_command_asked_for_in_the_slack_thread_waits_for_approval(

@@ -58,8 +58,8 @@ async def test_one_turn_at_a_time_per_session_across_replicas(
     # Each turn saw every earlier turn's question and answer: they never overlapped.
     for request in llm.requests:
         users = [m["content"] for m in request["messages"] if m["role"] == "user"]
-        answers = [m["content"] for m in request["messages"] if m["role"] == "assistant"]
-        assert answers == [f"re: {u}" for u in users[:-1]]
+        replies = [m["content"] for m in request["messages"] if m["role"] == "assistant"]
+        assert replies == [f"re: {u}" for u in users[:-1]]
     # ...and every turn saw all of them: the n-th call carries n questions.
     counts = sorted(sum(m["role"] == "user" for m in r["messages"]) for r in llm.requests)
     assert counts == [1, 2, 3, 4, 5, 6]

@@ -16,7 +16,8 @@ from tools.agent.delegate import SUBAGENT_PROMPT
 
 
 def is_child(request: dict[str, Any]) -> bool:
-    return request["messages"][0]["content"] == SUBAGENT_PROMPT
+    first: str = request["messages"][0]["content"]
+    return first == SUBAGENT_PROMPT
 
 
 def offered(request: dict[str, Any]) -> set[str]:

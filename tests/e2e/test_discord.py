@@ -299,7 +299,10 @@ async def test_missing_permission_is_logged_and_permanent(
 async def test_allowed_roles_and_channels(
     tmp_path: Path, llm: ScriptedLLM, fake: FakeDiscord, redis_url: str
 ) -> None:
-    rules = {"allowed_roles": [str(MEMBER_ROLE_ID)], "allowed_channels": [str(GENERAL_ID)]}
+    rules: dict[str, Any] = {
+        "allowed_roles": [str(MEMBER_ROLE_ID)],
+        "allowed_channels": [str(GENERAL_ID)],
+    }
     async with discord_app(tmp_path, llm, fake, redis_url, **rules):
         await fake.send_message(f"{MENTION} may I?", author=BOB)
         (refusal,) = await fake.wait_for("POST", GENERAL)
@@ -318,7 +321,7 @@ async def test_allowed_roles_and_channels(
 async def test_free_response_channel_and_auto_thread(
     tmp_path: Path, llm: ScriptedLLM, fake: FakeDiscord, redis_url: str
 ) -> None:
-    settings = {"free_response_channels": [str(FREE_ID)], "auto_thread": True}
+    settings: dict[str, Any] = {"free_response_channels": [str(FREE_ID)], "auto_thread": True}
     async with discord_app(tmp_path, llm, fake, redis_url, **settings):
         llm.push(Reply.text("free answer"))
         await fake.send_message("no mention needed here", channel=FREE_ID)

@@ -287,7 +287,7 @@ async def test_sharded_processes_each_connect_with_their_shards(
     tmp_path: Path, llm: ScriptedLLM, fake: FakeDiscord, redis_url: str
 ) -> None:
     prefix = f"t{uuid.uuid4().hex[:8]}"
-    shard = {"shard_count": 2, "key_prefix": prefix}
+    shard: dict[str, Any] = {"shard_count": 2, "key_prefix": prefix}
     async with (
         discord_app(tmp_path / "a", llm, fake, redis_url, shard_ids=[0], **shard),
         discord_app(tmp_path / "b", llm, fake, redis_url, shard_ids=[1], **shard),

@@ -428,7 +428,10 @@ async def test_two_replicas_one_fetches_and_the_other_takes_over(
     try:
         adapters = [app.outbox.adapter("email") for app in replicas]
         assert all(isinstance(a, EmailAdapter) for a in adapters)
-        fetching = lambda: [a.fetching for a in adapters if isinstance(a, EmailAdapter)]  # noqa: E731
+
+        def fetching() -> list[bool]:
+            return [a.fetching for a in adapters if isinstance(a, EmailAdapter)]
+
         await eventually(lambda: fetching().count(True) == 1, what="one replica fetching")
         llm.push(*(Reply.text(f"answer {n}") for n in range(4)))
         for n in range(3):

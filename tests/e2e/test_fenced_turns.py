@@ -59,6 +59,7 @@ async def test_a_lapsed_live_lease_is_taken_over_and_one_reply_goes_out(
     # The first run gets its model's answer, tries to claim the reply slot and stops there.
     await eventually(lambda: metrics.total("turns_stale_stopped_total") == 1, 15, "stale stop")
     assert gw.texts == [TAKEN_OVER]
+    assert submission.session is not None
     record = await gw.app.sessions.load(submission.session)
     assert [m["content"] for m in record.messages] == ["which run answers?", TAKEN_OVER]
     assert record.turns == 1

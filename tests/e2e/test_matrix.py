@@ -18,6 +18,7 @@ import pytest
 
 from adapters.matrix.adapter import MatrixAdapter
 from adapters.matrix.doctor import check
+from adapters.matrix.plugin import PLUGIN as MATRIX
 from gateway.app.app import App
 from gateway.config import Settings
 from gateway.sdk.messages import ChatKind, ChatRef
@@ -199,7 +200,7 @@ async def test_encrypted_room_answered_decrypted_and_again_after_a_restart(
         assert answer.encrypted  # sent as m.room.encrypted, decrypted by alice's device
         assert "the secret plan" in last_user_text(llm.requests[0])
     async with httpx.AsyncClient() as http:
-        report = await check(settings.matrix, http)
+        report = await check(MATRIX.section(settings), http)
     assert report.ok, report.detail
     assert f"device {bot.device_id}" in report.detail and "keys published" in report.detail
     assert "1 unverified" in report.detail  # alice's device, trusted on first use
@@ -209,7 +210,7 @@ async def test_encrypted_room_answered_decrypted_and_again_after_a_restart(
         assert found[1].encrypted
         assert alice.undecrypted == []
     async with httpx.AsyncClient() as http:
-        assert (await check(settings.matrix, http)).detail == report.detail
+        assert (await check(MATRIX.section(settings), http)).detail == report.detail
 
 
 def chat_dir(settings: Settings, room: str, kind: ChatKind = ChatKind.GROUP) -> Path:
@@ -324,7 +325,7 @@ async def test_a_password_login_is_kept_and_its_device_reused(
         room = await dm_with_bot(alice, bot, encrypted=True)
         await alice.say(room, "hi")
         await alice.wait_message(bot.user_id, room, "echo: hi")
-    saved = settings.matrix.store_path / "login.json"
+    saved = MATRIX.section(settings).store_path / "login.json"
     assert saved.stat().st_mode & 0o777 == 0o600
     assert bot.password not in saved.read_text()
     async with matrix_gateway(settings) as app:

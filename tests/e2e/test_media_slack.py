@@ -41,7 +41,9 @@ async def gw(tmp_path: Path, llm: ScriptedLLM, slack: FakeSlack) -> AsyncIterato
 
 
 async def say(slack: FakeSlack, text: str, files: list[dict[str, Any]] | None = None) -> None:
-    event = mention(text, ts=THREAD, **({"files": files} if files else {}))
+    event = mention(text, ts=THREAD)
+    if files:
+        event["files"] = files
     await slack.push("events_api", event_callback(event))
 
 

@@ -418,7 +418,7 @@ async def test_throttling_and_a_revoked_token_are_retried(
 async def test_replicas_share_the_work_an_approval_pressed_at_another_replica(
     tmp_path: Path, llm: ScriptedLLM, bf: FakeBotFramework, redis_url: str
 ) -> None:
-    shared = {
+    shared: dict[str, Any] = {
         "key_prefix": f"teams{uuid.uuid4().hex[:8]}",
         "approvals": {"secret": "two-replicas-share-this-secret"},
     }

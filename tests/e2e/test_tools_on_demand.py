@@ -19,9 +19,10 @@ def offered(request: dict[str, Any]) -> set[str]:
 
 def loader_text(request: dict[str, Any]) -> str:
     tools = request.get("tools") or ()
-    return next(
+    description: str = next(
         t["function"]["description"] for t in tools if t["function"]["name"] == "load_tools"
     )
+    return description
 
 
 async def test_core_set_and_group_lines_stay_small(tmp_path: Path, llm: ScriptedLLM) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from gateway.sdk.messages import Outbound
 from tests.e2e.test_approvals import button, press
@@ -29,7 +30,7 @@ class Pages(LocalServer):
 
     def routes(self, app: web.Application) -> None:
         @web.middleware
-        async def record(request: web.Request, handler: Any) -> web.StreamResponse:
+        async def record(request: web.Request, handler: Handler) -> web.StreamResponse:
             self.hits.append(request.path_qs)
             return await handler(request)
 

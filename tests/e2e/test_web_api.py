@@ -19,11 +19,14 @@ import openai
 import pytest
 import pytest_asyncio
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionContentPartParam
 from PIL import Image
 
+from adapters.web.adapter import WebAdapter
 from gateway.app.app import App
 from gateway.sdk.messages import ButtonPress, ChatRef, UserRef
 from gateway.sessions.key import SessionKey
+from gateway.web.transcript import ChatMessage
 from tests.fakes.llm import Reply, ScriptedLLM, last_user_text, tool_results
 from tests.web_kit import (
     API_KEY,
@@ -201,7 +204,7 @@ def png(width: int, height: int) -> bytes:
 
 async def test_an_image_part_reaches_the_model_and_web_urls_are_refused(api: Api) -> None:
     data_url = "data:image/png;base64," + base64.b64encode(png(3000, 1500)).decode()
-    content = [
+    content: list[ChatCompletionContentPartParam] = [
         {"type": "text", "text": "what colour is this?"},
         {"type": "image_url", "image_url": {"url": data_url}},
     ]
@@ -216,7 +219,7 @@ async def test_an_image_part_reaches_the_model_and_web_urls_are_refused(api: Api
     assert seen.size == (1568, 784)  # scaled to media.max_image_px like any platform's photo
 
     before = len(api.llm.requests)
-    refused = [
+    refused: list[tuple[list[ChatCompletionContentPartParam], str]] = [
         ([{"type": "image_url", "image_url": {"url": "http://127.0.0.1:9/x.png"}}], "data: URLs"),
         ([{"type": "image_url", "image_url": {"url": "data:image/png;base64,%%%"}}], "base64"),
         ([{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}], "not taken"),
@@ -228,7 +231,7 @@ async def test_an_image_part_reaches_the_model_and_web_urls_are_refused(api: Api
                 model="chatgate", messages=[{"role": "user", "content": parts}]
             )
     huge = "data:image/png;base64," + "A" * 21_000_000
-    big = [{"type": "image_url", "image_url": {"url": huge}}]
+    big: list[ChatCompletionContentPartParam] = [{"type": "image_url", "image_url": {"url": huge}}]
     with pytest.raises(openai.APIStatusError, match=r"api\.max_request_mb") as too_large:
         await api.client.chat.completions.create(
             model="chatgate", messages=[{"role": "user", "content": big}]
@@ -342,14 +345,11 @@ async def test_waiting_for_an_approval_relayed_to_an_admin(tmp_path: Path, api: 
         reading = asyncio.create_task(read())
         request_id = await pending_id(app)
         web = app.outbox.adapter("web")
-        relayed = []
+        assert isinstance(web, WebAdapter)
+        relayed: list[ChatMessage] = []
         deadline = time.monotonic() + 10
         while not relayed and time.monotonic() < deadline:
-            relayed = [
-                m
-                for m in await web.messages.all("web:ops/notices")  # type: ignore[attr-defined]
-                if request_id in m.text
-            ]
+            relayed = [m for m in await web.messages.all("web:ops/notices") if request_id in m.text]
             await asyncio.sleep(0.05)
         assert relayed, "the admin got the request"
         assert "Approval needed" in "".join(received)  # the stream shows the prompt meanwhile
@@ -415,7 +415,8 @@ async def test_malformed_requests_are_400_and_reach_nothing(api: Api) -> None:
         await api.client.chat.completions.create(
             model="chatgate",
             messages=[{"role": "user", "content": "hi"}],
-            stream_options="yes",  # type: ignore[arg-type]
+            # Not an object: the typed client refuses this, so it goes in the raw body.
+            extra_body={"stream_options": "yes"},
         )
     deep = b'{"model": "chatgate", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     async with httpx.AsyncClient() as client:

@@ -359,7 +359,7 @@ async def test_behind_a_trusted_proxy_each_client_has_its_own_limit(
             await page.fill("input[name=token]", token)
             async with page.expect_response(f"{url}/admin/login") as answer:
                 await page.click("button[type=submit]")
-            status = (await answer.value).status
+            status: int = (await answer.value).status
             await context.close()
             return status
 

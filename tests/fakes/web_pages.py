@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from html import escape
 
 from aiohttp import WSMsgType, web
@@ -255,7 +255,9 @@ def loopback_connector(refused: list[str]) -> Connector:
     return connect
 
 
-def _sync(page: Callable[[web.Request], web.StreamResponse]) -> Callable[..., object]:
+def _sync(
+    page: Callable[[web.Request], web.StreamResponse],
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         return page(request)
 

@@ -98,8 +98,8 @@ async def test_the_sweep_marks_stale_and_closed_tasks_interrupted_and_tells_once
     # A task of a process that crashed (heartbeat long ago), and one of a live other replica.
     now = time.time()
     common = {"session": str(SESSION), "chat": CHAT, "user": USER, "label": "x", "started": now}
-    crashed = TaskRecord(id="tdead01", owner="gone", beat=now - 100, **common)  # type: ignore[arg-type]
-    alive = TaskRecord(id="talive1", owner="other", beat=now, **common)  # type: ignore[arg-type]
+    crashed = TaskRecord(id="tdead01", owner="gone", beat=now - 100, **common)
+    alive = TaskRecord(id="talive1", owner="other", beat=now, **common)
     first = registry(store, inbox, beat=5, cap=3)
     await first.save(crashed)
     await first.save(alive)

@@ -8,9 +8,9 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from gateway.budgets.ledger import TurnUsage, UsageLedger
+from gateway.budgets.ledger import Exact, TurnUsage, UsageLedger
 from gateway.budgets.limits import BudgetGate, Who
-from gateway.budgets.periods import Periods
+from gateway.budgets.periods import PeriodKind, Periods
 from gateway.config import load_settings
 from gateway.llm.types import Usage
 from gateway.sdk.messages import ChatKind, ChatRef, UserRef
@@ -63,9 +63,10 @@ def turn(
     )
 
 
-EVERY = frozenset(
+KINDS: tuple[PeriodKind, ...] = ("day", "month")
+EVERY: Exact = frozenset(
     (kind, dimension)
-    for kind in ("day", "month")
+    for kind in KINDS
     for dimension in ("user", "chat", "job", "profile", "model", "all")
 )
 
@@ -88,7 +89,7 @@ async def test_ledger_totals_per_dimension_and_period(store: Store) -> None:
 
 async def test_counters_no_limit_reads_are_written_in_batches(store: Store) -> None:
     ledger = UsageLedger(store, Periods(), flush_seconds=3600)
-    exact = frozenset({("day", "user")})
+    exact: Exact = frozenset({("day", "user")})
     for _ in range(3):
         totals = await ledger.record(turn(), NOON, exact=exact)
     assert set(totals) == {("d2025-03-31", "user", "slack:U1")}

@@ -213,7 +213,11 @@ async def test_the_claimer_alone_takes_each_waiting_session_once_within_its_slot
     task = asyncio.create_task(claimer.run())
     try:
         for total in (2, 4, 5):
-            await eventually(lambda n=total: len(claimed) == n, 10, f"{total} claimed")
+
+            def all_claimed(n: int = total) -> bool:
+                return len(claimed) == n
+
+            await eventually(all_claimed, 10, f"{total} claimed")
             for turn in claimed[ended:]:  # those turns end: their slots free up
                 await store.finish(
                     turn.session,

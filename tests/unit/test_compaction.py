@@ -23,7 +23,7 @@ def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": function}
 
 
-TURN = [
+TURN: list[dict[str, Any]] = [
     {"role": "user", "content": "what changed?"},
     {
         "role": "assistant",

@@ -70,7 +70,7 @@ def ctx(chat: ChatRef = TEAM, user: UserRef = ALICE) -> ToolContext:
 
 
 async def schedule(
-    tools: dict[str, ToolSpec[Any]], where: ToolContext | None = None, **args: Any
+    tools: dict[str, ToolSpec[Any]], where: ToolContext | None = None, /, **args: Any
 ) -> str:
     args.setdefault("text", "stand up")
     args.setdefault("when", "every weekday 8:30")

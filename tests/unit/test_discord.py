@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import discord
 import pytest
@@ -15,6 +15,7 @@ from adapters.discord.adapter import _unanswered
 from adapters.discord.buttons import ActionButton, build_view
 from adapters.discord.interactions import InteractionReplies
 from adapters.discord.normalize import channel_id, chat_ref
+from adapters.discord.plugin import PLUGIN as DISCORD
 from adapters.discord.sending import delivery_error
 from adapters.discord.settings import DiscordSettings
 from gateway.app.app import load_settings
@@ -65,7 +66,9 @@ async def test_view_wraps_wide_rows_and_keeps_at_most_five() -> None:
     view = build_view((wide,))
     rows = [item.row for item in view.children]
     assert rows == [0, 0, 0, 0, 0, 1, 1]
-    assert [item.custom_id for item in view.children][:2] == ["cg:x:0", "cg:x:1"]
+    # build_view makes only ActionButtons (asserted below); discord.py types them as Items.
+    ids = [cast(ActionButton, item).custom_id for item in view.children]
+    assert ids[:2] == ["cg:x:0", "cg:x:1"]
     many = tuple((Button(label="b", data=f"y:{i}"),) for i in range(7))
     assert len(build_view(many).children) == 5
     assert all(isinstance(item, ActionButton) for item in view.children)
@@ -121,7 +124,8 @@ def test_errors_are_classified() -> None:
 
 
 def test_shard_settings_are_validated() -> None:
-    assert load_settings(None, discord={"shard_ids": [1], "shard_count": 2}).discord.shard_ids
+    settings = load_settings(None, discord={"shard_ids": [1], "shard_count": 2})
+    assert DISCORD.section(settings).shard_ids
     with pytest.raises(ConfigError, match="shard_count"):
         load_settings(None, discord={"shard_ids": [0]})
     with pytest.raises(ConfigError, match="shard_ids"):

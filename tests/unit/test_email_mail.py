@@ -140,7 +140,7 @@ def settings() -> EmailSettings:
         imap_host="imap.example.com",
         smtp_host="smtp.example.com",
         username="bot@example.com",
-        password="pw",  # type: ignore[arg-type]
+        password="pw",
     )
 
 

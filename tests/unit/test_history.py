@@ -2,6 +2,7 @@
 keep the console's list of chats."""
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from gateway.sessions.key import SessionKey
 from gateway.store.base import Store
 
 
-def _turn(i: int, size: int = 400) -> list[dict]:
+def _turn(i: int, size: int = 400) -> list[dict[str, Any]]:
     return [
         {"role": "user", "content": f"question {i} " + "q" * size},
         {

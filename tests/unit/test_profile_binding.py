@@ -24,7 +24,9 @@ RULES = [
 
 
 def settings(**profiles: Any) -> Settings:
-    named = {name: {} for name in ("by_platform", "by_chat", "by_topic", "by_user")}
+    named: dict[str, dict[str, object]] = {
+        name: {} for name in ("by_platform", "by_chat", "by_topic", "by_user")
+    }
     return load_settings(None, profiles={**named, "bind": RULES, **profiles})
 
 

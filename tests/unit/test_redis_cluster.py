@@ -158,14 +158,15 @@ def move_slot(servers: RedisClusterSet, slot: int, pause: float) -> tuple[int, i
         if s is not source and servers.client(s.port).info("replication")["role"] == "master"
     )
     src, dst = servers.client(source.port), servers.client(target.port)
-    src_id, dst_id = src.execute_command("CLUSTER MYID"), dst.execute_command("CLUSTER MYID")
-    dst.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)
-    src.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
-    while names := src.execute_command("CLUSTER GETKEYSINSLOT", slot, 3):
-        src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *names)
+    src_id = src.execute_command("CLUSTER MYID")  # type: ignore[no-untyped-call]
+    dst_id = dst.execute_command("CLUSTER MYID")  # type: ignore[no-untyped-call]
+    dst.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)  # type: ignore[no-untyped-call]
+    src.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)  # type: ignore[no-untyped-call]
+    while names := src.execute_command("CLUSTER GETKEYSINSLOT", slot, 3):  # type: ignore[no-untyped-call]
+        src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *names)  # type: ignore[no-untyped-call]
         time.sleep(pause)
     for client in (dst, src):
-        client.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
+        client.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)  # type: ignore[no-untyped-call]
     src.close()
     dst.close()
     return source.port, target.port

@@ -28,7 +28,7 @@ from gateway.config import Settings
 from gateway.store import redis_target
 from gateway.store.base import StoreUnavailable
 from gateway.store.redis import RedisStore
-from gateway.store.redis_credentials import AwsIamCredentials, EntraIdCredentials
+from gateway.store.redis_credentials import AwsIamCredentials, Credentials, EntraIdCredentials
 from gateway.store.redis_topology import RedisTarget, describe_topology, open_client
 from tests.fixtures_redis_ha import MASTER_NAME, RedisClusterSet, SentinelSet
 
@@ -92,6 +92,12 @@ def verify_sigv4(
     return query
 
 
+def user_and_token(credentials: Credentials) -> tuple[str, str]:
+    """What a token provider gives: (user, token), never a password alone."""
+    assert len(credentials) == 2
+    return credentials
+
+
 @pytest.mark.usefixtures("aws_env")
 @pytest.mark.parametrize(
     ("service", "serverless"), [("elasticache", False), ("elasticache", True), ("memorydb", False)]
@@ -101,7 +107,7 @@ def test_the_aws_token_is_a_presigned_connect_request(service: str, serverless: 
         "app-user", "my-cache", "eu-west-1", service=service, serverless=serverless
     )
     before = datetime.now(UTC).replace(microsecond=0)
-    user, token = provider.get_credentials()
+    user, token = user_and_token(provider.get_credentials())
     after = datetime.now(UTC)
     assert user == "app-user"
     query = verify_sigv4(
@@ -120,7 +126,7 @@ def test_the_aws_token_is_a_presigned_connect_request(service: str, serverless: 
 @pytest.mark.usefixtures("aws_env")
 def test_a_token_signed_with_another_secret_does_not_verify() -> None:
     # The check above can fail: it is not satisfied by any well-formed URL.
-    _, token = AwsIamCredentials("u", "c", "us-east-1").get_credentials()
+    _, token = user_and_token(AwsIamCredentials("u", "c", "us-east-1").get_credentials())
     with pytest.raises(AssertionError):
         verify_sigv4(token, host="c", region="us-east-1", service="elasticache", secret="other")
 
@@ -136,7 +142,7 @@ async def test_the_aws_token_is_reused_until_its_refresh_age() -> None:
     # A new signature carries a new X-Amz-Date: let the wall clock's second pass.
     await asyncio.sleep(1 - time.time() % 1 + 0.01)
     now[0] += 2
-    renewed = await provider.get_credentials_async()
+    renewed = user_and_token(await provider.get_credentials_async())
     assert renewed[0] == "u" and renewed != first
     verify_sigv4(renewed[1], host="c", region="us-east-1", service="elasticache", secret=SECRET_KEY)
     now[0] += 1
@@ -158,7 +164,7 @@ def _aws_settings(**redis: Any) -> Settings:
 
 
 def _acl_user(client: sync_redis.Redis, user: str, password: str) -> None:
-    client.execute_command(
+    client.execute_command(  # type: ignore[no-untyped-call]
         "ACL", "SETUSER", user, "reset", "on", f">{password}", "~*", "&*", "+@all"
     )
 
@@ -204,7 +210,8 @@ async def test_the_store_logs_in_with_the_aws_token(redis_url: str) -> None:
     target = redis_target(settings)
     provider = target.credentials
     assert provider is not None
-    _, token = provider().get_credentials()  # the token every connection sends for 10 min
+    # The token every connection sends for 10 min.
+    _, token = user_and_token(provider().get_credentials())
     admin = sync_redis.Redis.from_url(redis_url, decode_responses=True)
     try:
         _acl_user(admin, user, token)
@@ -219,7 +226,7 @@ async def test_the_store_logs_in_with_the_aws_token(redis_url: str) -> None:
         with pytest.raises(AuthenticationError):
             await describe_topology(target)
     finally:
-        admin.execute_command("ACL", "DELUSER", user)
+        admin.execute_command("ACL", "DELUSER", user)  # type: ignore[no-untyped-call]
         admin.close()
 
 
@@ -231,7 +238,7 @@ async def test_the_cluster_store_logs_in_with_the_aws_token(redis_cluster: Redis
     target = redis_target(settings)
     provider = target.credentials
     assert provider is not None
-    _, token = provider().get_credentials()
+    _, token = user_and_token(provider().get_credentials())
     admins = [redis_cluster.client(s.port) for s in redis_cluster.nodes]
     try:
         for admin in admins:
@@ -249,7 +256,7 @@ async def test_the_cluster_store_logs_in_with_the_aws_token(redis_cluster: Redis
             await describe_topology(target)
     finally:
         for admin in admins:
-            admin.execute_command("ACL", "DELUSER", user)
+            admin.execute_command("ACL", "DELUSER", user)  # type: ignore[no-untyped-call]
             admin.close()
 
 
@@ -261,7 +268,7 @@ async def test_the_sentinel_store_logs_in_with_the_aws_token(sentinel_set: Senti
     target = redis_target(settings)
     provider = target.credentials
     assert provider is not None
-    _, token = provider().get_credentials()
+    _, token = user_and_token(provider().get_credentials())
     # Without redis.sentinel_password the sentinels are asked with the data nodes' login too.
     admins = [sentinel_set.data_client(s.port) for s in (sentinel_set.master, sentinel_set.replica)]
     admins += [s.client() for s in sentinel_set.sentinels]
@@ -280,7 +287,7 @@ async def test_the_sentinel_store_logs_in_with_the_aws_token(sentinel_set: Senti
         assert "unreachable (AuthenticationError)" in described
     finally:
         for admin in admins:
-            admin.execute_command("ACL", "DELUSER", user)
+            admin.execute_command("ACL", "DELUSER", user)  # type: ignore[no-untyped-call]
             admin.close()
 
 
@@ -466,7 +473,7 @@ async def test_the_store_logs_in_with_a_managed_identitys_token(
         assert "invalid username-password pair" in message
         assert endpoint.token not in message
     finally:
-        admin.execute_command("ACL", "DELUSER", oid)
+        admin.execute_command("ACL", "DELUSER", oid)  # type: ignore[no-untyped-call]
         admin.close()
         endpoint.close()
 
@@ -485,20 +492,20 @@ async def test_open_connections_log_in_again_with_a_renewed_entra_id_token(
     client = open_client(redis_target(settings), max_connections=1, socket_timeout=2, retries=0)
     try:
         for oid in oids:
-            admin.execute_command(
+            admin.execute_command(  # type: ignore[no-untyped-call]
                 "ACL", "SETUSER", oid, "reset", "on", "nopass", "~*", "&*", "+@all"
             )
-        assert await client.execute_command("ACL", "WHOAMI") == oids[0]
+        assert await client.execute_command("ACL", "WHOAMI") == oids[0]  # type: ignore[no-untyped-call]
         whoami = oids[0]
         for _ in range(150):  # a renewal is due 4.2 s after the first token
             await asyncio.sleep(0.1)
-            whoami = await client.execute_command("ACL", "WHOAMI")
+            whoami = await client.execute_command("ACL", "WHOAMI")  # type: ignore[no-untyped-call]
             if whoami != oids[0]:
                 break
         assert whoami in oids[1:], "the pooled connection was not logged in again"
     finally:
         await client.aclose()
         for oid in oids:
-            admin.execute_command("ACL", "DELUSER", oid)
+            admin.execute_command("ACL", "DELUSER", oid)  # type: ignore[no-untyped-call]
         admin.close()
         endpoint.close()

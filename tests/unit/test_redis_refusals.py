@@ -26,7 +26,7 @@ async def test_sentinels_are_named_by_address_not_by_their_client() -> None:
         [("127.0.0.1", p) for p in ports], sentinel_kwargs={"retry": Retry(NoBackoff(), 0)}
     )
     with pytest.raises(MasterNotFoundError) as failed:
-        await sentinel.discover_master("mymaster")  # type: ignore[no-untyped-call]
+        await sentinel.discover_master("mymaster")
     assert len(str(failed.value)) > 1000  # each client's repr, as redis-py words it
     detail = short_detail(failed.value)
     assert detail.startswith("No master found for 'mymaster'"), detail

@@ -325,14 +325,16 @@ async def test_shell_tool_protects_the_gateways_own_files(
         chat=ChatRef(platform="console", chat_id="t"),
         user=UserRef(platform="console", user_id="u"),
     )
+    approval = tool.approval
+    assert approval is not None  # the shell tool decides per command
     for command, label in [
         (": > ../chatgate.db", "the gateway's store"),
         ("echo x > ../skills/a/SKILL.md", "installed skills"),
         (f"cat {tmp_path / 'data' / 'chatgate.db'}", "the gateway's store"),
     ]:
-        need = await tool.approval(ShellArgs(command=command), ctx)
+        need = await approval(ShellArgs(command=command), ctx)
         assert need is not None and label in need.reason, (command, need)
-    assert await tool.approval(ShellArgs(command="echo x > notes.txt"), ctx) is None
+    assert await approval(ShellArgs(command="echo x > notes.txt"), ctx) is None
 
 
 _REMOVALS = {

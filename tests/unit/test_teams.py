@@ -225,6 +225,7 @@ async def test_doctor_gets_a_token_and_the_metadata(bf: FakeBotFramework) -> Non
 
     good = TeamsSettings.model_validate(bf.settings())
     wrong = TeamsSettings.model_validate(bf.settings(app_password="not-it"))
+    assert PLUGIN.check is not None
     async with httpx.AsyncClient() as http:
         passed = await PLUGIN.check(good, http)
         failed = await PLUGIN.check(wrong, http)

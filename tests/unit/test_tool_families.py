@@ -144,7 +144,9 @@ async def test_register_adds_tools_sources_and_extensions(
         assert "mcp:notes" in registry.declared_groups()
         assert len(extensions.middlewares("questions")) == 1  # clarify's typed answers
         (section,) = extensions.prompt_sections  # the skills index
-        assert "- tea: brew" in await section(CTX.chat, CTX.user)
+        index = section(CTX.chat, CTX.user)
+        assert not isinstance(index, str)  # the index is read from the library: awaited
+        assert "- tea: brew" in await index
     finally:
         for family in reversed(families):
             await family.close()

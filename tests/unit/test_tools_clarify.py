@@ -90,7 +90,8 @@ class Node:
 
     def ask(self, question: str, choices: list[str] | None = None, ctx: ToolContext = CTX) -> Any:
         args = ClarifyArgs(question=question, choices=choices or [])
-        return asyncio.create_task(self.tool.handler(args, ctx))
+        # The handler is typed as returning an Awaitable, which create_task does not take.
+        return asyncio.ensure_future(self.tool.handler(args, ctx))
 
     async def press(self, data: str, user: UserRef = ANA, chat: ChatRef = CHAT) -> PressReply:
         return await self.extensions.press(

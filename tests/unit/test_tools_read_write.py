@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.sdk.messages import ChatRef, UserRef
-from gateway.sdk.tooling import ToolContext, ToolError
+from gateway.sdk.tooling import ToolContext, ToolError, ToolSpec
 from gateway.sessions.key import SessionKey
 from tools.files.edit import FileTools
 from tools.files.workspaces import Workspaces
@@ -27,7 +27,7 @@ def tools(tmp_path: Path) -> dict[str, Any]:
 
 
 async def call(tools: dict[str, Any], name: str, **args: Any) -> str:
-    spec = tools[name]
+    spec: ToolSpec[Any] = tools[name]
     return await spec.handler(spec.args(**args), CTX)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -45,7 +45,7 @@ class Site:
 
     async def start(self) -> None:
         app = web.Application(middlewares=[self._record])
-        routes = {
+        routes: dict[str, Route] = {
             "/page": lambda r: web.Response(text=PAGE, content_type="text/html"),
             "/text": lambda r: web.Response(text="just text"),
             "/json": lambda r: web.json_response({"a": [1, 2], "b": "ü"}),
@@ -87,12 +87,16 @@ class Site:
         return web.Response(text="late")
 
 
-def _handler(fn: Any) -> Any:
+# A route answers with a response (an HTTPException one is raised) or a coroutine of one.
+Route = Callable[[web.Request], web.StreamResponse | Awaitable[web.StreamResponse]]
+
+
+def _handler(fn: Route) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         result = fn(request)
         if isinstance(result, web.HTTPException):
             raise result
-        return await result if asyncio.iscoroutine(result) else result
+        return result if isinstance(result, web.StreamResponse) else await result
 
     return handle
 

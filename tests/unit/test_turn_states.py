@@ -25,6 +25,11 @@ from gateway.turn.states import TRANSITIONS, IllegalTransition, TurnLife, TurnRu
 S1 = "telegram:1"
 
 
+def state_of(life: TurnLife) -> TurnState:
+    """The state read afresh: mypy would keep `life.state` narrowed across the moves."""
+    return life.state
+
+
 def test_the_happy_path_and_its_ends() -> None:
     life = TurnLife(TurnState.STORED)
     assert [life.move(t) for t in ("claim", "start", "reply", "commit")] == [
@@ -85,14 +90,14 @@ async def test_a_lease_walks_the_machine_in_store_steps(store: Store) -> None:
     claimed = (await store.intake(request)).claimed
     assert claimed is not None
     lease = leases.turn(claimed)
-    assert lease.life.state is TurnState.CLAIMED
+    assert state_of(lease.life) is TurnState.CLAIMED
     lease.start()
     assert await lease.claim_reply() is None
-    assert lease.life.state is TurnState.REPLIED
+    assert state_of(lease.life) is TurnState.REPLIED
     # The slot is claimed in the store: a second claim finds it taken.
     assert (await store.claim_reply(S1, lease.token, "e1", "{}", 60)).status == "taken"
     await lease.commit(Batch().set(keys.session(S1), "h"), "h")
-    assert lease.life.state is TurnState.COMMITTED
+    assert state_of(lease.life) is TurnState.COMMITTED
     assert await store.pending(S1) == []
     with pytest.raises(IllegalTransition):
         await lease.commit(Batch(), "h")  # a turn is committed once
@@ -228,12 +233,12 @@ async def test_an_intake_ticket_is_the_stored_state_until_a_worker_takes_its_run
     leases, slots = SessionLeases(store, "a", 5.0, Metrics()), Slots(1)
     assert slots.take_now()  # reserved for the ticket
     ticket = IntakeTicket(leases.new_owner())
-    assert ticket.life.state is TurnState.STORED
+    assert state_of(ticket.life) is TurnState.STORED
     ticket.took(await store.intake(intake_request(ticket.owner)))
-    assert ticket.life.state is TurnState.CLAIMED and ticket.claimed is not None
+    assert state_of(ticket.life) is TurnState.CLAIMED and ticket.claimed is not None
     run = ticket.hand_over(leases)
     run.start()
-    assert ticket.life.state is TurnState.RUNNING and ticket.claimed is None
+    assert state_of(ticket.life) is TurnState.RUNNING and ticket.claimed is None
     assert not await ticket.settle(slots, leases)  # the worker keeps the slot and the lease
     assert slots.free == 0 and leases.holds(S1)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from pydantic import BaseModel
@@ -81,7 +81,10 @@ NOTE = ToolSpec("memory", "note", NoteArgs, save, "memory", side_effects=True)
 PLAIN = ToolSpec("todo", "todo", NoteArgs, save, "session")
 
 
-async def call(spec: ToolSpec[BaseModel], ctx: ToolContext, person: Person, **args: str) -> str:
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+async def call(spec: ToolSpec[ArgsT], ctx: ToolContext, person: Person, **args: str) -> str:
     return await execute_tool(spec, args, ctx, approvals=person, timeout=5)
 
 

@@ -52,7 +52,10 @@ class Site(LocalServer):
 
     def routes(self, app: web.Application) -> None:
         app.middlewares.append(self._record)
-        port = lambda: self.port  # noqa: E731 - the port is known only after start
+
+        def port() -> int:  # the port is known only after start
+            return self.port
+
         pages = {
             "/": lambda: page(
                 "Start",

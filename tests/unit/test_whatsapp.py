@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from adapters.whatsapp import messages
 from adapters.whatsapp.markup import to_whatsapp
 from adapters.whatsapp.normalize import read_webhook
+from adapters.whatsapp.plugin import PLUGIN as WHATSAPP
 from adapters.whatsapp.request_check import parse_body, signed
 from adapters.whatsapp.window import WINDOW_SECONDS, CustomerWindows
 from gateway.app.app import load_settings
@@ -27,8 +29,8 @@ PHONE = "106540352242922"
 
 
 def notification(
-    *messages_: dict[str, Any], statuses: list[dict[str, Any]] = (), phone: str = PHONE
-) -> dict[str, Any]:  # type: ignore[assignment]
+    *messages_: dict[str, Any], statuses: Sequence[dict[str, Any]] = (), phone: str = PHONE
+) -> dict[str, Any]:
     value: dict[str, Any] = {
         "messaging_product": "whatsapp",
         "metadata": {"display_phone_number": "15550100199", "phone_number_id": phone},
@@ -381,7 +383,8 @@ def test_whatever_passes_the_shape_check_is_read_without_raising(
 def test_settings_name_what_is_missing() -> None:
     with pytest.raises(ConfigError, match=r"whatsapp\.app_secret, whatsapp\.verify_token"):
         load_settings(None, whatsapp={"access_token": "EAA1", "phone_number_id": "1"})
-    assert load_settings(None).whatsapp.access_token is None  # not configured: no error
+    # not configured: no error
+    assert WHATSAPP.section(load_settings(None)).access_token is None
 
 
 @pytest.mark.parametrize("stamp", ["99999999999", "soon", "-5", "1e400"])
