@@ -48,16 +48,22 @@ async def closing_at_once() -> AsyncIterator[int]:
         yield server.sockets[0].getsockname()[1]
 
 
+async def failure(port: int, *, tls: bool) -> RedisConnectionError:
+    """What one PING to 127.0.0.1:`port` fails with, sent once."""
+    client = Redis(port=port, ssl=tls, retry=Retry(NoBackoff(), 0), socket_timeout=2)
+    try:
+        with pytest.raises(RedisConnectionError) as failed:
+            await client.ping()
+    finally:
+        await client.aclose()
+    return failed.value
+
+
 async def test_a_handshake_cut_short_is_retried_as_an_outage() -> None:
     async with closing_at_once() as port:
-        client = Redis(port=port, ssl=True, retry=Retry(NoBackoff(), 0), socket_timeout=2)
-        try:
-            with pytest.raises(RedisConnectionError) as failed:
-                await client.ping()
-        finally:
-            await client.aclose()
-    assert tls_refusal(failed.value) is None and not refused(failed.value)
-    assert why_unreachable(failed.value) == "ConnectionError"
+        cut_short = await failure(port, tls=True)
+    assert tls_refusal(cut_short) is None and not refused(cut_short)
+    assert why_unreachable(cut_short) == "ConnectionError"
 
 
 @contextlib.asynccontextmanager
@@ -77,16 +83,6 @@ async def answering(text: bytes, connections: list[int] | None = None) -> AsyncI
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
     async with server:
         yield server.sockets[0].getsockname()[1]
-
-
-async def failure(port: int, *, tls: bool) -> RedisConnectionError:
-    client = Redis(port=port, ssl=tls, retry=Retry(NoBackoff(), 0), socket_timeout=2)
-    try:
-        with pytest.raises(RedisConnectionError) as failed:
-            await client.ping()
-    finally:
-        await client.aclose()
-    return failed.value
 
 
 async def test_a_port_that_is_neither_redis_nor_tls_is_not_named_the_other_protocol() -> None:
