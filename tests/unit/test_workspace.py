@@ -9,8 +9,8 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Any, get_args
 
 import pytest
 
@@ -18,6 +18,7 @@ from gateway.sdk.messages import ChatRef, UserRef
 from gateway.sdk.tooling import ToolContext, ToolError
 from gateway.sessions.key import SessionKey
 from tools.files import beneath
+from tools.files import workspace as workspace_module
 from tools.files.edit import FileTools
 from tools.files.find import FindTools
 from tools.files.workspace import Workspace
@@ -258,12 +259,34 @@ async def test_reads_never_see_outside_while_a_directory_is_swapped(
             try:
                 out = await call(tools, "read_file", path="d/f.txt")
             except ToolError as refused:
-                assert "outside the workspace" in str(refused)
+                assert "outside the workspace" in str(refused) or "kept changing" in str(refused)
                 continue
             assert "inside" in out and "secret" not in out
     finally:
         swapper.stop()
     assert swapper.swaps > 1
+
+
+def test_lost_races_are_retried_apart_from_the_symlink_limit(tmp_path: Path) -> None:
+    """A name that is a directory again by the time its link is read (a rename lost the race)
+    is looked at again without counting as a symlink; only MAX_RETRIES such races in one
+    resolution refuse the path, and then as changing, not as a loop."""
+    (tmp_path / "d").mkdir()
+    base_fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with beneath.Cursor(base_fd, PurePosixPath(tmp_path), ["d"]) as cursor:
+            assert cursor.to_last() == "d"
+            for _ in range(beneath.MAX_RETRIES):
+                cursor.follow("d")  # "d" is no symlink: each call is one lost race
+            with pytest.raises(beneath.Refused) as refused:
+                cursor.follow("d")
+        assert refused.value.reason == "changing"
+    finally:
+        os.close(base_fd)
+
+
+def test_every_refusal_reason_has_a_message() -> None:
+    assert set(get_args(beneath.Reason)) == set(workspace_module._MESSAGES)
 
 
 def test_a_full_disk_is_a_tool_error(tmp_path: Path) -> None:

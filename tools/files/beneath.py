@@ -23,9 +23,12 @@ from typing import Literal, TypeVar
 T = TypeVar("T")
 
 MAX_LINKS = 40  # symlinks expanded in one resolution, as the kernel's own limit
+# Looks again at a name that stopped being a symlink between the open and the readlink. Only a
+# process renaming that name over and over loses the race this often.
+MAX_RETRIES = 1000
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
-Reason = Literal["outside", "missing", "not_dir", "loop", "link"]
+Reason = Literal["outside", "missing", "not_dir", "loop", "link", "changing"]
 
 
 class Refused(Exception):
@@ -53,6 +56,7 @@ class Cursor:
         self._names: list[str] = []
         self._pending = deque(parts)
         self._links = 0
+        self._retries = 0
 
     def __enter__(self) -> Cursor:
         return self
@@ -91,17 +95,21 @@ class Cursor:
 
     def follow(self, name: str) -> None:
         """`name` in the current directory is a symlink: continue with its target instead."""
-        self._links += 1
-        if self._links > MAX_LINKS:
-            raise Refused("loop")
         try:
             target = os.readlink(name, dir_fd=self.dir_fd)
         except FileNotFoundError:
             raise Refused("missing") from None
         except OSError:
-            # No longer a link (swapped back meanwhile): look at the name again.
+            # No longer a link (swapped back meanwhile): look at the name again. That is a lost
+            # race, not a symlink expanded, so it does not count towards the loop limit.
+            self._retries += 1
+            if self._retries > MAX_RETRIES:
+                raise Refused("changing") from None
             self._pending.appendleft(name)
             return
+        self._links += 1
+        if self._links > MAX_LINKS:
+            raise Refused("loop")
         rest = list(self._pending)
         if target.startswith("/"):
             inside = PurePosixPath(target)

@@ -331,6 +331,8 @@ _MESSAGES = {
     "missing": "{path!r} does not exist. Use a path relative to the workspace.",
     "not_dir": "{path!r} does not exist: a part of that path is a file, not a directory.",
     "loop": "{path!r} goes through too many symbolic links; use the real path.",
+    "changing": "{path!r} kept changing between a folder and a link while it was opened (a "
+    "process is renaming it); try again once that stops.",
     "link": "{path!r} is a symbolic link, and writing through links is refused; write to the "
     "file it points to instead.",
 }
