@@ -1,6 +1,8 @@
 """Start-up cost: how long `chatgate --help` takes, and how much memory `chatgate run` holds
 when idle with only Telegram configured (embedded store, the HTTP server on, one message
-answered, then quiet), beside a bare python-telegram-bot bot that makes the same model call.
+answered, then quiet), beside a bare python-telegram-bot bot that makes the same model call,
+and beside that bot importing the libraries `chatgate run` holds at that point besides it
+(the floor under chatgate's own code).
 
 Prints a table; not a test.
 
@@ -78,6 +80,21 @@ app.add_handler(MessageHandler(filters.TEXT, answer))
 app.run_polling()
 """
 
+# What an idle Telegram-only `chatgate run` imports that the bare bot does not: its HTTP
+# server and LLM pool, its settings, /metrics, the event loop, the embedded store, the TOML
+# reader and the watcher of sent files.
+CHATGATE_LIBRARIES = (
+    "aiohttp",
+    "aiohttp.web",
+    "pydantic",
+    "pydantic_settings",
+    "prometheus_client",
+    "uvloop",
+    "sqlite3",
+    "tomllib",
+    "asyncinotify",
+)
+
 
 async def idle_rss(kind: str, settle: float) -> int:
     async with ScriptedLLM(record=False) as llm, FakeBotAPI() as tg:
@@ -96,7 +113,8 @@ async def idle_rss(kind: str, settle: float) -> int:
                 args = ["-m", "gateway.app.cli", "run"]
             else:
                 env = dict(os.environ)
-                args = ["-c", PTB_BOT, tg.url, tg.token, llm.url]
+                preload = f"import {', '.join(CHATGATE_LIBRARIES)}\n" if kind == "ptb+libs" else ""
+                args = ["-c", preload + PTB_BOT, tg.url, tg.token, llm.url]
             proc = await asyncio.create_subprocess_exec(
                 PYTHON, *args, env=env, cwd=ROOT, stderr=subprocess.DEVNULL
             )
@@ -121,6 +139,7 @@ def main() -> None:
     median, best, help_rss = help_times(args.runs)
     chatgate = asyncio.run(idle_rss("chatgate", args.settle))
     ptb = asyncio.run(idle_rss("ptb", args.settle))
+    floor = asyncio.run(idle_rss("ptb+libs", args.settle))
     print("| measure | figure |\n|---|---|")
     print(
         f"| `chatgate --help`, wall (median / best of {args.runs}) | "
@@ -129,6 +148,7 @@ def main() -> None:
     print(f"| `chatgate --help`, peak RSS | {help_rss / 1024:.0f} MB |")
     print(f"| `chatgate run`, Telegram only, idle RSS | {chatgate / 1024:.0f} MB |")
     print(f"| bare PTB bot with the same model call, idle RSS | {ptb / 1024:.0f} MB |")
+    print(f"| that bot importing chatgate's libraries too, idle RSS | {floor / 1024:.1f} MB |")
 
 
 if __name__ == "__main__":
