@@ -240,7 +240,7 @@ async def test_writes_never_land_outside_while_a_directory_is_swapped(
             await call(tools, "write_file", path=f"d/f{i}.txt", content="x")
             written += 1
         except ToolError as refused:
-            assert "outside the workspace" in str(refused)
+            assert "outside the workspace" in str(refused) or "kept changing" in str(refused)
     swapper.stop()
     assert swapper.swaps > 1  # it really swapped while the tool ran
     assert sorted(swapper.outside.iterdir()) == []
