@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -142,6 +143,18 @@ class RedisServer:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+async def silent_server() -> tuple[asyncio.Server, int]:
+    """A server on 127.0.0.1 that reads commands and never answers."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.read(65536):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
 
 
 @pytest.fixture(scope="session")

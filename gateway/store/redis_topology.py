@@ -187,10 +187,13 @@ class _FollowsSentinelMaster:
 
 
 class _Sentinel(Sentinel):
-    """A Sentinel whose "no master found" keeps a failed TLS handshake as its cause when that
-    is why no sentinel answered: redis-py's message names each sentinel's error by its class
-    only, so a wrong CA or a missing client certificate read as a network outage, retried
-    through every backoff."""
+    """A Sentinel that asks every sentinel at once, and whose "no master found" keeps a failed
+    TLS handshake as its cause when that is why no sentinel answered.
+
+    redis-py asks the sentinels in turn, so a sentinel whose host is down (often the one beside
+    the master that just failed) costs a whole connect timeout before the next is asked; and
+    its message names each sentinel's error by its class only, so a wrong CA or a missing
+    client certificate read as a network outage, retried through every backoff."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
@@ -199,23 +202,44 @@ class _Sentinel(Sentinel):
             pool.connection_class = _connection_class(pool.connection_class, sentinel=False)
 
     async def discover_master(self, service_name: str) -> Any:
+        """The master's (ip, port) from the first sentinel to name one in good state; that
+        sentinel goes first in the list, as redis-py keeps it."""
+        sentinels = list(self.sentinels)  # another lookup may reorder the list meanwhile
+        asks: dict[asyncio.Future[Any], int] = {
+            asyncio.ensure_future(client.sentinel_masters()): n
+            for n, client in enumerate(sentinels)
+        }
+        errors: dict[int, Exception] = {}
+        pending = set(asks)
         try:
-            return await super().discover_master(service_name)
-        except MasterNotFoundError as exc:
-            handshake = await self._handshake_failure()
-            if handshake is None:
-                raise
-            raise exc from handshake
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for ask in sorted(done, key=lambda ask: asks[ask]):
+                    try:
+                        masters: dict[str, Any] = ask.result()
+                    except (RedisConnectionError, RedisTimeoutError) as exc:
+                        errors[asks[ask]] = exc
+                        continue
+                    state = masters.get(service_name)
+                    if state and self.check_master_state(state, service_name):
+                        self._put_first(sentinels[asks[ask]])
+                        ip = self._force_master_ip or state["ip"]
+                        return ip, state["port"]
+        finally:
+            for ask in pending:
+                ask.cancel()
+            if pending:  # a cancelled command closes its connection; let that finish
+                await asyncio.gather(*pending, return_exceptions=True)
+        named = ", ".join(f"{sentinels[n]} - {errors[n]!r}" for n in sorted(errors))
+        failure = MasterNotFoundError(
+            f"No master found for {service_name!r}" + (f" : {named}" if named else "")
+        )
+        causes = (errors[n] for n in sorted(errors))
+        raise failure from next((e for e in causes if tls_refusal(e) or wrong_protocol(e)), None)
 
-    async def _handshake_failure(self) -> BaseException | None:
-        """What one sentinel answers a PING with, when it is a TLS refusal or the other
-        protocol (a second look only after every sentinel failed: the client has no retries
-        and short timeouts)."""
-        try:
-            await self.sentinels[0].ping()
-        except Exception as exc:  # whatever else it meets, the first error stands
-            return exc if tls_refusal(exc) or wrong_protocol(exc) else None
-        return None
+    def _put_first(self, client: Any) -> None:
+        at = self.sentinels.index(client)
+        self.sentinels[0], self.sentinels[at] = self.sentinels[at], self.sentinels[0]
 
 
 _CLASSES: dict[tuple[type[Any], bool], type[Any]] = {}

@@ -19,7 +19,7 @@ from gateway.store.redis import RedisStore
 from gateway.store.redis_client import RedisCommands, Script, is_no_script
 from gateway.store.redis_topology import NETWORK_ERRORS, RedisTarget, open_client
 from tests.certs import self_signed
-from tests.fixtures_redis import RedisServer
+from tests.fixtures_redis import RedisServer, silent_server
 
 pytestmark = pytest.mark.redis
 
@@ -173,18 +173,6 @@ async def test_a_unix_socket(tmp_path: Path) -> None:
     finally:
         await wire.close()
         server.stop()
-
-
-async def silent_server() -> tuple[asyncio.Server, int]:
-    """A server on 127.0.0.1 that reads commands and never answers."""
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while await reader.read(65536):
-            pass
-        writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    return server, server.sockets[0].getsockname()[1]
 
 
 async def test_a_server_that_stops_answering_fails_every_waiting_command() -> None:

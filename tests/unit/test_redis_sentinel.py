@@ -4,6 +4,7 @@ acknowledged, and `chatgate doctor` shows the topology."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from gateway.app.doctor import run_checks
 from gateway.store.base import StoreUnavailable
 from gateway.store.redis import RedisStore
 from gateway.store.redis_topology import describe_topology
+from tests.fixtures_redis import silent_server
 from tests.fixtures_redis_ha import MASTER_NAME, SentinelSet
 
 pytestmark = pytest.mark.redis
@@ -61,6 +63,25 @@ async def test_an_acknowledged_write_is_already_on_the_replica(sentinel_set: Sen
     finally:
         replica.close()
         await store.close()
+
+
+async def test_a_sentinel_that_never_answers_does_not_hold_up_the_others(
+    sentinel_set: SentinelSet,
+) -> None:
+    """The sentinels are asked at once: one whose host has gone quiet (listed first here)
+    does not cost its timeout, which redis-py's one-after-another lookup waited through on
+    every reconnect that found it first."""
+    server, port = await silent_server()
+    silent = f"127.0.0.1:{port}"
+    target = replace(sentinel_set.target(), sentinels=(silent, *sentinel_set.addresses))
+    store = RedisStore(key_prefix=f"quiet-{uuid.uuid4().hex[:8]}", target=target, socket_timeout=60)
+    try:
+        # Well inside the 60 s a reply from the silent sentinel is waited for.
+        assert await asyncio.wait_for(store.set("k", "v"), 15)
+        assert await asyncio.wait_for(store.get("k"), 15) == "v"
+    finally:
+        await store.close()
+        server.close()
 
 
 async def test_doctor_shows_master_replica_and_sentinels(
