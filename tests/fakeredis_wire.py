@@ -26,8 +26,8 @@ class ClientWire:
         reply = await self._raw.execute_command(*command)  # type: ignore[no-untyped-call]
         return _as_sent(command, reply)
 
-    async def many(self, commands: Sequence[Command], *, transaction: bool = False) -> list[Any]:
-        async with self._raw.pipeline(transaction=transaction) as pipe:
+    async def many(self, commands: Sequence[Command]) -> list[Any]:
+        async with self._raw.pipeline(transaction=False) as pipe:
             for command in commands:
                 pipe.execute_command(*command)
             replies: list[Any] = await pipe.execute(raise_on_error=False)

@@ -161,6 +161,11 @@ class SentinelSet:
                 client.close()
         raise RuntimeError("no sentinel answers")
 
+    def replica_port(self) -> int:
+        """The port of the data node that is not the master now."""
+        master = self.master_port()
+        return next(s.port for s in (self.master, self.replica) if s.port != master)
+
     def wait_for_new_master(self, old_port: int, timeout: float = 30.0) -> float:
         """Seconds until the sentinels name another master than `old_port`, and it is one."""
         started = time.monotonic()

@@ -10,7 +10,6 @@ meanwhile waits for the next one, so a burst makes bigger batches, not more conn
 With `replicas` (Sentinel), each batch ends with WAIT, so its callers get their replies only
 once that many replicas have the batch's writes: what a caller was told is stored survives a
 failover (redis_replicas.py; on Redis Cluster the client does it, one WAIT per master).
-Transactions (`many(..., transaction=True)`, used to remove search index entries) do not wait.
 
 Failures are redis-py's: a connection error is retried by its Retry (the whole pipeline, on a
 new connection), then raised as redis.ConnectionError to every caller of the batch. With a
@@ -80,9 +79,7 @@ class Wire(Protocol):
 
     async def call(self, *command: str | int | float | bytes) -> Any: ...
 
-    async def many(
-        self, commands: Sequence[Command], *, transaction: bool = False
-    ) -> list[Any]: ...
+    async def many(self, commands: Sequence[Command]) -> list[Any]: ...
 
     async def close(self) -> None: ...
 
@@ -151,20 +148,14 @@ class RedisCommands:
             raise reply
         return reply
 
-    async def many(self, commands: Sequence[Command], *, transaction: bool = False) -> list[Any]:
-        """Replies in order, error replies in place. With `transaction`, the commands run as
-        one MULTI/EXEC block (all or nothing, nothing in between)."""
+    async def many(self, commands: Sequence[Command]) -> list[Any]:
+        """Replies in order, error replies in place (the commands go in one pipeline, which
+        is not a transaction: a script is what runs several writes all or nothing)."""
         if not commands:
             return []
         if all(_is_script_load(command) for command in commands):
             return await self._load(commands)
-        if not transaction:
-            return await self._queue(commands)
-        async with self._bounded(), self.client.pipeline(transaction=True) as pipe:
-            for command in commands:
-                pipe.execute_command(*command)
-            replies: list[Any] = await pipe.execute()
-        return replies
+        return await self._queue(commands)
 
     async def _load(self, commands: Sequence[Command]) -> list[Any]:
         """SCRIPT LOADs, not batched: on Redis Cluster each goes to every master (redis-py

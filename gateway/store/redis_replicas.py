@@ -120,8 +120,9 @@ class _WaitingNodes(NodesManager):
 
 def wait_on_every_master(client: RedisCluster, replicas: int) -> ReplicaAcks:
     """Make each master's part of `client`'s pipelines that write end with WAIT `replicas`.
-    MULTI/EXEC transactions do not (redis-py sends them outside execute_pipeline), nor does a
-    command that MOVED or ASK sent on to another master (redis-py sends it alone)."""
+    A command that MOVED or ASK sent on to another master does not (redis-py sends it alone),
+    nor would a MULTI/EXEC transaction (redis-py sends those outside execute_pipeline; the
+    store runs none: its all-or-nothing writes are scripts)."""
     acks = ReplicaAcks(replicas)
     # Classes of this client's own: the nodes reach their client's settings through them.
     node_class = type(

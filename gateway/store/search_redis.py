@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.store import keys
 from gateway.store.redis_base import ScriptCall
-from gateway.store.redis_client import Command, Script, Wire
+from gateway.store.redis_client import Script, Wire
 from gateway.store.search import PruneResult, SearchDoc, SearchIndex
 
 _CHUNK = 500
@@ -63,7 +63,17 @@ redis.call('DEL', KEYS[1])
 return ids
 """)
 
-SCRIPTS = (_ADD, _QUERY)
+# KEYS: the sorted sets to take documents out of, then the keys to delete. ARGV: how many
+# sorted sets come first, then the member to take out of each. One script, so a removal is
+# all or nothing and its batch ends with WAIT like every other write.
+_REMOVE = Script("""
+local sets = tonumber(ARGV[1])
+for i = 1, sets do redis.call('ZREM', KEYS[i], ARGV[i + 1]) end
+for i = sets + 1, #KEYS do redis.call('DEL', KEYS[i]) end
+return #KEYS - sets
+""")
+
+SCRIPTS = (_ADD, _QUERY, _REMOVE)
 
 
 class RedisSearch(SearchIndex):
@@ -179,17 +189,20 @@ class RedisSearch(SearchIndex):
             chunk = ids[i : i + _CHUNK]
             raw = await self._r.call("MGET", *(self._k(keys.search_doc(d)) for d in chunk))
             docs = [SearchDoc.decode(r) for r in _strs(raw)]
+            if not docs:
+                continue
             if sessions is not None:
                 sessions.update(doc.session for doc in docs)
-            removals: list[Command] = []
+            sets: list[str] = []
+            members: list[str] = []
             for doc in docs:
-                for term in doc.terms:
-                    removals.append(("ZREM", self._k(keys.search_term(doc.chat, term)), doc.id))
-                    removals.append(("ZREM", self._k(keys.search_all_term(term)), doc.id))
-                removals.append(("ZREM", self._k(keys.search_chat(doc.chat)), doc.id))
-                removals.append(("ZREM", self._k(keys.search_session(doc.session)), doc.id))
-                removals.append(("DEL", self._k(keys.search_doc(doc.id))))
-            await self._r.many(removals, transaction=True)
+                names = [keys.search_term(doc.chat, term) for term in doc.terms]
+                names += [keys.search_all_term(term) for term in doc.terms]
+                names += [keys.search_chat(doc.chat), keys.search_session(doc.session)]
+                sets += (self._k(name) for name in names)
+                members += [doc.id] * len(names)
+            deleted = [self._k(keys.search_doc(doc.id)) for doc in docs]
+            await ScriptCall(_REMOVE, [*sets, *deleted], [len(sets), *members]).run(self._r)
             removed += len(docs)
         return removed
 

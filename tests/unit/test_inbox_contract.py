@@ -538,10 +538,10 @@ class ClaimAnswerLost:
             await self._wire.call(*command)
         return await self._wire.call(*command)
 
-    async def many(self, commands: Sequence[Command], *, transaction: bool = False) -> list[Any]:
+    async def many(self, commands: Sequence[Command]) -> list[Any]:
         if any(self._is_claim(c) for c in commands):
-            await self._wire.many(commands, transaction=transaction)
-        return await self._wire.many(commands, transaction=transaction)
+            await self._wire.many(commands)
+        return await self._wire.many(commands)
 
     async def close(self) -> None:
         await self._wire.close()

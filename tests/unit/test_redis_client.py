@@ -92,17 +92,6 @@ async def test_error_replies_raise_alone_and_stay_in_place_in_a_batch(
     assert isinstance(mixed[0], ResponseError) and mixed[1] == "not a number"
 
 
-async def test_a_transaction_runs_all_or_nothing(wire: RedisCommands) -> None:
-    key = name("list")
-    assert await wire.many(
-        [("RPUSH", key, "a", "b", "c"), ("LTRIM", key, -2, -1)], transaction=True
-    ) == [3, "OK"]
-    assert await wire.call("LRANGE", key, 0, -1) == ["b", "c"]
-    with pytest.raises(ResponseError):
-        await wire.many([("RPUSH", key, "d"), ("NO-SUCH-COMMAND",)], transaction=True)
-    assert await wire.call("LRANGE", key, 0, -1) == ["b", "c"]  # nothing of it ran
-
-
 async def test_a_missing_script_is_a_no_script_reply(wire: RedisCommands) -> None:
     script = Script(f"return '{uuid.uuid4().hex}'")
     with pytest.raises(NoScriptError) as caught:

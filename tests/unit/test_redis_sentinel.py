@@ -49,12 +49,7 @@ async def test_the_store_follows_a_failover_on_the_connection_it_had(
 
 async def test_an_acknowledged_write_is_already_on_the_replica(sentinel_set: SentinelSet) -> None:
     store = RedisStore(key_prefix=f"wait-{uuid.uuid4().hex[:8]}", target=sentinel_set.target())
-    replica_port = next(
-        s.port
-        for s in (sentinel_set.master, sentinel_set.replica)
-        if s.port != sentinel_set.master_port()
-    )
-    replica = redis.Redis(port=replica_port, decode_responses=True)
+    replica = redis.Redis(port=sentinel_set.replica_port(), decode_responses=True)
     try:
         for n in range(50):
             await store.set(f"k{n}", str(n))
