@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -45,6 +46,9 @@ NETWORK_ERRORS = (
 )
 
 Mode = Literal["single", "sentinel", "cluster"]
+# A sentinel that has not answered within this long is asked alongside the next one (a healthy
+# one answers in milliseconds; a silent one would hold the lookup for its connect timeout).
+HEDGE_SECONDS = 0.25
 _T = TypeVar("_T")
 # Commands the store sends, pipelines included, whose replies the cluster client must not
 # shape: the store parses RESP2 as Redis sends it. The client's own (CLUSTER SLOTS, COMMAND) stay.
@@ -187,8 +191,9 @@ class _FollowsSentinelMaster:
 
 
 class _Sentinel(Sentinel):
-    """A Sentinel that asks every sentinel at once, and whose "no master found" keeps a failed
-    TLS handshake as its cause when that is why no sentinel answered.
+    """A Sentinel that does not wait for a silent sentinel before asking the next, and whose
+    "no master found" keeps a failed TLS handshake as its cause when that is why no sentinel
+    answered.
 
     redis-py asks the sentinels in turn, so a sentinel whose host is down (often the one beside
     the master that just failed) costs a whole connect timeout before the next is asked; and
@@ -203,28 +208,45 @@ class _Sentinel(Sentinel):
 
     async def discover_master(self, service_name: str) -> Any:
         """The master's (ip, port) from the first sentinel to name one in good state; that
-        sentinel goes first in the list, as redis-py keeps it."""
+        sentinel goes first in the list, as redis-py keeps it.
+
+        The first sentinel is asked alone; the next is asked too as soon as one fails or
+        names no healthy master, or when none has answered within HEDGE_SECONDS."""
         sentinels = list(self.sentinels)  # another lookup may reorder the list meanwhile
-        asks: dict[asyncio.Future[Any], int] = {
-            asyncio.ensure_future(client.sentinel_masters()): n
-            for n, client in enumerate(sentinels)
-        }
+        unasked = deque(range(len(sentinels)))
+        asks: dict[asyncio.Future[Any], int] = {}
+        pending: set[asyncio.Future[Any]] = set()
         errors: dict[int, Exception] = {}
-        pending = set(asks)
+
+        def ask_next() -> None:
+            if unasked:
+                number = unasked.popleft()
+                ask = asyncio.ensure_future(sentinels[number].sentinel_masters())
+                asks[ask] = number
+                pending.add(ask)
+
+        ask_next()
         try:
             while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    pending, timeout=HEDGE_SECONDS, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    ask_next()
                 for ask in sorted(done, key=lambda ask: asks[ask]):
+                    pending.discard(ask)
                     try:
                         masters: dict[str, Any] = ask.result()
                     except (RedisConnectionError, RedisTimeoutError) as exc:
                         errors[asks[ask]] = exc
+                        ask_next()
                         continue
                     state = masters.get(service_name)
                     if state and self.check_master_state(state, service_name):
                         self._put_first(sentinels[asks[ask]])
                         ip = self._force_master_ip or state["ip"]
                         return ip, state["port"]
+                    ask_next()
         finally:
             for ask in pending:
                 ask.cancel()

@@ -79,6 +79,33 @@ async def test_a_sentinel_that_never_answers_does_not_hold_up_the_others(
         server.close()
 
 
+async def test_a_healthy_first_sentinel_is_the_only_one_asked(sentinel_set: SentinelSet) -> None:
+    """The next sentinel is asked only when the ones before fail, name no healthy master or
+    are slow: a lookup does not cost every sentinel a connection."""
+    watch = [sentinel.client() for sentinel in sentinel_set.sentinels]
+
+    def connections() -> list[int]:
+        return [int(client.info("stats")["total_connections_received"]) for client in watch]
+
+    try:
+        before = connections()
+        for _ in range(40):  # until the sentinels have made their links to each other
+            await asyncio.sleep(0.5)
+            now, before = before, connections()
+            if now == before:
+                break
+        store = RedisStore(key_prefix=f"first-{uuid.uuid4().hex[:8]}", target=sentinel_set.target())
+        try:
+            assert await store.set("k", "v")
+        finally:
+            await store.close()
+        after = connections()
+        assert after[0] > before[0] and after[1:] == before[1:], (before, after)
+    finally:
+        for client in watch:
+            client.close()
+
+
 async def test_doctor_shows_master_replica_and_sentinels(
     sentinel_set: SentinelSet, tmp_path: Path
 ) -> None:

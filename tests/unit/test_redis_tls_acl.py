@@ -296,8 +296,9 @@ async def test_tls_settings_towards_servers_without_tls_are_refused_with_the_set
 ) -> None:
     """A TLS handshake to a plain server waits for the connect timeout, which read as an
     outage after every retry. Behind Sentinel `chatgate doctor` names it too, with the
-    default 5 s timeout: the sentinels are asked at once, so the handshakes wait in parallel
-    (one after another they took three times that, past the doctor's limit)."""
+    default 5 s timeout: a silent sentinel does not hold up asking the next, so the
+    handshakes wait side by side (one after another they took three times that, past the
+    doctor's limit)."""
     settings = settings_for(tmp_path, plain_redis_with_tls_settings)
     # Each handshake waits for the connect timeout: a short one keeps the test short.
     message = await store_refusal(settings, socket_timeout=1.0)
