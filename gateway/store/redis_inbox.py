@@ -34,7 +34,6 @@ from gateway.store.redis_client import Command, Wire
 from gateway.store.redis_inbox_scripts import (
     CLAIM,
     CLAIM_REPLY,
-    COUNT,
     DROP,
     FENCED_WRITE,
     FINISH,
@@ -45,6 +44,7 @@ from gateway.store.redis_inbox_scripts import (
     claimed_from,
     intake_result,
 )
+from gateway.store.redis_once import incr_call
 
 FENCE_TTL = 7 * 86400.0  # far beyond any turn: a fence must not lapse under a running one
 _TOTALS_AGE = 0.25  # Cluster: seconds an intake trusts the other shards' pending totals
@@ -114,11 +114,12 @@ class RedisInbox:
         counted = ""
         rate = k.data(request.rate_key) if request.rate_key else pending
         if request.rate_key and k.cluster:
-            # The person's counter is in a slot of its own: counted first, one step before.
+            # The person's counter is in a slot of its own: counted first, one step before,
+            # with an id, so the count sent again after a lost reply counts once.
+            count = incr_call([(rate, 1, request.rate_ttl, None)], cluster=True)
             with self._guard:
-                counted = str(
-                    await ScriptCall(COUNT, [rate], [millis(request.rate_ttl)]).run(self._wire)
-                )
+                [value] = await count.run(self._wire)
+            counted = str(value)
             rate = pending
         script_keys = [
             k.at(shard, request.seen) if request.seen else pending,

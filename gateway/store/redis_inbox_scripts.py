@@ -28,14 +28,17 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 INTAKE = Script(
     NOW
     + """
+local entry_id = string.match(ARGV[3], '^[^\\n]*')
 -- This very request sent again (its first answer lost with a failed-over master): its entry
 -- is pending already. The answer is the first one's, and nothing is stored twice.
 local function sent_again()
-  local id = string.match(ARGV[3], '^[^\\n]*')
   local items = redis.call('LRANGE', KEYS[2], 0, -1)
   local found = false
   for _, item in ipairs(items) do
-    if string.sub(item, 1, #id + 1) == id .. '\\n' then found = true break end
+    if string.sub(item, 1, #entry_id + 1) == entry_id .. '\\n' then
+      found = true
+      break
+    end
   end
   if not found then return nil end
   local holder = redis.call('GET', KEYS[4])
@@ -50,9 +53,26 @@ local function sent_again()
           record and '1' or '0', record or '', reply and '1' or '0', reply or '',
           redis.call('GET', KEYS[9]) or '0'}
 end
+-- A refusal is kept in the seen key beside this request's entry id (one per delivery): the
+-- request sent again gets the same refusal, and another delivery of the message is a duplicate.
+local function refuse(answer)
+  if ARGV[1] == '1' then
+    redis.call('SET', KEYS[1], entry_id .. '\\n' .. table.concat(answer, ','), 'PX', ARGV[2])
+  end
+  return answer
+end
+local function refused_before()
+  local first = redis.call('GET', KEYS[1])
+  if not first or string.sub(first, 1, #entry_id + 1) ~= entry_id .. '\\n' then return nil end
+  local answer = {}
+  for field in string.gmatch(string.sub(first, #entry_id + 2), '[^,]+') do
+    table.insert(answer, field)
+  end
+  return answer
+end
 if ARGV[1] == '1' then
   if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[2]) then
-    return sent_again() or {'duplicate'}
+    return sent_again() or refused_before() or {'duplicate'}
   end
 else
   local again = sent_again()
@@ -68,12 +88,14 @@ if limit > 0 then
     count = redis.call('INCR', KEYS[6])
     if existed == 0 then redis.call('PEXPIRE', KEYS[6], ARGV[9]) end
   end
-  if count > limit then return {'rate_limited', tostring(count)} end
+  if count > limit then return refuse({'rate_limited', tostring(count)}) end
 end
 local queued = redis.call('LLEN', KEYS[2])
-if queued >= tonumber(ARGV[6]) then return {'queue_full', tostring(count), tostring(queued)} end
+if queued >= tonumber(ARGV[6]) then
+  return refuse({'queue_full', tostring(count), tostring(queued)})
+end
 if tonumber(redis.call('GET', KEYS[7]) or '0') + tonumber(ARGV[16]) >= tonumber(ARGV[7]) then
-  return {'overloaded', tostring(count), tostring(queued)}
+  return refuse({'overloaded', tostring(count), tostring(queued)})
 end
 redis.call('RPUSH', KEYS[2], ARGV[3])
 redis.call('INCR', KEYS[7])
@@ -98,14 +120,6 @@ return {'taken', tostring(count), tostring(queued + 1), '', '0', head, tostring(
         record and '1' or '0', record or '', reply and '1' or '0', reply or '', tostring(token)}
 """
 )
-
-# KEYS: 1 counter. ARGV: 1 ttl ms (set when this call made the counter).
-COUNT = Script("""
-local existed = redis.call('EXISTS', KEYS[1])
-local count = redis.call('INCR', KEYS[1])
-if existed == 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return count
-""")
 
 # KEYS: 1 ready, 2 started, 3 what this claim took (keys.claimed). ARGV: 1 owner (one per
 # claim), 2 lease ttl ms, 3 pending prefix, 4 lease prefix, 5 record prefix, 6 reply prefix,
@@ -402,7 +416,7 @@ def claimed_from(raw: list[Any], owner: str) -> list[Claimed]:
     ]
 
 
-SCRIPTS = (INTAKE, COUNT, CLAIM, FINISH, RENEW, DROP, REMOVE, CLAIM_REPLY, FENCED_WRITE, REPLACE)
+SCRIPTS = (INTAKE, CLAIM, FINISH, RENEW, DROP, REMOVE, CLAIM_REPLY, FENCED_WRITE, REPLACE)
 
 
 def finish_result(raw: list[Any], session: str, owner: str, record: str | None) -> FinishResult:

@@ -522,24 +522,28 @@ async def test_a_finish_after_a_take_over_is_lost_though_its_fence_moved_by_one(
     assert [e.id for e in await store.pending(S1)] == [f"{S1}-e1"]
 
 
-class ClaimAnswerLost:
-    """The store's wire, except that each CLAIM script runs twice and its caller gets the
-    second answer: the first answer was lost with a failed-over master and the client sent
-    the command again, as redis_client.py does."""
+class AnswerLost:
+    """The store's wire, except that each run of the given scripts (by SHA1; all scripts
+    when none are given) happens twice and its caller gets the second answer: the first
+    answer was lost with a failed-over master and the client sent the command again, as
+    redis_client.py does."""
 
-    def __init__(self, wire: Wire) -> None:
+    def __init__(self, wire: Wire, *shas: str) -> None:
         self._wire = wire
+        self._shas = set(shas)
 
-    def _is_claim(self, command: Sequence[object]) -> bool:
-        return len(command) > 1 and command[0] == "EVALSHA" and command[1] == CLAIM.sha
+    def _sent_twice(self, command: Sequence[object]) -> bool:
+        if len(command) < 2 or command[0] != "EVALSHA":
+            return False
+        return not self._shas or command[1] in self._shas
 
     async def call(self, *command: str | int | float | bytes) -> Any:
-        if self._is_claim(command):
+        if self._sent_twice(command):
             await self._wire.call(*command)
         return await self._wire.call(*command)
 
     async def many(self, commands: Sequence[Command]) -> list[Any]:
-        if any(self._is_claim(c) for c in commands):
+        if any(self._sent_twice(c) for c in commands):
             await self._wire.many(commands)
         return await self._wire.many(commands)
 
@@ -572,7 +576,7 @@ async def test_a_claim_sent_again_gets_the_sessions_it_took_counted_once(
     for n, session in enumerate(sorted(sessions)):
         await store.intake(req(session, n))
     inbox = store._inbox
-    inbox._wire = ClaimAnswerLost(inbox._wire)
+    inbox._wire = AnswerLost(inbox._wire, CLAIM.sha)
     taken = await store.claim("c:1", 5, limit=2)
     # Stored in one millisecond, any two may be the oldest (Cluster breaks ties by shard).
     held = {c.session for c in taken}
@@ -594,6 +598,25 @@ async def test_a_claim_sent_again_gets_the_sessions_it_took_counted_once(
             token=turn.token,
         )
         assert done.status == "released"
+
+
+async def test_an_intake_sent_again_counts_its_sender_once(redis_store_any: RedisStore) -> None:
+    """Every script of the intake runs twice, as when its answer is lost in a failover: the
+    person's rate counter still counts each message once (on Cluster it is counted in a step
+    of its own, before the intake), and a refusal sent again is answered as a refusal, not
+    as a duplicate; another delivery of the refused message is a duplicate."""
+    store = redis_store_any
+    inbox = store._inbox
+    plain = inbox._wire
+    inbox._wire = AnswerLost(plain)
+    rated = [await store.intake(req(S2, n, rate_limit=2)) for n in range(10, 13)]
+    assert [r.status for r in rated] == ["stored", "stored", "rate_limited"]
+    assert rated[2].rate_count == 3  # the two before it counted once each
+    full = [await store.intake(req(S1, n, max_queued=1)) for n in (1, 2)]
+    assert [r.status for r in full] == ["stored", "queue_full"]
+    inbox._wire = plain
+    redelivered = dataclasses.replace(req(S1, 2, max_queued=1), entry=InboxEntry("other", "{}"))
+    assert (await store.intake(redelivered)).status == "duplicate"
 
 
 async def test_a_renewal_takes_back_a_lapsed_lease_nobody_took(store: Store) -> None:
